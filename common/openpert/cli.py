@@ -1,0 +1,225 @@
+"""``openpert``: the command line.
+
+Commands
+--------
+``run-component CONFIG --arg value ...``
+    Run one component, as ``viash run`` would.
+``benchmark --task T [...] -o DIR``
+    Run a task's benchmark (local engine or Nextflow).
+``report RESULTS... -o SITE``
+    Render the results website.
+``test [PATH]``, ``lint [PATH]``, ``create-component ...``
+    Contributor tools.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from openpert.file_formats import FormatError
+from openpert.viash_config import ConfigError, find_project_root
+
+
+def _root(start: Path | None = None) -> Path:
+    return find_project_root(start or Path.cwd())
+
+
+# --- run-component ------------------------------------------------------------------------------------
+def _component_args(config, argv: Sequence[str]) -> dict:
+    """Parse ``--name value`` pairs against a component's arguments (repeats and ``;`` for multiple)."""
+    parser = argparse.ArgumentParser(prog=f"openpert run-component {config.path}", add_help=True)
+    for arg in config.arguments:
+        if arg.type == "boolean_true":
+            parser.add_argument(f"--{arg.name}", action="store_true", default=None)
+        elif arg.type == "boolean_false":
+            parser.add_argument(f"--{arg.name}", action="store_false", default=None)
+        else:
+            parser.add_argument(f"--{arg.name}", action="append" if arg.multiple else "store", default=None,
+                                help=arg.description)
+    ns = parser.parse_args(list(argv))
+    out = {}
+    for arg in config.arguments:
+        value = getattr(ns, arg.name)
+        if value is None:
+            continue
+        if arg.multiple:
+            value = [part for v in value for part in str(v).split(";") if part]
+        out[arg.name] = value
+    return out
+
+
+def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
+    from openpert.benchmark import label_resources, limits_for
+    from openpert.component_runner import Limits, run_component
+    from openpert.task import task_of
+    from openpert.viash_config import read_config
+
+    config = read_config(ns.config)
+    args = _component_args(config, rest)
+    limits = Limits() if ns.no_limits else limits_for(config.labels, label_resources(config.root), where=str(config.path))
+    task = task_of(config)
+    allowed = task.method_formats if task is not None and config.type == "method" else None
+    work = Path(ns.work_dir) if ns.work_dir else Path(tempfile.mkdtemp(prefix=f"openpert-{config.name}-"))
+    result = run_component(config, args, work_dir=work, limits=limits, allowed_input_formats=allowed,
+                           validate=not ns.no_validate)
+    if ns.show_log or not result.succeeded:
+        sys.stderr.write(result.log.read_text(errors="replace") if result.log.exists() else "")
+    if not result.succeeded:
+        print(f"openpert: {config.name} failed: {result.reason} (work dir: {work})", file=sys.stderr)
+        return result.exit_code if result.exit_code > 0 else 1
+    print(f"{config.name}: done in {result.duration_s:.2f} s, peak memory {result.peak_memory_mb:.0f} MB", file=sys.stderr)
+    return 0
+
+
+# --- benchmark --------------------------------------------------------------------------------------------
+def cmd_benchmark(ns: argparse.Namespace) -> int:
+    from openpert.benchmark import install_signal_handlers, run_benchmark
+    from openpert.task import Task, discover_tasks
+
+    root = _root()
+    tasks = discover_tasks(root) if ns.task == ["all"] else [Task(root / "src" / t) if (root / "src" / t).is_dir() else None for t in ns.task]
+    if any(t is None for t in tasks):
+        missing = [n for n, t in zip(ns.task, tasks) if t is None]
+        raise ConfigError(f"{root / 'src'}: no task {', '.join(missing)}; known: {', '.join(t.name for t in discover_tasks(root))}")
+    install_signal_handlers()
+    status = 0
+    for task in tasks:
+        input_dir = ns.input
+        if input_dir is not None and len(tasks) > 1:
+            input_dir = Path(input_dir) / task.dir.name
+        out = Path(ns.output) / task.dir.name
+        results = run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
+                                controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+                                engine=ns.engine, profile=ns.profile)
+        n_jobs = len(results["resources"])
+        n_failed = len(results["failures"])
+        cached = sum(r["cached"] for r in results["resources"])
+        print(f"{task.name}: {n_jobs} jobs ({cached} cached), {n_failed} failed -> {out / 'results.json'}")
+        for fail in results["failures"]:
+            print(f"  failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason'][:200]}")
+        best = [o for o in results["overall"] if o["score"] is not None]
+        for row in best[:5]:
+            print(f"  #{row['rank']} {row['method_id']}: {row['score']:.3f}")
+    return status
+
+
+# --- report, test, lint, scaffold ---------------------------------------------------------------------
+def cmd_report(ns: argparse.Namespace) -> int:
+    from openpert.report import render_site
+
+    dirs: list[Path] = []
+    for given in ns.results:
+        path = Path(given)
+        if (path / "results.json").is_file():
+            dirs.append(path)
+        else:
+            found = sorted(p.parent for p in path.glob("*/results.json"))
+            if not found:
+                raise ConfigError(f"{path}: no results.json here or in its sub-folders")
+            dirs.extend(found)
+    index = render_site(dirs, Path(ns.output))
+    print(f"site written: {index}")
+    return 0
+
+
+def cmd_test(ns: argparse.Namespace) -> int:
+    import pytest
+
+    paths = ns.paths or [str(_root() / "src")]
+    return int(pytest.main([*paths, "-q", *ns.pytest_args]))
+
+
+def cmd_lint(ns: argparse.Namespace) -> int:
+    from openpert.lint import lint_paths
+
+    problems = lint_paths([Path(p) for p in (ns.paths or [_root() / "src"])])
+    for problem in problems:
+        print(problem)
+    print(f"{len(problems)} problem(s)" if problems else "no problems found")
+    return 1 if problems else 0
+
+
+def cmd_create_component(ns: argparse.Namespace) -> int:
+    from openpert.scaffold import create_component
+
+    path = create_component(_root(), task=ns.task, comp_type=ns.type, name=ns.name)
+    print(f"created {path}\nnext: edit {path / 'script.py'}, then `openpert test {path}`")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openpert", description="A living benchmark for perturbation modelling.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("run-component", help="run one component (like `viash run`)",
+                       description="Run one component; arguments after the config are the component's own.")
+    p.add_argument("config", help="the component's config.vsh.yaml")
+    p.add_argument("--work-dir", help="work directory (default: a new temporary one)")
+    p.add_argument("--no-limits", action="store_true", help="ignore the time and memory limits of the labels")
+    p.add_argument("--no-validate", action="store_true", help="do not validate inputs and outputs")
+    p.add_argument("--show-log", action="store_true", help="print the script's output also when it succeeds")
+
+    p = sub.add_parser("benchmark", help="run a task's benchmark")
+    p.add_argument("--task", nargs="+", required=True, help="task name(s) under src/, or 'all'")
+    p.add_argument("--input", help="folder of processed datasets (default: run the task's dataset components)")
+    p.add_argument("--datasets", nargs="+", help="dataset ids to keep")
+    p.add_argument("--methods", nargs="+", help="methods to keep (controls are kept)")
+    p.add_argument("--controls", nargs="+", help="control methods to keep")
+    p.add_argument("--metrics", nargs="+", help="metric components to keep")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="jobs run at once (local engine)")
+    p.add_argument("--resume", action="store_true", help="reuse finished jobs of an earlier run")
+    p.add_argument("-o", "--output", default="results", help="results folder (one sub-folder per task)")
+    p.add_argument("--engine", choices=["local", "nextflow"], default="local")
+    p.add_argument("--profile", default="local", help="Nextflow profile: local, docker, singularity, slurm, awsbatch, k8s")
+
+    p = sub.add_parser("report", help="render the results website")
+    p.add_argument("results", nargs="+", help="results folders (holding results.json, or their parent)")
+    p.add_argument("-o", "--output", default="site", help="site folder")
+
+    p = sub.add_parser("test", help="run component tests (pytest)")
+    p.add_argument("paths", nargs="*", help="component folders or files (default: src/)")
+    p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed on to pytest")
+
+    p = sub.add_parser("lint", help="check component configs")
+    p.add_argument("paths", nargs="*", help="folders or config files (default: src/)")
+
+    p = sub.add_parser("create-component", help="scaffold a component from the task's API")
+    p.add_argument("--task", required=True)
+    p.add_argument("--type", required=True, choices=["method", "control_method", "metric", "dataset"])
+    p.add_argument("--name", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``openpert`` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    # run-component's own arguments are not known until its config is read.
+    if argv[:1] == ["run-component"]:
+        ns, rest = parser.parse_known_args(argv)
+    else:
+        ns, rest = parser.parse_args(argv), []
+    handlers = {
+        "run-component": lambda: cmd_run_component(ns, rest),
+        "benchmark": lambda: cmd_benchmark(ns),
+        "report": lambda: cmd_report(ns),
+        "test": lambda: cmd_test(ns),
+        "lint": lambda: cmd_lint(ns),
+        "create-component": lambda: cmd_create_component(ns),
+    }
+    try:
+        return handlers[ns.command]()
+    except (ConfigError, FormatError) as err:
+        print(f"openpert: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("openpert: interrupted; finished jobs are kept (rerun with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

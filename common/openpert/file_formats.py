@@ -1,0 +1,391 @@
+"""File formats: ``api/file_*.yaml`` specs turned into validators.
+
+A task's API describes each file it exchanges in ``info.format`` of a ``file_*.yaml``, in the manner
+of Open Problems::
+
+    type: file
+    example: resources_test/my_task/dataset/prediction.h5ad
+    label: Prediction
+    info:
+      format:
+        type: h5ad
+        layers:
+          - {name: prediction, type: double, required: true, description: ...}
+        uns:
+          - {name: dataset_id, type: string, required: true}
+        matches:
+          - {this: obs_names, file: file_test, that: obs_names}
+
+Supported ``type`` values and their slots:
+
+``h5ad``
+    ``X`` (a mapping), ``layers``, ``obs``, ``var``, ``obsm``, ``varm``, ``obsp``, ``uns`` (lists of
+    ``{name, type, required, description}``).
+``csv``, ``tsv``, ``parquet``
+    ``columns``.
+``json``, ``yaml``
+    ``keys`` of the top-level mapping; ``jsonl`` applies ``keys`` to every record.
+
+Slot types: ``integer``, ``double`` (any real number), ``string``, ``boolean``, ``object``
+(a mapping or any value). Numeric matrices (``X``, ``layers``, ``obsm``...) must be finite unless the
+slot says ``finite: false``; other slots are checked for finiteness only with ``finite: true``.
+
+``matches`` are the shape rules a task declares between files of one dataset/job: ``this`` and
+``that`` name an attribute (``obs_names``, ``var_names``, ``obs:<col>``, ``var:<col>``, ``uns:<key>``,
+``column:<col>``, ``n_rows``, ``n_obs``, ``n_vars``, ``keys``) of this file and of the file with
+format id ``file``; ``relation`` is ``equal`` (same values in the same order, the default),
+``same_set`` or ``subset`` (every value of this is in that).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import yaml
+
+FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
+SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long")
+H5AD_LIST_SLOTS = ("layers", "obs", "var", "obsm", "varm", "obsp", "varp", "uns")
+_MATRIX_SLOTS = {"X", "layers", "obsm", "varm", "obsp", "varp"}
+RELATIONS = ("equal", "same_set", "subset")
+
+
+class FormatError(ValueError):
+    """A file does not match its format. The message names the file and every problem found."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One declared element of a file (a layer, an obs column, a csv column, a json key...)."""
+
+    name: str
+    type: str
+    required: bool = True
+    description: str = ""
+    finite: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchRule:
+    """A shape rule between this file and another file of the same dataset or job."""
+
+    this: str
+    file: str
+    that: str
+    relation: str = "equal"
+
+
+@dataclasses.dataclass
+class FileFormat:
+    """A parsed ``info.format`` block.
+
+    Attributes
+    ----------
+    format_id
+        The stem of the ``file_*.yaml`` it came from (``file_prediction``).
+    type
+        One of :data:`FILE_TYPES`.
+    slots
+        Slot group (``X``, ``layers``, ``obs``, ``columns``, ``keys``...) -> declared slots.
+    matches
+        Shape rules against other files.
+    """
+
+    format_id: str
+    type: str
+    slots: dict[str, list[Slot]]
+    matches: list[MatchRule]
+    source: str = ""
+
+    @classmethod
+    def from_spec(cls, spec: Mapping, *, source: str, format_id: str) -> "FileFormat":
+        """Parse an ``info.format`` mapping; errors name ``source`` and the key."""
+        if not isinstance(spec, Mapping):
+            raise FormatError(f"{source}: expected a mapping, got {spec!r}")
+        ftype = spec.get("type")
+        if ftype not in FILE_TYPES:
+            raise FormatError(f"{source}.type: {ftype!r} is not one of {FILE_TYPES}")
+        groups = {
+            "h5ad": ("X", *H5AD_LIST_SLOTS),
+            "csv": ("columns",),
+            "tsv": ("columns",),
+            "parquet": ("columns",),
+            "json": ("keys",),
+            "jsonl": ("keys",),
+            "yaml": ("keys",),
+        }[ftype]
+        slots: dict[str, list[Slot]] = {}
+        for key, value in spec.items():
+            if key in ("type", "matches"):
+                continue
+            if key not in groups:
+                raise FormatError(f"{source}.{key}: not a slot of a {ftype} file; expected one of {groups}")
+            if key == "X":
+                value = [{"name": "X", **(value or {})}]
+            if not isinstance(value, list):
+                raise FormatError(f"{source}.{key}: expected a list of slots")
+            slots[key] = [_parse_slot(v, f"{source}.{key}[{i}]") for i, v in enumerate(value)]
+        matches = []
+        for i, rule in enumerate(spec.get("matches") or []):
+            where = f"{source}.matches[{i}]"
+            if not isinstance(rule, Mapping) or not {"this", "file"} <= set(rule):
+                raise FormatError(f"{where}: a rule needs 'this' and 'file' (and optionally 'that', 'relation')")
+            relation = rule.get("relation", "equal")
+            if relation not in RELATIONS:
+                raise FormatError(f"{where}.relation: {relation!r} is not one of {RELATIONS}")
+            matches.append(MatchRule(rule["this"], rule["file"], rule.get("that", rule["this"]), relation))
+        return cls(format_id=format_id, type=ftype, slots=slots, matches=matches, source=source)
+
+    # ------------------------------------------------------------------------------------------
+    def validate(self, path: str | Path, context: Mapping[str, str | Path] | None = None) -> None:
+        """Check a file against this format.
+
+        Parameters
+        ----------
+        path
+            The file to check.
+        context
+            Format id -> path of the other files of the same dataset or job, for ``matches``.
+            Rules whose other file is not in ``context`` are not checked.
+
+        Raises
+        ------
+        FormatError
+            Naming the file and listing every problem.
+        """
+        path = Path(path)
+        label = f"{path} ({self.format_id})"
+        if not path.exists():
+            raise FormatError(f"{label}: file not found")
+        try:
+            obj = load_file(path, self.type)
+        except FormatError:
+            raise
+        except Exception as err:  # any reader error means the file is not of this type
+            raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
+        problems = self._check_slots(obj)
+        for rule in self.matches:
+            other = (context or {}).get(rule.file)
+            if other is None or Path(other) == path:
+                continue
+            problems.extend(self._check_match(obj, rule, Path(other)))
+        if problems:
+            raise FormatError(f"{label}: " + "; ".join(problems))
+
+    def _check_slots(self, obj: Any) -> list[str]:
+        problems: list[str] = []
+        for group, slots in self.slots.items():
+            for slot in slots:
+                found, value = _get_slot(obj, self.type, group, slot.name)
+                where = slot.name if group == "X" else f"{group}[{slot.name!r}]"
+                if not found:
+                    if slot.required:
+                        problems.append(f"required {where} is missing")
+                    continue
+                problems.extend(_check_value(value, slot, where, matrix=group in _MATRIX_SLOTS))
+        return problems
+
+    def _check_match(self, obj: Any, rule: MatchRule, other_path: Path) -> list[str]:
+        other_type = _type_from_suffix(other_path)
+        try:
+            mine = attribute(obj, self.type, rule.this)
+            theirs = attribute(load_file(other_path, other_type), other_type, rule.that)
+        except KeyError as err:
+            return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err.args[0]}"]
+        mine_s = pd.Index(np.asarray(mine).astype(str)) if not np.isscalar(mine) else mine
+        theirs_s = pd.Index(np.asarray(theirs).astype(str)) if not np.isscalar(theirs) else theirs
+        if np.isscalar(mine_s) or np.isscalar(theirs_s):
+            return [] if mine_s == theirs_s else [f"{rule.this} is {mine_s} but {rule.file} has {rule.that} {theirs_s}"]
+        if rule.relation == "subset":
+            extra = mine_s.difference(theirs_s)
+            return [f"{rule.this}: {len(extra)} values not in {rule.file}'s {rule.that}, e.g. {list(extra[:3])}"] if len(extra) else []
+        missing = theirs_s.difference(mine_s)
+        extra = mine_s.difference(theirs_s)
+        out = []
+        if len(mine_s) != len(theirs_s):
+            out.append(f"{rule.this} has {len(mine_s)} entries but {rule.file}'s {rule.that} has {len(theirs_s)}")
+        if len(missing):
+            out.append(f"{rule.this} lacks {len(missing)} of {rule.file}'s {rule.that}, e.g. {list(missing[:3])}")
+        if len(extra):
+            out.append(f"{rule.this} has {len(extra)} not in {rule.file}'s {rule.that}, e.g. {list(extra[:3])}")
+        if not out and rule.relation == "equal" and not mine_s.equals(theirs_s):
+            out.append(f"{rule.this} is not in the order of {rule.file}'s {rule.that}")
+        return out
+
+
+def _parse_slot(raw: Any, where: str) -> Slot:
+    if not isinstance(raw, Mapping) or "name" not in raw:
+        raise FormatError(f"{where}: a slot needs at least a name and a type")
+    stype = raw.get("type", "object")
+    if stype not in SLOT_TYPES:
+        raise FormatError(f"{where}.type: {stype!r} is not one of {SLOT_TYPES}")
+    return Slot(
+        name=str(raw["name"]),
+        type=stype,
+        required=bool(raw.get("required", True)),
+        description=str(raw.get("description", "")),
+        finite=raw.get("finite"),
+    )
+
+
+def _type_from_suffix(path: Path) -> str:
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix == "yml":
+        return "yaml"
+    if suffix not in FILE_TYPES:
+        raise FormatError(f"{path}: cannot tell the file type from the suffix {path.suffix!r}")
+    return suffix
+
+
+# --- reading --------------------------------------------------------------------------------------
+_CACHE: dict[tuple, Any] = {}
+_CACHE_MAX = 16
+
+
+def load_file(path: Path, ftype: str) -> Any:
+    """Read a file of a known type. Results are cached by path, size and mtime.
+
+    Reference files (a dataset's test file) are read by many validations; caching keeps the
+    harness overhead per job small. The cache holds a few objects at most.
+    """
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, ftype)
+    if key in _CACHE:
+        return _CACHE[key]
+    if ftype == "h5ad":
+        import anndata as ad
+
+        obj = ad.read_h5ad(path)
+    elif ftype in ("csv", "tsv"):
+        obj = pd.read_csv(path, sep="," if ftype == "csv" else "\t")
+    elif ftype == "parquet":
+        obj = pd.read_parquet(path)
+    elif ftype == "json":
+        obj = json.loads(path.read_text())
+    elif ftype == "jsonl":
+        obj = []
+        for i, line in enumerate(path.read_text().splitlines()):
+            if not line.strip():
+                continue
+            try:
+                obj.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise FormatError(f"{path}: line {i + 1} is not valid JSON: {err}") from None
+    elif ftype == "yaml":
+        obj = yaml.safe_load(path.read_text())
+    else:  # pragma: no cover - guarded by FILE_TYPES
+        raise FormatError(f"{path}: unknown file type {ftype!r}")
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = obj
+    return obj
+
+
+def _get_slot(obj: Any, ftype: str, group: str, name: str) -> tuple[bool, Any]:
+    if ftype == "h5ad":
+        if group == "X":
+            return obj.X is not None, obj.X
+        container = getattr(obj, group)
+        if group in ("obs", "var"):
+            return (name in container.columns), (container[name] if name in container.columns else None)
+        return (name in container), (container[name] if name in container else None)
+    if group == "columns":
+        return (name in obj.columns), (obj[name] if name in obj.columns else None)
+    if group == "keys":
+        records = obj if ftype == "jsonl" else [obj]
+        if not records or not all(isinstance(r, Mapping) for r in records):
+            return False, None
+        if not all(name in r for r in records):
+            return False, None
+        return True, [r[name] for r in records] if ftype == "jsonl" else obj[name]
+    return False, None
+
+
+def _check_value(value: Any, slot: Slot, where: str, *, matrix: bool) -> list[str]:
+    import scipy.sparse as sp
+
+    arr = value
+    if sp.issparse(arr):
+        arr = arr.data
+    elif isinstance(arr, pd.DataFrame):
+        arr = arr.to_numpy()
+    elif isinstance(arr, (pd.Series, pd.Index)):
+        arr = arr.to_numpy() if not isinstance(arr.dtype, pd.CategoricalDtype) else np.asarray(arr.astype(str))
+    elif isinstance(arr, list) and slot.type != "object":
+        arr = np.asarray(arr, dtype=object)
+        if arr.size and all(isinstance(v, (int, float, bool, np.number)) for v in arr.ravel()):
+            arr = arr.astype(float) if slot.type != "boolean" else arr.astype(bool)
+    elif hasattr(arr, "__array__") and not isinstance(arr, np.ndarray):
+        arr = np.asarray(arr)
+    problems: list[str] = []
+    if slot.type == "object":
+        return problems
+    if not isinstance(arr, np.ndarray):
+        arr = np.asarray(arr)
+    kind = arr.dtype.kind
+    if slot.type in ("integer", "long"):
+        if kind == "f":
+            finite = arr[np.isfinite(arr)]
+            if finite.size and not np.all(finite == np.round(finite)):
+                problems.append(f"{where} should hold integers but has non-integer values")
+        elif kind not in "iu":
+            problems.append(f"{where} should be integer, found dtype {arr.dtype}")
+    elif slot.type in ("double", "float", "numeric"):
+        if kind not in "iuf":
+            problems.append(f"{where} should be numeric, found dtype {arr.dtype}")
+    elif slot.type == "string":
+        if kind not in "OUS" or (kind == "O" and arr.size and not all(isinstance(v, str) for v in arr.ravel()[:1000])):
+            problems.append(f"{where} should hold strings, found dtype {arr.dtype}")
+    elif slot.type == "boolean":
+        if kind != "b":
+            problems.append(f"{where} should be boolean, found dtype {arr.dtype}")
+    check_finite = slot.finite if slot.finite is not None else matrix
+    if check_finite and kind in "fc" and not problems:
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            n_nan = int(np.isnan(arr).sum())
+            problems.append(f"{where} has {int(bad.sum())} non-finite values ({n_nan} NaN, {int(bad.sum()) - n_nan} inf)")
+    return problems
+
+
+def attribute(obj: Any, ftype: str, name: str) -> Any:
+    """The value of a ``matches`` attribute (``obs_names``, ``column:id``, ``n_rows``...) of a file."""
+    if ftype == "h5ad":
+        simple = {"obs_names": lambda: obj.obs_names, "var_names": lambda: obj.var_names,
+                  "n_obs": lambda: obj.n_obs, "n_vars": lambda: obj.n_vars, "n_rows": lambda: obj.n_obs}
+        if name in simple:
+            return simple[name]()
+        group, _, key = name.partition(":")
+        if group in ("obs", "var") and key in getattr(obj, group).columns:
+            return getattr(obj, group)[key]
+        if group == "uns" and key in obj.uns:
+            return obj.uns[key]
+    elif ftype in ("csv", "tsv", "parquet"):
+        if name == "n_rows":
+            return len(obj)
+        group, _, key = name.partition(":")
+        if group == "column" and key in obj.columns:
+            return obj[key]
+    elif ftype in ("json", "yaml", "jsonl"):
+        if name == "keys" and isinstance(obj, Mapping):
+            return list(obj)
+        if name in ("n_rows", "length"):
+            return len(obj)
+        group, _, key = name.partition(":")
+        if group == "column" and isinstance(obj, list):
+            return [r.get(key) for r in obj]
+    raise KeyError(f"no attribute {name!r} in a {ftype} file")
+
+
+def validate_file(path: str | Path, fmt: FileFormat | None, context: Mapping[str, str | Path] | None = None) -> None:
+    """Validate ``path`` against ``fmt``; without a format only existence is checked."""
+    if fmt is None:
+        if not Path(path).exists():
+            raise FormatError(f"{path}: file not found")
+        return
+    fmt.validate(path, context)

@@ -1,0 +1,56 @@
+"""Small file helpers shared by the harness: atomic writes and content hashing."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename.
+
+    A reader (or a resumed run) never sees a half-written file: either the old content or the new.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_yaml_atomic(path: str | os.PathLike, data) -> None:
+    """Dump ``data`` as YAML to ``path`` atomically, keeping key order."""
+    write_text_atomic(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def hash_file(path: str | os.PathLike, *, chunk_size: int = 1 << 20) -> str:
+    """SHA-256 of a file's content (of every file below it, for a directory)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for sub in sorted(p for p in path.rglob("*") if p.is_file()):
+            digest.update(str(sub.relative_to(path)).encode())
+            digest.update(hash_file(sub).encode())
+        return digest.hexdigest()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk_size):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def hash_text(*parts: str) -> str:
+    """SHA-256 of the concatenation of ``parts`` (separated, so ``("ab", "c") != ("a", "bc")``)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()

@@ -1,0 +1,250 @@
+"""Collect job records into ``results/``: Open Problems' files and ``results.json``.
+
+Both engines end here, so a run publishes the same files whichever engine ran it. The layout of
+``results.json`` is documented in ``docs/results_json.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from openpert import __version__
+from openpert.io import write_text_atomic, write_yaml_atomic
+from openpert.jobs import JobRecord
+from openpert.scoring import aggregate_scores, scale_scores
+from openpert.task import Task
+from openpert.viash_config import read_config
+
+SCHEMA_VERSION = 1
+#: Seeds of the statistics in results.json: fixed so that a report is reproducible.
+BOOTSTRAP_SEED = 0
+PERMUTATION_SEED = 0
+N_BOOT = 1000
+N_PERMUTATIONS = 10_000
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe values: NaN/inf become None, numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(float(value)) else float(value)
+    if isinstance(value, (str, int)) or value is None:
+        return value
+    return str(value)
+
+
+def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]:
+    """Read a metric's score file: ``uns`` metric_ids/metric_values and per-item values in ``obs``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, when ids and values are missing or of different lengths.
+    """
+    import anndata as ad
+
+    adata = ad.read_h5ad(path)
+    uns = dict(adata.uns)
+    ids = list(np.atleast_1d(uns.get("metric_ids", [])))
+    values = list(np.atleast_1d(uns.get("metric_values", [])))
+    if not ids or len(ids) != len(values):
+        raise ValueError(f"{path}: uns['metric_ids'] and uns['metric_values'] must be non-empty lists of equal length "
+                         f"(got {len(ids)} ids and {len(values)} values)")
+    raw = {str(i): float(v) for i, v in zip(ids, values)}
+    items = adata.obs[[c for c in adata.obs.columns if c in raw]] if adata.n_obs else None
+    return raw, (items if items is not None and items.shape[1] else None), uns
+
+
+def _dataset_uns(files: dict[str, str]) -> dict:
+    """``dataset_*`` entries of the first h5ad file of a dataset that has them."""
+    import h5py
+
+    for path in files.values():
+        if not str(path).endswith(".h5ad"):
+            continue
+        with h5py.File(path, "r") as fh:
+            if "uns" not in fh:
+                continue
+            out = {}
+            for key in fh["uns"]:
+                if key.startswith("dataset_") and isinstance(fh["uns"][key], h5py.Dataset):
+                    value = fh["uns"][key][()]
+                    out[key] = value.decode() if isinstance(value, bytes) else _clean(value)
+            if out:
+                return out
+    return {}
+
+
+def _component_meta(config_path: str, params: dict) -> dict:
+    config = read_config(config_path)
+    refs = config.data.get("references") or {}
+    return {
+        "id": config.name,
+        "label": config.label,
+        "summary": config.summary,
+        "description": config.description,
+        "type": config.type,
+        "control": config.control,
+        "references": {"doi": list(np.atleast_1d(refs.get("doi", []))), "bibtex": list(np.atleast_1d(refs.get("bibtex", [])))},
+        "links": config.data.get("links") or {},
+        "parameters": params,
+        "engines": config.engines,
+        "config": str(Path(config_path).relative_to(config.root)) if Path(config_path).is_relative_to(config.root) else config_path,
+    }
+
+
+def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: Path, *, engine: str = "local") -> dict:
+    """Score, compare and write every results file of a run. Returns the ``results.json`` content."""
+    from openpert.statistics import bootstrap_ci, compare_to_best
+
+    outdir = Path(outdir)
+    methods = [_component_meta(e["config"], e["params"]) for e in plan["methods"]]
+    controls = {m["id"]: m["control"] for m in methods}
+    metric_rows: list[dict] = []
+    maximize: dict[str, bool] = {}
+    metric_configs = []
+    for entry in plan["metrics"]:
+        config = read_config(entry["config"])
+        metric_configs.append(config.public_dict())
+        refs = config.data.get("references") or {}
+        for m in config.metrics:
+            maximize[m["name"]] = bool(m.get("maximize", True))
+            metric_rows.append({
+                "id": m["name"], "component": config.name, "label": m.get("label", m["name"]),
+                "summary": m.get("summary", ""), "description": m.get("description", ""),
+                "min": _clean(m.get("min")), "max": _clean(m.get("max")), "maximize": bool(m.get("maximize", True)),
+                "references": {"doi": list(np.atleast_1d((m.get("references") or refs).get("doi", []))),
+                               "bibtex": list(np.atleast_1d((m.get("references") or refs).get("bibtex", [])))},
+            })
+
+    failures = [r for r in records if not r.succeeded]
+    raw_rows: list[dict] = []
+    items: dict[tuple[str, str, str], pd.Series] = {}
+    score_uns: list[dict] = []
+    for rec in records:
+        if rec.stage != "metric" or not rec.succeeded:
+            continue
+        (path,) = rec.outputs.values()
+        try:
+            raw, per_item, uns = read_score(Path(path))
+        except (ValueError, OSError) as err:
+            rec.status, rec.reason, rec.exit_code = "failed", str(err), -1
+            failures.append(rec)
+            continue
+        declared = {m["name"] for m in read_config(task.component(rec.component).path).metrics}
+        unknown = sorted(set(raw) - declared)
+        if unknown:
+            rec.status, rec.exit_code = "failed", -1
+            rec.reason = f"{path}: metric ids {unknown} are not declared in info.metrics of {rec.component}"
+            failures.append(rec)
+            continue
+        score_uns.append(_clean({k: v for k, v in uns.items() if not isinstance(v, dict)}))
+        for metric_id, value in raw.items():
+            raw_rows.append({"dataset_id": rec.dataset_id, "method_id": rec.method_id, "metric_id": metric_id, "raw": value})
+            if per_item is not None and metric_id in per_item:
+                items[(rec.dataset_id, rec.method_id, metric_id)] = per_item[metric_id].astype(float)
+
+    raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw"])
+    scaled, flags = scale_scores(raw_df, controls, maximize)
+    failed_methods = {(r.dataset_id, r.method_id) for r in failures if r.stage == "method"}
+    dataset_ids = [d["id"] for d in plan["datasets"]]
+    dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods)
+
+    scores = []
+    for row in scaled.itertuples(index=False):
+        values = items.get((row.dataset_id, row.method_id, row.metric_id))
+        ci_low = ci_high = None
+        n_items = None
+        if values is not None:
+            boot = bootstrap_ci(values.to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
+            ci_low, ci_high, n_items = boot.low, boot.high, boot.n
+        scores.append({"dataset_id": row.dataset_id, "method_id": row.method_id, "metric_id": row.metric_id,
+                       "raw": row.raw, "scaled": row.scaled, "ci_low": ci_low, "ci_high": ci_high, "n_items": n_items})
+
+    # Paired tests against the best method; positive and negative controls are references, not contenders.
+    comparisons = []
+    contenders = [m["id"] for m in methods if m["control"] not in ("positive", "negative")]
+    for dataset_id in dataset_ids:
+        for metric_id in sorted(maximize):
+            table = {m: items[(dataset_id, m, metric_id)] for m in contenders if (dataset_id, m, metric_id) in items}
+            if len(table) < 2:
+                continue
+            frame = pd.DataFrame(table)
+            result = compare_to_best(frame, maximize=maximize[metric_id], n_permutations=N_PERMUTATIONS, seed=PERMUTATION_SEED)
+            for row in result.to_dict("records"):
+                comparisons.append({"dataset_id": dataset_id, "metric_id": metric_id, "method_id": row["method_id"],
+                                    "best_method_id": row["best_method_id"], "mean_difference": row["mean_difference"],
+                                    "p_value": row["p_value"], "significant": bool(row["significant"]),
+                                    "alternative": "two-sided", "n_permutations": N_PERMUTATIONS})
+
+    datasets_meta = []
+    for ds in plan["datasets"]:
+        meta = {"dataset_id": ds["id"], **_dataset_uns(ds["files"])}
+        meta["dataset_id"] = ds["id"]
+        datasets_meta.append(meta)
+
+    resources = [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
+                  "method_id": r.method_id, "metric_component": r.component if r.stage == "metric" else None,
+                  "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
+                  "peak_memory_mb": r.peak_memory_mb} for r in records]
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "openpert_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "engine": engine,
+        "task": {k: task.info.get(k) for k in ("name", "label", "summary", "description", "motivation", "references", "links")}
+        | {"name": task.name},
+        "datasets": datasets_meta,
+        "methods": methods,
+        "metrics": metric_rows,
+        "scores": scores,
+        "dataset_scores": dataset_scores.to_dict("records"),
+        "overall": overall.to_dict("records"),
+        "comparisons": comparisons,
+        "failures": [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
+                      "method_id": r.method_id, "exit_code": r.exit_code, "reason": r.reason, "log": r.log} for r in failures],
+        "qc": [f.to_dict() for f in flags],
+        "resources": resources,
+        "statistics": {},
+    }
+    results = _clean(results)
+    write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
+    write_yaml_atomic(outdir / "task_info.yaml", _clean(task.info))
+    write_yaml_atomic(outdir / "score_uns.yaml", score_uns)
+    write_yaml_atomic(outdir / "method_configs.yaml", _clean([read_config(e["config"]).public_dict() for e in plan["methods"]]))
+    write_yaml_atomic(outdir / "metric_configs.yaml", _clean(metric_configs))
+    write_yaml_atomic(outdir / "dataset_uns.yaml", datasets_meta)
+    write_text_atomic(outdir / "trace.tsv", _trace_tsv(records))
+    return results
+
+
+def _trace_tsv(records: Sequence[JobRecord]) -> str:
+    buf = io.StringIO()
+    fields = ["job_id", "stage", "component", "dataset_id", "method_id", "status", "exit", "cached", "duration_s",
+              "peak_memory_mb", "reason"]
+    writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    writer.writerow(fields)
+    for r in sorted(records, key=lambda r: r.job_id):
+        writer.writerow([r.job_id, r.stage, r.component, r.dataset_id, r.method_id or "", r.status,
+                         "" if r.exit_code is None else r.exit_code, str(r.cached).lower(),
+                         "" if r.duration_s is None else r.duration_s,
+                         "" if r.peak_memory_mb is None else r.peak_memory_mb, r.reason.replace("\t", " ").replace("\n", " ")])
+    return buf.getvalue()

@@ -1,0 +1,301 @@
+"""Tests of openpert.llm against the local stub server and a fake vllm module."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import types
+
+import pytest
+
+from openpert import llm
+from openpert.llm import LLMClient, LLMConfigError, LLMRequestError, SamplingParams, client_from_params
+from openpert.llm_server import OpenAIStubServer, StubHTTPError
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    # The developer's own configuration must not leak into the tests.
+    for name in (llm.ENV_BASE_URL, llm.ENV_MODEL, llm.ENV_API_KEY, llm.ENV_BACKEND, llm.ENV_CACHE):
+        monkeypatch.delenv(name, raising=False)
+
+
+def fast_client(server: OpenAIStubServer, **kwargs) -> LLMClient:
+    options = {"base_url": server.base_url, "model": "test-model", "cache_dir": None, "retry_base_delay": 0.001}
+    options.update(kwargs)
+    return LLMClient(**options)
+
+
+def test_request_json_and_order():
+    def responder(req):
+        content = req["messages"][-1]["content"]
+        return [f"{content}#{i}" for i in range(req["n"])]
+
+    with OpenAIStubServer(responder) as server:
+        client = fast_client(server, api_key="secret")
+        sampling = SamplingParams(temperature=0.3, top_p=0.9, max_tokens=17, n=2, seed=42, stop=["\n\n"])
+        out = client.generate(["alpha", [{"role": "system", "content": "be brief"}, {"role": "user", "content": "beta"}]],
+                              sampling)
+    assert out == [["alpha#0", "alpha#1"], ["beta#0", "beta#1"]]
+    by_content = {r["messages"][-1]["content"]: r for r in server.requests}
+    req = by_content["alpha"]
+    assert req["model"] == "test-model"
+    assert req["messages"] == [{"role": "user", "content": "alpha"}]
+    assert (req["n"], req["seed"], req["temperature"], req["top_p"], req["max_tokens"]) == (2, 42, 0.3, 0.9, 17)
+    assert req["stop"] == ["\n\n"]
+    assert by_content["beta"]["messages"][0] == {"role": "system", "content": "be brief"}
+    assert all(h.get("Authorization") == "Bearer secret" for h in server.headers)
+
+
+def test_seed_left_out_when_unset():
+    with OpenAIStubServer() as server:
+        fast_client(server).generate(["x"], SamplingParams())
+    assert "seed" not in server.requests[0] and "stop" not in server.requests[0]
+
+
+def test_many_prompts_concurrently_in_order():
+    prompts = [f"p{i}" for i in range(40)]
+    with OpenAIStubServer(delay=0.02) as server:
+        client = fast_client(server, max_concurrency=8)
+        out = client.generate(prompts, SamplingParams(n=1))
+    assert out == [[f"echo: p{i}"] for i in range(40)]
+    assert server.n_requests == 40
+    assert 1 < server.max_in_flight <= 8
+
+
+def test_retry_after_server_errors():
+    with OpenAIStubServer(lambda req: "ok", fail_first=2) as server:
+        client = fast_client(server)
+        assert client.generate(["hi"]) == [["ok"]]
+    assert server.n_requests == 3
+    assert client.stats["retries"] == 2
+
+
+def test_retry_on_429_and_give_up():
+    with OpenAIStubServer(status=429, status_message="slow down") as server:
+        client = fast_client(server, max_retries=2)
+        with pytest.raises(LLMRequestError, match="after 3 attempts.*429.*slow down"):
+            client.generate(["hi"])
+    assert server.n_requests == 3
+
+
+def test_client_error_fails_at_once():
+    with OpenAIStubServer(status=400, status_message="model 'x' does not exist") as server:
+        client = fast_client(server)
+        with pytest.raises(LLMRequestError) as info:
+            client.generate(["hi"])
+    assert server.n_requests == 1
+    message = str(info.value)
+    assert "400" in message and "does not exist" in message and server.base_url in message
+    assert info.value.status == 400
+
+
+def test_responder_can_raise_http_error():
+    def responder(req):
+        raise StubHTTPError(422, "bad field")
+
+    with OpenAIStubServer(responder) as server:
+        with pytest.raises(LLMRequestError, match="422: bad field"):
+            fast_client(server).generate(["hi"])
+
+
+def test_connection_refused_is_retried_then_reported():
+    with OpenAIStubServer() as server:
+        url = server.base_url
+    # The server is stopped: nothing listens on the port any more.
+    client = LLMClient(base_url=url, model="m", cache_dir=None, max_retries=1, retry_base_delay=0.001)
+    with pytest.raises(LLMRequestError, match="after 2 attempts"):
+        client.generate(["hi"])
+
+
+def test_cache_hits_make_no_request(tmp_path):
+    with OpenAIStubServer(lambda req: f"seed={req.get('seed')}") as server:
+        client = fast_client(server, cache_dir=tmp_path)
+        first = client.generate(["a", "b"], SamplingParams(seed=1))
+        assert server.n_requests == 2
+        again = fast_client(server, cache_dir=tmp_path).generate(["a", "b"], SamplingParams(seed=1))
+        assert again == first == [["seed=1"], ["seed=1"]]
+        assert server.n_requests == 2
+        new_seed = client.generate(["a"], SamplingParams(seed=2))
+        assert new_seed == [["seed=2"]]
+        assert server.n_requests == 3
+        # Another model name is another experiment.
+        fast_client(server, cache_dir=tmp_path, model="other").generate(["a"], SamplingParams(seed=1))
+        assert server.n_requests == 4
+    files = sorted(tmp_path.rglob("*.json"))
+    assert len(files) == 4
+    for path in files:
+        entry = json.loads(path.read_text())
+        assert path.stem == entry["key"] and isinstance(entry["texts"], list)
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_cache_deduplicates_within_a_call(tmp_path):
+    with OpenAIStubServer() as server:
+        out = fast_client(server, cache_dir=tmp_path).generate(["same", "same", "other"])
+    assert out == [["echo: same"], ["echo: same"], ["echo: other"]]
+    assert server.n_requests == 2
+
+
+def test_corrupt_cache_entry_is_regenerated(tmp_path):
+    with OpenAIStubServer() as server:
+        client = fast_client(server, cache_dir=tmp_path)
+        client.generate(["a"])
+        (path,) = tmp_path.rglob("*.json")
+        path.write_text("{not json")
+        assert client.generate(["a"]) == [["echo: a"]]
+        assert server.n_requests == 2
+    assert json.loads(path.read_text())["texts"] == ["echo: a"]
+
+
+def test_model_discovered_from_server():
+    with OpenAIStubServer(model="served-name") as server:
+        client = LLMClient(base_url=server.base_url, cache_dir=None)
+        client.generate(["x"])
+    assert server.requests[0]["model"] == "served-name"
+
+
+def test_configuration_from_environment(monkeypatch, tmp_path):
+    with OpenAIStubServer() as server:
+        monkeypatch.setenv(llm.ENV_BASE_URL, server.base_url)
+        monkeypatch.setenv(llm.ENV_MODEL, "env-model")
+        monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path))
+        client = LLMClient()
+        assert client.backend == "openai" and client.cache_dir == tmp_path
+        client.generate(["x"])
+    assert server.requests[0]["model"] == "env-model"
+
+
+def test_missing_configuration_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(llm, "_import_vllm", lambda: None)
+    with pytest.raises(LLMConfigError, match="OPENPERT_LLM_BASE_URL"):
+        LLMClient()
+    # A model alone is not enough without vllm.
+    with pytest.raises(LLMConfigError, match="no LLM configured"):
+        LLMClient(model="/models/x")
+    with pytest.raises(LLMConfigError, match="not importable"):
+        LLMClient(model="/models/x", backend="vllm")
+    with pytest.raises(LLMConfigError, match="unknown LLM backend"):
+        LLMClient(base_url="http://127.0.0.1:1/v1", backend="tgi")
+
+
+def test_client_from_params(monkeypatch, tmp_path):
+    monkeypatch.setenv(llm.ENV_API_KEY, "from-env")
+    par = {
+        "llm_base_url": "http://127.0.0.1:9/v1/",
+        "llm_model": "m",
+        "llm_api_key": None,
+        "llm_backend": None,
+        "llm_cache_dir": str(tmp_path),
+        "llm_max_concurrency": "3",
+    }
+    client = client_from_params(par, max_retries=0)
+    assert (client.base_url, client.model, client.api_key) == ("http://127.0.0.1:9/v1", "m", "from-env")
+    assert (client.backend, client.cache_dir, client.max_concurrency, client.max_retries) == (
+        "openai", tmp_path, 3, 0)
+    assert client_from_params({**par, "llm_cache_dir": "none"}).cache_dir is None
+
+
+def test_generate_rejects_a_bare_prompt():
+    client = LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache_dir=None)
+    with pytest.raises(TypeError):
+        client.generate("one prompt")
+    with pytest.raises(TypeError):
+        client.generate([{"role": "user", "content": "x"}])
+    assert client.generate([]) == []
+
+
+# -- vllm backend -----------------------------------------------------------
+
+
+def make_fake_vllm():
+    """A stand-in for the vllm package that records what it is asked."""
+    module = types.ModuleType("vllm")
+    module.calls = {"init": [], "chat": []}
+
+    class FakeSamplingParams:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    class FakeLLM:
+        def __init__(self, model, **kwargs):
+            module.calls["init"].append({"model": model, **kwargs})
+
+        def chat(self, conversations, sampling_params=None, use_tqdm=True):
+            module.calls["chat"].append((conversations, sampling_params.kwargs))
+            n = sampling_params.kwargs["n"]
+            return [
+                types.SimpleNamespace(
+                    outputs=[types.SimpleNamespace(text=f"{conv[-1]['content']}/{i}") for i in range(n)]
+                )
+                for conv in conversations
+            ]
+
+    module.LLM = FakeLLM
+    module.SamplingParams = FakeSamplingParams
+    return module
+
+
+def test_vllm_backend_with_fake_module(monkeypatch, tmp_path):
+    fake = make_fake_vllm()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    client = LLMClient(model="/models/tiny", cache_dir=tmp_path, vllm_kwargs={"tensor_parallel_size": 1})
+    assert client.backend == "vllm"
+    sampling = SamplingParams(n=3, seed=7, temperature=0.5, top_p=0.8, max_tokens=9, stop="END")
+    out = client.generate(["a", "b"], sampling)
+    assert out == [["a/0", "a/1", "a/2"], ["b/0", "b/1", "b/2"]]
+    assert fake.calls["init"] == [{"model": "/models/tiny", "tensor_parallel_size": 1}]
+    (conversations, params), = fake.calls["chat"]
+    assert conversations == [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
+    assert params == {"n": 3, "temperature": 0.5, "top_p": 0.8, "max_tokens": 9, "seed": 7, "stop": ["END"]}
+    # Cached: no second chat call, and the engine is loaded once.
+    assert client.generate(["a", "b"], sampling) == out
+    assert len(fake.calls["chat"]) == 1
+
+
+def test_cache_is_shared_between_backends(monkeypatch, tmp_path):
+    # The same model name answered by vLLM in-process is not asked again over HTTP.
+    monkeypatch.setitem(sys.modules, "vllm", make_fake_vllm())
+    LLMClient(model="shared", cache_dir=tmp_path).generate(["q"], SamplingParams(seed=0))
+    with OpenAIStubServer() as server:
+        out = LLMClient(base_url=server.base_url, model="shared", cache_dir=tmp_path).generate(
+            ["q"], SamplingParams(seed=0))
+    assert out == [["q/0"]] and server.n_requests == 0
+
+
+def test_auto_prefers_server_when_base_url_set(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", make_fake_vllm())
+    client = LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache_dir=None)
+    assert client.backend == "openai"
+
+
+def test_concurrent_generate_calls_share_a_client(tmp_path):
+    # Components may call one client from several threads.
+    with OpenAIStubServer() as server:
+        client = fast_client(server, cache_dir=tmp_path)
+        results = {}
+
+        def work(k):
+            results[k] = client.generate([f"t{k}-{i}" for i in range(5)])
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert all(results[k] == [[f"echo: t{k}-{i}"] for i in range(5)] for k in range(4))
+    assert server.n_requests == 20
+
+
+def test_stub_only_binds_loopback():
+    with pytest.raises(ValueError):
+        OpenAIStubServer(host="0.0.0.0")
+
+
+def test_loopback_server_bypasses_proxy(monkeypatch):
+    # A proxy meant for the outside world must not swallow requests to a local server.
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    with OpenAIStubServer() as server:
+        assert fast_client(server, max_retries=0).generate(["x"]) == [["echo: x"]]

