@@ -33,10 +33,11 @@ def _component_args(config, argv: Sequence[str]) -> dict:
     """Parse ``--name value`` pairs against a component's arguments (repeats and ``;`` for multiple)."""
     parser = argparse.ArgumentParser(prog=f"openpert run-component {config.path}", add_help=True)
     for arg in config.arguments:
-        if arg.type == "boolean_true":
-            parser.add_argument(f"--{arg.name}", action="store_true", default=None)
-        elif arg.type == "boolean_false":
-            parser.add_argument(f"--{arg.name}", action="store_false", default=None)
+        if arg.type in ("boolean_true", "boolean_false"):
+            # A bare flag sets it (as Viash does); an explicit value is accepted too, which is how
+            # engines that pass every parameter as `--name value` give one.
+            const = "true" if arg.type == "boolean_true" else "false"
+            parser.add_argument(f"--{arg.name}", nargs="?", const=const, default=None)
         else:
             parser.add_argument(f"--{arg.name}", action="append" if arg.multiple else "store", default=None,
                                 help=arg.description)
