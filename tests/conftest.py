@@ -1,0 +1,54 @@
+"""Shared fixtures: a copy of the fixture project (tests/fixtures/project) with its test resources."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from openpert.component_runner import run_component
+from openpert.task import Task
+from openpert.viash_config import read_config
+
+FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
+
+
+def make_test_resources(root: Path) -> Path:
+    """Generate resources_test/tiny/syn/ of a fixture project copy with its own components."""
+    out = root / "resources_test" / "tiny" / "syn"
+    out.mkdir(parents=True)
+    generator = read_config(root / "src/tiny/datasets/synthetic/config.vsh.yaml")
+    result = run_component(generator, {"output_train": out / "train.h5ad", "output_test": out / "test.h5ad",
+                                       "output_solution": out / "solution.h5ad", "dataset_id": "syn", "seed": 7},
+                           work_dir=root / "_work" / "gen")
+    assert result.succeeded, result.reason
+    truth = read_config(root / "src/tiny/control_methods/truth/config.vsh.yaml")
+    result = run_component(truth, {"input_train": out / "train.h5ad", "input_test": out / "test.h5ad",
+                                   "input_solution": out / "solution.h5ad", "output": out / "prediction.h5ad"},
+                           work_dir=root / "_work" / "truth")
+    assert result.succeeded, result.reason
+    shutil.rmtree(root / "_work")
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_project(tmp_path_factory) -> Path:
+    """A fresh copy of the fixture project, with resources_test/tiny/syn/ generated."""
+    root = tmp_path_factory.mktemp("fixture") / "project"
+    shutil.copytree(FIXTURE_PROJECT, root)
+    make_test_resources(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_task(tiny_project) -> Task:
+    return Task(tiny_project / "src" / "tiny")
+
+
+@pytest.fixture()
+def project_copy(tmp_path, tiny_project) -> Path:
+    """A private copy of the fixture project (with test resources) that a test may modify."""
+    root = tmp_path / "project"
+    shutil.copytree(tiny_project, root)
+    return root

@@ -1,0 +1,122 @@
+"""Running one component: the VIASH block, staging, limits, validation, and what a failure records."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pytest
+
+from openpert.component_runner import render_block, run_component, substitute_block
+from openpert.jobs import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
+from openpert.viash_config import ConfigError, read_config
+
+SCRIPT = '''import sys
+## VIASH START
+par = {"input": "example.h5ad"}
+meta = {"name": "example"}
+## VIASH END
+print(par, meta)
+'''
+
+
+def test_block_is_replaced_by_real_values(tmp_path):
+    out = substitute_block(SCRIPT, {"input": "/data/x y.h5ad", "n": 3, "flag": True, "none": None}, {"name": "m", "cpus": 2}, path=Path("s.py"))
+    assert "example.h5ad" not in out
+    namespace: dict = {}
+    exec(out.split("print(")[0], namespace)
+    assert namespace["par"] == {"input": "/data/x y.h5ad", "n": 3, "flag": True, "none": None}
+    assert namespace["meta"] == {"name": "m", "cpus": 2}
+    assert namespace["dep"] == {}
+    assert render_block({}, {}) == "par = {\n}\nmeta = {\n}\ndep = {}\n"
+
+
+def test_script_without_block_is_an_error():
+    with pytest.raises(ConfigError, match="no '## VIASH START'"):
+        substitute_block("print(1)\n", {}, {}, path=Path("s.py"))
+    with pytest.raises(ConfigError, match="more than one"):
+        substitute_block(SCRIPT + SCRIPT, {}, {}, path=Path("s.py"))
+
+
+def data(project: Path, name: str) -> Path:
+    return project / "resources_test" / "tiny" / "syn" / name
+
+
+def method_args(project: Path, out: Path) -> dict:
+    return {"input_train": data(project, "train.h5ad"), "input_test": data(project, "test.h5ad"), "output": out}
+
+
+def test_method_runs_and_output_is_published(tiny_project, tmp_path):
+    config = read_config(tiny_project / "src/tiny/methods/shrunk_mean/config.vsh.yaml")
+    out = tmp_path / "published" / "prediction.h5ad"
+    result = run_component(config, {**method_args(tiny_project, out), "alpha": "1.0"}, work_dir=tmp_path / "w")
+    assert result.succeeded, result.reason
+    assert result.outputs == {"output": out}
+    pred = ad.read_h5ad(out)
+    train = ad.read_h5ad(data(tiny_project, "train.h5ad"))
+    # alpha = 1 gives the overall training mean for every row: proves the parameter reached the script
+    np.testing.assert_allclose(pred.layers["prediction"], np.tile(np.asarray(train.X).mean(0), (pred.n_obs, 1)))
+    assert result.peak_memory_mb > 10 and result.duration_s > 0
+
+
+def test_work_dir_holds_only_declared_inputs(tiny_project, tmp_path):
+    config = read_config(tiny_project / "src/tiny/methods/spy_workdir/config.vsh.yaml")
+    out = tmp_path / "prediction.h5ad"
+    result = run_component(config, method_args(tiny_project, out), work_dir=tmp_path / "w")
+    assert result.succeeded, result.reason
+    seen = [s.rsplit(":", 1) for s in ad.read_h5ad(out).uns["seen"]]
+    names = {os.path.basename(p) for p, _ in seen}
+    inodes = {int(i) for _, i in seen}
+    assert {"train.h5ad", "test.h5ad"} <= names
+    assert "solution.h5ad" not in names and "prediction.h5ad" not in names
+    # hard links share inodes: none of the dataset's restricted files is reachable under another name
+    assert os.stat(data(tiny_project, "solution.h5ad")).st_ino not in inodes
+    assert os.stat(data(tiny_project, "prediction.h5ad")).st_ino not in inodes
+    assert os.stat(data(tiny_project, "train.h5ad")).st_ino in inodes
+
+
+@pytest.mark.parametrize(
+    ("method", "code", "reason"),
+    [
+        ("fail_raise", 1, "RuntimeError: this method fails on purpose"),
+        ("fail_timeout", EXIT_TIME, "time limit exceeded (4 s)"),
+        ("fail_memory", EXIT_MEMORY, "memory limit exceeded"),
+        ("fail_invalid", EXIT_INVALID, "layers['prediction'] has 120 non-finite values (120 NaN, 0 inf)"),
+    ],
+)
+def test_failures_are_recorded_with_their_reason(tiny_project, tmp_path, method, code, reason):
+    from openpert.benchmark import label_resources, limits_for
+
+    config = read_config(tiny_project / f"src/tiny/methods/{method}/config.vsh.yaml")
+    out = tmp_path / "out" / "prediction.h5ad"
+    limits = limits_for(config.labels, label_resources(tiny_project), where=method)
+    result = run_component(config, method_args(tiny_project, out), work_dir=tmp_path / "w", limits=limits,
+                           context={"file_solution": data(tiny_project, "solution.h5ad")})
+    assert not result.succeeded
+    assert result.exit_code == code
+    assert reason in result.reason
+    assert not out.exists(), "a failed job must not publish its output"
+    assert result.log.exists()
+
+
+def test_method_may_not_read_the_solution(tiny_project, tmp_path):
+    config = read_config(tiny_project / "src/tiny/methods/reads_solution/config.vsh.yaml")
+    args = {**method_args(tiny_project, tmp_path / "p.h5ad"), "input_solution": data(tiny_project, "solution.h5ad")}
+    with pytest.raises(ConfigError, match="reads file_solution, which a method may not read"):
+        run_component(config, args, work_dir=tmp_path / "w", allowed_input_formats={"file_train", "file_test"})
+    assert not (tmp_path / "w").exists(), "nothing may run (or be staged) for a refused call"
+
+
+def test_invalid_input_and_bad_arguments(tiny_project, tmp_path):
+    config = read_config(tiny_project / "src/tiny/methods/group_mean/config.vsh.yaml")
+    # a training file without X is refused before the script runs
+    bad_train = tmp_path / "train.h5ad"
+    ad.read_h5ad(data(tiny_project, "test.h5ad")).write_h5ad(bad_train)
+    result = run_component(config, {**method_args(tiny_project, tmp_path / "p.h5ad"), "input_train": bad_train}, work_dir=tmp_path / "w")
+    assert result.exit_code == EXIT_INVALID and "invalid input --input_train" in result.reason and "required X is missing" in result.reason
+    with pytest.raises(ConfigError, match="unknown argument"):
+        run_component(config, {**method_args(tiny_project, tmp_path / "p.h5ad"), "alpha": 1}, work_dir=tmp_path / "w2")
+    with pytest.raises(ConfigError, match="--input_test is required"):
+        run_component(config, {"input_train": data(tiny_project, "train.h5ad"), "output": tmp_path / "p.h5ad"}, work_dir=tmp_path / "w3")

@@ -1,0 +1,115 @@
+"""File-format validators: presence, dtype, finiteness and shape rules, with messages naming the file."""
+
+from __future__ import annotations
+
+import json
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+
+from openpert.file_formats import FileFormat, FormatError
+
+PREDICTION = {
+    "type": "h5ad",
+    "layers": [{"name": "prediction", "type": "double"}],
+    "obs": [{"name": "group", "type": "string", "required": False}],
+    "uns": [{"name": "dataset_id", "type": "string"}, {"name": "n", "type": "integer", "required": False}],
+    "matches": [{"this": "obs_names", "file": "file_test", "that": "obs_names"},
+                {"this": "var_names", "file": "file_genes", "that": "column:gene", "relation": "same_set"}],
+}
+
+
+def fmt(spec, fid="file_prediction") -> FileFormat:
+    return FileFormat.from_spec(spec, source="api/x.yaml: info.format", format_id=fid)
+
+
+def write_h5ad(path, values, obs_names=("a", "b"), var_names=("g1", "g2", "g3"), uns=None, obs=None):
+    adata = ad.AnnData(obs=pd.DataFrame(obs or {}, index=list(obs_names)), var=pd.DataFrame(index=list(var_names)),
+                       layers={"prediction": np.asarray(values, dtype=float)} if values is not None else None,
+                       uns=uns if uns is not None else {"dataset_id": "d"})
+    adata.write_h5ad(path)
+    return path
+
+
+@pytest.fixture()
+def context(tmp_path):
+    test = tmp_path / "test.h5ad"
+    ad.AnnData(obs=pd.DataFrame(index=["a", "b"])).write_h5ad(test)
+    genes = tmp_path / "genes.csv"
+    pd.DataFrame({"gene": ["g3", "g2", "g1"]}).to_csv(genes, index=False)
+    return {"file_test": test, "file_genes": genes}
+
+
+def test_valid_file_passes(tmp_path, context):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt(PREDICTION).validate(path, context)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"values": None}, "required layers['prediction'] is missing"),
+        ({"values": [[1, np.nan, 2], [0, 0, np.inf]]}, "2 non-finite values (1 NaN, 1 inf)"),
+        ({"values": np.ones((2, 3)), "uns": {"dataset_id": 3}}, "uns['dataset_id'] should hold strings"),
+        ({"values": np.ones((2, 3)), "uns": {"dataset_id": "d", "n": 1.5}}, "uns['n'] should hold integers"),
+        ({"values": np.ones((3, 3)), "obs_names": ("a", "b", "c")}, "obs_names has 3 entries but file_test's obs_names has 2"),
+        ({"values": np.ones((2, 3)), "obs_names": ("b", "a")}, "obs_names is not in the order of file_test's obs_names"),
+        ({"values": np.ones((2, 2)), "var_names": ("g1", "g2")}, "var_names lacks 1 of file_genes's column:gene"),
+        ({"values": np.ones((2, 3)), "obs": {"group": [1, 2]}}, "obs['group'] should hold strings"),
+    ],
+)
+def test_problems_are_named(tmp_path, context, kwargs, expected):
+    path = write_h5ad(tmp_path / "p.h5ad", **kwargs)
+    with pytest.raises(FormatError) as err:
+        fmt(PREDICTION).validate(path, context)
+    message = str(err.value)
+    assert str(path) in message and "file_prediction" in message
+    assert expected in message
+
+
+def test_rules_without_their_file_are_not_checked(tmp_path):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)), obs_names=("x", "y"))
+    fmt(PREDICTION).validate(path, {})
+
+
+def test_unreadable_and_missing_files(tmp_path):
+    bad = tmp_path / "p.h5ad"
+    bad.write_text("not hdf5")
+    with pytest.raises(FormatError, match="cannot be read as h5ad"):
+        fmt(PREDICTION).validate(bad)
+    with pytest.raises(FormatError, match="file not found"):
+        fmt(PREDICTION).validate(tmp_path / "nope.h5ad")
+
+
+def test_csv_json_jsonl(tmp_path):
+    csv_fmt = fmt({"type": "csv", "columns": [{"name": "id", "type": "string"}, {"name": "score", "type": "double", "finite": True}]}, "file_t")
+    good = tmp_path / "t.csv"
+    pd.DataFrame({"id": ["a", "b"], "score": [0.1, 0.2]}).to_csv(good, index=False)
+    csv_fmt.validate(good)
+    bad = tmp_path / "u.csv"
+    pd.DataFrame({"id": ["a", "b"], "score": [0.1, None]}).to_csv(bad, index=False)
+    with pytest.raises(FormatError, match="score.*1 non-finite"):
+        csv_fmt.validate(bad)
+    json_fmt = fmt({"type": "json", "keys": [{"name": "label", "type": "string"}]}, "file_j")
+    (tmp_path / "a.json").write_text(json.dumps({"label": "x"}))
+    json_fmt.validate(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text(json.dumps({"other": 1}))
+    with pytest.raises(FormatError, match=r"required keys\['label'\] is missing"):
+        json_fmt.validate(tmp_path / "b.json")
+    jsonl_fmt = fmt({"type": "jsonl", "keys": [{"name": "id", "type": "string"}, {"name": "score", "type": "double"}]}, "file_l")
+    (tmp_path / "c.jsonl").write_text('{"id": "a", "score": 1}\n{"id": "b", "score": 0.5}\n')
+    jsonl_fmt.validate(tmp_path / "c.jsonl")
+    (tmp_path / "d.jsonl").write_text('{"id": "a", "score": 1}\n{broken\n')
+    with pytest.raises(FormatError, match="line 2 is not valid JSON"):
+        jsonl_fmt.validate(tmp_path / "d.jsonl")
+
+
+def test_spec_errors_name_the_source():
+    with pytest.raises(FormatError, match=r"api/x.yaml: info.format.type: 'xlsx'"):
+        fmt({"type": "xlsx"})
+    with pytest.raises(FormatError, match=r"info.format.layerz: not a slot of a h5ad file"):
+        fmt({"type": "h5ad", "layerz": []})
+    with pytest.raises(FormatError, match=r"matches\[0\].relation"):
+        fmt({"type": "h5ad", "matches": [{"this": "obs_names", "file": "f", "relation": "similar"}]})
