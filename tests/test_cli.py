@@ -1,0 +1,81 @@
+"""The command line and contributor tools: run-component, lint, create-component, component tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anndata as ad
+import pytest
+
+from openpert.cli import main
+from openpert.lint import lint_paths
+from openpert.scaffold import create_component
+from openpert.testing import ComponentTestError, run_component_test
+from openpert.viash_config import ConfigError, read_config
+
+
+def test_run_component_cli(tiny_project, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tiny_project)
+    out = tmp_path / "p.h5ad"
+    code = main(["run-component", "src/tiny/methods/shrunk_mean/config.vsh.yaml", "--input_train", "resources_test/tiny/syn/train.h5ad",
+                 "--input_test", "resources_test/tiny/syn/test.h5ad", "--output", str(out), "--alpha", "0"])
+    assert code == 0 and out.is_file()
+    assert ad.read_h5ad(out).uns["method_id"] == "shrunk_mean"
+    code = main(["run-component", "src/tiny/methods/fail_raise/config.vsh.yaml", "--input_train", "resources_test/tiny/syn/train.h5ad",
+                 "--input_test", "resources_test/tiny/syn/test.h5ad", "--output", str(tmp_path / "q.h5ad")])
+    err = capsys.readouterr().err
+    assert code == 1 and "fail_raise failed: exited with code 1" in err and "this method fails on purpose" in err
+    code = main(["run-component", "src/tiny/methods/nope/config.vsh.yaml"])
+    assert code == 2 and "nope/config.vsh.yaml: file not found" in capsys.readouterr().err
+
+
+def test_lint(tiny_project, tmp_path):
+    assert lint_paths([tiny_project / "src"]) == []
+    bad = tmp_path / "project"
+    import shutil
+
+    shutil.copytree(tiny_project, bad)
+    cfg = bad / "src/tiny/control_methods/zeros/config.vsh.yaml"
+    cfg.write_text(cfg.read_text().replace("control: negative", "control: neutral").replace("label: Zeros", "label: " + "Z" * 60))
+    metric = bad / "src/tiny/metrics/errors/config.vsh.yaml"
+    metric.write_text(metric.read_text().replace("      maximize: false\n", "", 1))
+    problems = "\n".join(lint_paths([bad / "src"]))
+    assert f"{cfg}: info.control: a control method needs one of" in problems
+    assert f"{cfg}: label: 60 characters; at most 50" in problems
+    assert f"{metric}: info.metrics[0]: missing maximize" in problems
+
+
+def test_create_component_scaffolds_a_working_component(project_copy):
+    for comp_type, name in [("method", "my_method"), ("metric", "my_metric"), ("control_method", "my_control")]:
+        folder = create_component(project_copy, task="tiny", comp_type=comp_type, name=name)
+        config = read_config(folder / "config.vsh.yaml")
+        # before the placeholders are filled in, the component test says what is missing
+        with pytest.raises(ComponentTestError, match="still holds the scaffold's placeholder"):
+            run_component_test(config, folder.parent / f"_{name}_work")
+        text = (folder / "config.vsh.yaml").read_text()
+        text = text.replace("FILL IN: ", "Filled in by the contributor: ").replace("10.0000/fill.in", "10.1000/real.doi")
+        text = text.replace("https://example.org/fill-in", "https://example.org/docs")
+        (folder / "config.vsh.yaml").write_text(text)
+        result = run_component_test(read_config(folder / "config.vsh.yaml"), folder.parent / f"_{name}_work2")
+        assert result.succeeded
+    with pytest.raises(ConfigError, match="already exists"):
+        create_component(project_copy, task="tiny", comp_type="method", name="my_method")
+
+
+def test_component_test_checks_metric_ids(project_copy, tmp_path):
+    script = project_copy / "src/tiny/metrics/correlation/script.py"
+    script.write_text(script.read_text().replace('"metric_ids": ["pearson"]', '"metric_ids": ["spearman"]'))
+    with pytest.raises(ComponentTestError, match=r"metric ids \['spearman'\] differ from info.metrics \['pearson'\]"):
+        run_component_test(read_config(project_copy / "src/tiny/metrics/correlation/config.vsh.yaml"), tmp_path / "w")
+    result = run_component_test(read_config(project_copy / "src/tiny/metrics/errors/config.vsh.yaml"), tmp_path / "w2")
+    assert result.succeeded
+
+
+def test_pytest_plugin_collects_components(tiny_project):
+    """`pytest src/` in a project gives each component a test; failing components fail theirs."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "src/tiny/methods", "-q", "-p", "no:cacheprovider", "--co"],
+                          cwd=tiny_project, capture_output=True, text=True)
+    assert "component[group_mean]" in proc.stdout and "component[fail_raise]" in proc.stdout
+    assert proc.stdout.count("config.vsh.yaml::component[") == 8
