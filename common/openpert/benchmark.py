@@ -254,7 +254,8 @@ class LocalEngine:
         if result.log.exists():
             shutil.copyfile(result.log, log_dest)
         record.exit_code = result.exit_code
-        record.reason = result.reason
+        # Work paths in messages are long and machine-specific; the results folder is their root.
+        record.reason = result.reason.replace(f"{self.outdir}/", "")
         record.duration_s = round(result.duration_s, 4)
         record.peak_memory_mb = round(result.peak_memory_mb, 2)
         if result.succeeded:

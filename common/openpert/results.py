@@ -107,8 +107,12 @@ def _component_meta(config_path: str, params: dict) -> dict:
         "links": config.data.get("links") or {},
         "parameters": params,
         "engines": config.engines,
-        "config": str(Path(config_path).relative_to(config.root)) if Path(config_path).is_relative_to(config.root) else config_path,
+        "config": _relative_config(config),
     }
+
+
+def _relative_config(config) -> str:
+    return str(config.path.relative_to(config.root)) if config.path.is_relative_to(config.root) else str(config.path)
 
 
 def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: Path, *, engine: str = "local") -> dict:
@@ -133,6 +137,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                 "min": _clean(m.get("min")), "max": _clean(m.get("max")), "maximize": bool(m.get("maximize", True)),
                 "references": {"doi": list(np.atleast_1d((m.get("references") or refs).get("doi", []))),
                                "bibtex": list(np.atleast_1d((m.get("references") or refs).get("bibtex", [])))},
+                "parameters": entry["params"], "engines": config.engines, "links": config.data.get("links") or {},
+                "config": _relative_config(config),
             })
 
     failures = [r for r in records if not r.succeeded]
@@ -167,6 +173,13 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     failed_methods = {(r.dataset_id, r.method_id) for r in failures if r.stage == "method"}
     dataset_ids = [d["id"] for d in plan["datasets"]]
     dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods)
+    # Ranks compare methods; controls are references and get none.
+    is_method = {m["id"]: m["type"] == "method" for m in methods}
+    for frame, by in ((overall, None), (dataset_scores, "dataset_id")):
+        mask = frame["method_id"].map(is_method).fillna(False).astype(bool)
+        ranked = frame.loc[mask].groupby(by)["score"] if by else frame.loc[mask, "score"]
+        frame["rank"] = np.nan
+        frame.loc[mask, "rank"] = ranked.rank(ascending=False, method="min", na_option="bottom")
 
     scores = []
     for row in scaled.itertuples(index=False):
@@ -201,10 +214,17 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         meta["dataset_id"] = ds["id"]
         datasets_meta.append(meta)
 
+    limits = {}
+    for entry in [*plan["methods"], *plan["metrics"]]:
+        merged: dict = {}
+        for label in entry["labels"]:
+            merged.update(plan["resources"].get(label, {}))
+        limits[entry["id"]] = merged
     resources = [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
                   "method_id": r.method_id, "metric_component": r.component if r.stage == "metric" else None,
                   "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
-                  "peak_memory_mb": r.peak_memory_mb} for r in records]
+                  "peak_memory_mb": r.peak_memory_mb, "time_limit_s": limits.get(r.component, {}).get("time_s"),
+                  "memory_limit_mb": limits.get(r.component, {}).get("memory_mb")} for r in records]
     results = {
         "schema_version": SCHEMA_VERSION,
         "openpert_version": __version__,

@@ -121,7 +121,7 @@ def aggregate_scores(
         clipped to [0, 1]. Metrics whose scaled value is missing for every method of the dataset
         (no controls) are left out; a metric a method lacks while others have it counts 0.
     overall
-        Columns ``method_id, score, rank, status``: the mean over datasets.
+        Columns ``method_id, score, status``: the mean over datasets, best first.
     """
     methods, datasets = list(methods), list(datasets)
     failed = set(failed)
@@ -146,6 +146,5 @@ def aggregate_scores(
              status=("status", lambda s: "failed" if (s == "failed").any() else "succeeded"))
         .reset_index()
     )
-    overall["rank"] = overall["score"].rank(ascending=False, method="min", na_option="bottom").astype(int)
-    overall = overall.sort_values(["rank", "method_id"]).reset_index(drop=True)
-    return dataset_scores, overall[["method_id", "score", "rank", "status"]]
+    overall = overall.sort_values(["score", "method_id"], ascending=[False, True], na_position="last").reset_index(drop=True)
+    return dataset_scores, overall[["method_id", "score", "status"]]

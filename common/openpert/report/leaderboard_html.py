@@ -1,0 +1,301 @@
+"""The leaderboard tables of a task page: overall and per dataset.
+
+Methods and controls sit in separate ``<tbody>`` bands, each opened by a heading row, so the page
+script can sort inside a band and hide the controls band without touching the ranking. Every cell
+that sorts carries its raw value in ``data-sort``; without scripts the tables read as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from openpert.report.formatting import (
+    MISSING,
+    brief_failure_label,
+    failure_label,
+    format_ci,
+    format_number,
+)
+from openpert.report.leaderboards import (
+    DatasetRow,
+    MetricCell,
+    OverallRow,
+    dataset_rows,
+    method_kind,
+    overall_rows,
+)
+from openpert.report.markup import badge, esc, table_region
+from openpert.report.paths import TaskPaths
+from openpert.report.results import TaskResults
+
+#: Legend of the marks used in dataset leaderboards.
+SIGNIFICANCE_LEGEND = (
+    '<p class="legend"><span class="mark-best">Bold</span>: best method on the metric. '
+    '<span class="mark" aria-hidden="true">≈</span> not significantly different from the best '
+    "method (paired sign-flip permutation test, p ≥ 0.05; hover for the p-value). Raw values are "
+    "shown with their 95% bootstrap confidence interval; ↑ higher is better, ↓ lower is better. "
+    "Scaled scores put the negative control at 0 and the positive control at 1.</p>"
+)
+
+
+def overall_table(results: TaskResults, paths: TaskPaths, table_id: str) -> str:
+    """The overall leaderboard: rank, per-dataset scores, mean score and status.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    paths
+        Where the task's pages are.
+    table_id
+        The table's id (the controls toggle points at it).
+
+    Returns
+    -------
+    str
+        HTML: tools (controls toggle, CSV link) and the table in a scrollable region.
+    """
+    datasets = results.datasets
+    rows = overall_rows(results)
+    header = ['<th scope="col" class="num" data-col="0" data-type="number" aria-sort="ascending">Rank</th>',
+              '<th scope="col" data-col="1">Method</th>']
+    for i, d in enumerate(datasets):
+        header.append(
+            f'<th scope="col" class="num" data-col="{2 + i}" data-type="number" data-first="desc">'
+            f"{esc(results.dataset_label(d.get('dataset_id')))}</th>"
+        )
+    n = len(datasets)
+    header.append(
+        f'<th scope="col" class="num" data-col="{2 + n}" data-type="number" data-first="desc">Mean score</th>'
+    )
+    header.append(f'<th scope="col" data-col="{3 + n}">Status</th>')
+    ncols = 4 + n
+
+    def render(r: OverallRow) -> str:
+        cells = [_rank_cell(r.rank, r.control), _method_cell(r.method, paths)]
+        for d in datasets:
+            did = d.get("dataset_id")
+            value = r.dataset_scores.get(did)
+            failed = r.dataset_status.get(did) == "failed"
+            cells.append(_score_cell(value, bar=False, failed=failed))
+        cells.append(_score_cell(r.score, bar=True))
+        cells.append(_status_cell(r.status, r.failures, results))
+        return f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>'
+
+    caption = (
+        f"Overall leaderboard of {esc(results.label)}: mean scaled score over "
+        f"{n} dataset{'s' if n != 1 else ''}"
+    )
+    table = _table(table_id, caption, "".join(header), rows, render, ncols)
+    tools = _tools(table_id, paths.overall_csv(), any(r.control for r in rows))
+    return tools + table_region(table, f"Overall leaderboard of {results.label}")
+
+
+def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table_id: str) -> str:
+    """A dataset's leaderboard: every metric's raw value with CI and its scaled value.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    paths
+        Where the task's pages are.
+    dataset_id
+        The dataset.
+    table_id
+        The table's id.
+
+    Returns
+    -------
+    str
+        HTML: tools, the table in a scrollable region, and the legend of its marks.
+    """
+    metrics = results.metrics
+    rows = dataset_rows(results, dataset_id)
+    m = len(metrics)
+    top = [
+        '<th scope="col" rowspan="2" class="num" data-col="0" data-type="number" aria-sort="ascending">Rank</th>',
+        '<th scope="col" rowspan="2" data-col="1">Method</th>',
+        '<th scope="col" rowspan="2" class="num" data-col="2" data-type="number" data-first="desc">Score</th>',
+    ]
+    sub = []
+    for k, metric in enumerate(metrics):
+        maximize = metric.get("maximize", True) is not False
+        arrow = "↑" if maximize else "↓"
+        direction = "higher is better" if maximize else "lower is better"
+        top.append(
+            f'<th scope="colgroup" colspan="2" class="metric-head">'
+            f"{esc(metric.get('label') or metric.get('id'))} "
+            f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
+            f'<span class="visually-hidden">({direction})</span></th>'
+        )
+        first = "desc" if maximize else "asc"
+        sub.append(
+            f'<th scope="col" class="num sub" data-col="{3 + 2 * k}" data-type="number" '
+            f'data-first="{first}">raw [95% CI]</th>'
+        )
+        sub.append(
+            f'<th scope="col" class="num sub" data-col="{4 + 2 * k}" data-type="number" '
+            f'data-first="desc">scaled</th>'
+        )
+    top.append(f'<th scope="col" rowspan="2" data-col="{3 + 2 * m}">Status</th>')
+    header = f"{''.join(top)}</tr><tr>{''.join(sub)}"
+    ncols = 4 + 2 * m
+    colgroups = '<colgroup span="3"></colgroup>' + '<colgroup span="2" class="metric"></colgroup>' * m
+    colgroups += '<colgroup span="1"></colgroup>'
+
+    def render(r: DatasetRow) -> str:
+        cells = [_rank_cell(r.rank, r.control), _method_cell(r.method, paths)]
+        cells.append(_score_cell(r.score, bar=False, failed=bool(r.failures)))
+        for c in r.cells:
+            cells += _metric_cells(c, r, results)
+        failures = r.failures + [c.failure for c in r.cells if c.failure]
+        cells.append(_status_cell(r.status, failures, results, with_dataset=False))
+        return f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>'
+
+    name = results.dataset_label(dataset_id)
+    caption = f"Leaderboard on {esc(name)}: raw metric values with 95% CI and scaled scores"
+    table = _table(table_id, caption, header, rows, render, ncols, colgroups)
+    tools = _tools(table_id, paths.dataset_csv(dataset_id), any(r.control for r in rows))
+    return tools + table_region(table, f"Leaderboard on {name}") + SIGNIFICANCE_LEGEND
+
+
+# -- cells ------------------------------------------------------------------------------------
+
+
+def _table(
+    table_id: str,
+    caption: str,
+    header: str,
+    rows: Sequence[Any],
+    render: Callable[[Any], str],
+    ncols: int,
+    colgroups: str = "",
+) -> str:
+    methods = [r for r in rows if not r.control]
+    controls = [r for r in rows if r.control]
+    bodies = [
+        f'<tbody class="band-methods"><tr class="band"><th scope="rowgroup" colspan="{ncols}">'
+        f"Methods</th></tr>{''.join(render(r) for r in methods)}</tbody>"
+    ]
+    if controls:
+        bodies.append(
+            f'<tbody class="band-controls" data-band="controls"><tr class="band">'
+            f'<th scope="rowgroup" colspan="{ncols}">Controls '
+            '<span class="band-note">positive and negative controls bound the scale; '
+            "baselines are simple reference methods</span></th></tr>"
+            f"{''.join(render(r) for r in controls)}</tbody>"
+        )
+    return (
+        f'<table class="data sortable leaderboard" id="{esc(table_id)}"><caption>{caption}</caption>'
+        f"{colgroups}<thead><tr>{header}</tr></thead>{''.join(bodies)}</table>"
+    )
+
+
+def _tools(table_id: str, csv_href: str, has_controls: bool) -> str:
+    toggle = ""
+    if has_controls:
+        # Hidden until the script runs: without scripts the controls stay visible.
+        toggle = (
+            f'<label class="toggle" hidden><input type="checkbox" checked '
+            f'data-controls-for="{esc(table_id)}" aria-controls="{esc(table_id)}"> Show controls</label>'
+        )
+    return (
+        f'<div class="table-tools">{toggle}'
+        f'<a class="download" href="{esc(csv_href)}" download>Download CSV</a></div>'
+    )
+
+
+def _rank_cell(rank: int | None, control: bool) -> str:
+    if control or rank is None:
+        return f'<td class="num rank" data-sort="">{MISSING}</td>'
+    return f'<td class="num rank" data-sort="{rank}">{rank}</td>'
+
+
+def _method_cell(method: dict[str, Any], paths: TaskPaths) -> str:
+    label = method.get("label") or method.get("id")
+    kind = method_kind(method)
+    extra = f" {badge(kind, str(method.get('control') or kind))}" if kind != "method" else ""
+    summary = method.get("summary")
+    title = f' title="{esc(summary)}"' if summary else ""
+    return (
+        f'<th scope="row" data-sort="{esc(label)}"><a href="{esc(paths.method_page(method))}"{title}>'
+        f"{esc(label)}</a>{extra}</th>"
+    )
+
+
+def _score_cell(value: float | None, *, bar: bool, failed: bool = False) -> str:
+    sort = "" if value is None else repr(float(value))
+    cls = "num score failed-score" if failed else "num score"
+    meter = ""
+    if bar and value is not None:
+        width = max(0.0, min(1.0, float(value))) * 100
+        meter = f'<span class="meter" aria-hidden="true"><span style="width:{width:.1f}%"></span></span>'
+    return f'<td class="{cls}" data-sort="{sort}">{meter}{format_number(value)}</td>'
+
+
+def _metric_cells(c: MetricCell, row: DatasetRow, results: TaskResults) -> list[str]:
+    if c.raw is None:
+        failure = row.failures[0] if row.failures else c.failure
+        if failure:
+            label = failure_label(failure.get("exit_code"), failure.get("reason"))
+            raw = f'<td class="num failed-cell" data-sort="" title="{esc(label)}">failed</td>'
+        else:
+            raw = f'<td class="num" data-sort="">{MISSING}</td>'
+    else:
+        # The value and its interval stay one contiguous text, as format_ci writes it; the
+        # interval only gets its own line through CSS.
+        value = format_number(c.raw)
+        text = esc(value)
+        if c.ci_low is not None and c.ci_high is not None:
+            ci = format_ci(c.raw, c.ci_low, c.ci_high)[len(value):]
+            text += f'<span class="ci">{esc(ci)}</span>'
+        mark, note, cls = "", "", "num"
+        if c.is_best:
+            cls += " best"
+            note = '<span class="visually-hidden"> (best)</span>'
+        elif c.tied_with_best:
+            best = results.method_label(c.best_method_id)
+            p = format_number(c.p_value)
+            tip = f"not significantly different from the best method, {best} (p = {p})"
+            mark = f'<span class="mark" title="{esc(tip)}" aria-hidden="true">≈</span> '
+            note = f'<span class="visually-hidden"> ({esc(tip)})</span>'
+        n_items = f' data-n="{c.n_items}"' if c.n_items is not None else ""
+        raw = f'<td class="{cls}" data-sort="{c.raw!r}"{n_items}>{mark}{text}{note}</td>'
+    sort = "" if c.scaled is None else repr(float(c.scaled))
+    scaled = f'<td class="num scaled" data-sort="{sort}">{format_number(c.scaled)}</td>'
+    return [raw, scaled]
+
+
+def _status_cell(
+    status: str,
+    failures: list[dict[str, Any]],
+    results: TaskResults,
+    *,
+    with_dataset: bool = True,
+) -> str:
+    if not failures:
+        kind = "ok" if status == "succeeded" else "muted"
+        return f'<td data-sort="{esc(status)}">{badge(status, kind)}</td>'
+    # One line per distinct failure, naming every dataset it happened on; the cell's tooltip and
+    # the failures section keep the full reasons.
+    lines: dict[str, list[str]] = {}
+    full = []
+    for f in failures:
+        stage = f.get("stage")
+        what = f"metric {f.get('component')}: " if stage == "metric" else ("dataset: " if stage == "dataset" else "")
+        label = what + brief_failure_label(f.get("exit_code"), f.get("reason"))
+        where = results.dataset_label(f.get("dataset_id"))
+        names = lines.setdefault(label, [])
+        if where not in names:
+            names.append(where)
+        full.append(f"{where}: {what}{failure_label(f.get('exit_code'), f.get('reason'))}")
+    items = "".join(
+        f"<li>{esc(', '.join(names) + ': ') if with_dataset else ''}{esc(label)}</li>"
+        for label, names in lines.items()
+    )
+    kind = "failed" if status == "failed" else "warn"
+    return (
+        f'<td data-sort="{esc(status)}" title="{esc("; ".join(full))}">{badge(status, kind)}'
+        f'<ul class="failure-notes">{items}</ul></td>'
+    )

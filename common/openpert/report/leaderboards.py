@@ -1,0 +1,325 @@
+"""Leaderboard rows, built once and written both as HTML tables and as CSV downloads.
+
+Building the rows in one place keeps the page and the CSV from disagreeing about a rank or a
+status.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+from typing import Any
+
+from openpert.report.formatting import failure_label
+from openpert.report.results import TaskResults, control_kind, is_control
+
+
+@dataclasses.dataclass
+class MetricCell:
+    """One method's result on one metric of one dataset."""
+
+    metric_id: str
+    raw: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    scaled: float | None = None
+    n_items: int | None = None
+    #: The method is the best on this metric (per ``comparisons``).
+    is_best: bool = False
+    #: True/False when a comparison with the best method exists (not significant/significant).
+    tied_with_best: bool | None = None
+    p_value: float | None = None
+    best_method_id: str | None = None
+    #: The failed metric job, when the metric could not be computed.
+    failure: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class DatasetRow:
+    """One method's line in a dataset's leaderboard."""
+
+    method: dict[str, Any]
+    rank: int | None
+    score: float | None
+    status: str
+    failures: list[dict[str, Any]]
+    cells: list[MetricCell]
+
+    @property
+    def control(self) -> bool:
+        """True for control methods, which sit in their own band."""
+        return is_control(self.method)
+
+
+@dataclasses.dataclass
+class OverallRow:
+    """One method's line in the task's overall leaderboard."""
+
+    method: dict[str, Any]
+    rank: int | None
+    score: float | None
+    status: str
+    #: dataset_id -> the method's score on that dataset (None when absent).
+    dataset_scores: dict[str, float | None]
+    #: dataset_id -> ``dataset_scores.status``.
+    dataset_status: dict[str, str | None]
+    failures: list[dict[str, Any]]
+
+    @property
+    def control(self) -> bool:
+        """True for control methods, which sit in their own band."""
+        return is_control(self.method)
+
+
+def competition_ranks(scores: list[float | None]) -> list[int | None]:
+    """Rank scores, higher first, ties sharing a rank ("1224" ranking); None stays unranked.
+
+    Parameters
+    ----------
+    scores
+        One score per method.
+
+    Returns
+    -------
+    list of int or None
+        The rank of each score, in input order.
+    """
+    present = sorted((s for s in scores if s is not None), reverse=True)
+    first = {}
+    for i, s in enumerate(present):
+        first.setdefault(s, i + 1)
+    return [None if s is None else first[s] for s in scores]
+
+
+def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
+    """The leaderboard of one dataset: methods by rank, then controls.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    dataset_id
+        The dataset.
+
+    Returns
+    -------
+    list of DatasetRow
+        Methods first (best score first, unscored last), then control methods. Ranks are
+        computed over methods only: controls bound the scale, they do not compete.
+    """
+    def row(method: dict[str, Any]) -> DatasetRow:
+        mid = method.get("id")
+        ds = results.dataset_score(dataset_id, mid)
+        failures = results.method_failures(dataset_id, mid)
+        cells = [_metric_cell(results, dataset_id, mid, m.get("id")) for m in results.metrics]
+        status = _row_status(ds.get("status"), failures, cells)
+        return DatasetRow(method, None, ds.get("score"), status, failures, cells)
+
+    methods = [row(m) for m in results.methods]
+    for r, rank in zip(methods, competition_ranks([r.score for r in methods])):
+        r.rank = rank
+    methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
+    return methods + [row(m) for m in results.controls]
+
+
+def overall_rows(results: TaskResults) -> list[OverallRow]:
+    """The overall leaderboard: mean score over datasets, methods by rank, then controls.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    list of OverallRow
+        Methods by rank, then control methods. Ranks are competition ranks of ``overall.score``
+        among methods only: ``overall.rank`` also ranks the controls, and a positive control
+        that outranks every method would push the best method down to rank 2.
+    """
+    dataset_ids = [d.get("dataset_id") for d in results.datasets]
+
+    def row(method: dict[str, Any]) -> OverallRow:
+        mid = method.get("id")
+        overall = results.overall(mid)
+        per_dataset = {d: results.dataset_score(d, mid) for d in dataset_ids}
+        failures = [f for d in dataset_ids for f in results.method_failures(d, mid)]
+        failures += [
+            f
+            for f in results.failures
+            if f.get("stage") == "metric" and f.get("method_id") == mid
+        ]
+        status = overall.get("status") or ("failed" if failures else "succeeded")
+        return OverallRow(
+            method=method,
+            rank=None,
+            score=overall.get("score"),
+            status=str(status),
+            dataset_scores={d: per_dataset[d].get("score") for d in dataset_ids},
+            dataset_status={d: per_dataset[d].get("status") for d in dataset_ids},
+            failures=failures,
+        )
+
+    methods = [row(m) for m in results.methods]
+    for r, rank in zip(methods, competition_ranks([r.score for r in methods])):
+        r.rank = rank
+    methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
+    return methods + [row(m) for m in results.controls]
+
+
+def overall_csv(results: TaskResults) -> str:
+    """The overall leaderboard as CSV, numbers at full precision.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    str
+        Columns ``rank, method_id, method_label, type, control, score, status,
+        score_<dataset_id>..., failures``.
+    """
+    dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
+    header = ["rank", "method_id", "method_label", "type", "control", "score", "status"]
+    header += [f"score_{d}" for d in dataset_ids] + ["failures"]
+    lines = []
+    for r in overall_rows(results):
+        lines.append(
+            [
+                r.rank,
+                r.method.get("id"),
+                r.method.get("label"),
+                r.method.get("type"),
+                r.method.get("control"),
+                r.score,
+                r.status,
+                *[r.dataset_scores.get(d) for d in dataset_ids],
+                _failures_text(results, r.failures),
+            ]
+        )
+    return _to_csv(header, lines)
+
+
+def dataset_csv(results: TaskResults, dataset_id: str) -> str:
+    """One dataset's leaderboard as CSV, numbers at full precision.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    dataset_id
+        The dataset.
+
+    Returns
+    -------
+    str
+        Columns ``rank, method_id, method_label, type, control, score, status, failures`` and,
+        per metric, ``<metric>_raw, <metric>_ci_low, <metric>_ci_high, <metric>_scaled,
+        <metric>_n_items, <metric>_p_value_vs_best, <metric>_tied_with_best``.
+    """
+    metric_ids = [str(m.get("id")) for m in results.metrics]
+    header = ["rank", "method_id", "method_label", "type", "control", "score", "status", "failures"]
+    for m in metric_ids:
+        header += [
+            f"{m}_raw",
+            f"{m}_ci_low",
+            f"{m}_ci_high",
+            f"{m}_scaled",
+            f"{m}_n_items",
+            f"{m}_p_value_vs_best",
+            f"{m}_tied_with_best",
+        ]
+    lines = []
+    for r in dataset_rows(results, dataset_id):
+        failures = r.failures + [c.failure for c in r.cells if c.failure]
+        line: list[Any] = [
+            r.rank,
+            r.method.get("id"),
+            r.method.get("label"),
+            r.method.get("type"),
+            r.method.get("control"),
+            r.score,
+            r.status,
+            _failures_text(results, failures),
+        ]
+        for c in r.cells:
+            line += [c.raw, c.ci_low, c.ci_high, c.scaled, c.n_items, c.p_value, c.tied_with_best]
+        lines.append(line)
+    return _to_csv(header, lines)
+
+
+def method_kind(method: dict[str, Any]) -> str:
+    """A method's kind for the "type" column: ``"method"`` or the kind of control."""
+    return control_kind(method) or str(method.get("type") or "method")
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _metric_cell(
+    results: TaskResults, dataset_id: str, method_id: str, metric_id: str
+) -> MetricCell:
+    cell = MetricCell(metric_id=metric_id)
+    score = results.score(dataset_id, method_id, metric_id)
+    if score:
+        cell.raw = score.get("raw")
+        cell.ci_low = score.get("ci_low")
+        cell.ci_high = score.get("ci_high")
+        cell.scaled = score.get("scaled")
+        cell.n_items = score.get("n_items")
+    else:
+        cell.failure = results.metric_failure(dataset_id, method_id, metric_id)
+    best = results.best_method_id(dataset_id, metric_id)
+    cell.best_method_id = best
+    cell.is_best = best is not None and best == method_id and score is not None
+    comparison = results.comparison(dataset_id, metric_id, method_id)
+    if comparison and not cell.is_best and score is not None:
+        cell.p_value = comparison.get("p_value")
+        cell.tied_with_best = comparison.get("significant") is False
+    return cell
+
+
+def _row_status(
+    status: str | None, failures: list[dict[str, Any]], cells: list[MetricCell]
+) -> str:
+    if failures:
+        return "failed"
+    if any(c.failure for c in cells):
+        return "partial"
+    if status:
+        return str(status)
+    if all(c.raw is None for c in cells):
+        return "no results"
+    return "succeeded"
+
+
+def _failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
+    parts = []
+    for f in failures:
+        where = results.dataset_label(f.get("dataset_id"))
+        what = f.get("stage") or "job"
+        if what == "metric":
+            what = f"metric {f.get('component')}"
+        parts.append(f"{where}: {what} {failure_label(f.get('exit_code'), f.get('reason'))}")
+    return "; ".join(parts)
+
+
+def _to_csv(header: list[str], lines: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for line in lines:
+        writer.writerow(["" if v is None else _csv_value(v) for v in line])
+    return buf.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    # repr() round-trips floats exactly; str(True) would be fine but lower-case reads better.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return value

@@ -1,0 +1,354 @@
+"""Reading one task's ``results.json`` and answering the questions the pages ask of it.
+
+The schema is documented in ``docs/results_json.md``. Any list or field may be absent in a file
+written by an older or partial run; every accessor here falls back to an empty value instead of
+failing, so a page can always be rendered.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+#: The newest ``schema_version`` this renderer knows.
+SUPPORTED_SCHEMA_VERSION = 1
+
+#: Order of control kinds in the controls band: the references first, then the baselines.
+_CONTROL_ORDER = {"positive": 0, "negative": 1, "baseline": 2}
+
+
+def find_results_files(results_dir: Path) -> list[Path]:
+    """Locate the ``results.json`` files a results folder stands for.
+
+    Parameters
+    ----------
+    results_dir
+        A task's results folder, or a folder holding several of them (``results/``).
+
+    Returns
+    -------
+    list of Path
+        ``results_dir/results.json`` when it exists, else the ``results.json`` of every direct
+        subfolder, sorted by folder name.
+
+    Raises
+    ------
+    FileNotFoundError
+        When neither exists.
+    """
+    results_dir = Path(results_dir)
+    direct = results_dir / "results.json"
+    if direct.is_file():
+        return [direct]
+    nested = sorted(results_dir.glob("*/results.json"))
+    if nested:
+        return nested
+    raise FileNotFoundError(f"no results.json in {results_dir} or its subfolders")
+
+
+def is_control(method: dict[str, Any]) -> bool:
+    """Tell whether a method entry is a control method (positive, negative or baseline).
+
+    Parameters
+    ----------
+    method
+        An entry of ``methods``.
+
+    Returns
+    -------
+    bool
+        True for control methods.
+    """
+    return method.get("type") == "control_method" or bool(method.get("control"))
+
+
+def control_kind(method: dict[str, Any]) -> str | None:
+    """Name the kind of control a method is, for badges: ``"positive control"``, ``"baseline"``.
+
+    Parameters
+    ----------
+    method
+        An entry of ``methods``.
+
+    Returns
+    -------
+    str or None
+        None for a method that is not a control.
+    """
+    if not is_control(method):
+        return None
+    kind = method.get("control")
+    if kind in ("positive", "negative"):
+        return f"{kind} control"
+    if kind:
+        return str(kind)
+    return "control"
+
+
+class TaskResults:
+    """One task's results with lookups by dataset, method and metric.
+
+    Parameters
+    ----------
+    data
+        The parsed ``results.json``.
+    source
+        The folder ``results.json`` was read from; paths in the file are relative to it.
+    """
+
+    def __init__(self, data: dict[str, Any], source: Path) -> None:
+        self.data = data
+        self.source = Path(source)
+        self._scores = {
+            (s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s
+            for s in self._list("scores")
+        }
+        self._dataset_scores = {
+            (s.get("dataset_id"), s.get("method_id")): s for s in self._list("dataset_scores")
+        }
+        self._overall = {s.get("method_id"): s for s in self._list("overall")}
+        self._comparisons = {
+            (c.get("dataset_id"), c.get("metric_id"), c.get("method_id")): c
+            for c in self._list("comparisons")
+        }
+        self._best: dict[tuple[str, str], str] = {}
+        for c in self._list("comparisons"):
+            if c.get("best_method_id"):
+                self._best.setdefault((c.get("dataset_id"), c.get("metric_id")), c["best_method_id"])
+
+    # -- plain fields ---------------------------------------------------------------------------
+
+    def _list(self, key: str) -> list[dict[str, Any]]:
+        value = self.data.get(key)
+        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+    @property
+    def task(self) -> dict[str, Any]:
+        """The ``task`` block (empty dict when missing)."""
+        task = self.data.get("task")
+        return task if isinstance(task, dict) else {}
+
+    @property
+    def name(self) -> str:
+        """The task's name, falling back to the results folder's name."""
+        return str(self.task.get("name") or self.source.name or "task")
+
+    @property
+    def label(self) -> str:
+        """The task's human-readable label."""
+        return str(self.task.get("label") or self.name)
+
+    @property
+    def datasets(self) -> list[dict[str, Any]]:
+        """Datasets in the order of ``results.json``."""
+        return self._list("datasets")
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """Metrics in the order of ``results.json``."""
+        return self._list("metrics")
+
+    @property
+    def all_methods(self) -> list[dict[str, Any]]:
+        """Methods and control methods in the order of ``results.json``."""
+        return self._list("methods")
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        """Every failed job."""
+        return self._list("failures")
+
+    @property
+    def qc(self) -> list[dict[str, Any]]:
+        """Quality-control flags."""
+        return self._list("qc")
+
+    @property
+    def resources(self) -> list[dict[str, Any]]:
+        """Resource use of every job."""
+        return self._list("resources")
+
+    @property
+    def statistics(self) -> list[tuple[str, dict[str, Any]]]:
+        """Task-specific analyses as ``(key, entry)`` pairs, in file order."""
+        stats = self.data.get("statistics")
+        if not isinstance(stats, dict):
+            return []
+        return [(str(k), v) for k, v in stats.items() if isinstance(v, dict)]
+
+    # -- ordering ------------------------------------------------------------------------------
+
+    @property
+    def methods(self) -> list[dict[str, Any]]:
+        """Methods that are not controls, best overall score first (unscored last), then by label."""
+        ranked = [m for m in self.all_methods if not is_control(m)]
+
+        def key(m: dict[str, Any]) -> tuple[int, float, str]:
+            score = self.overall(m.get("id")).get("score")
+            if isinstance(score, (int, float)):
+                return (0, -float(score), _label(m))
+            return (1, 0.0, _label(m))
+
+        return sorted(ranked, key=key)
+
+    @property
+    def controls(self) -> list[dict[str, Any]]:
+        """Control methods: positive, then negative controls, then baselines, each by label."""
+        controls = [m for m in self.all_methods if is_control(m)]
+        return sorted(controls, key=lambda m: (_CONTROL_ORDER.get(m.get("control"), 3), _label(m)))
+
+    # -- lookups -------------------------------------------------------------------------------
+
+    def method(self, method_id: str | None) -> dict[str, Any] | None:
+        """The method entry with this id, or None."""
+        for m in self.all_methods:
+            if m.get("id") == method_id:
+                return m
+        return None
+
+    def method_label(self, method_id: str | None) -> str:
+        """The label of a method, its id when it has none."""
+        m = self.method(method_id)
+        return _label(m) if m else str(method_id)
+
+    def metric(self, metric_id: str | None) -> dict[str, Any] | None:
+        """The metric entry with this id, or None."""
+        for m in self.metrics:
+            if m.get("id") == metric_id:
+                return m
+        return None
+
+    def dataset_label(self, dataset_id: str | None) -> str:
+        """The name of a dataset, its id when it has none."""
+        for d in self.datasets:
+            if d.get("dataset_id") == dataset_id:
+                return str(d.get("dataset_name") or dataset_id)
+        return str(dataset_id)
+
+    def score(self, dataset_id: str, method_id: str, metric_id: str) -> dict[str, Any] | None:
+        """The ``scores`` row of one (dataset, method, metric), or None."""
+        return self._scores.get((dataset_id, method_id, metric_id))
+
+    def dataset_score(self, dataset_id: str, method_id: str) -> dict[str, Any]:
+        """The ``dataset_scores`` row of one (dataset, method), or an empty dict."""
+        return self._dataset_scores.get((dataset_id, method_id), {})
+
+    def overall(self, method_id: str | None) -> dict[str, Any]:
+        """The ``overall`` row of a method, or an empty dict."""
+        return self._overall.get(method_id, {})
+
+    def comparison(self, dataset_id: str, metric_id: str, method_id: str) -> dict[str, Any] | None:
+        """The permutation test of a method against the best on one (dataset, metric)."""
+        return self._comparisons.get((dataset_id, metric_id, method_id))
+
+    def best_method_id(self, dataset_id: str, metric_id: str) -> str | None:
+        """The best method on one (dataset, metric) according to ``comparisons``."""
+        return self._best.get((dataset_id, metric_id))
+
+    def metric_components(self, metric_id: str) -> set[str]:
+        """Names a metric's jobs may carry in ``failures``/``resources``: component and id."""
+        metric = self.metric(metric_id) or {}
+        return {str(v) for v in (metric.get("component"), metric_id) if v}
+
+    def method_failures(self, dataset_id: str, method_id: str) -> list[dict[str, Any]]:
+        """Failures that kept a method from being scored on a dataset.
+
+        A failed method job, or a failed dataset job (which no method on that dataset survives).
+        """
+        out = []
+        for f in self.failures:
+            if f.get("dataset_id") != dataset_id:
+                continue
+            stage = f.get("stage")
+            if stage == "dataset" or (stage != "metric" and f.get("method_id") == method_id):
+                out.append(f)
+        return out
+
+    def metric_failure(
+        self, dataset_id: str, method_id: str, metric_id: str
+    ) -> dict[str, Any] | None:
+        """The failed metric job that left one (dataset, method, metric) without a score."""
+        names = self.metric_components(metric_id)
+        for f in self.failures:
+            if (
+                f.get("stage") == "metric"
+                and f.get("dataset_id") == dataset_id
+                and f.get("method_id") == method_id
+                and f.get("component") in names
+            ):
+                return f
+        return None
+
+    def component_failures(self, component_id: str, *, metric: bool = False) -> list[dict[str, Any]]:
+        """Failures of one component's jobs (a method's own jobs, or a metric's jobs)."""
+        if metric:
+            names = self.metric_components(component_id)
+            return [f for f in self.failures if f.get("stage") == "metric" and f.get("component") in names]
+        return [
+            f
+            for f in self.failures
+            if f.get("stage") != "metric"
+            and (f.get("method_id") == component_id or f.get("component") == component_id)
+        ]
+
+    def method_resources(self, method_id: str) -> list[dict[str, Any]]:
+        """Resource rows of a method's own jobs (not the metric jobs scoring it)."""
+        return [
+            r
+            for r in self.resources
+            if r.get("stage") == "method"
+            and (r.get("method_id") == method_id or (r.get("method_id") is None and r.get("component") == method_id))
+        ]
+
+    def metric_resources(self, metric_id: str) -> list[dict[str, Any]]:
+        """Resource rows of the jobs that computed a metric."""
+        names = self.metric_components(metric_id)
+        return [
+            r
+            for r in self.resources
+            if r.get("stage") == "metric"
+            and (r.get("metric_component") in names or r.get("component") in names)
+        ]
+
+
+def load_results(path: Path) -> TaskResults:
+    """Read a ``results.json``.
+
+    Parameters
+    ----------
+    path
+        The file, or the folder holding it.
+
+    Returns
+    -------
+    TaskResults
+        The parsed results.
+
+    Raises
+    ------
+    ValueError
+        When the file is not a JSON object.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    version = data.get("schema_version")
+    if isinstance(version, int) and version > SUPPORTED_SCHEMA_VERSION:
+        # Newer files are usually a superset; render what is known rather than refuse.
+        warnings.warn(
+            f"{path}: schema_version {version} is newer than {SUPPORTED_SCHEMA_VERSION}; "
+            "fields this renderer does not know are left out",
+            stacklevel=2,
+        )
+    return TaskResults(data, path.parent)
+
+
+def _label(entry: dict[str, Any] | None) -> str:
+    if not entry:
+        return ""
+    return str(entry.get("label") or entry.get("id") or "")

@@ -1,0 +1,163 @@
+"""Writing the whole site: pages, downloads, copied logs and static assets.
+
+The output depends only on the input files (no timestamps, stable ordering), so rendering the same
+results twice gives the same bytes. A manifest of the files written lets a re-render into the same
+folder remove pages of tasks or components that are gone, without touching anything else there.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from openpert.report.component_pages import render_method_page, render_metric_page
+from openpert.report.index_page import render_index
+from openpert.report.leaderboards import dataset_csv, overall_csv
+from openpert.report.paths import TaskPaths, slugify, unique_slugs
+from openpert.report.results import TaskResults, find_results_files, load_results
+from openpert.report.task_page import render_task_page
+
+STATIC_DIR = Path(__file__).parent / "static"
+STATIC_FILES = ("report.css", "report.js", "favicon.svg")
+MANIFEST = ".openpert-report.json"
+#: Failure logs larger than this are linked by path only, to keep the site small.
+MAX_LOG_BYTES = 2_000_000
+
+
+class _Writer:
+    """Writes files below the site root and remembers which."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.written: set[str] = set()
+
+    def text(self, rel: str, content: str) -> None:
+        path = self._path(rel)
+        path.write_text(content, encoding="utf-8", newline="\n")
+
+    def copy(self, rel: str, source: Path) -> None:
+        shutil.copyfile(source, self._path(rel))
+
+    def _path(self, rel: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.written.add(rel)
+        return path
+
+
+def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
+    """Render the results website of one or several tasks.
+
+    Parameters
+    ----------
+    results_dirs
+        Task results folders, each holding a ``results.json`` (a folder of such folders, like
+        ``results/``, stands for all of them). Tasks appear in this order.
+    out_dir
+        The site's folder; created if needed. Files of an earlier render into it that this render
+        no longer writes are removed; other files are left alone.
+
+    Returns
+    -------
+    Path
+        The site's ``index.html``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When a folder holds no ``results.json``.
+    ValueError
+        When no folder is given.
+    """
+    files: list[Path] = []
+    for d in results_dirs:
+        for f in find_results_files(Path(d)):
+            if f.resolve() not in {g.resolve() for g in files}:
+                files.append(f)
+    if not files:
+        raise ValueError("no results folder given")
+    tasks = [load_results(f) for f in files]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    writer = _Writer(out_dir)
+
+    for name in STATIC_FILES:
+        writer.copy(f"static/{name}", STATIC_DIR / name)
+
+    slugs = unique_slugs([t.name for t in tasks], taken=["static", "index.html"])
+    site_tasks = []
+    for results, slug, source in zip(tasks, slugs, files):
+        paths = TaskPaths(results, slug)
+        site_tasks.append((results, paths))
+        _render_task(writer, results, paths, source)
+    writer.text("index.html", render_index(site_tasks))
+    _prune(out_dir, writer.written)
+    return out_dir / "index.html"
+
+
+def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source: Path) -> None:
+    base = paths.slug
+    writer.copy(f"{base}/results.json", source)
+    writer.text(f"{base}/{paths.overall_csv()}", overall_csv(results))
+    for d in results.datasets:
+        did = d.get("dataset_id")
+        writer.text(f"{base}/{paths.dataset_csv(did)}", dataset_csv(results, did))
+    log_links = _copy_logs(writer, results, base)
+    writer.text(f"{base}/index.html", render_task_page(results, paths, log_links))
+    for method in results.all_methods:
+        writer.text(f"{base}/{paths.method_page(method)}", render_method_page(results, paths, method))
+    for metric in results.metrics:
+        writer.text(f"{base}/{paths.metric_page(metric.get('id'))}", render_metric_page(results, paths, metric))
+
+
+def _copy_logs(writer: _Writer, results: TaskResults, base: str) -> dict[str, str]:
+    """Copy the logs of failed jobs into the site; return log path -> link from the task page."""
+    links: dict[str, str] = {}
+    root = results.source.resolve()
+    for failure in results.failures:
+        log = failure.get("log")
+        if not isinstance(log, str) or not log or log in links:
+            continue
+        source = (root / log).resolve()
+        # Only files inside the results folder: a crafted path must not pull in other files.
+        if not source.is_relative_to(root) or not source.is_file():
+            continue
+        if source.stat().st_size > MAX_LOG_BYTES:
+            continue
+        parts = list(source.relative_to(root).parts)
+        if len(parts) > 1 and parts[0] == "logs":
+            parts = parts[1:]  # already under the site's logs/ folder
+        rel = "/".join(slugify(part) for part in parts)
+        if not rel.endswith((".log", ".txt")):
+            rel += ".txt"
+        writer.copy(f"{base}/logs/{rel}", source)
+        links[log] = f"logs/{rel}"
+    return links
+
+
+def _prune(out_dir: Path, written: set[str]) -> None:
+    """Remove what the previous render wrote and this one did not, then record this render."""
+    manifest = out_dir / MANIFEST
+    previous: list[str] = []
+    if manifest.is_file():
+        try:
+            previous = json.loads(manifest.read_text(encoding="utf-8")).get("files", [])
+        except (json.JSONDecodeError, AttributeError) as err:
+            # A damaged manifest only costs stale files; say so instead of failing the render.
+            warnings.warn(f"ignoring unreadable {manifest}: {err}", stacklevel=3)
+            previous = []
+    root = out_dir.resolve()
+    for rel in previous:
+        if not isinstance(rel, str) or rel in written:
+            continue
+        path = (out_dir / rel).resolve()
+        if path.is_relative_to(root) and path.is_file():
+            path.unlink()
+            parent = path.parent
+            while parent != root and parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
+    manifest.write_text(json.dumps({"files": sorted(written)}, indent=1) + "\n", encoding="utf-8")

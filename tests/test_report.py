@@ -1,0 +1,539 @@
+"""Tests of the results website: content, numbers, downloads, component pages, safety."""
+
+from __future__ import annotations
+
+import html
+import json
+import sys
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from report_fixture import HOSTILE, write_results_dir  # noqa: E402
+
+from openpert.report import (  # noqa: E402
+    describe_failure,
+    failure_label,
+    format_ci,
+    format_duration,
+    format_memory,
+    format_number,
+    format_timestamp,
+    render_site,
+)
+from openpert.report.formatting import format_parameter  # noqa: E402
+from openpert.report.paths import slugify  # noqa: E402
+
+# -- a minimal DOM, enough to read tables and attributes -------------------------------------
+
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+
+
+class Node:
+    """An element with its attributes and children (elements and text)."""
+
+    def __init__(self, tag: str, attrs: dict[str, str | None], parent: "Node | None") -> None:
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[Node | str] = []
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else c.text() for c in self.children)
+
+    def iter(self) -> Iterator["Node"]:
+        yield self
+        for c in self.children:
+            if isinstance(c, Node):
+                yield from c.iter()
+
+    def find_all(self, tag: str | None = None, **attrs: str) -> list["Node"]:
+        def match(n: Node) -> bool:
+            if tag is not None and n.tag != tag:
+                return False
+            for key, value in attrs.items():
+                have = n.attrs.get(key.rstrip("_").replace("_", "-"))
+                if key == "class_":
+                    if value not in (have or "").split():
+                        return False
+                elif have != value:
+                    return False
+            return True
+
+        return [n for n in self.iter() if match(n)]
+
+    def find(self, tag: str | None = None, **attrs: str) -> "Node":
+        found = self.find_all(tag, **attrs)
+        assert found, f"no <{tag}> with {attrs}"
+        return found[0]
+
+    def elements(self) -> list["Node"]:
+        return [c for c in self.children if isinstance(c, Node)]
+
+    def classes(self) -> list[str]:
+        return (self.attrs.get("class") or "").split()
+
+
+class _Builder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {}, None)
+        self.current = self.root
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, dict(attrs), self.current)
+        self.current.children.append(node)
+        if tag not in _VOID:
+            self.current = node
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.current.children.append(Node(tag, dict(attrs), self.current))
+
+    def handle_endtag(self, tag: str) -> None:
+        node = self.current
+        while node is not None and node.tag != tag:
+            node = node.parent
+        assert node is not None and node.parent is not None, f"unmatched </{tag}>"
+        self.current = node.parent
+
+    def handle_data(self, data: str) -> None:
+        self.current.children.append(data)
+
+
+def parse(path: Path) -> Node:
+    builder = _Builder()
+    builder.feed(path.read_text(encoding="utf-8"))
+    builder.close()
+    assert builder.current is builder.root, f"{path}: unclosed <{builder.current.tag}>"
+    return builder.root
+
+
+def norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+# -- the site under test ---------------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    root: Path
+    results_dirs: list[Path]
+    data: dict[str, dict[str, Any]]  # task name -> results.json
+
+    def task_page(self, task: str = "perturbqa") -> Node:
+        return parse(self.root / task / "index.html")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
+    base = tmp_path_factory.mktemp("report")
+    dirs = [
+        write_results_dir(base / "results" / "perturbqa"),
+        write_results_dir(
+            base / "results" / "perturbseq", task_name="perturbseq", label="Perturb-seq expression", seed=3
+        ),
+    ]
+    index = render_site(dirs, base / "site")
+    assert index == base / "site" / "index.html"
+    data = {d.name: json.loads((d / "results.json").read_text()) for d in dirs}
+    return Site(base / "site", dirs, data)
+
+
+def _methods(data: dict[str, Any], control: bool) -> list[dict[str, Any]]:
+    return [m for m in data["methods"] if (m["type"] == "control_method") == control]
+
+
+def _score(data: dict[str, Any], dataset: str, method: str, metric: str) -> dict[str, Any] | None:
+    for s in data["scores"]:
+        if (s["dataset_id"], s["method_id"], s["metric_id"]) == (dataset, method, metric):
+            return s
+    return None
+
+
+def _row_cells(table: Node, method_id: str) -> list[Node]:
+    row = table.find("tr", data_method=method_id)
+    return row.elements()
+
+
+# -- formatting ------------------------------------------------------------------------------
+
+
+def test_formatting_functions() -> None:
+    assert format_number(0.61234) == "0.612"
+    assert format_number(-0.0) == "0.000"
+    assert format_number(None) == "–"
+    assert format_number(1.234e-5) == "1.23e-05"
+    assert format_number(123456.0) == "1.23e+05"
+    assert format_ci(0.612, 0.59, 0.634) == "0.612 [0.590, 0.634]"
+    assert format_ci(0.612, None, 0.634) == "0.612"
+    assert format_duration(12.34) == "12.3 s"
+    assert format_duration(125) == "2 min 05 s"
+    assert format_duration(3725) == "1 h 02 min"
+    assert format_memory(812.4) == "812 MB"
+    assert format_memory(2100) == "2.1 GB"
+    assert describe_failure(137, "whatever") == "memory limit exceeded"
+    assert describe_failure(143, None) == "time limit exceeded"
+    assert describe_failure(1, "ValueError: bad") == "ValueError: bad"
+    assert failure_label(137, "") == "memory limit exceeded (exit 137)"
+    assert format_timestamp("2026-11-21T11:00:00+01:00") == "2026-11-21 10:00 UTC"
+
+
+# -- index -----------------------------------------------------------------------------------
+
+
+def test_index_has_one_card_per_task(site: Site) -> None:
+    doc = parse(site.root / "index.html")
+    assert doc.find("html").attrs.get("lang") == "en"
+    cards = doc.find_all("li", class_="task-card")
+    assert len(cards) == 2
+    for card, name in zip(cards, ["perturbqa", "perturbseq"]):
+        data = site.data[name]
+        link = card.find("a")
+        assert link.attrs["href"] == f"{name}/index.html"
+        assert norm(link.text()) == data["task"]["label"]
+        assert norm(data["task"]["summary"]) in norm(card.text())
+        stats = {norm(s.find("dt").text()): norm(s.find("dd").text()) for s in card.find_all("div", class_="stat")}
+        assert stats == {
+            "Datasets": str(len(data["datasets"])),
+            "Methods": str(len(_methods(data, False))),
+            "Controls": str(len(_methods(data, True))),
+            "Metrics": str(len(data["metrics"])),
+        }
+        meta = norm(card.find("p", class_="run-meta").text())
+        assert format_timestamp(data["created"]) in meta
+        assert data["openpert_version"] in meta
+
+
+# -- task page -------------------------------------------------------------------------------
+
+
+def test_task_page_names_every_method_metric_and_dataset(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    text = norm(doc.text())
+    for m in data["methods"] + data["metrics"]:
+        assert norm(m["label"]) in text
+    for d in data["datasets"]:
+        assert doc.find("section", id=f"dataset-{slugify(d['dataset_id'])}")
+    assert norm(data["task"]["motivation"]) in text
+    doi = data["task"]["references"]["doi"][0]
+    assert doc.find("a", href=f"https://doi.org/{doi}")
+    bibtex = doc.find("details", class_="bibtex")
+    assert data["task"]["references"]["bibtex"][0] in bibtex.find("pre").text()
+
+
+def test_dataset_tables_show_results_json_numbers(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    metrics = data["metrics"]
+    checked = 0
+    for d in data["datasets"]:
+        did = d["dataset_id"]
+        table = doc.find("table", id=f"table-{slugify(did)}")
+        for ds in (s for s in data["dataset_scores"] if s["dataset_id"] == did):
+            cells = _row_cells(table, ds["method_id"])
+            assert len(cells) == 4 + 2 * len(metrics)
+            assert norm(cells[2].text()) == format_number(ds["score"])
+            for k, metric in enumerate(metrics):
+                score = _score(data, did, ds["method_id"], metric["id"])
+                raw, scaled = cells[3 + 2 * k], cells[4 + 2 * k]
+                if score is None:
+                    assert raw.attrs.get("data-sort") == ""
+                    continue
+                assert format_ci(score["raw"], score["ci_low"], score["ci_high"]) in norm(raw.text())
+                assert float(raw.attrs["data-sort"]) == score["raw"]
+                assert norm(scaled.text()) == format_number(score["scaled"])
+                checked += 1
+    assert checked == len(data["scores"])
+
+
+def test_dataset_ranks_follow_scores(site: Site) -> None:
+    data = site.data["perturbqa"]
+    table = site.task_page().find("table", id="table-k562")
+    band = table.find("tbody", class_="band-methods")
+    rows = [r for r in band.elements() if "band" not in r.classes()]
+    scores = {s["method_id"]: s["score"] for s in data["dataset_scores"] if s["dataset_id"] == "k562"}
+    order = [r.attrs["data-method"] for r in rows]
+    assert order == sorted(order, key=lambda m: -scores[m])
+    assert [norm(r.elements()[0].text()) for r in rows] == ["1", "2", "3"]
+
+
+def test_overall_table_shows_mean_scores_and_ranks(site: Site) -> None:
+    data = site.data["perturbqa"]
+    table = site.task_page().find("table", id="table-overall")
+    dataset_ids = [d["dataset_id"] for d in data["datasets"]]
+    methods = {m["id"] for m in _methods(data, False)}
+    for row in data["overall"]:
+        cells = _row_cells(table, row["method_id"])
+        if row["method_id"] in methods:
+            # Ranked among methods: results.json also ranks the controls.
+            expected = 1 + sum(o["score"] > row["score"] for o in data["overall"] if o["method_id"] in methods)
+            assert norm(cells[0].text()) == str(expected)
+        else:
+            assert norm(cells[0].text()) == "–"
+        for i, did in enumerate(dataset_ids):
+            ds = next(s for s in data["dataset_scores"] if (s["dataset_id"], s["method_id"]) == (did, row["method_id"]))
+            assert norm(cells[2 + i].text()) == format_number(ds["score"])
+        assert norm(cells[2 + len(dataset_ids)].text()) == format_number(row["score"])
+    band = table.find("tbody", class_="band-methods")
+    order = [r.attrs["data-method"] for r in band.elements() if "data-method" in r.attrs]
+    ranked = sorted((o for o in data["overall"] if o["method_id"] in methods), key=lambda o: o["rank"])
+    assert order == [o["method_id"] for o in ranked]
+    assert [norm(_row_cells(table, m)[0].text()) for m in order] == ["1", "2", "3"]
+
+
+def test_marks_follow_comparisons(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    metric_index = {m["id"]: k for k, m in enumerate(data["metrics"])}
+    not_significant = 0
+    for c in data["comparisons"]:
+        table = doc.find("table", id=f"table-{slugify(c['dataset_id'])}")
+        k = metric_index[c["metric_id"]]
+        cell = _row_cells(table, c["method_id"])[3 + 2 * k]
+        best = _row_cells(table, c["best_method_id"])[3 + 2 * k]
+        assert "best" in best.classes()
+        assert "≈" not in best.text()
+        if c["significant"]:
+            assert "≈" not in cell.text()
+        else:
+            not_significant += 1
+            mark = cell.find("span", class_="mark")
+            assert norm(mark.text()) == "≈"
+            assert format_number(c["p_value"]) in mark.attrs["title"]
+    assert not_significant > 0, "the fixture should hold a non-significant comparison"
+    assert "not significantly different" in norm(doc.find("p", class_="legend").text())
+
+
+def test_failures_shown_with_exit_code_and_reason(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    table = doc.find("table", id="table-failures")
+    rows = {norm(r.elements()[0].text()): r for r in table.find("tbody").elements()}
+    assert len(rows) == len(data["failures"]) == 3
+    for f in data["failures"]:
+        text = norm(rows[f["job_id"]].text())
+        assert str(f["exit_code"]) in text
+        assert describe_failure(f["exit_code"], f["reason"]) in text
+    assert "memory limit exceeded" in norm(rows["k562/big_llm"].text())
+    assert "time limit exceeded" in norm(rows["rpe1/gat"].text())
+    # The failure log is copied and linked.
+    link = rows["k562/big_llm"].find("a")
+    assert (site.root / "perturbqa" / link.attrs["href"]).read_text().endswith(
+        "memory limit exceeded (peak 2.1 GB > 2.0 GB)\n"
+    )
+    # In the leaderboards too, next to the method that failed.
+    k562 = doc.find("table", id="table-k562")
+    status = norm(_row_cells(k562, "big_llm")[-1].text())
+    assert failure_label(137, "memory limit exceeded (peak 2.1 GB > 2.0 GB)") in status
+    assert norm(_row_cells(k562, "big_llm")[3].text()) == "failed"
+    rpe1 = doc.find("table", id="table-rpe1")
+    assert "time limit exceeded (exit 143)" in norm(_row_cells(rpe1, "gat")[-1].text())
+    overall = doc.find("table", id="table-overall")
+    assert "K562 essential: memory limit exceeded (exit 137)" in norm(_row_cells(overall, "big_llm")[-1].text())
+
+
+def test_controls_sit_in_their_own_band(site: Site) -> None:
+    data = site.data["perturbqa"]
+    controls = {m["id"] for m in _methods(data, True)}
+    methods = {m["id"] for m in _methods(data, False)}
+    doc = site.task_page()
+    tables = doc.find_all("table", class_="leaderboard")
+    assert len(tables) == 1 + len(data["datasets"])
+    for table in tables:
+        band = table.find("tbody", data_band="controls")
+        heading = band.elements()[0]
+        assert "band" in heading.classes() and norm(heading.text()).startswith("Controls")
+        assert heading.find("th").attrs["scope"] == "rowgroup"
+        assert {r.attrs["data-method"] for r in band.find_all("tr") if "data-method" in r.attrs} == controls
+        rest = table.find("tbody", class_="band-methods")
+        assert {r.attrs["data-method"] for r in rest.find_all("tr") if "data-method" in r.attrs} == methods
+        # The toggle exists, points at the table, and is hidden until the script shows it.
+        toggle = doc.find("input", data_controls_for=table.attrs["id"])
+        assert "hidden" in toggle.parent.attrs
+
+
+def test_qc_flags_listed(site: Site) -> None:
+    data = site.data["perturbqa"]
+    text = norm(site.task_page().find("table", id="table-qc").text())
+    for q in data["qc"]:
+        assert q["flag"] in text and norm(q["message"]) in text
+
+
+def test_csv_downloads_match_results(site: Site) -> None:
+    data = site.data["perturbqa"]
+    task = site.root / "perturbqa"
+    doc = site.task_page()
+    hrefs = {a.attrs["href"] for a in doc.find("section", id="downloads").find_all("a")}
+    assert hrefs == {"results.json", "leaderboard_overall.csv", "leaderboard_k562.csv", "leaderboard_rpe1.csv"}
+    assert (task / "results.json").read_bytes() == (site.results_dirs[0] / "results.json").read_bytes()
+
+    overall = pd.read_csv(task / "leaderboard_overall.csv", float_precision="round_trip")
+    assert set(overall["method_id"]) == {m["id"] for m in data["methods"]}
+    page_ranks = {m: norm(_row_cells(doc.find("table", id="table-overall"), m)[0].text()) for m in overall["method_id"]}
+    for row in data["overall"]:
+        line = overall.set_index("method_id").loc[row["method_id"]]
+        assert line["score"] == row["score"]
+        assert page_ranks[row["method_id"]] == ("–" if pd.isna(line["rank"]) else str(int(line["rank"])))
+        for ds in (s for s in data["dataset_scores"] if s["method_id"] == row["method_id"]):
+            assert line[f"score_{ds['dataset_id']}"] == ds["score"]
+    assert "exit 137" in overall.set_index("method_id").loc["big_llm", "failures"]
+
+    for d in data["datasets"]:
+        did = d["dataset_id"]
+        table = pd.read_csv(task / f"leaderboard_{did}.csv", float_precision="round_trip").set_index("method_id")
+        for s in (s for s in data["scores"] if s["dataset_id"] == did):
+            line = table.loc[s["method_id"]]
+            m = s["metric_id"]
+            assert (line[f"{m}_raw"], line[f"{m}_scaled"]) == (s["raw"], s["scaled"])
+            assert (line[f"{m}_ci_low"], line[f"{m}_ci_high"]) == (s["ci_low"], s["ci_high"])
+            assert line[f"{m}_n_items"] == s["n_items"]
+        for ds in (s for s in data["dataset_scores"] if s["dataset_id"] == did):
+            assert table.loc[ds["method_id"], "score"] == ds["score"]
+    rpe1 = pd.read_csv(task / "leaderboard_rpe1.csv").set_index("method_id")
+    assert rpe1.loc["gat", "status"] == "failed"
+    assert "time limit exceeded (exit 143)" in rpe1.loc["gat", "failures"]
+    assert pd.isna(rpe1.loc["gat", "macro_auroc_raw"])
+
+
+def test_component_pages(site: Site) -> None:
+    data = site.data["perturbqa"]
+    task = site.root / "perturbqa"
+    doc = site.task_page()
+    for m in data["methods"]:
+        folder = "control_methods" if m["type"] == "control_method" else "methods"
+        path = task / folder / f"{m['id']}.html"
+        assert doc.find("a", href=f"{folder}/{m['id']}.html")
+        page = parse(path)
+        assert norm(page.find("h1").text()) == m["label"]
+        params = {norm(r.elements()[0].text()): norm(r.elements()[1].text())
+                  for r in page.find("table", id="table-parameters").find("tbody").elements()} \
+            if m["parameters"] else {}
+        assert params == {k: format_parameter(v) for k, v in m["parameters"].items()}
+        images = [norm(c.text()) for c in page.find_all("code", class_="image")]
+        assert images == [e["image"] for e in m["engines"] if "image" in e]
+        setup = norm(page.find("ul", class_="setup").text())
+        assert "numpy, scikit-learn" in setup
+        jobs = norm(page.find("table", id="table-resources").text())
+        for r in (r for r in data["resources"] if r["stage"] == "method" and r["method_id"] == m["id"]):
+            assert r["job_id"] in jobs and format_duration(r["duration_s"]) in jobs
+            assert format_memory(r["peak_memory_mb"]) in jobs
+    big = norm(parse(task / "methods" / "big_llm.html").find("section", id="failures").text())
+    assert "memory limit exceeded (exit 137)" in big
+    for metric in data["metrics"]:
+        page = parse(task / "metrics" / f"{metric['id']}.html")
+        assert norm(page.find("h1").text()) == metric["label"]
+        direction = "higher is better" if metric["maximize"] else "lower is better"
+        assert direction in norm(page.find("header", class_="page-header").text())
+        scores = page.find("table", id="table-scores")
+        for s in (s for s in data["scores"] if s["metric_id"] == metric["id"]):
+            assert format_ci(s["raw"], s["ci_low"], s["ci_high"]) in norm(scores.text())
+
+
+def test_figures_are_labelled(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    svgs = doc.find_all("svg")
+    assert len(svgs) == len(data["datasets"]) + 1
+    for svg in svgs:
+        assert svg.attrs["role"] == "img"
+        title_id, desc_id = svg.attrs["aria-labelledby"].split()
+        assert norm(svg.find("title", id=title_id).text())
+        assert len(norm(svg.find("desc", id=desc_id).text())) > 40
+    heat = doc.find("section", id="dataset-k562").find("svg")
+    tips = [norm(t.text()) for t in heat.find_all("title")]
+    s = _score(data, "k562", "mlp", "accuracy")
+    assert f"MLP · Accuracy: scaled {format_number(s['scaled'])} (raw {format_number(s['raw'])})" in tips
+    assert any(t.startswith("Big LLM & co · Accuracy: failed") for t in tips)
+    resources = doc.find("section", id="resources").find("svg")
+    tips = [norm(t.text()) for t in resources.find_all("title")]
+    assert any("Big LLM & co on K562 essential" in t and "exit 137" in t for t in tips)
+
+
+def test_assets_are_local_and_links_resolve(site: Site) -> None:
+    pages = sorted(site.root.rglob("*.html"))
+    assert len(pages) == 2 * (1 + 6 + 3) + 1
+    for path in pages:
+        doc = parse(path)
+        all_ids = [n.attrs["id"] for n in doc.iter() if "id" in n.attrs]
+        ids = set(all_ids)
+        assert len(ids) == len(all_ids), f"{path}: duplicate ids"
+        scripts = doc.find_all("script")
+        assert [s.attrs.get("src") for s in scripts] == [
+            "../" * (len(path.relative_to(site.root).parts) - 1) + "static/report.js"
+        ]
+        for node in doc.iter():
+            for attr in ("src", "href"):
+                url = node.attrs.get(attr)
+                if url is None:
+                    continue
+                parsed = urlparse(url)
+                assert not parsed.scheme.lower().startswith("javascript"), f"{path}: {url}"
+                if node.tag in ("script", "link", "img"):
+                    assert not parsed.scheme and not parsed.netloc and not url.startswith("/"), f"{path}: {url}"
+                if parsed.scheme or parsed.netloc:
+                    continue
+                if url.startswith("#"):
+                    assert url[1:] in ids, f"{path}: dangling anchor {url}"
+                    continue
+                target = (path.parent / parsed.path).resolve()
+                assert target.is_file(), f"{path}: broken link {url}"
+
+
+def test_text_from_results_is_escaped(site: Site) -> None:
+    for path in sorted(site.root.rglob("*.html")):
+        source = path.read_text(encoding="utf-8")
+        assert "<script>alert" not in source, path
+        assert 'href="javascript:' not in source
+        assert "<b>markup</b>" not in source
+    escaped = html.escape(HOSTILE, quote=True)
+    assert escaped in (site.root / "perturbqa" / "index.html").read_text(encoding="utf-8")
+    page = parse(site.root / "perturbqa" / "methods" / "gat.html")
+    assert HOSTILE in page.find("p", class_="lead").text()  # shown as text, not run
+
+
+def test_tables_are_accessible(site: Site) -> None:
+    for path in [site.root / "perturbqa" / "index.html", site.root / "perturbqa" / "methods" / "mlp.html"]:
+        doc = parse(path)
+        for table in doc.find_all("table"):
+            assert norm(table.find("caption").text())
+            for th in table.find_all("th"):
+                assert th.attrs.get("scope") in {"col", "row", "colgroup", "rowgroup"}, path
+
+
+def test_output_is_deterministic(site: Site, tmp_path: Path) -> None:
+    again = render_site(site.results_dirs, tmp_path / "again").parent
+    first = sorted(p.relative_to(site.root) for p in site.root.rglob("*") if p.is_file())
+    second = sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
+    assert first == second
+    for rel in first:
+        assert (site.root / rel).read_bytes() == (again / rel).read_bytes(), rel
+
+
+def test_parent_folder_and_rerender_prune(site: Site, tmp_path: Path) -> None:
+    out = tmp_path / "site"
+    render_site([site.results_dirs[0].parent], out)  # results/ stands for every task in it
+    assert (out / "perturbqa" / "index.html").is_file() and (out / "perturbseq" / "index.html").is_file()
+    (out / "keep.txt").write_text("not ours")
+    render_site([site.results_dirs[0]], out)
+    assert not (out / "perturbseq").exists()
+    assert (out / "keep.txt").read_text() == "not ours"
+    assert len(parse(out / "index.html").find_all("li", class_="task-card")) == 1
+
+
+def test_sparse_results_render(tmp_path: Path) -> None:
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"schema_version": 1, "task": {"name": "bare"}}))
+    render_site([folder], tmp_path / "site")
+    doc = parse(tmp_path / "site" / "bare" / "index.html")
+    assert norm(doc.find("h1").text()) == "bare"
+    assert "No job failed." in norm(doc.text())
+    with pytest.raises(FileNotFoundError):
+        render_site([tmp_path / "missing"], tmp_path / "site2")

@@ -1,0 +1,218 @@
+"""The results website in a real browser: headless Chromium driven by Playwright.
+
+Needs Debian's ``chromium`` on PATH and the ``playwright`` Python package; Playwright only drives
+that binary (no browser download).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shutil
+import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from report_fixture import write_results_dir  # noqa: E402
+
+from openpert.report import render_site  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None:
+    pytest.skip("chromium is not on PATH (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
+)
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+TASKS = ["perturbqa", "perturbseq"]
+SCREENSHOT = Path("/tmp/report_screenshot.png")
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        """Keep the test output free of access logs."""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("browser")
+    dirs = [
+        write_results_dir(base / "results" / "perturbqa"),
+        write_results_dir(base / "results" / "perturbseq", task_name="perturbseq", label="Perturb-seq", seed=3),
+    ]
+    return render_site(dirs, base / "site").parent
+
+
+@pytest.fixture(scope="module")
+def server(site: Path) -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+class Watched:
+    """A page that records console errors, script errors and failed requests."""
+
+    def __init__(self, context: Any) -> None:
+        self.page = context.new_page()
+        self.problems: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.problems.append(f"script error: {e}"))
+        self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url} {r.failure}"))
+        self.page.on(
+            "response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}")
+        )
+
+    def open(self, url: str) -> Any:
+        # networkidle: the favicon loads after the load event, and a failure there counts too.
+        self.page.goto(url, wait_until="networkidle")
+        return self.page
+
+
+def _order(page: Any, selector: str) -> list[str]:
+    return page.eval_on_selector_all(selector, "rows => rows.map(r => r.dataset.method)")
+
+
+def _results(site: Path, task: str = "perturbqa") -> dict[str, Any]:
+    return json.loads((site / task / "results.json").read_text())
+
+
+def test_pages_load_cleanly_over_http(browser: Any, server: str, tmp_path: Path) -> None:
+    pages = [("index.html", None)] + [(f"{t}/index.html", t) for t in TASKS]
+    pages += [("perturbqa/methods/gat.html", None), ("perturbqa/metrics/brier.html", None)]
+    for path, task in pages:
+        watched = Watched(browser)
+        page = watched.open(f"{server}/{path}")
+        assert watched.problems == [], path
+        assert page.evaluate("document.documentElement.lang") == "en"
+        # The script ran: sortable headers got their buttons.
+        if page.locator("table.sortable").count():
+            assert page.locator("table.sortable th[data-col] button.sort").count() > 0, path
+        if task is not None:
+            shot = tmp_path / f"{task}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 50_000
+            if task == TASKS[0]:
+                shutil.copyfile(shot, SCREENSHOT)
+        page.close()
+
+
+def test_page_works_from_file_url(browser: Any, site: Path) -> None:
+    watched = Watched(browser)
+    page = watched.open((site / "perturbqa" / "index.html").as_uri())
+    assert page.locator("link[rel=stylesheet]").count() == 1
+    # The stylesheet applied: the site header is dark, not the browser default.
+    assert page.eval_on_selector(".site-header", "e => getComputedStyle(e).backgroundColor") == "rgb(20, 35, 61)"
+    assert page.locator("label.toggle").first.is_visible()
+    page.locator("#table-overall th[data-col='1'] button").click()
+    assert page.get_attribute("#table-overall th[data-col='1']", "aria-sort") == "ascending"
+    assert watched.problems == []
+    page.close()
+
+
+def test_clicking_a_header_sorts_within_bands(browser: Any, server: str, site: Path) -> None:
+    data = _results(site)
+    labels = {m["id"]: m["label"] for m in data["methods"]}
+    overall = {o["method_id"]: o["score"] for o in data["overall"]}
+    watched = Watched(browser)
+    page = watched.open(f"{server}/perturbqa/index.html")
+    methods_rows = "#table-overall tbody.band-methods tr[data-method]"
+    control_rows = "#table-overall tbody.band-controls tr[data-method]"
+    ranked = _order(page, methods_rows)
+    mean_col = 2 + len(data["datasets"])
+    header = f"#table-overall th[data-col='{mean_col}']"
+
+    page.locator(f"{header} button").click()  # scores sort best first on the first click
+    assert page.get_attribute(header, "aria-sort") == "descending"
+    by_score = _order(page, methods_rows)
+    assert by_score == sorted(by_score, key=lambda m: -overall[m])
+    assert _order(page, control_rows) == sorted(_order(page, control_rows), key=lambda m: -overall[m])
+    assert page.get_attribute("#table-overall th[data-col='0']", "aria-sort") is None
+
+    page.locator(f"{header} button").click()
+    assert page.get_attribute(header, "aria-sort") == "ascending"
+    assert _order(page, methods_rows) == sorted(by_score, key=lambda m: overall[m])
+
+    page.locator("#table-overall th[data-col='1'] button").click()
+    by_label = _order(page, methods_rows)
+    assert by_label == sorted(by_label, key=lambda m: labels[m].lower())
+    assert by_label != ranked or ranked == sorted(ranked, key=lambda m: labels[m].lower())
+    assert page.get_attribute(header, "aria-sort") is None
+    # The band headings stay first in their bands.
+    first = page.eval_on_selector_all(
+        "#table-overall tbody", "bodies => bodies.map(b => b.rows[0].classList.contains('band'))"
+    )
+    assert first == [True, True]
+
+    # Lower-is-better metric: ascending first, failed methods (no value) last.
+    k = [m["id"] for m in data["metrics"]].index("brier")
+    raw_header = f"#table-k562 th[data-col='{3 + 2 * k}']"
+    page.locator(f"{raw_header} button").click()
+    assert page.get_attribute(raw_header, "aria-sort") == "ascending"
+    raw = {s["method_id"]: s["raw"] for s in data["scores"] if (s["dataset_id"], s["metric_id"]) == ("k562", "brier")}
+    order = _order(page, "#table-k562 tbody.band-methods tr[data-method]")
+    scored = [m for m in order if m in raw]
+    assert scored == sorted(scored, key=lambda m: raw[m])
+    assert order[len(scored):] == [m for m in order if m not in raw] == ["big_llm"]
+    assert watched.problems == []
+    page.close()
+
+
+def test_controls_toggle_hides_and_shows_controls(browser: Any, server: str, site: Path) -> None:
+    data = _results(site)
+    controls = [m["id"] for m in data["methods"] if m["type"] == "control_method"]
+    watched = Watched(browser)
+    page = watched.open(f"{server}/perturbqa/index.html")
+    toggle = page.locator("input[data-controls-for='table-overall']")
+    assert toggle.is_visible() and toggle.is_checked()
+    rows = [page.locator(f"#table-overall tr[data-method='{c}']") for c in controls]
+    assert all(r.is_visible() for r in rows)
+    toggle.uncheck()
+    assert all(r.is_hidden() for r in rows)
+    assert page.locator("#table-overall tr[data-method='mlp']").is_visible()
+    # Other tables keep their own setting.
+    assert page.locator(f"#table-k562 tr[data-method='{controls[0]}']").is_visible()
+    toggle.check()
+    assert all(r.is_visible() for r in rows)
+    assert watched.problems == []
+    page.close()
