@@ -78,4 +78,12 @@ def test_pytest_plugin_collects_components(tiny_project):
     proc = subprocess.run([sys.executable, "-m", "pytest", "src/tiny/methods", "-q", "-p", "no:cacheprovider", "--co"],
                           cwd=tiny_project, capture_output=True, text=True)
     assert "component[group_mean]" in proc.stdout and "component[fail_raise]" in proc.stdout
-    assert proc.stdout.count("config.vsh.yaml::component[") == 8
+    assert proc.stdout.count("config.vsh.yaml::component[") == 9
+
+
+def test_llm_component_test_runs_against_a_local_server(tiny_project, tmp_path):
+    config = read_config(tiny_project / "src/tiny/methods/llm_constant/config.vsh.yaml")
+    result = run_component_test(config, tmp_path)
+    assert result.succeeded
+    (path,) = result.outputs.values()
+    assert (ad.read_h5ad(path).layers["prediction"] == 0.25).all()

@@ -55,8 +55,38 @@ def test_inputs(config: ComponentConfig) -> tuple[dict[str, Path], dict[str, Pat
     return args, files
 
 
+def _load_responder(config: ComponentConfig):
+    """The ``info.test_llm.responder`` function of a component (``file.py:function``)."""
+    import importlib.util
+
+    spec_text = (config.info.get("test_llm") or {}).get("responder")
+    if not isinstance(spec_text, str) or ":" not in spec_text:
+        raise ConfigError(f"{config.path}: info.test_llm.responder must be '<file>.py:<function>'")
+    filename, func = spec_text.rsplit(":", 1)
+    path = config.path.parent / filename
+    if not path.is_file():
+        raise ConfigError(f"{config.path}: info.test_llm.responder: {path} not found")
+    spec = importlib.util.spec_from_file_location(f"openpert_test_responder_{config.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not hasattr(module, func):
+        raise ConfigError(f"{config.path}: info.test_llm.responder: {path} has no function {func!r}")
+    return getattr(module, func)
+
+
 def run_component_test(config: ComponentConfig, work_dir: Path) -> RunResult:
     """Run one component's test in ``work_dir``; raise :class:`ComponentTestError` when it fails."""
+    if config.info.get("test_llm"):
+        from openpert.llm_server import OpenAIStubServer
+
+        with OpenAIStubServer(_load_responder(config)) as server:
+            extra = {"llm_base_url": server.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"}
+            known = {a.name for a in config.arguments}
+            return _run_component_test(config, work_dir, {k: v for k, v in extra.items() if k in known})
+    return _run_component_test(config, work_dir, {})
+
+
+def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dict) -> RunResult:
     from openpert.benchmark import label_resources, limits_for
     from openpert.lint import lint_config
     from openpert.results import read_score
@@ -70,6 +100,7 @@ def run_component_test(config: ComponentConfig, work_dir: Path) -> RunResult:
     outputs = {a.name: work_dir / "out" / (Path(str(a.example)).name if a.example else f"{a.name}.out") for a in config.file_outputs}
     args.update({k: str(v) for k, v in outputs.items()})
     args.update(config.test_defaults())
+    args.update(extra_args)
     task = task_of(config)
     limits = limits_for(config.labels, label_resources(config.root), where=str(config.path))
     allowed = task.method_formats if task is not None and config.type == "method" else None
