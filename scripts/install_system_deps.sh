@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# System packages that some tests need, installed when missing (Debian): Chromium for the website's
-# browser test. Without root (a user's machine) it says what is missing and goes on: those tests
-# skip with the reason.
-set -uo pipefail
+# System packages some tests need, installed when missing (Debian):
+#   chromium                              the website's browser test
+#   r-base-core r-bioc-limma r-bioc-edger the agreement test of the limma-voom port with R
+# Without root or apt-get (a user's machine) it says what is missing and goes on: those tests skip
+# with the reason. As root, a failed install is an error.
+set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if ! command -v Rscript >/dev/null 2>&1 || ! Rscript -e 'suppressMessages({library(limma); library(edgeR)})' >/dev/null 2>&1; then
+  need+=(r-base-core r-bioc-limma r-bioc-edger)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "openpert: not installing ${need[*]} (needs root and apt-get); the tests that use them will skip" >&2
   exit 0
 fi
+echo "openpert: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
