@@ -30,14 +30,15 @@ def runs(tiny_project, tmp_path_factory):
     """The same benchmark with the good methods only, and with the failing methods added."""
     task = Task(tiny_project / "src" / "tiny")
     inputs = tiny_project / "resources_test" / "tiny"
-    clean = run_benchmark(task, tmp_path_factory.mktemp("clean"), input_dir=inputs, methods=GOOD, jobs=2, progress=False)
+    clean_out = tmp_path_factory.mktemp("clean")
+    clean = run_benchmark(task, clean_out, input_dir=inputs, methods=GOOD, jobs=2, progress=False)
     out = tmp_path_factory.mktemp("mixed")
     mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
-    return clean, mixed, out
+    return clean, mixed, out, clean_out
 
 
 def test_failures_are_isolated_and_recorded(runs):
-    clean, mixed, out = runs
+    clean, mixed, out, _ = runs
     failures = {f["method_id"]: f for f in mixed["failures"]}
     assert set(failures) == set(FAILING)
     assert failures["fail_raise"]["exit_code"] == 1 and "RuntimeError: this method fails on purpose" in failures["fail_raise"]["reason"]
@@ -56,7 +57,7 @@ def test_failures_are_isolated_and_recorded(runs):
 
 
 def test_scaling_matches_hand_computation(runs):
-    clean, _, _ = runs
+    clean, _, _, _ = runs
     raw = raw_scores(clean)
     scaled = {(s["dataset_id"], s["method_id"], s["metric_id"]): s["scaled"] for s in clean["scores"]}
     for metric in ("rmse", "mae", "pearson"):
@@ -79,7 +80,7 @@ def test_scaling_matches_hand_computation(runs):
 
 
 def test_results_files(runs):
-    _, mixed, out = runs
+    _, mixed, out, _ = runs
     for name in ("score_uns.yaml", "method_configs.yaml", "metric_configs.yaml", "dataset_uns.yaml", "task_info.yaml",
                  "trace.tsv", "results.json", "plan.json"):
         assert (out / name).is_file(), name
@@ -131,3 +132,22 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
                           methods=["group_mean", "shrunk_mean"], resume=True, progress=False)
     assert all(r["cached"] for r in again["resources"])
     assert raw_scores(again) == raw_scores(results)
+
+
+def test_regression_against_item_covariates(runs):
+    """task_info's regressions: per-item metric values against a per-item covariate, with CIs."""
+    import anndata as ad
+
+    from openpert.results import BOOTSTRAP_SEED, N_BOOT
+    from openpert.statistics import regression_with_ci
+
+    clean, _, _, clean_out = runs
+    table = clean["statistics"]["regressions"]["table"]
+    assert {r["method_id"] for r in table} == {"group_mean", "shrunk_mean", "train_mean"}
+    row = next(r for r in table if r["method_id"] == "group_mean")
+    assert row["metric_id"] == "rmse" and row["covariate"] == "truth_spread" and row["n_items"] == 12
+    obs = ad.read_h5ad(clean_out / "outputs" / "syn" / "group_mean" / "errors" / "score.h5ad").obs
+    fit = regression_with_ci(obs["truth_spread"].to_numpy(), obs["rmse"].to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
+    assert row["slope"] == pytest.approx(fit.slope.estimate) and row["slope_low"] == pytest.approx(fit.slope.low)
+    assert row["correlation_high"] == pytest.approx(fit.correlation.high)
+    assert row["slope_low"] <= row["slope"] <= row["slope_high"]

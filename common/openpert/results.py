@@ -69,8 +69,10 @@ def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]
         raise ValueError(f"{path}: uns['metric_ids'] and uns['metric_values'] must be non-empty lists of equal length "
                          f"(got {len(ids)} ids and {len(values)} values)")
     raw = {str(i): float(v) for i, v in zip(ids, values)}
-    items = adata.obs[[c for c in adata.obs.columns if c in raw]] if adata.n_obs else None
-    return raw, (items if items is not None and items.shape[1] else None), uns
+    # Numeric obs columns are per-item values: of the metrics, or covariates (e.g. an item's hardness).
+    numeric = [c for c in adata.obs.columns if pd.api.types.is_numeric_dtype(adata.obs[c])]
+    items = adata.obs[numeric] if adata.n_obs and numeric else None
+    return raw, items, uns
 
 
 def _dataset_uns(files: dict[str, str]) -> dict:
@@ -165,8 +167,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         score_uns.append(_clean({k: v for k, v in uns.items() if not isinstance(v, dict)}))
         for metric_id, value in raw.items():
             raw_rows.append({"dataset_id": rec.dataset_id, "method_id": rec.method_id, "metric_id": metric_id, "raw": value})
-            if per_item is not None and metric_id in per_item:
-                items[(rec.dataset_id, rec.method_id, metric_id)] = per_item[metric_id].astype(float)
+        for column in per_item.columns if per_item is not None else []:
+            items[(rec.dataset_id, rec.method_id, column)] = per_item[column].astype(float)
 
     raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw"])
     scaled, flags = scale_scores(raw_df, controls, maximize)
@@ -208,6 +210,17 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                                     "p_value": row["p_value"], "significant": bool(row["significant"]),
                                     "alternative": "two-sided", "n_permutations": N_PERMUTATIONS})
 
+    statistics = {}
+    regressions = regression_table(task.info.get("regressions") or [], items, dataset_ids, contenders)
+    if regressions:
+        statistics["regressions"] = {
+            "label": "Performance against item covariates",
+            "description": "Ordinary least-squares slope and Pearson correlation of each per-item metric value "
+                           f"against a per-item covariate, with {int((1 - 0.05) * 100)}% percentile bootstrap intervals "
+                           f"(B = {N_BOOT}, items resampled in pairs).",
+            "table": regressions,
+        }
+
     datasets_meta = []
     for ds in plan["datasets"]:
         meta = {"dataset_id": ds["id"], **_dataset_uns(ds["files"])}
@@ -243,7 +256,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                       "method_id": r.method_id, "exit_code": r.exit_code, "reason": r.reason, "log": r.log} for r in failures],
         "qc": [f.to_dict() for f in flags],
         "resources": resources,
-        "statistics": {},
+        "statistics": statistics,
     }
     results = _clean(results)
     write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
@@ -254,6 +267,40 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     write_yaml_atomic(outdir / "dataset_uns.yaml", datasets_meta)
     write_text_atomic(outdir / "trace.tsv", _trace_tsv(records))
     return results
+
+
+def regression_table(specs: Sequence[dict], items: dict, dataset_ids: Sequence[str], methods: Sequence[str]) -> list[dict]:
+    """Regress per-item metric values on per-item covariates, as a task's ``regressions`` ask.
+
+    Parameters
+    ----------
+    specs
+        ``task_info.yaml``'s ``regressions``: ``[{metric: <metric id>, covariate: <obs column>}]``.
+        The covariate is read from any score file of the same dataset and method.
+    items
+        (dataset, method, column) -> per-item values.
+    """
+    from openpert.statistics import regression_with_ci
+
+    rows = []
+    for spec in specs:
+        metric, covariate = spec.get("metric"), spec.get("covariate")
+        if not metric or not covariate:
+            raise ValueError(f"task_info.yaml: regressions entries need 'metric' and 'covariate', got {spec!r}")
+        for dataset_id in dataset_ids:
+            for method_id in methods:
+                y, x = items.get((dataset_id, method_id, metric)), items.get((dataset_id, method_id, covariate))
+                if x is None or y is None:
+                    continue
+                pair = pd.concat([x.rename("x"), y.rename("y")], axis=1, join="inner").dropna()
+                if len(pair) < 3:
+                    continue
+                fit = regression_with_ci(pair["x"].to_numpy(), pair["y"].to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
+                rows.append({"dataset_id": dataset_id, "method_id": method_id, "metric_id": metric, "covariate": covariate,
+                             "n_items": len(pair), "slope": fit.slope.estimate, "slope_low": fit.slope.low,
+                             "slope_high": fit.slope.high, "correlation": fit.correlation.estimate,
+                             "correlation_low": fit.correlation.low, "correlation_high": fit.correlation.high})
+    return rows
 
 
 def _trace_tsv(records: Sequence[JobRecord]) -> str:
