@@ -5,4 +5,6 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 source scripts/setup_env.sh
-exec python -m pytest tests src -n 2 --dist loadgroup -p no:cacheprovider "$@"
+paths=(tests)
+[ -d src ] && paths+=(src)
+exec python -m pytest "${paths[@]}" -n 2 -p no:cacheprovider "$@"
