@@ -143,6 +143,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                 "config": _relative_config(config),
             })
 
+    # A failed method's metrics never run; its own failure says why, so their records add nothing.
+    failed_methods = {(r.dataset_id, r.method_id) for r in records if r.stage == "method" and not r.succeeded}
+    records = [r for r in records if not (r.stage == "metric" and (r.dataset_id, r.method_id) in failed_methods)]
     failures = [r for r in records if not r.succeeded]
     raw_rows: list[dict] = []
     items: dict[tuple[str, str, str], pd.Series] = {}
@@ -172,7 +175,6 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
 
     raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw"])
     scaled, flags = scale_scores(raw_df, controls, maximize)
-    failed_methods = {(r.dataset_id, r.method_id) for r in failures if r.stage == "method"}
     dataset_ids = [d["id"] for d in plan["datasets"]]
     dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods)
     # Ranks compare methods; controls are references and get none.
