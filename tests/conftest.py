@@ -12,6 +12,8 @@ from openpert.task import Task
 from openpert.viash_config import read_config
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
+GOOD = ["group_mean", "shrunk_mean"]
+FAILING = ["fail_raise", "fail_timeout", "fail_memory", "fail_invalid", "reads_solution"]
 
 
 def make_test_resources(root: Path) -> Path:
@@ -52,3 +54,20 @@ def project_copy(tmp_path, tiny_project) -> Path:
     root = tmp_path / "project"
     shutil.copytree(tiny_project, root)
     return root
+
+
+@pytest.fixture(scope="session")
+def fixture_runs(tiny_project, tmp_path_factory):
+    """The fixture benchmark with the good methods only, and with the failing methods added.
+
+    Returns ``(clean results, mixed results, mixed results folder, clean results folder)``.
+    """
+    from openpert.benchmark import run_benchmark
+
+    task = Task(tiny_project / "src" / "tiny")
+    inputs = tiny_project / "resources_test" / "tiny"
+    clean_out = tmp_path_factory.mktemp("clean")
+    clean = run_benchmark(task, clean_out, input_dir=inputs, methods=GOOD, jobs=2, progress=False)
+    out = tmp_path_factory.mktemp("mixed")
+    mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
+    return clean, mixed, out, clean_out

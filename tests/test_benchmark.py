@@ -17,8 +17,7 @@ from openpert.benchmark import make_plan, run_benchmark
 from openpert.task import Task
 from openpert.viash_config import ConfigError
 
-GOOD = ["group_mean", "shrunk_mean"]
-FAILING = ["fail_raise", "fail_timeout", "fail_memory", "fail_invalid", "reads_solution"]
+from conftest import FAILING, GOOD  # noqa: E402
 
 
 def raw_scores(results: dict) -> dict:
@@ -26,15 +25,8 @@ def raw_scores(results: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tiny_project, tmp_path_factory):
-    """The same benchmark with the good methods only, and with the failing methods added."""
-    task = Task(tiny_project / "src" / "tiny")
-    inputs = tiny_project / "resources_test" / "tiny"
-    clean_out = tmp_path_factory.mktemp("clean")
-    clean = run_benchmark(task, clean_out, input_dir=inputs, methods=GOOD, jobs=2, progress=False)
-    out = tmp_path_factory.mktemp("mixed")
-    mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
-    return clean, mixed, out, clean_out
+def runs(fixture_runs):
+    return fixture_runs
 
 
 def test_failures_are_isolated_and_recorded(runs):
