@@ -62,3 +62,12 @@ def test_misplaced_control_and_failures():
     # a method without a score on a scalable metric counts 0 there
     dataset_scores, _ = aggregate_scores(scaled[~((scaled.method_id == "m1") & (scaled.metric_id == "err"))], ["m1"], ["d"])
     assert dataset_scores["score"].iloc[0] == pytest.approx(np.clip((0.5 - 0.6) / (0.4 - 0.6), 0, 1) / 2)
+
+
+def test_metric_without_values_on_a_dataset_is_not_applicable():
+    raw = table([("d", "pos", "acc", np.nan), ("d", "neg", "acc", np.nan), ("d", "m1", "acc", np.nan),
+                 ("d", "pos", "sim", 1.0), ("d", "neg", "sim", 0.0), ("d", "m1", "sim", 0.5)])
+    scaled, flags = scale_scores(raw, CONTROLS, {"acc": True, "sim": True})
+    assert [(f.flag, f.metric_id) for f in flags] == [("not_applicable", "acc")]
+    dataset_scores, _ = aggregate_scores(scaled, ["m1"], ["d"])
+    assert dataset_scores["score"].iloc[0] == pytest.approx(0.5)  # only the metric that applies counts

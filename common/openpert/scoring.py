@@ -63,6 +63,12 @@ def scale_scores(
     role = out["method_id"].map(lambda m: controls.get(m))
     for (dataset_id, metric_id), group in out.groupby(["dataset_id", "metric_id"], sort=True):
         roles = role.loc[group.index]
+        if group["raw"].isna().all():
+            # Every method scored NaN: the metric does not apply to this dataset (e.g. it has no items
+            # of the kind the metric scores). Nothing to scale, and nothing is wrong with the controls.
+            flags.append(QCFlag("not_applicable", f"{metric_id} has no value on {dataset_id} for any method",
+                                dataset_id=dataset_id, metric_id=metric_id))
+            continue
         pos = group.loc[roles == "positive", "raw"].dropna()
         neg = group.loc[roles == "negative", "raw"].dropna()
         if pos.empty or neg.empty:

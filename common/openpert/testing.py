@@ -63,7 +63,8 @@ def _load_responder(config: ComponentConfig):
     if not isinstance(spec_text, str) or ":" not in spec_text:
         raise ConfigError(f"{config.path}: info.test_llm.responder must be '<file>.py:<function>'")
     filename, func = spec_text.rsplit(":", 1)
-    path = config.path.parent / filename
+    # as resource paths: '/' is the project root, anything else is next to the config
+    path = config.root / filename.lstrip("/") if filename.startswith("/") else config.path.parent / filename
     if not path.is_file():
         raise ConfigError(f"{config.path}: info.test_llm.responder: {path} not found")
     spec = importlib.util.spec_from_file_location(f"openpert_test_responder_{config.name}", path)

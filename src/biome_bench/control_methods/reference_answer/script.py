@@ -1,0 +1,19 @@
+import numpy as np
+
+from openpert import biome
+
+## VIASH START
+par = {
+    "input_train": "resources_test/biome_bench/mmu_subset/train.h5ad",
+    "input_test": "resources_test/biome_bench/mmu_subset/test.h5ad",
+    "input_solution": "resources_test/biome_bench/mmu_subset/solution.h5ad",
+    "output": "prediction.h5ad",
+}
+meta = {"name": "reference_answer"}
+## VIASH END
+
+test, uns = biome.read_items(par["input_test"])
+solution, _ = biome.read_items(par["input_solution"])
+solution = solution.loc[test.index]
+answers = np.where(solution["task"] == biome.TASK_RELATION, solution["relation"], solution["mechanism"])
+biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

@@ -1,0 +1,43 @@
+from openpert import biome
+from openpert.embed import embed
+from openpert.llm import LLMConfigError, SamplingParams, client_from_params
+
+## VIASH START
+par = {
+    "input_train": "resources_test/biome_bench/mmu_subset/train.h5ad",
+    "input_test": "resources_test/biome_bench/mmu_subset/test.h5ad",
+    "output": "prediction.h5ad",
+    "n_examples": 3,
+    "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
+    "llm_max_concurrency": 8, "temperature": 0.0, "max_tokens": 4096, "seed": 0,
+}
+meta = {"name": "llm_few_shot"}
+## VIASH END
+
+if par["n_examples"] < 1:
+    raise SystemExit(f"--n_examples must be at least 1, got {par['n_examples']} (use llm_zero_shot for none)")
+train, _ = biome.read_items(par["input_train"])
+test, uns = biome.read_items(par["input_test"])
+try:
+    client = client_from_params(par)
+except LLMConfigError as err:
+    raise SystemExit(f"{meta['name']} needs a language model: {err}") from None
+conversations: list = [None] * len(test)
+for task, answer_column in ((biome.TASK_RELATION, "relation"), (biome.TASK_MECHANISM, "mechanism")):
+    rows = [i for i, t in enumerate(test["task"]) if t == task]
+    known = train[train["task"] == task]
+    if not rows:
+        continue
+    if known.empty:
+        raise SystemExit(f"{par['input_train']}: no training item of task {task!r} to use as an example")
+    neighbours, _ = biome.nearest_neighbours(embed(biome.item_texts(test.iloc[rows])), embed(biome.item_texts(known)),
+                                             k=par["n_examples"])
+    prompts, solved = known["prompt"].to_numpy(), known[answer_column].to_numpy()
+    for row, picks in zip(rows, neighbours):
+        # Most similar example last, next to the question.
+        examples = [(prompts[j], solved[j]) for j in picks[::-1]]
+        conversations[row] = biome.few_shot_messages(test["prompt"].iloc[row], examples)
+sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
+answers = biome.generate_answers(client, conversations, test["task"].tolist(), sampling)
+print(f"{len(answers)} answers from {client.resolved_model()}; {client.stats}")
+biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

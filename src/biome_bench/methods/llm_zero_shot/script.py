@@ -1,0 +1,24 @@
+from openpert import biome
+from openpert.llm import LLMConfigError, SamplingParams, client_from_params
+
+## VIASH START
+par = {
+    "input_train": "resources_test/biome_bench/mmu_subset/train.h5ad",
+    "input_test": "resources_test/biome_bench/mmu_subset/test.h5ad",
+    "output": "prediction.h5ad",
+    "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
+    "llm_max_concurrency": 8, "temperature": 0.0, "max_tokens": 4096, "seed": 0,
+}
+meta = {"name": "llm_zero_shot"}
+## VIASH END
+
+test, uns = biome.read_items(par["input_test"])
+try:
+    client = client_from_params(par)
+except LLMConfigError as err:
+    raise SystemExit(f"{meta['name']} needs a language model: {err}") from None
+sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
+conversations = [[{"role": "user", "content": prompt}] for prompt in test["prompt"]]
+answers = biome.generate_answers(client, conversations, test["task"].tolist(), sampling)
+print(f"{len(answers)} answers from {client.resolved_model()}; {client.stats}")
+biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

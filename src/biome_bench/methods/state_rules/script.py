@@ -1,0 +1,29 @@
+import sys
+
+import numpy as np
+
+from openpert import biome
+
+## VIASH START
+par = {
+    "input_train": "resources_test/biome_bench/mmu_subset/train.h5ad",
+    "input_test": "resources_test/biome_bench/mmu_subset/test.h5ad",
+    "output": "prediction.h5ad",
+}
+meta = {"name": "state_rules", "resources_dir": "src/biome_bench/methods/state_rules"}
+## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from rules import relation_from_states, template_mechanism  # noqa: E402
+
+train, _ = biome.read_items(par["input_train"])
+test, uns = biome.read_items(par["input_test"])
+counts = train.loc[train["task"] == biome.TASK_RELATION, "relation"].value_counts()
+# Fallback when no rule fires: the most frequent training relation (ties: vocabulary order).
+fallback = next((r for r in biome.RELATIONS if counts.get(r, 0) == counts.max()), "leads_to") if len(counts) else "leads_to"
+answers = np.array([
+    relation_from_states(row.source_state, row.target_state, row.condition, fallback)
+    if row.task == biome.TASK_RELATION else template_mechanism(row.pathway_name, row.observed_entities)
+    for row in test.itertuples()
+], dtype=object)
+biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

@@ -1,0 +1,25 @@
+import numpy as np
+import pandas as pd
+
+from openpert import biome
+from openpert.textmetrics import cosine_similarity_texts
+
+## VIASH START
+par = {
+    "input_solution": "resources_test/biome_bench/mmu_subset/solution.h5ad",
+    "input_prediction": "resources_test/biome_bench/mmu_subset/prediction.h5ad",
+    "output": "score.h5ad",
+}
+meta = {"name": "embedding_similarity"}
+## VIASH END
+
+solution, uns = biome.read_items(par["input_solution"])
+prediction, pred_uns = biome.read_items(par["input_prediction"])
+items = solution[solution["task"] == biome.TASK_MECHANISM]
+explanations = [biome.strip_think(a) for a in prediction.loc[items.index, "answer"]]
+similarity = cosine_similarity_texts(explanations, items["mechanism"].tolist())
+value = float(similarity.mean()) if len(items) else float("nan")
+print(f"{len(items)} Task B items ({sum(not e for e in explanations)} empty explanations): similarity {value:.4f}")
+biome.write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"],
+                  values={"similarity": value}, per_item=pd.DataFrame({"similarity": similarity}, index=items.index),
+                  extra_uns={"n_items": int(len(items)), "n_empty": int(np.sum([not e for e in explanations]))})

@@ -1,0 +1,232 @@
+"""End-to-end tests of the biome_bench components: LLM methods and judge metrics against a local
+OpenAI-compatible stub server (prompt -> HTTP -> answer -> extraction/parsing -> score), the loader
+on original-format files, metrics on a dataset without Task A items, and a small benchmark run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pytest
+
+from biome_bench_stub import stub_responder
+from openpert import biome, llm
+from openpert.component_runner import run_component
+from openpert.llm_server import OpenAIStubServer
+from openpert.viash_config import find_project_root, read_config
+
+ROOT = find_project_root(Path(__file__).resolve())
+TASK = ROOT / "src" / "biome_bench"
+DATA = ROOT / "resources_test" / "biome_bench" / "mmu_subset"
+RAW = ROOT / "resources_test" / "biome_bench" / "raw"
+FILES = {"input_train": DATA / "train.h5ad", "input_test": DATA / "test.h5ad", "input_solution": DATA / "solution.h5ad"}
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_from_the_environment(monkeypatch, tmp_path):
+    # Neither a developer's endpoint nor the component tests' stub may leak in.
+    for name in (llm.ENV_BASE_URL, llm.ENV_MODEL, llm.ENV_API_KEY, llm.ENV_BACKEND):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / "llm-cache"))
+
+
+def use_server(monkeypatch, server: OpenAIStubServer) -> None:
+    monkeypatch.setenv(llm.ENV_BASE_URL, server.base_url)
+    monkeypatch.setenv(llm.ENV_MODEL, "stub-model")
+
+
+def run(kind: str, name: str, work: Path, **args):
+    """Run a component; return its outputs (name -> path). Fails the test with the log when it fails."""
+    config = read_config(TASK / kind / name / "config.vsh.yaml")
+    names = {a.name: Path(str(a.example)).name for a in config.file_outputs}
+    outputs = {k: str(work / f"{name}_{v}") for k, v in names.items()}
+    result = run_component(config, {**{k: str(v) for k, v in args.items()}, **outputs}, work_dir=work / f"run_{name}")
+    return result, {k: Path(v) for k, v in outputs.items()}
+
+
+def must_run(kind: str, name: str, work: Path, **args) -> dict[str, Path]:
+    result, outputs = run(kind, name, work, **args)
+    assert result.succeeded, result.log.read_text()[-3000:]
+    return outputs
+
+
+def score_values(path: Path) -> dict[str, float]:
+    uns = ad.read_h5ad(path).uns
+    return dict(zip(uns["metric_ids"], (float(v) for v in uns["metric_values"])))
+
+
+def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_path):
+    test, _ = biome.read_items(FILES["input_test"])
+    solution, _ = biome.read_items(FILES["input_solution"])
+
+    def responder(request):
+        prompt = request["messages"][-1]["content"]
+        if "Respond with the exact relation name" not in prompt:
+            return "<think>chain the entities</think>\nA activates B, which leads to apoptosis."
+        source = prompt.split("**Source**: ", 1)[1][0].upper()
+        return "**Relation:** binds\nbecause they form a complex." if source < "N" else "Hard to say; a leads to-style effect."
+
+    with OpenAIStubServer(responder) as server:
+        use_server(monkeypatch, server)
+        pred = must_run("methods", "llm_zero_shot", tmp_path, input_train=FILES["input_train"], input_test=FILES["input_test"])["output"]
+        assert sorted(r["messages"][-1]["content"] for r in server.requests) == sorted(test["prompt"])
+        assert {r["temperature"] for r in server.requests} == {0.0}
+    answers, _ = biome.read_items(pred)
+    mech = test.index[test["task"] == biome.TASK_MECHANISM]
+    assert (answers.loc[mech, "answer"] == "A activates B, which leads to apoptosis.").all()  # reasoning removed
+
+    scores = must_run("metrics", "relation_accuracy", tmp_path, input_solution=FILES["input_solution"], input_prediction=pred)["output"]
+    rel = solution[solution["task"] == biome.TASK_RELATION]
+    binds = np.array([test.loc[i, "source"][0].upper() < "N" for i in rel.index])
+    expected = np.where(binds, rel["relation"] == "binds", False)
+    values, uns = score_values(scores), ad.read_h5ad(scores).uns
+    assert values["accuracy"] == pytest.approx(expected.mean())
+    assert uns["n_unparseable"] == int((~binds).sum()) > 0
+    assert ad.read_h5ad(scores).obs["accuracy"].tolist() == expected.astype(float).tolist()
+
+
+def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path):
+    train, _ = biome.read_items(FILES["input_train"])
+    answer_of = {p: (r if t == biome.TASK_RELATION else m) for p, t, r, m in zip(train["prompt"], train["task"], train["relation"], train["mechanism"])}
+    task_of = dict(zip(train["prompt"], train["task"]))
+    with OpenAIStubServer(stub_responder) as server:
+        use_server(monkeypatch, server)
+        must_run("methods", "llm_few_shot", tmp_path, input_train=FILES["input_train"], input_test=FILES["input_test"], n_examples=2)
+        requests = list(server.requests)
+    test, _ = biome.read_items(FILES["input_test"])
+    query_task = dict(zip(test["prompt"], test["task"]))
+    assert len(requests) == len(test)
+    for request in requests:
+        messages = request["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+        for user, assistant in zip(messages[0:4:2], messages[1:4:2]):
+            assert user["content"] in answer_of, "an example must be a training item"
+            assert assistant["content"] == answer_of[user["content"]]
+            assert task_of[user["content"]] == query_task[messages[-1]["content"]]
+
+
+def test_judge_metric_end_to_end(monkeypatch, tmp_path):
+    reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
+    solution, _ = biome.read_items(FILES["input_solution"])
+    mech = solution[solution["task"] == biome.TASK_MECHANISM]
+    with OpenAIStubServer(stub_responder) as server:
+        use_server(monkeypatch, server)
+        scores = must_run("metrics", "mechanism_judge", tmp_path, input_solution=FILES["input_solution"],
+                          input_prediction=reference)["output"]
+    values, adata = score_values(scores), ad.read_h5ad(scores)
+    # The stand-in judge gives 5 to a text keeping all of the reference's bigrams.
+    assert all(values[d] == 5.0 for d in biome.JUDGE_DIMENSIONS)
+    expected_coverage = [np.mean([t["source"] in text and t["target"] in text and bool(t["source"]) and bool(t["target"])
+                                  for t in json.loads(kg)]) for text, kg in zip(mech["mechanism"], mech["reference_kg"])]
+    assert adata.obs.loc[mech.index, "kg_coverage"].tolist() == pytest.approx(expected_coverage)
+    assert values["kg_coverage"] == pytest.approx(np.mean(expected_coverage))
+    # reference answers: accuracy, macro-F1 and similarity 1 -> 100; judge 5 -> 100
+    assert values["normalised_average"] == pytest.approx((700 + 100 * np.mean(expected_coverage)) / 8, abs=1e-4)
+
+
+def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monkeypatch, tmp_path):
+    reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
+    solution, _ = biome.read_items(FILES["input_solution"])
+    mech = solution[solution["task"] == biome.TASK_MECHANISM]
+    unreadable_for = set(mech["mechanism"].iloc[::2])
+
+    def half_broken(request):
+        user = request["messages"][-1]["content"]
+        if request["messages"][0]["content"] == biome.JUDGE_SYSTEM_PROMPT and any(m in user for m in unreadable_for):
+            return "Scores: good overall."
+        return stub_responder(request)
+
+    with OpenAIStubServer(half_broken) as server:
+        use_server(monkeypatch, server)
+        scores = must_run("metrics", "mechanism_judge", tmp_path / "half", input_solution=FILES["input_solution"],
+                          input_prediction=reference)["output"]
+    adata = ad.read_h5ad(scores)
+    assert adata.uns["n_unreadable_judge"] == len(unreadable_for)
+    assert adata.obs["factuality"].isna().sum() == len(unreadable_for)
+    assert score_values(scores)["factuality"] == 5.0
+
+    with OpenAIStubServer(lambda request: "no JSON here") as server:
+        use_server(monkeypatch, server)
+        monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / "fresh-cache"))  # the answers above must not be reused
+        result, _ = run("metrics", "mechanism_judge", tmp_path / "broken", input_solution=FILES["input_solution"],
+                        input_prediction=reference)
+    assert not result.succeeded
+    assert "judge answers holds readable scores" in result.log.read_text()
+
+
+def test_judge_validity_separates_rewrites_from_perturbations(monkeypatch, tmp_path):
+    with OpenAIStubServer(stub_responder) as server:
+        use_server(monkeypatch, server)
+        scores = must_run("metrics", "judge_validity", tmp_path, input_solution=FILES["input_solution"],
+                          input_prediction=DATA / "prediction.h5ad", max_items=6)["output"]
+    values = score_values(scores)
+    assert values["validity_rewrite_score"] == 5.0
+    assert values["validity_perturb_score"] < 4.5
+    assert values["validity_relative_drop"] == pytest.approx(1 - values["validity_perturb_score"] / 5.0)
+
+
+@pytest.mark.parametrize("kind, name, inputs", [
+    ("methods", "llm_zero_shot", {"input_train": FILES["input_train"], "input_test": FILES["input_test"]}),
+    ("metrics", "mechanism_judge", {"input_solution": FILES["input_solution"], "input_prediction": DATA / "prediction.h5ad"}),
+])
+def test_llm_components_stop_clearly_without_a_model(tmp_path, kind, name, inputs):
+    result, outputs = run(kind, name, tmp_path, **inputs)
+    assert not result.succeeded
+    log = result.log.read_text()
+    assert "needs a" in log and llm.ENV_BASE_URL in log
+    assert not any(p.exists() for p in outputs.values())
+
+
+def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
+    out = must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", kg_jsonl="none", dataset_id="mmu_b",
+                   task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
+    test, uns = biome.read_items(out["output_test"])
+    train, train_uns = biome.read_items(out["output_train"])
+    assert set(test["task"]) == set(train["task"]) == {biome.TASK_MECHANISM}
+    assert uns["dataset_id"] == "mmu_b" and "no Task A items" in train_uns["dataset_description"]
+    with_kg = must_run("datasets", "biome_bench_jsonl", tmp_path / "kg", species="mmu", dataset_id="mmu_ab",
+                       task_b_jsonl=str(RAW / "task_b_subset.jsonl"), kg_jsonl=str(RAW / "kg_mmu_subset.jsonl"))
+    both, _ = biome.read_items(with_kg["output_test"])
+    train_ab, _ = biome.read_items(with_kg["output_train"])
+    assert not set(both["pathway_id"]) & set(train_ab["pathway_id"])
+
+    files = {"input_train": out["output_train"], "input_test": out["output_test"], "input_solution": out["output_solution"]}
+    pred = must_run("control_methods", "random_or_empty", tmp_path, **files)["output"]
+    accuracy = score_values(must_run("metrics", "relation_accuracy", tmp_path, input_solution=files["input_solution"],
+                                     input_prediction=pred)["output"])
+    assert all(np.isnan(v) for v in accuracy.values())  # not applicable: no Task A items
+    similarity = score_values(must_run("metrics", "embedding_similarity", tmp_path, input_solution=files["input_solution"],
+                                       input_prediction=pred)["output"])
+    assert similarity == {"similarity": 0.0}  # empty explanations
+
+
+@pytest.mark.slow
+def test_benchmark_scores_both_tasks_between_controls(tmp_path):
+    from openpert.benchmark import run_benchmark
+    from openpert.task import Task
+
+    datasets = tmp_path / "datasets"
+    shutil.copytree(DATA, datasets / "mmu_subset")
+    for extra in ("prediction.h5ad", "score.h5ad"):
+        (datasets / "mmu_subset" / extra).unlink()
+    must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", kg_jsonl="none", dataset_id="task_b_only",
+             task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
+    (datasets / "task_b_only").mkdir()
+    for name in ("train", "test", "solution"):
+        shutil.copy(tmp_path / f"biome_bench_jsonl_{name}.h5ad", datasets / "task_b_only" / f"{name}.h5ad")
+    results = run_benchmark(Task(TASK), tmp_path / "results", input_dir=datasets, methods=["state_rules"],
+                            controls=["reference_answer", "random_or_empty"], metrics=["relation_accuracy"],
+                            jobs=2, progress=False)
+    assert results["failures"] == []
+    raw = {(s["dataset_id"], s["method_id"], s["metric_id"]): s for s in results["scores"]}
+    assert raw[("mmu_subset", "reference_answer", "accuracy")]["raw"] == 1.0
+    assert raw[("mmu_subset", "random_or_empty", "accuracy")]["raw"] < 0.2
+    rules = raw[("mmu_subset", "state_rules", "accuracy")]
+    assert 0 < rules["scaled"] < 1 and rules["ci_low"] <= rules["raw"] <= rules["ci_high"]
+    # Task A is not applicable to a dataset without Task A items: missing, not zero, and left out of the ranking.
+    assert raw[("task_b_only", "state_rules", "accuracy")]["raw"] is None
+    assert raw[("task_b_only", "state_rules", "accuracy")]["scaled"] is None
+    assert {s["dataset_id"]: s["score"] for s in results["dataset_scores"] if s["method_id"] == "state_rules"}["task_b_only"] is None
