@@ -143,3 +143,15 @@ def test_regression_against_item_covariates(runs):
     assert row["slope"] == pytest.approx(fit.slope.estimate) and row["slope_low"] == pytest.approx(fit.slope.low)
     assert row["correlation_high"] == pytest.approx(fit.correlation.high)
     assert row["slope_low"] <= row["slope"] <= row["slope_high"]
+
+
+def test_llm_components_are_skipped_without_a_model(tiny_task, tiny_project, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENPERT_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENPERT_LLM_MODEL", raising=False)
+    datasets = tiny_task.find_datasets(tiny_project / "resources_test" / "tiny")
+    plan = make_plan(tiny_task, datasets, tmp_path, methods=["group_mean", "llm_constant"])
+    assert [m["id"] for m in plan["methods"] if m["type"] == "method"] == ["group_mean"]
+    assert plan["skipped"][0]["id"] == "llm_constant" and "OPENPERT_LLM_BASE_URL" in plan["skipped"][0]["reason"]
+    monkeypatch.setenv("OPENPERT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    plan = make_plan(tiny_task, datasets, tmp_path, methods=["group_mean", "llm_constant"])
+    assert "llm_constant" in [m["id"] for m in plan["methods"]] and plan["skipped"] == []

@@ -537,3 +537,13 @@ def test_sparse_results_render(tmp_path: Path) -> None:
     assert "No job failed." in norm(doc.text())
     with pytest.raises(FileNotFoundError):
         render_site([tmp_path / "missing"], tmp_path / "site2")
+
+
+def test_skipped_components_are_listed(tmp_path: Path) -> None:
+    results_dir = write_results_dir(tmp_path / "results" / "perturbqa")
+    data = json.loads((results_dir / "results.json").read_text())
+    data["skipped"] = [{"id": "summer", "type": "method", "reason": "needs a language model: set OPENPERT_LLM_BASE_URL"}]
+    (results_dir / "results.json").write_text(json.dumps(data))
+    render_site([results_dir], tmp_path / "site")
+    page = (tmp_path / "site" / "perturbqa" / "index.html").read_text()
+    assert 'id="table-skipped"' in page and "summer" in page and "needs a language model" in page

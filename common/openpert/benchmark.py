@@ -82,6 +82,16 @@ def component_digest(config: ComponentConfig) -> str:
 
 
 # --- planning ------------------------------------------------------------------------------------------
+def needs_llm(config: ComponentConfig) -> bool:
+    """Whether a component talks to a language model (it takes the shared LLM arguments)."""
+    return any(a.name == "llm_base_url" for a in config.arguments)
+
+
+def llm_configured() -> bool:
+    """Whether the environment names a language model for LLM components to use."""
+    return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL"))
+
+
 def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
     return {
         "id": config.name,
@@ -134,6 +144,14 @@ def make_plan(
     chosen = _select(task.of_type("control_method"), controls, "control methods", task)
     chosen += _select(task.of_type("method"), methods, "methods", task)
     scorers = _select(task.of_type("metric"), metrics, "metrics", task)
+    skipped = []
+    if not llm_configured():
+        # Without a model to talk to, LLM components could only fail; they are left out and listed.
+        for comp in [c for c in [*chosen, *scorers] if needs_llm(c)]:
+            skipped.append({"id": comp.name, "type": comp.type,
+                            "reason": "needs a language model: set OPENPERT_LLM_BASE_URL (or OPENPERT_LLM_MODEL for vLLM in process)"})
+        chosen = [c for c in chosen if not needs_llm(c)]
+        scorers = [c for c in scorers if not needs_llm(c)]
     if not chosen:
         raise ConfigError(f"{task.dir}: no methods or control methods to run")
     if not scorers:
@@ -149,6 +167,7 @@ def make_plan(
         "datasets": [{"id": d.id, "files": {k: str(v) for k, v in d.files.items()}} for d in datasets],
         "methods": [_component_entry(task, c) for c in chosen],
         "metrics": [_component_entry(task, c) for c in scorers],
+        "skipped": skipped,
         "prediction_format": task.prediction_format,
         "method_formats": sorted(task.method_formats),
         "resources": label_resources(task.root),

@@ -102,9 +102,11 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         print(f"{task.name}: {n_jobs} jobs ({cached} cached), {n_failed} failed -> {out / 'results.json'}")
         for fail in results["failures"]:
             print(f"  failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason'][:200]}")
-        best = [o for o in results["overall"] if o["score"] is not None]
-        for row in best[:5]:
-            print(f"  #{row['rank']} {row['method_id']}: {row['score']:.3f}")
+        for skip in results.get("skipped", []):
+            print(f"  skipped {skip['id']}: {skip['reason']}")
+        for row in [o for o in results["overall"] if o["score"] is not None]:
+            rank = f"#{int(row['rank'])}" if row.get("rank") is not None else "control"
+            print(f"  {rank:>8} {row['method_id']}: {row['score']:.3f}")
     return status
 
 

@@ -257,6 +257,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         "failures": [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
                       "method_id": r.method_id, "exit_code": r.exit_code, "reason": r.reason, "log": r.log} for r in failures],
         "qc": [f.to_dict() for f in flags],
+        "skipped": plan.get("skipped", []),
         "resources": resources,
         "statistics": statistics,
     }

@@ -166,6 +166,11 @@ class TaskResults:
         return self._list("qc")
 
     @property
+    def skipped(self) -> list[dict[str, Any]]:
+        """Components left out of the run, with the reason."""
+        return self._list("skipped")
+
+    @property
     def resources(self) -> list[dict[str, Any]]:
         """Resource use of every job."""
         return self._list("resources")

@@ -80,6 +80,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
             _dataset_section(results, paths, dataset, i),
         )
     add("failures", "Failures", _failures(results, log_links))
+    if results.skipped:
+        add("skipped", "Skipped components", _skipped(results))
     add("qc", "Quality-control flags", _qc(results))
     add("resources", "Resource use", _resources(results))
     for key, entry in results.statistics:
@@ -213,6 +215,11 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> str:
         table_id="table-failures",
         numeric=[False, False, False, False, True, False, False],
     )
+
+
+def _skipped(results: TaskResults) -> str:
+    rows = [[f"<code>{esc(s.get('id'))}</code>", esc(s.get("type") or MISSING), esc(s.get("reason"))] for s in results.skipped]
+    return simple_table(f"Components not run ({len(rows)})", ["Component", "Type", "Reason"], rows, table_id="table-skipped")
 
 
 def _qc(results: TaskResults) -> str:
