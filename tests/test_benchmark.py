@@ -155,3 +155,14 @@ def test_llm_components_are_skipped_without_a_model(tiny_task, tiny_project, tmp
     monkeypatch.setenv("OPENPERT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     plan = make_plan(tiny_task, datasets, tmp_path, methods=["group_mean", "llm_constant"])
     assert "llm_constant" in [m["id"] for m in plan["methods"]] and plan["skipped"] == []
+
+
+def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
+    from openpert.results import run_task_analysis
+
+    clean, mixed, _, _ = runs
+    counts = {r["dataset_id"]: r["n_predictions"] for r in clean["statistics"]["prediction_counts"]["table"]}
+    assert counts == {"syn": 5}  # 3 controls + 2 methods
+    (project_copy / "src/tiny/analysis.py").write_text("def task_statistics(outdir):\n    raise ValueError('no such column')\n")
+    extra = run_task_analysis(Task(project_copy / "src" / "tiny"), project_copy)
+    assert extra["qc"][0]["flag"] == "analysis_failed" and "ValueError: no such column" in extra["qc"][0]["message"]

@@ -79,6 +79,7 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
 # --- benchmark --------------------------------------------------------------------------------------------
 def cmd_benchmark(ns: argparse.Namespace) -> int:
     from openpert.benchmark import install_signal_handlers, run_benchmark
+    from openpert.results import format_summary
     from openpert.task import Task, discover_tasks
 
     root = _root()
@@ -104,9 +105,7 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
             print(f"  failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason'][:200]}")
         for skip in results.get("skipped", []):
             print(f"  skipped {skip['id']}: {skip['reason']}")
-        for row in [o for o in results["overall"] if o["score"] is not None]:
-            rank = f"#{int(row['rank'])}" if row.get("rank") is not None else "control"
-            print(f"  {rank:>8} {row['method_id']}: {row['score']:.3f}")
+        print(format_summary(results))
     return status
 
 

@@ -11,6 +11,7 @@ import datetime as dt
 import io
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -263,6 +264,11 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     }
     results = _clean(results)
     write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
+    extra = run_task_analysis(task, outdir)
+    if extra:
+        results["statistics"].update(_clean(extra.get("statistics", {})))
+        results["qc"].extend(extra.get("qc", []))
+        write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
     write_yaml_atomic(outdir / "task_info.yaml", _clean(task.info))
     write_yaml_atomic(outdir / "score_uns.yaml", score_uns)
     write_yaml_atomic(outdir / "method_configs.yaml", _clean([read_config(e["config"]).public_dict() for e in plan["methods"]]))
@@ -304,6 +310,65 @@ def regression_table(specs: Sequence[dict], items: dict, dataset_ids: Sequence[s
                              "slope_high": fit.slope.high, "correlation": fit.correlation.estimate,
                              "correlation_low": fit.correlation.low, "correlation_high": fit.correlation.high})
     return rows
+
+
+def format_summary(results: dict, *, width: int = 24) -> str:
+    """A plain-text table per dataset: each method's raw metric values with 95% CIs and its score.
+
+    Methods are sorted by their dataset score; controls are marked with their role.
+    """
+    metrics = [m["id"] for m in results["metrics"]]
+    roles = {m["id"]: m.get("control") for m in results["methods"]}
+    cells = {(s["dataset_id"], s["method_id"], s["metric_id"]): s for s in results["scores"]}
+    lines = []
+    for ds in results["datasets"]:
+        dataset_id = ds["dataset_id"]
+        rows = sorted((r for r in results["dataset_scores"] if r["dataset_id"] == dataset_id),
+                      key=lambda r: -(r["score"] if r["score"] is not None else -1))
+        lines.append(f"{dataset_id}")
+        lines.append("  " + f"{'method':<{width}}{'score':>7}  " + "  ".join(f"{m:>24}" for m in metrics))
+        for row in rows:
+            name = row["method_id"] + (f" ({roles[row['method_id']]})" if roles.get(row["method_id"]) else "")
+            values = []
+            for metric_id in metrics:
+                cell = cells.get((dataset_id, row["method_id"], metric_id))
+                if cell is None or cell["raw"] is None:
+                    values.append(f"{'failed' if row['status'] == 'failed' else '-':>24}")
+                elif cell["ci_low"] is not None:
+                    values.append(f"{cell['raw']:>8.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]".rjust(24))
+                else:
+                    values.append(f"{cell['raw']:>24.3f}")
+            score = f"{row['score']:.3f}" if row["score"] is not None else "-"
+            lines.append("  " + f"{name[:width - 1]:<{width}}{score:>7}  " + "  ".join(values))
+    return "\n".join(lines)
+
+
+def run_task_analysis(task: Task, outdir: Path) -> dict:
+    """Task-specific statistics from ``src/<task>/analysis.py``'s ``task_statistics(outdir)``.
+
+    A task may ship such a module for analyses that need more than per-item metric values (e.g.
+    comparisons across datasets of one task). It runs after ``results.json`` is first written, so a
+    failing analysis loses nothing: it becomes a QC flag with the error, and the run goes on.
+    """
+    import importlib.util
+    import traceback
+
+    path = task.dir / "analysis.py"
+    if not path.is_file():
+        return {}
+    try:
+        spec = importlib.util.spec_from_file_location(f"openpert_task_analysis_{task.dir.name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        stats = module.task_statistics(outdir)
+    except Exception as err:  # the analysis is a task's own code: report its failure, keep the scores
+        message = f"{path}: task_statistics failed: {type(err).__name__}: {err}"
+        print(message, traceback.format_exc(), sep="\n", file=sys.stderr)
+        return {"qc": [{"flag": "analysis_failed", "message": message, "dataset_id": None, "metric_id": None, "method_id": None}]}
+    if not isinstance(stats, dict):
+        return {"qc": [{"flag": "analysis_failed", "message": f"{path}: task_statistics returned {type(stats).__name__}, not a dict",
+                        "dataset_id": None, "metric_id": None, "method_id": None}]}
+    return {"statistics": stats}
 
 
 def _trace_tsv(records: Sequence[JobRecord]) -> str:

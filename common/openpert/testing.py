@@ -100,7 +100,11 @@ def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dic
     args: dict = {name: str(path) for name, path in inputs.items()}
     outputs = {a.name: work_dir / "out" / (Path(str(a.example)).name if a.example else f"{a.name}.out") for a in config.file_outputs}
     args.update({k: str(v) for k, v in outputs.items()})
-    args.update(config.test_defaults())
+    for name, value in config.test_defaults().items():
+        # File paths in test defaults are relative to the project root, wherever pytest runs from.
+        if config.argument(name).is_file and isinstance(value, str) and not Path(value).is_absolute():
+            value = str(config.root / value)
+        args[name] = value
     args.update(extra_args)
     task = task_of(config)
     limits = limits_for(config.labels, label_resources(config.root), where=str(config.path))
@@ -137,7 +141,11 @@ class ComponentFile(pytest.File):
 
 class ComponentItem(pytest.Item):
     def runtest(self) -> None:
+        from openpert.task import shared_data_dir
+
         config = read_config(self.path)
+        if config.info.get("test_requires_shared_data") and not shared_data_dir(config.root).is_dir():
+            pytest.skip(f"needs the shared data folder {shared_data_dir(config.root)} (set OPENPERT_SHARED_DATA)")
         work = Path(tempfile.mkdtemp(prefix=f"openpert-test-{config.name}-"))
         run_component_test(config, work)
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Test resources of the perturbation_effect task: a small synthetic screen (simulation split) with
+# a no-change prediction and its score, and a tiny single-cell screen in the GEARS layout for the
+# Perturb-seq loader. Deterministic (fixed seeds); needs the venv and ../shared/data.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=resources_test/perturbation_effect
+DS=$OUT/synthetic_simulation
+rm -rf "$OUT"
+mkdir -p "$OUT/raw" "$DS"
+
+python - <<'PY'
+from openpert import kg, perturb_sim
+
+screen = perturb_sim.simulate_screen(
+    n_genes=150, n_perturbations=14, n_combinations=2, n_programs=2, program_size=(4, 10),
+    cells_per_perturbation=12, n_control_cells=60, seed=3,
+    baseline=perturb_sim.load_baseline(), gene_sets=kg.gene_sets("go_bp"),
+)
+cells = screen.cells
+del cells.layers["counts"]  # GEARS files carry log-normalised X; counts would only add size
+cells.write_h5ad("resources_test/perturbation_effect/raw/gears_perturbseq.h5ad", compression="gzip")
+PY
+
+openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yaml \
+  --dataset_id synthetic_simulation --n_genes 1200 --n_perturbations 60 --n_combinations 10 \
+  --n_programs 6 --program_min_size 6 --program_max_size 15 --cells_per_perturbation 30 \
+  --n_control_cells 300 --seed 0 --split simulation \
+  --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad"
+
+openpert run-component src/perturbation_effect/control_methods/no_change/config.vsh.yaml \
+  --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --input_solution "$DS/solution.h5ad" \
+  --output "$DS/prediction.h5ad"
+
+openpert run-component src/perturbation_effect/metrics/pearson_delta/config.vsh.yaml \
+  --input_solution "$DS/solution.h5ad" --input_prediction "$DS/prediction.h5ad" --output "$DS/score.h5ad"
+
+du -sh "$OUT"

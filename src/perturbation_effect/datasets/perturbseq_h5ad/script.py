@@ -1,0 +1,40 @@
+from openpert import pseudobulk, splits
+
+## VIASH START
+par = {
+    "input": "resources_test/perturbation_effect/raw/gears_perturbseq.h5ad", "input_format": "auto",
+    "dataset_id": "perturbseq", "dataset_name": "Perturb-seq screen", "dataset_reference": "", "dataset_license": "",
+    "min_cells": 5, "n_top_genes": 0, "class_source": "go_bp", "split": "simulation", "lsft_fraction": 0.0,
+    "logo_source": "functional_class", "logo_class": "auto", "split_seed": 1,
+    "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
+}
+meta = {"name": "perturbseq_h5ad"}
+## VIASH END
+
+cells = pseudobulk.read_perturbseq(par["input"], par["input_format"])
+profiles, control = pseudobulk.pseudobulk(cells, min_cells=par["min_cells"])
+if par["n_top_genes"]:
+    # Chosen on control cells only, so no test perturbation influences which genes are scored.
+    keep = control.sort_values(ascending=False, kind="stable").index[: par["n_top_genes"]]
+    keep = control.index[control.index.isin(keep)]
+    profiles, control = profiles[:, keep].copy(), control[keep]
+profiles.obs["functional_class"] = splits.annotate_functional_class(list(profiles.obs_names), par["class_source"])
+print(f"{cells.n_obs} cells -> {profiles.n_obs} perturbations x {profiles.n_vars} genes", flush=True)
+
+uns = {
+    "dataset_id": par["dataset_id"],
+    "dataset_name": par["dataset_name"],
+    "dataset_summary": f"Pseudobulk of a Perturb-seq screen ({profiles.n_obs} perturbations, {profiles.n_vars} genes).",
+    "dataset_description": f"Read from {par['input_format']} h5ad; split {par['split']}, LSFT fraction {par['lsft_fraction']}.",
+    "dataset_organism": "homo_sapiens",
+    "dataset_reference": par["dataset_reference"],
+    "dataset_license": par["dataset_license"],
+}
+train, test, solution = splits.split_profiles(
+    profiles, control, split=par["split"], lsft_fraction=par["lsft_fraction"], logo_source=par["logo_source"],
+    logo_class=par["logo_class"], seed=par["split_seed"], uns=uns,
+)
+print(f"{train.n_obs} training and {test.n_obs} test perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
+train.write_h5ad(par["output_train"], compression="gzip")
+test.write_h5ad(par["output_test"], compression="gzip")
+solution.write_h5ad(par["output_solution"], compression="gzip")

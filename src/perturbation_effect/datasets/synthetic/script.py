@@ -1,0 +1,50 @@
+from openpert import kg, perturb_sim, pseudobulk, splits
+
+## VIASH START
+par = {
+    "dataset_id": "synthetic_simulation", "n_genes": 600, "n_perturbations": 40, "n_combinations": 8,
+    "n_programs": 4, "program_min_size": 8, "program_max_size": 40, "frac_unassigned": 0.2,
+    "cells_per_perturbation": 20, "n_control_cells": 200, "seed": 0, "gene_source": "k562",
+    "split": "simulation", "lsft_fraction": 0.0, "logo_source": "go_bp", "logo_class": "auto", "split_seed": 1,
+    "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
+}
+meta = {"name": "synthetic"}
+## VIASH END
+
+real = par["gene_source"] == "k562"
+screen = perturb_sim.simulate_screen(
+    n_genes=par["n_genes"], n_perturbations=par["n_perturbations"], n_combinations=par["n_combinations"],
+    n_programs=par["n_programs"], program_size=(par["program_min_size"], par["program_max_size"]),
+    frac_unassigned=par["frac_unassigned"], cells_per_perturbation=par["cells_per_perturbation"],
+    n_control_cells=par["n_control_cells"], seed=par["seed"],
+    baseline=perturb_sim.load_baseline() if real else None, gene_sets=kg.gene_sets("go_bp") if real else None,
+)
+profiles, control = pseudobulk.pseudobulk(screen.cells)
+profiles.obs["functional_class"] = screen.functional_class.reindex(profiles.obs_names).to_numpy()
+print(f"simulated {screen.cells.n_obs} cells, {profiles.n_obs} perturbations x {profiles.n_vars} genes", flush=True)
+
+setting = par["split"] + (f", LSFT {par['lsft_fraction']:.0%}" if par["lsft_fraction"] else "")
+if par["split"] == "logo":
+    setting += f" ({par['logo_source']})"
+uns = {
+    "dataset_id": par["dataset_id"],
+    "dataset_name": f"Synthetic K562 Perturb-seq, {setting}",
+    "dataset_summary": "Simulated CRISPRi screen with gene programs and real K562 count statistics.",
+    "dataset_description": (
+        f"{par['n_perturbations']} single and {par['n_combinations']} combined perturbations of "
+        f"{par['n_genes']} genes in {par['n_programs']} programs ({'GO BP terms, Gasperini 2019 K562 baseline' if real else 'synthetic genes'}); "
+        f"evaluation setting: {setting}; simulation seed {par['seed']}, split seed {par['split_seed']}."
+    ),
+    "dataset_organism": "homo_sapiens",
+    "dataset_reference": "10.1038/s41592-025-02772-6",
+    "dataset_license": "Synthetic. Gene parameters: perturbplan (MIT) from Gasperini et al. 2019; programs: GO BP 2021 (CC BY 4.0).",
+}
+train, test, solution = splits.split_profiles(
+    profiles, control, split=par["split"], lsft_fraction=par["lsft_fraction"],
+    logo_source=par["logo_source"] if real else "functional_class", logo_class=par["logo_class"],
+    seed=par["split_seed"], uns=uns,
+)
+print(f"{train.n_obs} training and {test.n_obs} test perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
+train.write_h5ad(par["output_train"], compression="gzip")
+test.write_h5ad(par["output_test"], compression="gzip")
+solution.write_h5ad(par["output_solution"], compression="gzip")
