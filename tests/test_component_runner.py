@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import anndata as ad
@@ -120,3 +121,17 @@ def test_invalid_input_and_bad_arguments(tiny_project, tmp_path):
         run_component(config, {**method_args(tiny_project, tmp_path / "p.h5ad"), "alpha": 1}, work_dir=tmp_path / "w2")
     with pytest.raises(ConfigError, match="--input_test is required"):
         run_component(config, {"input_train": data(tiny_project, "train.h5ad"), "output": tmp_path / "p.h5ad"}, work_dir=tmp_path / "w3")
+
+
+def test_peak_memory_is_the_job_s_own(tmp_path):
+    """A job's peak memory is its own, not the harness's (which a forked child starts from)."""
+    from openpert.component_runner import Limits, execute
+
+    ballast = np.ones(600 * 2**20 // 8)  # 600 MB resident in this process
+    code, _, _, small = execute([sys.executable, "-c", "import time; time.sleep(0.3)"], cwd=tmp_path, log=tmp_path / "a.log", limits=Limits())
+    code2, _, _, big = execute([sys.executable, "-c", "import numpy, time; a = numpy.ones(300 * 2**20 // 8); time.sleep(0.5)"],
+                               cwd=tmp_path, log=tmp_path / "b.log", limits=Limits())
+    assert ballast.sum() > 0
+    assert code == code2 == 0
+    assert small < 100, small
+    assert 290 < big < 450, big

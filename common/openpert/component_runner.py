@@ -144,6 +144,18 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def _high_water_mark_kb(pid: int) -> int:
+    """Peak resident size of a process so far (``VmHWM``), in kB; 0 where /proc does not tell."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0  # the process has ended (or this is not Linux): the polled sizes stand alone
+    return 0
+
+
 def _last_error_line(log: Path) -> str:
     try:
         text = log.read_text(errors="replace")
@@ -184,14 +196,14 @@ def execute(
         delay = 0.005
         kill_at: float | None = None
         status: int | None = None
-        rusage_peak_kb = 0
+        hwm_kb = 0
         while True:
-            pid, wstatus, rusage = os.wait4(proc.pid, os.WNOHANG)
+            pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 status = wstatus
-                rusage_peak_kb = rusage.ru_maxrss
                 break
             peak = max(peak, _tree_rss(ps))
+            hwm_kb = max(hwm_kb, _high_water_mark_kb(proc.pid))
             elapsed = time.perf_counter() - start
             if forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
                 reason = f"memory limit exceeded (peak {peak / 2**20:.0f} MB > {limits.memory_mb:.0f} MB)"
@@ -212,8 +224,9 @@ def execute(
     _kill_group(proc.pid, signal.SIGKILL)
     _ACTIVE.discard(proc.pid)
     duration = time.perf_counter() - start
-    # ru_maxrss (kB on Linux) of the script itself catches peaks between two polls.
-    peak_mb = max(peak / 2**20, rusage_peak_kb / 1024)
+    # The script's own high-water mark catches peaks between two polls. (ru_maxrss of wait4 would
+    # not do: Linux carries the parent's resident size at fork across exec into it.)
+    peak_mb = max(peak / 2**20, hwm_kb / 1024)
     code = proc.returncode
     if code < 0:
         code = 128 - code

@@ -1,0 +1,20 @@
+import anndata as ad
+import numpy as np
+
+from openpert import reasoning_paths as rp
+
+## VIASH START
+par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
+       "input_test": "resources_test/pertreasonqa/k562_rpe1_small/test.h5ad",
+       "input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
+       "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
+       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad", "seed": 0}
+meta = {"name": "random_answer"}
+## VIASH END
+
+rng = np.random.default_rng(par["seed"])
+test = ad.read_h5ad(par["input_test"])
+graph = rp.read_graph(par["input_graph"])
+answers = rng.choice(rp.LABELS, size=test.n_obs)
+triplets = [rp.path_triplets(graph, rng.choice(graph.n_edges, size=rng.integers(1, 5))) for _ in range(test.n_obs)]
+rp.write_prediction(par["output"], test, answers, triplets, meta["name"])

@@ -1,0 +1,18 @@
+import anndata as ad
+
+from openpert import reasoning_paths as rp
+
+## VIASH START
+par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
+       "input_test": "resources_test/pertreasonqa/k562_rpe1_small/test.h5ad",
+       "input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
+       "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
+       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad"}
+meta = {"name": "reference_answer"}
+## VIASH END
+
+test = ad.read_h5ad(par["input_test"])
+solution = ad.read_h5ad(par["input_solution"])[test.obs_names]
+triplets = [rp.unique_triplets(rp.paths_from_json(text, f"{par['input_solution']}: reference_paths"))
+            for text in solution.obs["reference_paths"].astype(str)]
+rp.write_prediction(par["output"], test, solution.obs["label"].astype(str).tolist(), triplets, meta["name"])

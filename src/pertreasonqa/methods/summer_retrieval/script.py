@@ -1,0 +1,51 @@
+import sys
+
+import anndata as ad
+
+from openpert import reasoning_paths as rp
+from openpert.llm import SamplingParams, client_from_params
+
+## VIASH START
+par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
+       "input_test": "resources_test/pertreasonqa/k562_rpe1_small/test.h5ad",
+       "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
+       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad",
+       "path_context": "cell_conditioned", "n_neighbours": 10, "per_group": 5, "gene_descriptions": False,
+       "temperature": 0.7, "top_p": 0.8, "max_tokens": 1024, "seed": 0,
+       "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
+       "llm_max_concurrency": 8}
+meta = {"name": "summer_retrieval", "resources_dir": "src/pertreasonqa/methods/summer_retrieval"}
+## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from retrieval import Retriever, examples_text  # noqa: E402
+
+if par["path_context"] not in ("cell_conditioned", "none"):
+    raise ValueError(f"--path_context {par['path_context']!r}: expected cell_conditioned or none")
+train = ad.read_h5ad(par["input_train"]).obs
+test = ad.read_h5ad(par["input_test"])
+basal, thresholds, _ = rp.read_context(ad.read_h5ad(par["input_context"]))
+graph = rp.read_graph(par["input_graph"])
+retriever = Retriever(train, graph, k=par["n_neighbours"], per_group=par["per_group"], seed=par["seed"])
+retriever.prepare(set(test.obs["perturbation"].astype(str)) | set(test.obs["gene"].astype(str)))
+descriptions = {}
+if par["gene_descriptions"]:
+    from openpert.kg import string_descriptions
+
+    descriptions = string_descriptions()
+
+prompts = []
+for item in test.obs.itertuples():
+    p, g, cell = str(item.perturbation), str(item.gene), str(item.cell)
+    paths = rp.paths_from_json(str(item.candidate_paths)) if par["path_context"] == "cell_conditioned" else None
+    genes = {p, g} | {x for path in (paths or []) for t in path for x in (t[0], t[2])}
+    extra = [f"Description of {x}: {descriptions[x][:400]}" for x in (p, g) if descriptions.get(x)]
+    extra.append(examples_text(retriever.retrieve(p, g)))
+    prompts.append(rp.question_prompt(cell, p, str(item.perturbation_type), g,
+                                      rp.gene_states(genes, cell, basal, thresholds), paths, "\n".join(extra)))
+
+sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
+table = rp.answer_with_llm(client_from_params(par), prompts, sampling)
+print(f"{(table['parse_error'] != '').sum()} of {len(table)} responses could not be parsed")
+rp.write_prediction(par["output"], test, table["answer"], table["triplets"], meta["name"],
+                    extra={"response": table["response"], "parse_error": table["parse_error"]})

@@ -1,0 +1,22 @@
+import anndata as ad
+
+from openpert import reasoning_paths as rp
+
+## VIASH START
+par = {"input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
+       "input_prediction": "resources_test/pertreasonqa/k562_rpe1_small/prediction.h5ad",
+       "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad", "output": "score.h5ad"}
+meta = {"name": "faithfulness"}
+## VIASH END
+
+solution = ad.read_h5ad(par["input_solution"])
+prediction = ad.read_h5ad(par["input_prediction"])
+_, _, go = rp.read_context(ad.read_h5ad(par["input_context"]))
+table = rp.faithfulness_table(solution.obs, prediction.obs, go, where=par["input_prediction"])
+scored = table[table["has_reference"]]
+if scored.empty:
+    raise ValueError(f"{par['input_solution']}: no test item has a reference path; faithfulness is undefined")
+ids = ["edge_recall", "path_connectivity", "go_similarity"]
+uns = {"dataset_id": solution.uns["dataset_id"], "method_id": prediction.uns["method_id"],
+       "metric_ids": ids, "metric_values": [float(scored[m].mean()) for m in ids]}
+ad.AnnData(obs=scored[ids].astype(float), uns=uns).write_h5ad(par["output"])

@@ -1,0 +1,36 @@
+"""The stand-in model of pertreasonqa's LLM tests: answers like a model that follows the first path.
+
+Used as the component tests' responder (``info.test_llm``) and by the task tests, served by
+:class:`openpert.llm_server.OpenAIStubServer` on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from openpert.reasoning_paths import (
+    STATE_NAMES,
+    STATE_UNKNOWN,
+    format_response,
+    parse_serialized_paths,
+    predict_from_paths,
+)
+
+
+def respond(request: Mapping) -> str:
+    """A deterministic stand-in model for tests: answers from the prompt's first candidate path.
+
+    Reads the numbered path lines of the last user message, propagates the knockdown's sign along
+    the first path and applies the floor/ceiling rules to the effect gene's stated basal state (as
+    :func:`predict_from_paths`), and replies in the task's format with that path's triplets; with
+    no path it answers ``unchanged`` with no triplet.
+    """
+    messages = request.get("messages") or [{}]
+    text = str(messages[-1].get("content", ""))
+    paths = parse_serialized_paths(text)
+    if not paths:
+        return format_response("No path links the perturbation to the effect gene.", "unchanged", [])
+    triplets, states = paths[0]
+    code = {v: k for k, v in STATE_NAMES.items()}.get(states.get(triplets[-1][2], "unknown"), STATE_UNKNOWN)
+    answer, _ = predict_from_paths([[t[1] for t in triplets]], "crispri", code)
+    return format_response("The signal follows the first candidate path.", answer, triplets)

@@ -1,0 +1,222 @@
+"""PertReasonQA components end to end: controls, methods and metrics on a hand-made dataset whose
+answers and scores are known, and on the bundled test resources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+
+import pertreasonqa_stub  # noqa: E402 - the task's stand-in model, next to this file
+
+from openpert import reasoning_paths as rp
+from openpert.component_runner import run_component
+from openpert.viash_config import find_project_root, read_config
+
+ROOT = find_project_root(Path(__file__).resolve())
+TASK = ROOT / "src" / "pertreasonqa"
+RESOURCES = ROOT / "resources_test" / "pertreasonqa" / "k562_rpe1_small"
+FILES = {"train": "train.h5ad", "test": "test.h5ad", "solution": "solution.h5ad", "context": "context.h5ad", "graph": "graph.csv"}
+
+
+def run(component: str, args: dict, work: Path) -> Path:
+    """Run a component of the task; return its (validated) output."""
+    config = read_config(TASK / component / "config.vsh.yaml")
+    out = work / "out" / component.replace("/", "_")
+    args = {k: str(v) for k, v in args.items()}
+    args["output"] = str(out / ("score.h5ad" if component.startswith("metrics/") else "prediction.h5ad"))
+    context = {f"file_{k}": Path(args[f"input_{k}"]) for k in FILES if f"input_{k}" in args}
+    result = run_component(config, args, work_dir=work / "run" / component.replace("/", "_"), context=context)
+    assert result.succeeded, result.log.read_text()[-3000:]
+    return Path(args["output"])
+
+
+def dataset_args(folder: Path, solution: bool = False) -> dict:
+    keys = ["train", "test", "context", "graph"] + (["solution"] if solution else [])
+    return {f"input_{k}": folder / FILES[k] for k in keys}
+
+
+def scores(prediction: Path, folder: Path, work: Path | None = None) -> dict:
+    """Every metric of a prediction: through the metric components when ``work`` is given, else in-process."""
+    out = {}
+    if work is not None:
+        base = {"input_solution": folder / "solution.h5ad", "input_prediction": prediction, "input_context": folder / "context.h5ad"}
+        for metric in ("balanced_accuracy", "faithfulness", "failure_modes"):
+            uns = ad.read_h5ad(run(f"metrics/{metric}", base, work / prediction.parent.name)).uns
+            out.update({str(k): float(v) for k, v in zip(uns["metric_ids"], uns["metric_values"])})
+        return out
+    sol = ad.read_h5ad(folder / "solution.h5ad").obs
+    pred = ad.read_h5ad(prediction).obs
+    _, _, go = rp.read_context(ad.read_h5ad(folder / "context.h5ad"))
+    table = rp.faithfulness_table(sol, pred, go)
+    out["balanced_accuracy"] = float(rp.balanced_accuracy_items(sol["label"].astype(str), pred.loc[sol.index, "answer"]).mean())
+    scored = table[table["has_reference"]]
+    out.update({m: float(scored[m].mean()) for m in ("edge_recall", "path_connectivity", "go_similarity")})
+    out.update(rp.failure_modes(table).mean().to_dict())
+    return out
+
+
+# --- a hand-made dataset --------------------------------------------------------------------------
+def write_hand_dataset(folder: Path) -> pd.DataFrame:
+    """P knocks down: P -> A -> G1 (+,+), P -> B -| G2 (+,-), P -> A -> G3 (+,0); G5 unreachable.
+
+    Basal (log1p scale): tau_low 1, tau_high 8; G1 medium, G2 medium, G1s silent twin, G2h saturated twin.
+    """
+    folder.mkdir(parents=True)
+    graph = rp.build_signed_graph(pd.DataFrame(
+        [("P", 1, "A"), ("A", 1, "G1"), ("P", 1, "B"), ("B", -1, "G2"), ("A", 0, "G3"), ("A", 1, "G1s"),
+         ("B", -1, "G2h"), ("Q", 1, "A")], columns=["source", "sign", "target"]).assign(database="OmniPath"))
+    graph.to_frame().to_csv(folder / "graph.csv", index=False)
+    genes = pd.Index(["A", "B", "G1", "G1s", "G2", "G2h", "G3", "G5", "P", "Q"])
+    basal = pd.Series({"A": 5.0, "B": 5.0, "G1": 4.0, "G1s": 0.5, "G2": 4.0, "G2h": 9.0, "G3": 4.0, "G5": 4.0, "P": 5.0, "Q": 5.0})
+    go = rp.GOProfiles.from_gene_sets({"t_a": ["A", "G1"], "t_b": ["B", "G2"], "t_all": list(genes)}, genes=genes)
+    ad.AnnData(X=basal[genes].to_numpy()[None, :], obs=pd.DataFrame({"tau_low": [1.0], "tau_high": [8.0], "distribution": ["ID"]}, index=["K562"]),
+               var=pd.DataFrame({"in_graph": genes.isin(graph.nodes)}, index=genes), varm={"go_bp": go.membership},
+               uns={"dataset_id": "hand", "go_bp_idf": go.idf, "go_bp_terms": np.array(["t_a", "t_b", "t_all"], dtype=object)}
+               ).write_h5ad(folder / "context.h5ad")
+    items = pd.DataFrame([("P", "G1", "down"), ("P", "G1s", "unchanged"), ("P", "G2", "up"), ("P", "G2h", "unchanged"),
+                          ("P", "G3", "up"), ("P", "G5", "unchanged")], columns=["perturbation", "gene", "label"])
+    items["cell"], items["perturbation_type"], items["fold"] = "K562", "CRISPRi", "id_cell_id_pert"
+    items.index = pd.Index("K562|" + items["perturbation"] + "|" + items["gene"], name="item_id")
+    thresholds = pd.DataFrame({"tau_low": [1.0], "tau_high": [8.0]}, index=["K562"])
+    train = items.assign(split="train", perturbation="Q")  # Q -> A -> G1 (+,+) etc.: labels as for P
+    train.index = pd.Index("K562|Q|" + train["gene"], name="item_id")
+    items = items.join(rp.reference_paths_for_items(items, graph, basal.to_frame("K562"), thresholds))
+    train = train.join(rp.reference_paths_for_items(train, graph, basal.to_frame("K562"), thresholds))
+    keys = ["cell", "perturbation", "perturbation_type", "gene"]
+    uns = {"dataset_id": "hand", "dataset_name": "hand", "dataset_summary": "hand-made"}
+    ad.AnnData(obs=train[keys + ["split", "label", "candidate_paths", "reference_paths", "n_reference_paths"]],
+               uns=uns).write_h5ad(folder / "train.h5ad")
+    ad.AnnData(obs=items[keys + ["fold", "candidate_paths"]], uns=uns).write_h5ad(folder / "test.h5ad")
+    ad.AnnData(obs=items[keys + ["fold", "label", "reference_paths", "n_reference_paths"]], uns=uns).write_h5ad(folder / "solution.h5ad")
+    return items
+
+
+@pytest.fixture(scope="module")
+def hand(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hand") / "hand"
+    items = write_hand_dataset(folder)
+    return folder, items
+
+
+def test_hand_dataset_reference_paths(hand):
+    _, items = hand
+    # G1 (medium): down only; G1s silent: unchanged by floor; G2: up; G2h saturated: unchanged by
+    # ceiling; G3 ambiguous edge within budget: up; G5 unreachable: no path
+    assert items["n_reference_paths"].tolist() == [1, 1, 1, 1, 1, 0]
+
+
+def test_sign_propagation_answers_by_rules(hand, tmp_path):
+    folder, items = hand
+    pred = ad.read_h5ad(run("methods/sign_propagation", dataset_args(folder), tmp_path)).obs
+    # G3's only path has an unsigned edge: no single sign, it abstains -> unchanged
+    assert pred["answer"].tolist() == ["down", "unchanged", "up", "unchanged", "unchanged", "unchanged"]
+    assert json.loads(pred.loc["K562|P|G1", "triplets"]) == [["P", 1, "A"], ["A", 1, "G1"]]
+    assert json.loads(pred.loc["K562|P|G5", "triplets"]) == []
+    s = scores(tmp_path / "out" / "methods_sign_propagation" / "prediction.h5ad", folder)
+    # 5 of 6 right: up recall 1/2 (G3 wrong), down 1, unchanged 1 -> BA 5/6; every reference item has its path
+    assert s["balanced_accuracy"] == pytest.approx((0.5 + 1 + 1) / 3)
+    assert s["edge_recall"] == 1.0 and s["path_connectivity"] == 1.0 and s["go_similarity"] == 1.0
+    assert s["wrong_answer_right_reason"] == pytest.approx(1 / 5)  # G3: right path, answer unchanged
+    assert s["right_answer_wrong_reason"] == 0.0
+
+
+def test_controls_on_hand_dataset(hand, tmp_path):
+    folder, _ = hand
+    ref = scores(run("control_methods/reference_answer", dataset_args(folder, True), tmp_path), folder)
+    assert ref == {"balanced_accuracy": 1.0, "edge_recall": 1.0, "path_connectivity": 1.0, "go_similarity": 1.0,
+                   "right_answer_wrong_reason": 0.0, "wrong_answer_right_reason": 0.0}
+    maj = ad.read_h5ad(run("control_methods/majority_per_gene", dataset_args(folder, True), tmp_path)).obs
+    # training items (perturbation Q) carry the same labels per gene: the majority is the label itself
+    assert maj["answer"].tolist() == ["down", "unchanged", "up", "unchanged", "up", "unchanged"]
+    assert set(maj["triplets"]) == {"[]"}
+    rnd1 = ad.read_h5ad(run("control_methods/random_answer", dataset_args(folder, True), tmp_path / "a")).obs
+    rnd2 = ad.read_h5ad(run("control_methods/random_answer", dataset_args(folder, True), tmp_path / "b")).obs
+    assert rnd1.equals(rnd2)  # seeded
+    assert all(1 <= len(json.loads(t)) <= 4 for t in rnd1["triplets"])
+
+
+def test_metrics_reject_bad_predictions(hand, tmp_path):
+    folder, items = hand
+    test = ad.read_h5ad(folder / "test.h5ad")
+    bad = tmp_path / "bad.h5ad"
+    rp.write_prediction(bad, test, ["up"] * test.n_obs, [[]] * test.n_obs, "x")
+    p = ad.read_h5ad(bad)
+    p.obs["answer"] = ["sideways"] + ["up"] * (test.n_obs - 1)
+    p.write_h5ad(bad)
+    config = read_config(TASK / "metrics" / "balanced_accuracy" / "config.vsh.yaml")
+    result = run_component(config, {"input_solution": str(folder / "solution.h5ad"), "input_prediction": str(bad),
+                                    "input_context": str(folder / "context.h5ad"), "output": str(tmp_path / "s.h5ad")},
+                           work_dir=tmp_path / "run")
+    assert not result.succeeded
+    assert "answers must be one of" in result.log.read_text()
+    with pytest.raises(ValueError, match="answers must be one of"):
+        rp.write_prediction(tmp_path / "x.h5ad", test, ["sideways"] * test.n_obs, [[]] * test.n_obs, "x")
+
+
+# --- the bundled test resources --------------------------------------------------------------------
+@pytest.mark.skipif(not (RESOURCES / "test.h5ad").is_file(), reason="run scripts/create_test_resources/pertreasonqa.sh")
+def test_controls_bracket_methods_on_test_resources(tmp_path):
+    ref = scores(run("control_methods/reference_answer", dataset_args(RESOURCES, True), tmp_path), RESOURCES, tmp_path)
+    rnd = scores(run("control_methods/random_answer", dataset_args(RESOURCES, True), tmp_path), RESOURCES, tmp_path)
+    assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
+    assert rnd["path_connectivity"] < 0.1 and rnd["edge_recall"] < 0.1
+    assert 0.2 < rnd["balanced_accuracy"] < 0.5
+    solution = ad.read_h5ad(RESOURCES / "solution.h5ad").obs
+    assert set(solution["fold"]) == {"id_cell_id_pert", "id_cell_ood_pert", "ood_cell_id_pert", "ood_cell_ood_pert"}
+    assert (solution["n_reference_paths"] > 0).sum() >= 20
+
+
+# --- language-model methods against a local OpenAI-format server -----------------------------------
+def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
+    from openpert.llm_server import OpenAIStubServer
+
+    folder, items = hand
+
+    def responder(request):
+        prompt = request["messages"][-1]["content"]
+        if "Effect gene: G3 " in prompt:
+            return "I believe G3 goes up."  # breaks the format: must become an invalid answer
+        if "Effect gene: G5 " in prompt:
+            return rp.format_response("no path", "unchanged", []) + "\nThanks!"  # text outside the blocks
+        return pertreasonqa_stub.respond(request)
+
+    with OpenAIStubServer(responder) as server:
+        llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
+        pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(folder), **llm}, tmp_path)).obs
+        requests = list(server.requests)
+        none_ctx = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(folder), **llm, "path_context": "none"},
+                                    tmp_path / "none")).obs
+        summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(folder), **llm, "gene_descriptions": "false"},
+                                  tmp_path / "summer")).obs
+        summer_requests = list(server.requests)[len(requests) + n_test_items(folder):]
+
+    assert len(requests) == len(items)
+    assert requests[0]["messages"][0]["role"] == "system" and "<triplets>" in requests[0]["messages"][0]["content"]
+    prompt_g1 = next(r["messages"][1]["content"] for r in requests if "Effect gene: G1 " in r["messages"][1]["content"])
+    assert "1. P [medium] --(+1)--> A [medium] --(+1)--> G1 [medium]" in prompt_g1
+    # the stub answers from the path; the two malformed responses become invalid with their reason kept
+    assert pred["answer"].tolist() == ["down", "unchanged", "up", "unchanged", "invalid", "invalid"]
+    assert "exactly one <thinking>" in pred.loc["K562|P|G3", "parse_error"]
+    assert "text outside the blocks" in pred.loc["K562|P|G5", "parse_error"]
+    assert pred.loc["K562|P|G1", "parse_error"] == ""
+    assert json.loads(pred.loc["K562|P|G2", "triplets"]) == [["P", 1, "B"], ["B", -1, "G2"]]
+    s = scores(tmp_path / "out" / "methods_llm_zero_shot" / "prediction.h5ad", folder)
+    # up: G2 right, G3 invalid; down: G1 right; unchanged: G1s, G2h right, G5 invalid
+    assert s["balanced_accuracy"] == pytest.approx((1 / 2 + 1 + 2 / 3) / 3)
+    assert s["edge_recall"] == pytest.approx(4 / 5)  # every reference item but G3 has its path back
+    # without path context the prompt has no path and the stub answers unchanged with no triplet
+    assert set(none_ctx["answer"]) <= {"unchanged", "invalid"} and set(none_ctx.loc[none_ctx["answer"] == "unchanged", "triplets"]) == {"[]"}
+    # SUMMER retrieval: training items of the neighbour Q (shares neighbour A with P) with their mechanisms
+    prompt = next(r["messages"][1]["content"] for r in summer_requests if "Effect gene: G1 " in r["messages"][1]["content"])
+    assert "knockdown of Q in K562: G1 went down. Mechanism: (Q, +1, A); (A, +1, G1)\n" in prompt
+    assert "knockdown of Q in K562: G2 went up.\n" in prompt  # Q does not reach G2: no mechanism shown
+    assert summer["answer"].tolist() == pred["answer"].tolist()
+
+
+def n_test_items(folder: Path) -> int:
+    return ad.read_h5ad(folder / "test.h5ad").n_obs
