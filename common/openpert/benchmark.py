@@ -72,9 +72,26 @@ def file_digest(path: Path) -> str:
     return digest
 
 
+_LIBRARY_DIGEST: str | None = None
+
+
+def library_digest() -> str:
+    """Hash of the harness's own source (``openpert``), which every component script may import.
+
+    Part of every job's cache key, so that a change to shared library code (a metric's helper, a
+    data loader) invalidates the jobs it may affect instead of silently reusing stale outputs.
+    """
+    global _LIBRARY_DIGEST
+    if _LIBRARY_DIGEST is None:
+        package = Path(__file__).resolve().parent
+        files = sorted(p for p in package.rglob("*") if p.is_file() and p.suffix in (".py", ".yaml", ".json"))
+        _LIBRARY_DIGEST = hash_text(*(f"{p.relative_to(package)}:{hash_file(p)}" for p in files))
+    return _LIBRARY_DIGEST
+
+
 def component_digest(config: ComponentConfig) -> str:
-    """Hash of everything that defines a component: merged config and resource contents."""
-    parts = [json.dumps(config.public_dict(), sort_keys=True, default=str)]
+    """Hash of everything that defines a component: merged config, resources and library code."""
+    parts = [library_digest(), json.dumps(config.public_dict(), sort_keys=True, default=str)]
     for res in config.resources:
         path = config.resource_path(res)
         parts.append(hash_file(path) if path.exists() else f"missing:{res.get('path')}")

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Test resources of perturbqa, deterministic (fixed seeds). Needs the shared data folder
+# ($OPENPERT_SHARED_DATA or ../shared/data) and the venv.
+#
+# raw/         a small subset of the published PerturbQA files and of the knowledge graphs, in their
+#              original layout (32 K562 perturbations, 40 downstream genes, 4 clusters per gse file),
+#              plus a synthetic Perturb-seq screen in the Replogle layout for the label pipeline;
+# k562/        de items and annotated gene and perturbation clusters in one dataset, so that every
+#              method and metric meets both kinds of item in its component test (benchmark datasets
+#              hold one subtask each);
+# k562_dir/, k562_set_de/, perturbseq_de/   one subtask each (perturbseq_de: the label pipeline on
+#              the synthetic screen).
+# Each dataset folder also holds a prediction of the random_scores control and its AUROC score.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+out=resources_test/perturbqa
+rm -rf "$out"
+mkdir -p "$out/raw"
+
+python - <<'PY'
+import numpy as np
+import pandas as pd
+from openpert.perturbqa_labels import read_basal_baseline, subsample_published, synthetic_perturbseq
+from openpert.task import shared_data_dir
+
+shared = shared_data_dir()
+universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", "resources_test/perturbqa/raw", seed=0)
+# A synthetic screen over real genes of the subset, with K562 (Gasperini 2019) means and sizes.
+mapping = pd.read_json("resources_test/perturbqa/raw/perturbqa/k562_gw_mapping_full.json", typ="series")
+baseline = read_basal_baseline(shared / "basal_expression" / "singlecell_baseline_K562_Gasperini.tsv")
+genes = pd.DataFrame({"symbol": mapping.index, "ensembl": mapping.to_numpy()})
+genes = genes[genes["ensembl"].isin(baseline.index)].merge(baseline, left_on="ensembl", right_index=True)
+rng = np.random.default_rng(1)
+genes = genes[genes["relative_expression"] > 1e-5].sort_values("symbol")
+genes = genes.iloc[np.sort(rng.choice(len(genes), size=min(100, len(genes)), replace=False))].reset_index(drop=True)
+targets = sorted(rng.choice(genes["symbol"], size=12, replace=False))
+adata = synthetic_perturbseq(genes["ensembl"], genes["symbol"], genes["relative_expression"].to_numpy(),
+                             genes["expression_size"].to_numpy(), targets, n_cells=700, control_fraction=0.2,
+                             umis_per_cell=5000, seed=0)
+adata.write_h5ad("resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", compression="gzip")
+print(f"subset: {len(universe)} genes; synthetic screen {adata.shape}")
+PY
+
+cat > "$out/raw/README.md" <<'MD'
+Subsets of public files, drawn by scripts/create_test_resources/perturbqa.sh for the loaders' tests.
+
+- perturbqa/: PerturbQA labels (Wu et al. 2025; github genentech/PerturbQA, perturbqa/datasets/),
+  Genentech Non-Commercial Software License: benchmarking use only.
+- knowledge_graphs/: HuRI, CORUM (CC BY-NC 4.0), Reactome, GO biological process (Enrichr 2021),
+  OmniPath and STRING v12 protein info, each restricted to the genes of the subset; the sources
+  are listed in the shared data's README.
+- synthetic_perturbseq.h5ad: a simulated screen (negative-binomial counts with K562 means and sizes
+  of Gasperini et al. 2019 from the perturbplan package, MIT), no real cells.
+MD
+
+raw_args=(--data_dir "$out/raw/perturbqa" --kg_dir "$out/raw/knowledge_graphs")
+make_dataset() {  # id screen subtasks
+  local d="$out/$1"
+  mkdir -p "$d"
+  openpert run-component src/perturbqa/datasets/perturbqa/config.vsh.yaml "${raw_args[@]}" \
+    --screen "$2" --subtasks "$3" --dataset_id "$1" \
+    --output_train "$d/train.h5ad" --output_test "$d/test.h5ad" --output_solution "$d/solution.h5ad" \
+    --output_kg_edges "$d/kg_edges.parquet" --output_gene_descriptions "$d/gene_descriptions.parquet"
+}
+make_dataset k562 k562 de,gse_gene,gse_pert
+make_dataset k562_dir k562 dir
+make_dataset k562_set_de k562_set de
+if [ -f src/perturbqa/datasets/perturbseq/config.vsh.yaml ]; then
+  d="$out/perturbseq_de"
+  mkdir -p "$d"
+  openpert run-component src/perturbqa/datasets/perturbseq/config.vsh.yaml \
+    --input "$out/raw/synthetic_perturbseq.h5ad" --kg_dir "$out/raw/knowledge_graphs" \
+    --gene_symbol_column gene_name --n_negative_perturbations 3 --n_negatives 30 --subtasks de \
+    --dataset_id perturbseq_de --seed 0 \
+    --output_train "$d/train.h5ad" --output_test "$d/test.h5ad" --output_solution "$d/solution.h5ad" \
+    --output_kg_edges "$d/kg_edges.parquet" --output_gene_descriptions "$d/gene_descriptions.parquet"
+fi
+
+for d in "$out"/*/; do
+  d="${d%/}"
+  [ -f "$d/train.h5ad" ] || continue
+  files=(--input_train "$d/train.h5ad" --input_test "$d/test.h5ad" --input_kg_edges "$d/kg_edges.parquet"
+         --input_gene_descriptions "$d/gene_descriptions.parquet")
+  openpert run-component src/perturbqa/control_methods/random_scores/config.vsh.yaml "${files[@]}" \
+    --input_solution "$d/solution.h5ad" --output "$d/prediction.h5ad"
+  openpert run-component src/perturbqa/metrics/auroc/config.vsh.yaml \
+    --input_solution "$d/solution.h5ad" --input_prediction "$d/prediction.h5ad" --output "$d/score.h5ad"
+done
+du -sh "$out"

@@ -1,0 +1,17 @@
+import anndata as ad
+
+from openpert.perturbqa_labels import write_prediction
+
+## VIASH START
+par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
+       "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
+       "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
+       "input_solution": "resources_test/perturbqa/k562/solution.h5ad", "output": "prediction.h5ad"}
+meta = {"name": "ground_truth"}
+## VIASH END
+
+test = ad.read_h5ad(par["input_test"])
+solution = ad.read_h5ad(par["input_solution"])[test.obs_names]
+pairs = solution.obs["subtask"].isin(["de", "dir"])
+write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"],
+                 scores=solution.obs.loc[pairs, "label"], texts=solution.obs.loc[~pairs, "annotation"])

@@ -1,0 +1,26 @@
+import anndata as ad
+import numpy as np
+import pandas as pd
+
+from openpert.perturbqa_labels import write_prediction
+
+## VIASH START
+par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
+       "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
+       "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
+       "input_solution": "resources_test/perturbqa/k562/solution.h5ad", "output": "prediction.h5ad", "seed": 0}
+meta = {"name": "random_scores"}
+## VIASH END
+
+rng = np.random.default_rng(par["seed"])
+test = ad.read_h5ad(par["input_test"])
+solution = ad.read_h5ad(par["input_solution"])[test.obs_names].obs
+pairs = solution["subtask"].isin(["de", "dir"])
+scores = pd.Series(rng.random(int(pairs.sum())), index=solution.index[pairs])
+texts = {}
+for subtask, group in solution[~pairs].groupby("subtask"):
+    # A random cyclic shift of a random order: no cluster keeps its own annotation.
+    order = rng.permutation(len(group))
+    shifted = np.roll(order, 1) if len(group) > 1 else order
+    texts.update(dict(zip(group.index[order], group["annotation"].to_numpy()[shifted])))
+write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=scores, texts=texts)

@@ -1,0 +1,12 @@
+from openpert.perturbqa_labels import prevalence_scores, read_dataset, write_prediction
+
+## VIASH START
+par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
+       "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
+       "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
+       "input_solution": "resources_test/perturbqa/k562/solution.h5ad", "output": "prediction.h5ad"}
+meta = {"name": "train_prevalence"}
+## VIASH END
+
+train, test = read_dataset(par["input_train"], par["input_test"])
+write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=prevalence_scores(train.obs, test.obs))

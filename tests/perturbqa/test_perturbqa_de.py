@@ -1,0 +1,123 @@
+"""openpert.de: the rank-sum test equals scipy's Mann-Whitney U pair by pair; Benjamini-Hochberg."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+from openpert.de import benjamini_hochberg, order_codes, rank_sum_test
+
+
+def scipy_reference(X, groups, tested):
+    X = (X.toarray() if sp.issparse(X) else np.asarray(X)).astype(np.float64)
+    ctrl = X[groups == "ctrl"]
+    U = np.zeros((len(tested), X.shape[1]))
+    P = np.zeros_like(U)
+    for i, g in enumerate(tested):
+        res = stats.mannwhitneyu(X[groups == g], ctrl, method="asymptotic", use_continuity=True,
+                                 alternative="two-sided", axis=0)
+        U[i], P[i] = res.statistic, np.nan_to_num(res.pvalue, nan=1.0)
+    return U, P
+
+
+def screen(seed=0, n=700, genes=30, kind="counts"):
+    rng = np.random.default_rng(seed)
+    groups = rng.choice(["ctrl", "A", "B", "C", "D", "E"], size=n, p=[0.4, 0.12, 0.12, 0.12, 0.12, 0.12])
+    counts = rng.negative_binomial(2, 0.6, size=(n, genes)).astype(float)
+    counts[groups == "A", :6] += rng.poisson(3, size=((groups == "A").sum(), 6))
+    counts[groups == "B", 6:9] = 0  # knockdown: ties at zero
+    if kind == "counts":
+        return counts, groups
+    if kind == "lognorm":
+        return np.log1p(counts / np.maximum(counts.sum(1, keepdims=True), 1) * 1e4).astype(np.float32), groups
+    if kind == "negative":
+        x = counts - 1.5
+        x[rng.random(x.shape) < 0.4] = 0
+        return x, groups
+    if kind == "continuous":
+        x = rng.normal(size=(n, genes)) * (rng.random((n, genes)) < 0.3)
+        x[groups == "A", :6] += 3.0
+        return x, groups
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["counts", "lognorm", "negative", "continuous"])
+@pytest.mark.parametrize("fmt", ["csr", "csc", "dense"])
+def test_pvalues_equal_scipy(kind, fmt):
+    X, groups = screen(kind=kind)
+    M = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "dense": np.asarray}[fmt](X)
+    res = rank_sum_test(M, groups, "ctrl")
+    U, P = scipy_reference(X, groups, list(res.groups))
+    np.testing.assert_allclose(res.statistic, U, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(res.pvalue, P, rtol=1e-9, atol=0)
+    assert res.pvalue_adj.shape == P.shape
+    # The strongest effect (A on the first genes) is found.
+    assert res.pvalue[list(res.groups).index("A"), :6].max() < 1e-3
+
+
+def test_small_blocks_and_group_order_and_ignored_cells():
+    X, groups = screen(kind="lognorm")
+    groups = groups.astype(object)
+    groups[:25] = "unused"  # cells of a group not asked for are ignored
+    res = rank_sum_test(sp.csr_matrix(X), groups, "ctrl", group_order=["C", "A"], block_genes=3,
+                        genes=[f"g{j}" for j in range(X.shape[1])])
+    assert list(res.groups) == ["C", "A"] and res.genes[0] == "g0"
+    U, P = scipy_reference(X, np.asarray(groups), ["C", "A"])
+    np.testing.assert_allclose(res.pvalue, P, rtol=1e-9)
+    frame = res.to_frame()
+    assert len(frame) == 2 * X.shape[1] and set(frame.columns) >= {"group", "gene", "pvalue", "pvalue_adj", "mean_diff"}
+
+
+def test_mean_difference_and_direction():
+    X, groups = screen(kind="counts")
+    res = rank_sum_test(sp.csr_matrix(X), groups, "ctrl")
+    i = list(res.groups).index("A")
+    expected = X[groups == "A"].mean(0) - X[groups == "ctrl"].mean(0)
+    np.testing.assert_allclose(res.mean_diff[i], expected, rtol=1e-12)
+    assert (res.zscore[i, :6] > 0).all()
+
+
+def test_constant_gene_has_p_one():
+    X = np.zeros((50, 2))
+    X[:, 1] = 3.0
+    groups = np.array(["ctrl"] * 25 + ["A"] * 25)
+    for M in (X, sp.csr_matrix(X)):
+        res = rank_sum_test(M, groups, "ctrl")
+        np.testing.assert_array_equal(res.pvalue, [[1.0, 1.0]])
+
+
+def test_bad_input():
+    X, groups = screen(kind="counts")
+    with pytest.raises(ValueError, match="control"):
+        rank_sum_test(X, groups, "missing-control")
+    with pytest.raises(ValueError, match="labels"):
+        rank_sum_test(X, groups[:-1], "ctrl")
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        rank_sum_test(bad, groups, "ctrl")
+
+
+def test_order_codes_preserve_order_and_ties():
+    for values in (np.array([3.0, -1.0, 0.0, -0.0, 2.5, 2.5, 1e-300]), np.array([0.1, 0.2, -5.0, 0.1], dtype=np.float32)):
+        codes, zero = order_codes(values)
+        order = np.argsort(values, kind="stable")
+        assert np.all(np.diff(codes[order].astype(np.int64)) >= 0)
+        assert np.array_equal(codes[:, None] == codes[None, :], values[:, None] == values[None, :])
+        assert np.all((codes > zero) == (values > 0)) and np.all((codes < zero) == (values < 0))
+
+
+def test_benjamini_hochberg_equals_scipy():
+    rng = np.random.default_rng(3)
+    p = rng.random((4, 50)) ** 3
+    adj = benjamini_hochberg(p, axis=1)
+    for row, expected in zip(adj, p):
+        np.testing.assert_allclose(row, stats.false_discovery_control(expected, method="bh"), rtol=1e-12)
+    with_nan = p[0].copy()
+    with_nan[[3, 7]] = np.nan
+    out = benjamini_hochberg(with_nan)
+    assert np.isnan(out[[3, 7]]).all()
+    keep = ~np.isnan(with_nan)
+    np.testing.assert_allclose(out[keep], stats.false_discovery_control(with_nan[keep], method="bh"))

@@ -1,0 +1,66 @@
+"""The AUROC metric equals an independent per-gene sklearn computation on the real test splits."""
+
+from __future__ import annotations
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from openpert.component_runner import run_component
+from openpert.perturbqa_labels import perturbqa_dataset, prediction_frame
+from openpert.task import shared_data_dir
+from openpert.viash_config import find_project_root, read_config
+
+ROOT = find_project_root(__import__("pathlib").Path(__file__).resolve())
+needs_data = pytest.mark.skipif(not (shared_data_dir() / "perturbqa").is_dir(),
+                                reason="the shared PerturbQA data (../shared/data/perturbqa) is not present")
+
+
+def run_auroc(tmp_path, solution: pd.DataFrame, uns: dict, scores: pd.Series) -> ad.AnnData:
+    sol_path, pred_path = tmp_path / "solution.h5ad", tmp_path / "prediction.h5ad"
+    ad.AnnData(obs=solution, uns={"dataset_id": uns["dataset_id"], "subtask": uns["subtask"]}).write_h5ad(sol_path)
+    ad.AnnData(obs=prediction_frame(solution, scores), uns={"dataset_id": uns["dataset_id"], "method_id": "m"}).write_h5ad(pred_path)
+    config = read_config(ROOT / "src/perturbqa/metrics/auroc/config.vsh.yaml")
+    result = run_component(config, {"input_solution": sol_path, "input_prediction": pred_path, "output": tmp_path / "score.h5ad"},
+                           work_dir=tmp_path / "work")
+    assert result.succeeded, result.log.read_text()
+    return ad.read_h5ad(tmp_path / "score.h5ad")
+
+
+@needs_data
+@pytest.mark.parametrize("screen,subtask", [("k562", "de"), ("rpe1", "dir")])
+def test_macro_auroc_equals_sklearn_on_real_split(tmp_path, screen, subtask):
+    ds = perturbqa_dataset(shared_data_dir() / "perturbqa", screen, [subtask], f"{screen}_{subtask}")
+    sol = ds["solution"]
+    rng = np.random.default_rng(0)
+    # Informative but noisy scores, rounded to make ties (ties count one half in both computations).
+    scores = pd.Series(np.round(sol["label"].to_numpy() * 0.3 + rng.random(len(sol)), 1), index=sol.index)
+    score = run_auroc(tmp_path, sol, ds["uns"], scores)
+    expected = {}
+    for gene, group in sol.groupby("gene"):
+        y = group["label"].to_numpy()
+        if 0 < y.sum() < len(y):
+            expected[gene] = roc_auc_score(y, scores[group.index])
+    per_gene = score.obs["macro_auroc"]
+    assert len(expected) > 100 and set(per_gene.index) == set(expected)
+    np.testing.assert_allclose(per_gene[list(expected)].to_numpy(), list(expected.values()), rtol=1e-12)
+    values = dict(zip(score.uns["metric_ids"], score.uns["metric_values"]))
+    assert values["macro_auroc"] == pytest.approx(np.mean(list(expected.values())), rel=1e-12)
+    assert values["pooled_auroc"] == pytest.approx(roc_auc_score(sol["label"], scores), rel=1e-12)
+
+
+def test_auroc_not_applicable_and_partial_scores(tmp_path):
+    sol = pd.DataFrame({"subtask": "de", "pert": ["A", "B", "C", "D"], "gene": ["x", "x", "y", "y"],
+                        "label": [1.0, 0.0, 1.0, 0.0], "annotation": ""}, index=[f"de:{p}" for p in "ABCD"])
+    for sub in "abc":
+        (tmp_path / sub).mkdir()
+    # A method that gives no pair any score does not address the subtask: NaN, not a guess.
+    score = run_auroc(tmp_path / "a", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series(np.nan, index=sol.index))
+    assert np.isnan(score.uns["metric_values"]).all() and score.n_obs == 0
+    score = run_auroc(tmp_path / "b", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series([0.9, 0.1, 0.2, 0.8], index=sol.index))
+    # gene x: AUROC 1, gene y: 0 -> macro 0.5; pooled: 3 of the 4 positive-negative pairs are ordered.
+    assert list(score.uns["metric_values"]) == [0.5, 0.75]
+    with pytest.raises(AssertionError, match="have no score"):
+        run_auroc(tmp_path / "c", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series([0.9, np.nan, 0.2, 0.8], index=sol.index))
