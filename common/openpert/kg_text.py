@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from openpert import kg
@@ -26,7 +27,8 @@ from openpert import kg
 __all__ = [
     "DEFAULT_SOURCES", "SET_RELATIONS", "knowledge_tables", "describe_gene", "relations_text", "set_display_name",
     "set_description", "node_summary_prompt", "neighbourhood_summary_prompt", "gene_set_summary_prompt",
-    "gene_set_description_prompt", "parse_gene_set_description",
+    "gene_set_description_prompt", "parse_gene_set_description", "set_annotation", "summarise_entities",
+    "describe_clusters",
 ]
 
 #: Knowledge-graph sources of a dataset (keys of :data:`openpert.kg.LOADERS`).
@@ -322,3 +324,104 @@ def parse_gene_set_description(text: str) -> dict[str, str]:
     for title, body in zip(parts[1::2], parts[2::2]):
         found.setdefault(title.lower(), body.strip())
     return {"description": found.get("brief overview of gene set", ""), "name": found.get("name of gene set", "")}
+
+
+# --- summarisation through a language model (section 4.2, appendix C.1) ------------------------
+def set_annotation(name: str) -> str:
+    """The manual annotation of a downstream gene set named ``<id>-<annotation>`` (K562-set)."""
+    return name.split("-", 1)[1] if re.match(r"^\d+-", name) else name
+
+
+def _local_edges(edges: pd.DataFrame, genes: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Per gene, the edges :func:`relations_text` reads: those touching it and its complexes' members.
+
+    Grouping once replaces a scan of the whole graph per gene (the text is the same, rows keep
+    their order).
+    """
+    by_source = edges.groupby("source", sort=False).indices
+    by_target = edges.groupby("target", sort=False).indices
+    is_complex = (edges["relation"] == "complex").to_numpy()
+    targets = edges["target"].to_numpy()
+    empty = np.zeros(0, dtype=np.int64)
+    out = {}
+    for g in genes:
+        own = by_source.get(g, empty)
+        parts = [own, by_target.get(g, empty)]
+        parts += [by_target.get(c, empty) for c in set(targets[own[is_complex[own]]])]
+        out[g] = edges.iloc[np.unique(np.concatenate(parts))]
+    return out
+
+
+def summarise_entities(client, entities: Sequence[str], role: str, descriptions: pd.DataFrame, edges: pd.DataFrame,
+                       sampling, sets: dict[str, Sequence[str]] | None = None) -> dict[str, str]:
+    """Neighbourhood summaries of genes (and downstream gene sets) written by a language model.
+
+    SUMMER's "neighbourhood aggregation as summarization" (section 4.2): each gene is first
+    summarised from its database description (:func:`node_summary_prompt`), then the summary and
+    its knowledge-graph relations (:func:`relations_text`) are summarised again
+    (:func:`neighbourhood_summary_prompt`), once as a perturbation (``role="pert"``) and once as a
+    downstream gene (``role="gene"``). A downstream gene set (K562-set) is summarised from its
+    members' gene summaries with :func:`gene_set_summary_prompt` (hierarchical summarisation).
+
+    Parameters
+    ----------
+    client : openpert.llm.LLMClient
+        Generations go through it, so its cache makes a rerun free.
+    entities : sequence of str
+        Gene symbols, or names of ``sets``.
+    role : {"pert", "gene"}
+    descriptions : pandas.DataFrame
+        ``gene, description`` (STRING).
+    edges : pandas.DataFrame
+        Knowledge graph (:data:`openpert.kg.EDGE_COLUMNS`).
+    sampling : openpert.llm.SamplingParams
+        Sampling of the summaries; the first of its ``n`` texts is used.
+    sets : mapping, optional
+        Downstream gene sets (name -> members).
+
+    Returns
+    -------
+    dict
+        Entity -> summary text (stripped).
+    """
+    if role not in ("pert", "gene"):
+        raise ValueError(f"role must be 'pert' or 'gene', got {role!r}")
+    sets = dict(sets or {})
+    entities = list(dict.fromkeys(map(str, entities)))
+    set_names = [e for e in entities if e in sets]
+    genes = [e for e in entities if e not in sets]
+    # Members of downstream sets are summarised as downstream genes first.
+    members = list(dict.fromkeys(str(g) for s in set_names for g in sets[s]))
+    if set_names and role != "gene":
+        raise ValueError(f"gene sets are downstream entities; cannot summarise {set_names[:3]} as perturbations")
+    todo = list(dict.fromkeys(genes + members))
+    desc = dict(zip(descriptions["gene"].astype(str), descriptions["description"].astype(str)))
+    first = client.generate([node_summary_prompt(g, describe_gene(g, desc.get(g)), role) for g in todo], sampling)
+    node = {g: texts[0].strip() for g, texts in zip(todo, first)}
+    local = _local_edges(edges, todo)
+    second = client.generate([neighbourhood_summary_prompt(g, node[g], relations_text(g, local[g]), role) for g in todo],
+                             sampling)
+    out = {g: texts[0].strip() for g, texts in zip(todo, second)}
+    if set_names:
+        answers = client.generate([gene_set_summary_prompt(set_annotation(s), [f"{g}: {out[str(g)]}" for g in sets[s]])
+                                   for s in set_names], sampling)
+        out.update({s: texts[0].strip() for s, texts in zip(set_names, answers)})
+    return {e: out[e] for e in entities}
+
+
+def describe_clusters(client, clusters: Sequence[Sequence[str]], cluster_type: str, summaries: dict[str, str],
+                      sampling) -> list[str]:
+    """Gene-set enrichment texts of clusters: the C.1 gene-set description prompt, parsed.
+
+    Each cluster's members enter the prompt as ``<gene>: <summary>`` (their summaries as
+    downstream genes for gene clusters, as perturbations for perturbation clusters). The text
+    is the parsed "Name of gene set" and "Brief overview of gene set" (the two parts the paper
+    evaluates) joined by ". "; an answer with neither section keeps its raw text.
+    """
+    prompts = [gene_set_description_prompt([f"{g}: {summaries[g]}" for g in members], cluster_type) for members in clusters]
+    out = []
+    for texts in client.generate(prompts, sampling):
+        parsed = parse_gene_set_description(texts[0])
+        parts = [p.rstrip(".") for p in (parsed["name"], parsed["description"]) if p]
+        out.append(". ".join(parts) + "." if parts else texts[0].split("[End of Output]")[0].strip())
+    return out

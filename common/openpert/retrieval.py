@@ -40,7 +40,7 @@ from openpert import kg
 __all__ = [
     "neighbour_matrix", "closest_nodes", "Example", "Retriever",
     "summer_prompt", "no_cot_prompt", "no_retrieval_prompt", "outcome_text",
-    "parse_summer_answer", "parse_option_answer", "ABSTAIN",
+    "parse_summer_answer", "parse_option_answer", "ABSTAIN", "LLM_METHODS", "sample_score", "llm_pair_scores", "llm_prediction",
 ]
 
 #: Parsed value of an answer that gives no usable label.
@@ -456,3 +456,195 @@ def parse_option_answer(text: str, subtask: str) -> int:
     if found1 and not found0:
         return 1
     return ABSTAIN
+
+
+# --- language-model methods (section 4.2, section 5.1, appendix A.3) -------------------------------
+#: The LLM methods of the paper answered by :func:`llm_pair_scores`.
+LLM_METHODS = ("summer", "no_cot", "no_retrieval")
+
+
+def sample_score(labels: Sequence[int]) -> float:
+    """Score of a question from its parsed samples: the mean label over non-abstaining samples.
+
+    Appendix A.3: each question is answered several times and the mean predicted label is kept
+    "after removing all abstaining outputs" (unparseable samples abstain too). NaN when every
+    sample abstains; the caller then substitutes the gene's training prevalence.
+    """
+    kept = [int(v) for v in labels if v != ABSTAIN]
+    return float(np.mean(kept)) if kept else float("nan")
+
+
+def _contrasting_examples(examples: Sequence[Example], train: pd.DataFrame, rng: np.random.Generator) -> list[Example]:
+    """One retrieved example of each label (label 0 first), for the No CoT prompt.
+
+    The retrieved examples come first; a label none of them has is drawn uniformly from the
+    training pairs with that label (and left out when no training pair has it).
+    """
+    out = []
+    for label in (0, 1):
+        found = next((e for e in examples if e.label == label), None)
+        if found is None:
+            pool = np.flatnonzero(train["label"].to_numpy() == label)
+            if pool.size:
+                i = int(rng.choice(pool))
+                found = Example(str(train["pert"].iloc[i]), str(train["gene"].iloc[i]), label, 0)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def llm_pair_scores(method: str, client, subtask: str, items: pd.DataFrame, train: pd.DataFrame, edges: pd.DataFrame,
+                    descriptions: pd.DataFrame, *, cell_line: str, cell_line_description: str,
+                    prevalence: Mapping[str, float], overall: float, sampling, summary_sampling,
+                    sets: Mapping[str, Sequence[str]] | None = None, seed: int = 0, k: int = 10,
+                    per_criterion: int = 5) -> tuple[pd.Series, dict[str, int]]:
+    """Scores of pair questions answered by a language model: SUMMER and its two LLM ablations.
+
+    Parameters
+    ----------
+    method : {"summer", "no_cot", "no_retrieval"}
+        ``summer`` (section 4.2): the chain-of-thought prompt of :func:`summer_prompt` with up to
+        ``3 * per_criterion`` retrieved examples, parsed by :func:`parse_summer_answer`.
+        ``no_cot`` (LLM (No CoT), section 5.1): :func:`no_cot_prompt` with two examples, one of
+        each label (the first retrieved example of each label, else a random training pair of
+        that label). ``no_retrieval`` (LLM (No retrieval)): :func:`no_retrieval_prompt` asked once
+        with each answer option as the hypothesis. Both ablations are parsed with
+        :func:`parse_option_answer`.
+    client : openpert.llm.LLMClient
+    subtask : {"de", "dir"}
+    items : pandas.DataFrame
+        The questions: columns ``pert``, ``gene``; its index names the result.
+    train : pandas.DataFrame
+        Training pairs of the subtask (``pert, gene, label``): the retrieval corpus.
+    edges, descriptions : pandas.DataFrame
+        Knowledge graph and STRING descriptions, summarised by
+        :func:`openpert.kg_text.summarise_entities`.
+    cell_line, cell_line_description : str
+    prevalence, overall : mapping, float
+        Training prevalence of each gene, and of all pairs (for genes unseen in training).
+    sampling : openpert.llm.SamplingParams
+        Sampling of the answers (``n`` samples per prompt).
+    summary_sampling : openpert.llm.SamplingParams
+        Sampling of the gene summaries.
+    sets : mapping, optional
+        Downstream gene sets (K562-set).
+    seed, k, per_criterion : int
+        Retrieval sampling seed, size of N(v), examples per criterion.
+
+    Returns
+    -------
+    scores : pandas.Series
+        Per item, :func:`sample_score` over all its samples (for ``no_retrieval`` the samples of
+        both hypotheses), or the gene's training prevalence when every sample abstained or was
+        unparseable (appendix A.3).
+    stats : dict
+        ``prompts``, ``samples``, ``abstained`` (samples) and ``fallback`` (items).
+    """
+    from openpert.kg_text import summarise_entities
+
+    if method not in LLM_METHODS:
+        raise ValueError(f"method must be one of {LLM_METHODS}, got {method!r}")
+    perts = items["pert"].astype(str).tolist()
+    genes = items["gene"].astype(str).tolist()
+    examples: list[list[Example]] = [[] for _ in perts]
+    if method in ("summer", "no_cot"):
+        retriever = Retriever(train, edges, sets, k=k, per_criterion=per_criterion)
+        retriever.prepare(perts, genes)
+        rng = np.random.default_rng(seed)
+        examples = [retriever.retrieve(p, g, rng) for p, g in zip(perts, genes)]
+        if method == "no_cot":
+            examples = [_contrasting_examples(ex, train, rng) for ex in examples]
+    need_p = perts + [e.pert for ex in examples for e in ex]
+    need_g = genes + [e.gene for ex in examples for e in ex]
+    s_p = summarise_entities(client, need_p, "pert", descriptions, edges, summary_sampling, sets)
+    s_g = summarise_entities(client, need_g, "gene", descriptions, edges, summary_sampling, sets)
+    prompts: list[str] = []
+    owner: list[int] = []
+    for i, (p, g) in enumerate(zip(perts, genes)):
+        if method == "summer":
+            listing = [(e.pert, e.gene, s_p[e.pert], s_g[e.gene], e.label) for e in examples[i]]
+            prompts.append(summer_prompt(subtask, p, g, s_p[p], s_g[g], cell_line, cell_line_description, listing))
+            owner.append(i)
+        elif method == "no_cot":
+            listing = [(s_p[e.pert], s_g[e.gene], e.label) for e in examples[i]]
+            prompts.append(no_cot_prompt(subtask, s_p[p], s_g[g], cell_line_description, listing))
+            owner.append(i)
+        else:
+            for hypothesis in (0, 1):
+                prompts.append(no_retrieval_prompt(subtask, s_p[p], s_g[g], cell_line_description, hypothesis))
+                owner.append(i)
+    answers = client.generate(prompts, sampling)
+    parsed: list[list[int]] = [[] for _ in perts]
+    for i, texts in zip(owner, answers):
+        if method == "summer":
+            parsed[i].extend(parse_summer_answer(t, subtask, perts[i], genes[i], cell_line) for t in texts)
+        else:
+            parsed[i].extend(parse_option_answer(t, subtask) for t in texts)
+    scores = np.array([sample_score(v) for v in parsed], dtype=float)
+    missing = np.isnan(scores)
+    scores[missing] = [float(prevalence.get(genes[i], overall)) for i in np.flatnonzero(missing)]
+    stats = {"prompts": len(prompts), "samples": sum(len(v) for v in parsed),
+             "abstained": sum(v.count(ABSTAIN) for v in parsed), "fallback": int(missing.sum())}
+    return pd.Series(scores, index=items.index, dtype=float), stats
+
+
+def llm_prediction(method: str, client, train, test, edges: pd.DataFrame, descriptions: pd.DataFrame, *, sampling,
+                   summary_sampling, seed: int = 0, k: int = 10, per_criterion: int = 5,
+                   gene_sets: bool = False) -> tuple[pd.Series, dict[str, str], dict[str, dict[str, int]]]:
+    """What an LLM method of the task writes: a score per pair item and, optionally, a text per cluster.
+
+    Parameters
+    ----------
+    method : {"summer", "no_cot", "no_retrieval"}
+        See :func:`llm_pair_scores`.
+    client : openpert.llm.LLMClient
+    train, test : anndata.AnnData
+        As read by :func:`openpert.perturbqa_labels.read_dataset`.
+    edges, descriptions : pandas.DataFrame
+    sampling, summary_sampling : openpert.llm.SamplingParams
+    seed, k, per_criterion : int
+    gene_sets : bool
+        Also describe the gse clusters (SUMMER's hierarchical summarisation, section 4.2 and
+        appendix C.1) with :func:`openpert.kg_text.describe_clusters`: gene clusters from their
+        members' summaries as downstream genes, perturbation clusters as perturbations.
+
+    Returns
+    -------
+    scores : pandas.Series
+        Per pair item (de and dir items of ``test``).
+    texts : dict
+        Per cluster item, when ``gene_sets``.
+    stats : dict
+        Per subtask, the counts of :func:`llm_pair_scores` (``clusters`` for gse subtasks).
+    """
+    from openpert.kg_text import describe_clusters, summarise_entities
+    from openpert.perturbqa_labels import gene_prevalence, training_pairs
+
+    obs = test.obs
+    cell_line = str(train.uns["cell_line"])
+    context = str(train.uns["cell_line_description"])
+    sets = train.uns.get("sets") or {}
+    parts, texts, stats = [], {}, {}
+    for subtask in ("de", "dir"):
+        items = obs[obs["subtask"] == subtask]
+        if items.empty:
+            continue
+        prevalence, overall = gene_prevalence(train.obs, subtask)
+        scores, stats[subtask] = llm_pair_scores(
+            method, client, subtask, items, training_pairs(train.obs, subtask), edges, descriptions,
+            cell_line=cell_line, cell_line_description=context, prevalence=prevalence.to_dict(), overall=overall,
+            sampling=sampling, summary_sampling=summary_sampling, sets=sets, seed=seed, k=k,
+            per_criterion=per_criterion)
+        parts.append(scores)
+    if gene_sets:
+        for subtask, role, kind in (("gse_gene", "gene", "gene"), ("gse_pert", "pert", "pert")):
+            items = obs[obs["subtask"] == subtask]
+            if items.empty:
+                continue
+            clusters = [[m for m in str(v).split(";") if m] for v in items["members"]]
+            summaries = summarise_entities(client, [m for c in clusters for m in c], role, descriptions, edges,
+                                           summary_sampling)
+            texts.update(zip(items.index, describe_clusters(client, clusters, kind, summaries, summary_sampling)))
+            stats[subtask] = {"clusters": len(clusters)}
+    scores = pd.concat(parts) if parts else pd.Series(dtype=float)
+    return scores, texts, stats

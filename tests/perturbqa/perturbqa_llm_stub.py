@@ -1,0 +1,99 @@
+"""A deterministic stand-in for the language model of the PerturbQA LLM methods.
+
+It recognises the prompts of :mod:`openpert.kg_text` (summaries, gene-set descriptions) and of
+:mod:`openpert.retrieval` (SUMMER, No CoT, No retrieval) and answers in the paper's formats. The
+answers to a question depend on a hash of its prompt (:func:`plan`): some prompts get three
+committed answers, some a mix, some only abstentions ("insufficient evidence") and some only
+unparseable text, so that every path of the parsing and of the training-prevalence fallback runs.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+
+#: Per pattern, the three samples: 1/0 a committed answer, "abstain", "garbage" (unparseable).
+PLANS = (
+    (1, 1, 1),
+    (0, 0, 1),
+    (1, "abstain", "garbage"),
+    ("abstain", "abstain", "abstain"),
+    ("garbage", "garbage", "garbage"),
+    (0, 0, 0),
+)
+
+
+def plan(prompt: str) -> tuple:
+    """The three planned samples for a question prompt (deterministic in the prompt)."""
+    return PLANS[zlib.crc32(prompt.encode("utf-8")) % len(PLANS)]
+
+
+def kind(prompt: str) -> str:
+    """Which prompt this is: summer, no_cot, no_retrieval, gene_set, or summary."""
+    if "3) Name of gene set" in prompt:
+        return "gene_set"
+    if prompt.startswith("[Start of Prompt]") and "Your goal is to determine" in prompt:
+        return "summer"
+    if "Format: Follow the same format as Examples" in prompt:
+        return "no_cot"
+    if "- Hypothesis: " in prompt:
+        return "no_retrieval"
+    return "summary"
+
+
+def subtask_of(prompt: str) -> str:
+    """de or dir, from the answer options the prompt offers."""
+    return "dir" if ("increase in expression" in prompt or "up-regulation" in prompt) else "de"
+
+
+def summer_answer(label, subtask: str, pert: str, gene: str) -> str:
+    """A SUMMER-style answer (reasoning, then one of the three final options)."""
+    head = f"1) The most similar perturbed gene is {pert}.\n2) ...\n3) ...\n4) ...\n5) Considering the examples:\n"
+    if label == "abstain":
+        return head + f"There is insufficient evidence to determine how knockdown of {pert} affects {gene}."
+    if label == "garbage":
+        return "I am not able to follow these instructions."
+    if subtask == "de":
+        return head + (f"Yes. Knockdown of {pert} results in differential expression of {gene}." if label else
+                       f"No. Knockdown of {pert} does not impact {gene}.")
+    return head + (f"Increase. Knockdown of {pert} results in an increase in expression of {gene}." if label else
+                   f"Decrease. Knockdown of {pert} results in a decrease in expression of {gene}.")
+
+
+def option_answer(label, subtask: str, with_sections: bool) -> str:
+    """An answer to the option prompts (No CoT; No retrieval with its four sections)."""
+    if label == "garbage":
+        return "Example 3 is interesting."
+    if label == "abstain":
+        text = "C) There is insufficient evidence to determine how knockdown of the perturbed gene affects the gene of interest."
+    elif subtask == "de":
+        text = ("B) Knockdown of the perturbed gene results in differential expression of the gene of interest." if label else
+                "A) Knockdown of the perturbed gene does not impact the gene of interest.")
+    else:
+        text = ("B) Knockdown of the perturbed gene results in up-regulation of the gene of interest." if label else
+                "A) Knockdown of the perturbed gene results in down-regulation of the gene of interest.")
+    if with_sections:
+        return f"1) Supporting evidence: none.\n2) Refuting evidence: none.\n3) Explanation: step by step.\n4) Answer: {text}"
+    return text
+
+
+def respond(request: dict) -> list[str]:
+    """Answer a chat request: ``n`` texts for the last message's prompt."""
+    prompt = request["messages"][-1]["content"]
+    n = int(request.get("n", 1))
+    what = kind(prompt)
+    if what == "summary":
+        gene = re.search(r"(?:of the human gene|of a gene set associated with) (.+?)(?:,| in human)", prompt)
+        return [f"Summary of {gene.group(1) if gene else 'the entity'}: a gene with a cellular function."] * n
+    if what == "gene_set":
+        return ["1) Brief overview of gene set: The genes share a pathway.\n\n2) Upstream pathways may affect this gene set: "
+                "stress.\n\n3) Name of gene set: Shared pathway genes\n[End of Output]"] * n
+    subtask = subtask_of(prompt)
+    labels = plan(prompt)
+    if what == "summer":
+        pert, gene = re.search(r"Your goal is to determine: Does a CRISPRi knockdown of (\S+) in \S+ cells result in "
+                               r"(?:differential expression of|an increase or a decrease in expression of) (.+?)\?", prompt).groups()
+        texts = [summer_answer(v, subtask, pert, gene) for v in labels]
+    else:
+        texts = [option_answer(v, subtask, what == "no_retrieval") for v in labels]
+    return [texts[i % len(texts)] for i in range(n)]
