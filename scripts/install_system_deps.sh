@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # System packages some tests need, installed when missing (Debian):
 #   chromium                              the website's browser test
-#   r-base-core r-bioc-limma r-bioc-edger the agreement test of the limma-voom port with R
+#   r-base-core r-bioc-limma r-bioc-edger r-cran-statmod   the agreement test of the limma-voom port with R
 # Without root or apt-get (a user's machine) it says what is missing and goes on: those tests skip
 # with the reason. As root, a failed install is an error.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
-if ! command -v Rscript >/dev/null 2>&1 || ! Rscript -e 'suppressMessages({library(limma); library(edgeR)})' >/dev/null 2>&1; then
-  need+=(r-base-core r-bioc-limma r-bioc-edger)
+if ! command -v Rscript >/dev/null 2>&1 || ! Rscript -e "suppressMessages({library(limma); library(edgeR); library(statmod)})" >/dev/null 2>&1; then
+  need+=(r-base-core r-bioc-limma r-bioc-edger r-cran-statmod)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Test resources of perturbation_prediction (OP3), deterministic (fixed seeds). Assumes the venv is
+# active and the real OP3 metadata in ../shared/data (or $OPENPERT_SHARED_DATA).
+#   op3_synthetic/   a reduced synthetic OP3 dataset (de_train, de_test, id_map) with a prediction
+#                    of the mean_across_compounds baseline and its score
+#   sc_counts/       tiny simulated single-cell counts, the input of datasets/process_sc_counts
+#   public_formats/  the same dataset in the Kaggle competition's layout (de_train.parquet, id_map)
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+task=src/perturbation_prediction
+out=resources_test/perturbation_prediction
+rm -rf "$out"
+mkdir -p "$out/op3_synthetic" "$out/sc_counts" "$out/public_formats"
+
+openpert run-component "$task/datasets/synthetic/config.vsh.yaml" \
+  --dataset_id op3_synthetic --seed 1 --n_genes 200 --n_compounds 16 --n_test_compounds 6 \
+  --plates_per_donor 1 --dmso_wells 4 --cells_per_well 45 --mean_library_size 4000 --min_cells 5 \
+  --optional_layers false \
+  --output_de_train "$out/op3_synthetic/de_train.h5ad" \
+  --output_de_test "$out/op3_synthetic/de_test.h5ad" \
+  --output_id_map "$out/op3_synthetic/id_map.csv"
+
+openpert run-component "$task/datasets/simulate_sc_counts/config.vsh.yaml" \
+  --dataset_id op3_sc_counts --seed 2 --n_genes 100 --n_compounds 8 --n_test_compounds 3 \
+  --plates_per_donor 1 --dmso_wells 3 --cells_per_well 10 --mean_library_size 1500 \
+  --output "$out/sc_counts/sc_counts.h5ad"
+
+openpert run-component "$task/control_methods/mean_across_compounds/config.vsh.yaml" \
+  --de_train "$out/op3_synthetic/de_train.h5ad" --de_test "$out/op3_synthetic/de_test.h5ad" \
+  --id_map "$out/op3_synthetic/id_map.csv" --output "$out/op3_synthetic/prediction.h5ad"
+
+openpert run-component "$task/metrics/mean_rowwise_error/config.vsh.yaml" \
+  --de_test "$out/op3_synthetic/de_test.h5ad" --prediction "$out/op3_synthetic/prediction.h5ad" \
+  --output "$out/op3_synthetic/score.h5ad"
+
+# The same dataset in the Kaggle competition's layout, for the loader of published data.
+python - "$out" <<'PY'
+import sys
+from pathlib import Path
+
+import anndata as ad
+import pandas as pd
+
+sys.path.append("src/perturbation_prediction/datasets/op3_public")
+import public_data
+
+out = Path(sys.argv[1])
+de_train = ad.read_h5ad(out / "op3_synthetic" / "de_train.h5ad")
+public_data.to_kaggle_table(de_train).to_parquet(out / "public_formats" / "kaggle_de_train.parquet", index=False)
+pd.read_csv(out / "op3_synthetic" / "id_map.csv").to_csv(out / "public_formats" / "kaggle_id_map.csv", index=False)
+PY
+
+du -sh "$out"

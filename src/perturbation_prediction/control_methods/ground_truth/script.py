@@ -1,0 +1,29 @@
+import sys
+
+import anndata as ad
+import pandas as pd
+
+## VIASH START
+par = {
+    "de_train": "resources_test/perturbation_prediction/op3_synthetic/de_train.h5ad",
+    "de_test": "resources_test/perturbation_prediction/op3_synthetic/de_test.h5ad",
+    "id_map": "resources_test/perturbation_prediction/op3_synthetic/id_map.csv",
+    "layer": "clipped_sign_log10_pval",
+    "output": "prediction.h5ad",
+}
+meta = {"name": "ground_truth", "resources_dir": "src/perturbation_prediction/utils"}
+## VIASH END
+
+sys.path.append(meta["resources_dir"])
+import op3_utils as u  # noqa: E402
+
+de_train = ad.read_h5ad(par["de_train"], backed="r")
+id_map = u.read_id_map(par["id_map"])
+de_test, values = u.read_de(par["de_test"], par["layer"])
+keys = u.key_of(de_test.obs)
+if not (keys["cell_type"].to_numpy() == id_map["cell_type"].astype(str).to_numpy()).all() or \
+        not (keys["sm_name"].to_numpy() == id_map["sm_name"].astype(str).to_numpy()).all():
+    raise ValueError(f"{par['de_test']}: rows are not in the order of {par['id_map']}")
+genes = list(de_train.var_names)
+pred = pd.DataFrame(values, columns=de_test.var_names)[genes].to_numpy()
+u.write_prediction(pred, id_map, genes, de_train.uns["dataset_id"], meta["name"], par["output"])

@@ -1,0 +1,168 @@
+"""Controls, metrics and the prediction format of perturbation_prediction.
+
+The metric and encoding functions are tested in-process (``utils/op3_utils.py``, which the
+components import); a few components run as jobs to check the wiring end to end.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+
+from openpert.component_runner import run_component
+from openpert.file_formats import FormatError
+from openpert.results import read_score
+from openpert.task import Task
+from openpert.viash_config import find_project_root, read_config
+
+ROOT = find_project_root(Path(__file__).resolve())
+TASK = Task(ROOT / "src" / "perturbation_prediction")
+DATA = ROOT / "resources_test" / "perturbation_prediction" / "op3_synthetic"
+FILES = {"file_de_train": DATA / "de_train.h5ad", "file_de_test": DATA / "de_test.h5ad", "file_id_map": DATA / "id_map.csv"}
+sys.path.append(str(TASK.dir / "utils"))
+import op3_utils as u  # noqa: E402
+
+
+def run(kind: str, name: str, tmp_path: Path, **args) -> Path:
+    config = read_config(TASK.dir / kind / name / "config.vsh.yaml")
+    job = tmp_path / f"{name}_{uuid.uuid4().hex[:8]}"
+    out = job / f"{name}.h5ad"
+    result = run_component(config, {**{k: str(v) for k, v in args.items()}, "output": str(out)},
+                           work_dir=job / "work", context={**FILES})
+    assert result.succeeded, result.log.read_text()
+    return out
+
+
+@pytest.fixture(scope="module")
+def data():
+    de_train = ad.read_h5ad(FILES["file_de_train"])
+    de_test = ad.read_h5ad(FILES["file_de_test"])
+    id_map = pd.read_csv(FILES["file_id_map"])
+    return de_train, de_test, id_map
+
+
+def test_metrics_of_perfect_and_zero_predictions(data):
+    _, de_test, _ = data
+    y = np.asarray(de_test.layers["clipped_sign_log10_pval"])
+    err = u.rowwise_errors(y, y)
+    assert (err.to_numpy() == 0).all()
+    cor = u.rowwise_correlations(y, y)
+    np.testing.assert_allclose(cor.to_numpy(), 1.0)
+    # Zeros: undefined correlations count as 0, errors are the rows' norms.
+    cor0 = u.rowwise_correlations(y, np.zeros_like(y))
+    assert (cor0.to_numpy() == 0).all()
+    np.testing.assert_allclose(u.rowwise_errors(y, np.zeros_like(y))["mean_rowwise_rmse"], np.sqrt(np.mean(y**2, axis=1)))
+
+
+def test_metrics_match_direct_computation(data):
+    _, de_test, _ = data
+    y = np.asarray(de_test.layers["clipped_sign_log10_pval"])
+    rng = np.random.default_rng(0)
+    yhat = 0.5 * y + rng.normal(0, 1, y.shape)
+    yhat[0] = np.round(yhat[0])  # ties in the ranks
+    err = u.rowwise_errors(y, yhat)
+    cor = u.rowwise_correlations(y, yhat)
+    for i in range(y.shape[0]):
+        assert err["mean_rowwise_rmse"].iloc[i] == pytest.approx(np.sqrt(np.mean((y[i] - yhat[i]) ** 2)))
+        assert err["mean_rowwise_mae"].iloc[i] == pytest.approx(np.mean(np.abs(y[i] - yhat[i])))
+        assert cor["mean_rowwise_pearson"].iloc[i] == pytest.approx(np.corrcoef(y[i], yhat[i])[0, 1])
+        assert cor["mean_rowwise_spearman"].iloc[i] == pytest.approx(spearmanr(y[i], yhat[i]).statistic)
+        cos = y[i] @ yhat[i] / np.linalg.norm(y[i]) / np.linalg.norm(yhat[i])
+        assert cor["mean_rowwise_cosine"].iloc[i] == pytest.approx(cos)
+
+
+def test_alignment_by_gene_name_and_row_id(data, tmp_path):
+    """The metrics read genes by name (de_test's genes) and rows by id."""
+    _, de_test, _ = data
+    y = np.asarray(de_test.layers["clipped_sign_log10_pval"])
+    pred = ad.AnnData(layers={"prediction": y[::-1, ::-1].copy()},
+                      obs=pd.DataFrame(index=[str(i) for i in range(de_test.n_obs)][::-1]),
+                      var=pd.DataFrame(index=de_test.var_names[::-1]), uns={"method_id": "m"})
+    path = tmp_path / "p.h5ad"
+    pred.write_h5ad(path)
+    _, _, truth, values = u.aligned_truth_prediction(str(FILES["file_de_test"]), "clipped_sign_log10_pval", str(path))
+    np.testing.assert_array_equal(values, truth)
+    short = pred[:, pred.var_names[1:]].copy()
+    short.write_h5ad(tmp_path / "short.h5ad")
+    with pytest.raises(ValueError, match="short.h5ad: lacks 1 genes of de_test"):
+        u.aligned_truth_prediction(str(FILES["file_de_test"]), "clipped_sign_log10_pval", str(tmp_path / "short.h5ad"))
+
+
+def test_baseline_encodings(data):
+    de_train, _, id_map = data
+    y = pd.DataFrame(de_train.layers["clipped_sign_log10_pval"], columns=de_train.var_names)
+    keys = u.key_of(de_train.obs)
+    for col in ("cell_type", "sm_name"):
+        expected = y.groupby(keys[col].to_numpy()).mean().loc[id_map[col]].to_numpy()
+        got = u.target_encode(keys[col].to_numpy(), y.to_numpy(), id_map[col].astype(str).to_numpy(), y.mean().to_numpy())
+        np.testing.assert_allclose(got, expected)
+    # Leave-one-out: a row's encoding excludes the row itself.
+    loo = u.loo_target_encode(keys["sm_name"].to_numpy(), y.to_numpy(), np.zeros(y.shape[1]))
+    same = (keys["sm_name"] == keys["sm_name"].iloc[0]).to_numpy()
+    same[0] = False
+    np.testing.assert_allclose(loo[0], y.to_numpy()[same].mean(axis=0))
+
+
+def test_controls_as_jobs_and_their_scores(tmp_path, data):
+    """Ground truth scores perfectly through the metric job; sample draws from each gene's values."""
+    de_train, de_test, id_map = data
+    gt = run("control_methods", "ground_truth", tmp_path, de_train=FILES["file_de_train"], de_test=FILES["file_de_test"],
+             id_map=FILES["file_id_map"])
+    raw, items, uns = read_score(run("metrics", "mean_rowwise_error", tmp_path, de_test=FILES["file_de_test"], prediction=gt))
+    assert raw == {"mean_rowwise_rmse": 0.0, "mean_rowwise_mae": 0.0}
+    assert list(items.index) == [str(i) for i in range(de_test.n_obs)] and uns["method_id"] == "ground_truth"
+    sample = ad.read_h5ad(run("control_methods", "sample", tmp_path, de_train=FILES["file_de_train"],
+                              de_test=FILES["file_de_test"], id_map=FILES["file_id_map"]))
+    values = np.asarray(de_train.layers["clipped_sign_log10_pval"])
+    pred = sample.layers["prediction"]
+    assert pred.shape == (len(id_map), de_train.n_vars)
+    assert all(np.isin(pred[:, j], values[:, j]).all() for j in range(de_train.n_vars))
+
+
+# --- the prediction format -------------------------------------------------------------------------
+def _bad_prediction(tmp_path: Path, kind: str) -> Path:
+    pred = ad.read_h5ad(DATA / "prediction.h5ad")
+    if kind == "nan":
+        pred.layers["prediction"] = pred.layers["prediction"].copy()
+        pred.layers["prediction"][0, 0] = np.nan
+    elif kind == "rows":
+        pred = pred[:-1].copy()
+    elif kind == "genes":
+        pred = pred[:, pred.var_names[:-3]].copy()
+    path = tmp_path / f"bad_{kind}.h5ad"
+    pred.write_h5ad(path)
+    return path
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("nan", r"layers\['prediction'\] has 1 non-finite values \(1 NaN"),
+    ("rows", r"n_obs is \d+ but file_id_map has n_rows \d+"),
+    ("genes", r"var_names lacks 3 of file_de_train's var_names"),
+])
+def test_invalid_prediction_is_rejected_naming_the_file(tmp_path, kind, message):
+    path = _bad_prediction(tmp_path, kind)
+    with pytest.raises(FormatError, match=message) as err:
+        TASK.file_formats["file_prediction"].validate(path, FILES)
+    assert str(path) in str(err.value)
+
+
+def test_metric_job_refuses_an_invalid_prediction(tmp_path):
+    """The job fails before its script runs, with a reason naming the file and the problem."""
+    path = _bad_prediction(tmp_path, "nan")
+    config = read_config(TASK.dir / "metrics" / "mean_rowwise_error" / "config.vsh.yaml")
+    result = run_component(config, {"de_test": str(FILES["file_de_test"]), "prediction": str(path),
+                                    "output": str(tmp_path / "score.h5ad")}, work_dir=tmp_path / "work", context=dict(FILES))
+    assert not result.succeeded
+    assert "invalid input --prediction" in result.reason and str(path) in result.reason and "NaN" in result.reason
+
+
+def test_methods_cannot_read_de_test():
+    assert TASK.method_formats == {"file_de_train", "file_id_map"}
+    assert TASK.prediction_format == "file_prediction"
