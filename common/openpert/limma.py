@@ -35,6 +35,8 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy import optimize, special, stats
 
+from openpert.de import benjamini_hochberg
+
 __all__ = [
     "LinearModelFit",
     "VoomResult",
@@ -1026,21 +1028,9 @@ def ebayes(fit: LinearModelFit, proportion: float = 0.01, stdev_coef_lim: tuple[
 # Results
 # --------------------------------------------------------------------------------------------------
 def p_adjust_bh(p: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (R's ``p.adjust(method="BH")``), any shape, NaN kept."""
+    """Benjamini-Hochberg adjusted p-values (R's ``p.adjust(method="BH")``) over all entries, NaN kept."""
     p = np.asarray(p, dtype=float)
-    flat = p.ravel()
-    out = np.full(flat.shape, np.nan)
-    ok = ~np.isnan(flat)
-    q = flat[ok]
-    n = q.size
-    if n:
-        o = np.argsort(-q, kind="stable")
-        i = np.arange(n, 0, -1)
-        adj = np.minimum(1.0, np.minimum.accumulate(n / i * q[o]))
-        res = np.empty(n)
-        res[o] = adj
-        out[ok] = res
-    return out.reshape(p.shape)
+    return benjamini_hochberg(p.ravel()).reshape(p.shape)
 
 
 def top_table(fit: LinearModelFit, coef: int | str, genes: Sequence[str] | None = None, sort_by: str = "none"

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 import logging
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -44,6 +43,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from openpert import kg
 from openpert.task import shared_data_dir
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ def _expression_priors(root: Path, genes: Sequence[str]) -> tuple[pd.DataFrame, 
     if not mapping_path.is_file():
         log.warning("%s not found: expression priors are drawn at random", mapping_path)
         return baseline, nb_size
-    symbol_of = {ens: sym for sym, ens in json.loads(mapping_path.read_text()).items() if str(ens).startswith("ENSG")}
+    symbol_of = kg.ensembl_to_symbol(str(root))
     wanted = set(genes)
     if hpa_path.is_file():
         with gzip.open(hpa_path, "rt") as fh:

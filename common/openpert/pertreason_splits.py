@@ -29,7 +29,6 @@ Choices the paper leaves open
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from openpert import kg
 from openpert.task import shared_data_dir
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 CELLS = {"K562": {"prefix": "k562", "hpa": "K-562", "distribution": "ID"},
          "RPE1": {"prefix": "rpe1", "hpa": "hTERT-RPE1", "distribution": "OOD"}}
 HPA_FILE = "basal_expression/hpa_v20_rna_celline_tissue_blood_nx.tsv.gz"
-SYMBOL_MAP_FILE = "perturbqa/k562_gw_mapping_full.json"
 FOLDS = ("id_cell_id_pert", "id_cell_ood_pert", "ood_cell_id_pert", "ood_cell_ood_pert")
 N_CLUSTERS = 30
 OOD_FRACTION = 518 / (1172 + 137 + 131 + 518)
@@ -101,8 +100,7 @@ def load_basal_expression(data_dir: str | Path | None = None, cells: Sequence[st
     df = pd.read_csv(path, sep="\t", usecols=["GeneID", *cols])
     if df["GeneID"].duplicated().any():
         raise ValueError(f"{path}: duplicated GeneID rows")
-    mapping = json.loads((base / SYMBOL_MAP_FILE).read_text())
-    ens_to_sym = {ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}
+    ens_to_sym = kg.ensembl_to_symbol(str(base))
     all_genes = df.set_index("GeneID")[cols].rename(columns={CELLS[c]["hpa"]: c for c in cells})
     sym = df["GeneID"].map(ens_to_sym)
     by_symbol = all_genes[sym.notna().to_numpy()].copy()
@@ -117,31 +115,25 @@ def gene_network_ppr(src: np.ndarray, dst: np.ndarray, n_nodes: int, start_nodes
                      max_iter: int = 50, tol: float = 1e-4, batch: int = 512) -> sp.csr_matrix:
     """Unweighted directed PPR from each start node (one column per start), entries below 1e-6 dropped.
 
-    Dangling nodes return their mass to the start node. Power iteration in float32 (the vectors
-    only feed a clustering), at most ``max_iter`` steps or until every column's L1 change < ``tol``.
+    The power iteration of :func:`openpert.reasoning_paths.personalized_pagerank` with unit edge
+    weights (dangling nodes return their mass to the start node), in float32 since the vectors only
+    feed a clustering, in batches of start nodes so that memory stays bounded.
 
     Returns
     -------
     scipy.sparse.csr_matrix
         ``n_nodes x len(start_nodes)``.
     """
-    out_deg = np.bincount(src, minlength=n_nodes).astype(float)
-    dangling = out_deg == 0
-    with np.errstate(divide="ignore"):
-        inv = np.where(dangling, 0.0, 1.0 / out_deg)
-    pt = sp.csr_matrix((inv[src], (dst, src)), shape=(n_nodes, n_nodes)).astype(np.float32)
+    from openpert.reasoning_paths import PathParams, SignedGraph, personalized_pagerank
+
+    graph = SignedGraph(nodes=pd.RangeIndex(n_nodes), src=np.asarray(src), dst=np.asarray(dst),
+                        sign=np.zeros(len(src), dtype=np.int8), databases=np.full(len(src), "", dtype=object))
+    params = PathParams(alpha=alpha, ppr_max_iter=max_iter, ppr_tol=tol)
+    weights = np.ones(len(src))
     blocks = []
     for lo in range(0, len(start_nodes), batch):
         starts = start_nodes[lo:lo + batch]
-        s = np.zeros((n_nodes, len(starts)), dtype=np.float32)
-        s[starts, np.arange(len(starts))] = 1.0
-        x = s.copy()
-        for _ in range(max_iter):
-            new = alpha * (pt @ x + s * x[dangling].sum(axis=0)) + (1 - alpha) * s
-            err = np.abs(new - x).sum(axis=0).max()
-            x = new
-            if err < tol:
-                break
+        x = personalized_pagerank(graph, weights, [[int(s)] for s in starts], params, dtype=np.float32)
         x[x < 1e-6] = 0.0
         blocks.append(sp.csr_matrix(x))
     return sp.hstack(blocks).tocsr() if blocks else sp.csr_matrix((n_nodes, 0), dtype=np.float32)
@@ -308,7 +300,6 @@ def genetic_items(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_
         Items with ``fold`` (:func:`fold_of_items`) and an ``item_id`` index ``cell|perturbation|gene``;
         the per-perturbation split table.
     """
-    from openpert import kg
 
     items = pd.concat([load_perturbqa_items(c, data_dir) for c in CELLS], ignore_index=True)
     perts = sorted(items["perturbation"].unique())
