@@ -263,7 +263,7 @@ class LocalEngine:
             if cached.succeeded and all(p.exists() for p in outputs.values()):
                 cached.cached = True
                 cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
-                cached.outputs = {k: str(self._publish(job, k, p)) for k, p in outputs.items()}
+                cached.outputs = {k: str(self._publish(job, p)) for k, p in outputs.items()}
                 cached.log = record.log
                 return cached
         attempt = job_dir / f"attempt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -300,11 +300,11 @@ class LocalEngine:
             cached_record = JobRecord.from_dict(record.to_dict())
             cached_record.outputs = {k: str(p) for k, p in result.outputs.items()}
             cached_record.write(record_path)
-            record.outputs = {k: str(self._publish(job, k, p)) for k, p in result.outputs.items()}
+            record.outputs = {k: str(self._publish(job, p)) for k, p in result.outputs.items()}
             shutil.rmtree(attempt / "run", ignore_errors=True)
         return record
 
-    def _publish(self, job: Job, arg: str, path: Path) -> Path:
+    def _publish(self, job: Job, path: Path) -> Path:
         dest = job.publish_dir / path.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")

@@ -380,12 +380,3 @@ def attribute(obj: Any, ftype: str, name: str) -> Any:
         if group == "column" and isinstance(obj, list):
             return [r.get(key) for r in obj]
     raise KeyError(f"no attribute {name!r} in a {ftype} file")
-
-
-def validate_file(path: str | Path, fmt: FileFormat | None, context: Mapping[str, str | Path] | None = None) -> None:
-    """Validate ``path`` against ``fmt``; without a format only existence is checked."""
-    if fmt is None:
-        if not Path(path).exists():
-            raise FormatError(f"{path}: file not found")
-        return
-    fmt.validate(path, context)

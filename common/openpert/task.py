@@ -95,12 +95,12 @@ class Task:
             return None
         # API files have no name; give them one so the config reader accepts them.
         data = load_yaml(path) or {}
-        from openpert.viash_config import _collect_arguments, resolve_merges
+        from openpert.viash_config import collect_arguments, resolve_merges
 
         merged = resolve_merges(data, path, self.root)
         merged.pop("__openpert_merged_from__", None)
         merged.setdefault("name", f"api_{comp_type}")
-        return ComponentConfig(path=path, root=self.root, data=merged, arguments=_collect_arguments(merged, path))
+        return ComponentConfig(path=path, root=self.root, data=merged, arguments=collect_arguments(merged, path))
 
     @cached_property
     def method_api(self) -> ComponentConfig:

@@ -380,7 +380,8 @@ class ComponentConfig:
         return _strip_private(self.data)
 
 
-def _collect_arguments(data: dict, file: Path) -> list[Argument]:
+def collect_arguments(data: dict, file: Path) -> list[Argument]:
+    """The arguments of a merged config: ``arguments`` and those of every ``argument_groups`` entry."""
     args: list[Argument] = []
     for i, raw in enumerate(data.get("arguments") or []):
         args.append(_parse_argument(raw, file, f"arguments[{i}]", None))
@@ -433,12 +434,4 @@ def read_config(path: str | Path) -> ComponentConfig:
         raise ConfigError(f"{path}: info must be a mapping")
     if info.get("type") and info["type"] not in COMPONENT_TYPES:
         raise ConfigError(f"{path}: info.type: {info['type']!r} is not one of {COMPONENT_TYPES}")
-    return ComponentConfig(path=path, root=root, data=data, arguments=_collect_arguments(data, path))
-
-
-def read_project_config(root: Path) -> dict:
-    """Read the project's ``_viash.yaml``."""
-    data = load_yaml(Path(root) / "_viash.yaml")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{root / '_viash.yaml'}: expected a mapping")
-    return data
+    return ComponentConfig(path=path, root=root, data=data, arguments=collect_arguments(data, path))
