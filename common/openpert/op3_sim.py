@@ -489,6 +489,7 @@ def simulate_op3(
     mean_library_size: float = 6000,
     n_mechanisms: int = 24,
     seed: int = 0,
+    keep_genes: Sequence[str] | None = None,
 ) -> ad.AnnData:
     """Draw single-cell counts of a synthetic OP3-like experiment.
 
@@ -512,7 +513,12 @@ def simulate_op3(
         Number of shared mechanisms of action.
     seed
         Random seed; the output is a deterministic function of the arguments.
-    
+    keep_genes
+        Keep only these of the simulated genes (in simulation order), dropping the others well by
+        well so that the full experiment fits in memory. The draws are those of the whole
+        simulation, and ``obs["total_counts"]`` keeps each cell's library size over all genes
+        (for normalisation).
+
     Returns
     -------
     anndata.AnnData
@@ -524,8 +530,17 @@ def simulate_op3(
                     n_donors=n_donors, plates_per_donor=plates_per_donor, dmso_wells_per_plate=dmso_wells_per_plate,
                     cells_per_well=cells_per_well, mean_library_size=mean_library_size, n_mechanisms=n_mechanisms,
                     seed=seed)
+    genes = pd.Index(sim.genes)
+    cols = None
+    if keep_genes is not None:
+        wanted = set(keep_genes)
+        cols = np.flatnonzero(genes.isin(wanted))
+        genes = genes[cols]
     obs_parts, blocks = [], []
     for obs, counts in sim.wells:
+        if cols is not None:
+            obs["total_counts"] = np.asarray(counts.sum(axis=1)).ravel()
+            counts = counts[:, cols]
         obs_parts.append(obs)
         blocks.append(counts)
     obs = pd.concat(obs_parts)
@@ -533,7 +548,7 @@ def simulate_op3(
         obs[col] = obs[col].astype("category")
     x = sp.vstack(blocks, format="csr")
     del blocks
-    return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=pd.Index(sim.genes)), uns=sim.uns)
+    return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=genes), uns=sim.uns)
 
 
 def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs) -> ad.AnnData:

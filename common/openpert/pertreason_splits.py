@@ -83,7 +83,22 @@ def load_perturbqa_items(cell: str, data_dir: str | Path | None = None) -> pd.Da
 
 
 def load_basal_expression(data_dir: str | Path | None = None, cells: Sequence[str] = ("K562", "RPE1")) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """HPA v20 NX basal expression of the cell lines.
+    """HPA v20 NX basal expression of the cell lines (see :func:`hpa_profiles`)."""
+    return hpa_profiles(HPA_FILE, {c: [CELLS[c]["hpa"]] for c in cells}, data_dir)
+
+
+def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str | Path | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Basal expression per cell from a Human Protein Atlas NX table.
+
+    Parameters
+    ----------
+    file
+        The table, relative to the shared data folder (``GeneID`` = Ensembl id, one column per sample).
+    columns
+        Cell -> HPA columns averaged for it (e.g. the naive and memory B-cell columns for B cells).
+    data_dir
+        Shared data folder (default :func:`openpert.task.shared_data_dir`).
 
     Returns
     -------
@@ -95,19 +110,22 @@ def load_basal_expression(data_dir: str | Path | None = None, cells: Sequence[st
         ``n_hpa_genes``, ``n_mapped`` (genes with a symbol).
     """
     base = Path(data_dir) if data_dir is not None else shared_data_dir()
-    path = base / HPA_FILE
-    cols = [CELLS[c]["hpa"] for c in cells]
-    df = pd.read_csv(path, sep="\t", usecols=["GeneID", *cols])
+    path = base / file
+    wanted = sorted({c for cols in columns.values() for c in cols})
+    df = pd.read_csv(path, sep="\t")
+    missing = sorted(set(["GeneID", *wanted]) - set(df.columns))
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}")
     if df["GeneID"].duplicated().any():
         raise ValueError(f"{path}: duplicated GeneID rows")
-    ens_to_sym = kg.ensembl_to_symbol(str(base))
-    all_genes = df.set_index("GeneID")[cols].rename(columns={CELLS[c]["hpa"]: c for c in cells})
-    sym = df["GeneID"].map(ens_to_sym)
+    table = df.set_index("GeneID")
+    all_genes = pd.DataFrame({cell: table[list(cols)].mean(axis=1) for cell, cols in columns.items()})
+    sym = df["GeneID"].map(kg.ensembl_to_symbol(str(base)))
     by_symbol = all_genes[sym.notna().to_numpy()].copy()
     by_symbol.index = pd.Index(sym.dropna().to_numpy(), name="gene")
     by_symbol = by_symbol[~by_symbol.index.duplicated()]
     stats = {"n_hpa_genes": int(len(df)), "n_mapped": int(len(by_symbol))}
-    log.info("HPA v20: %d of %d genes map to a symbol", stats["n_mapped"], stats["n_hpa_genes"])
+    log.info("%s: %d of %d genes map to a symbol", path.name, stats["n_mapped"], stats["n_hpa_genes"])
     return by_symbol, all_genes, stats
 
 
@@ -188,8 +206,20 @@ def functional_vectors(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mappi
 
 
 def functional_clusters(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mapping[str, Sequence[str]],
-                        n_clusters: int = N_CLUSTERS, seed: int = 0) -> pd.Series:
+                        n_clusters: int = N_CLUSTERS, seed: int = 0, assign: Sequence[str] = ()) -> pd.Series:
     """k-means clusters of the genes' L2-normalised GO-PPR vectors (B.1).
+
+    Parameters
+    ----------
+    genes
+        Genes the k-means is fitted on.
+    edges, go_sets
+        See :func:`functional_vectors`.
+    n_clusters, seed
+        k and the seed of k-means.
+    assign
+        Further genes placed in the nearest cluster of the fitted k-means without changing it
+        (e.g. the targets of chemical perturbations, aligned to the genetic split).
 
     Returns
     -------
@@ -200,17 +230,25 @@ def functional_clusters(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mapp
     from threadpoolctl import threadpool_limits
 
     genes = list(dict.fromkeys(genes))
-    vectors, _ = functional_vectors(genes, edges, go_sets)
+    extra = [g for g in dict.fromkeys(assign) if g not in set(genes)]
+    # A gene's vector does not depend on the other genes described: one pass serves both sets.
+    vectors, _ = functional_vectors(genes + extra, edges, go_sets)
     norms = np.linalg.norm(vectors, axis=1)
     ok = norms > 0
-    labels = np.full(len(genes), n_clusters, dtype=np.int64)
-    if ok.sum() < n_clusters:
-        raise ValueError(f"only {int(ok.sum())} genes have a functional vector; need at least {n_clusters}")
-    unit = (vectors[ok] / norms[ok, None]).astype(np.float32)
+    labels = np.full(len(genes) + len(extra), n_clusters, dtype=np.int64)
+    fit = ok.copy()
+    fit[len(genes):] = False
+    if fit.sum() < n_clusters:
+        raise ValueError(f"only {int(fit.sum())} genes have a functional vector; need at least {n_clusters}")
+    unit = np.zeros_like(vectors, dtype=np.float32)
+    unit[ok] = vectors[ok] / norms[ok, None]
     km = KMeans(n_clusters=n_clusters, n_init=1, random_state=seed)
     with threadpool_limits(limits=1):  # one thread: OpenMP k-means degrades badly on a shared, busy machine
-        labels[ok] = km.fit_predict(unit)
-    return pd.Series(labels, index=pd.Index(genes, name="gene"), name="cluster")
+        labels[fit] = km.fit_predict(unit[fit])
+        placed = ok & ~fit
+        if placed.any():
+            labels[placed] = km.predict(unit[placed])
+    return pd.Series(labels, index=pd.Index(genes + extra, name="gene"), name="cluster")
 
 
 def assign_splits(perturbations: Sequence[str], clusters: pd.Series, *, ood_fraction: float = OOD_FRACTION,
@@ -253,27 +291,45 @@ def assign_splits(perturbations: Sequence[str], clusters: pd.Series, *, ood_frac
             ood_clusters.append(c)
             total += int(sizes[c])
     is_ood = np.isin(cl, ood_clusters)
-    split = np.full(len(perts), "test", dtype=object)
-    id_pos = np.flatnonzero(~is_ood)
+    split = split_id_perturbations(is_ood, id_split, rng)
+    return pd.DataFrame({"cluster": cl, "distribution": np.where(is_ood, "OOD", "ID"), "split": split}, index=perts)
+
+
+def split_id_perturbations(is_ood: np.ndarray, id_split: Mapping[str, float], rng: np.random.Generator) -> np.ndarray:
+    """``train``/``valid``/``test`` per perturbation: a seeded permutation of the ID ones cut by ``id_split``; OOD ones are test."""
+    split = np.full(len(is_ood), "test", dtype=object)
+    id_pos = np.flatnonzero(~np.asarray(is_ood, dtype=bool))
     shuffled = id_pos[rng.permutation(len(id_pos))]
     n_train = int(round(id_split["train"] * len(id_pos)))
     n_valid = int(round(id_split["valid"] * len(id_pos)))
     split[shuffled[:n_train]] = "train"
     split[shuffled[n_train:n_train + n_valid]] = "valid"
-    return pd.DataFrame({"cluster": cl, "distribution": np.where(is_ood, "OOD", "ID"), "split": split}, index=perts)
+    return split
 
 
-def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame) -> pd.Series:
+def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame, cells: Mapping[str, Mapping] = CELLS) -> pd.Series:
     """Split of every item: ``train``, ``valid``, one of :data:`FOLDS`, or ``unused``.
 
-    K562 items follow their perturbation's split (test items get ``id_cell_id_pert`` or
-    ``id_cell_ood_pert``); RPE1 items of test perturbations get the ``ood_cell_*`` folds and the
-    others are unused.
+    Items of ID cells follow their perturbation's split (test items get ``id_cell_id_pert`` or
+    ``id_cell_ood_pert``); items of OOD cells of test perturbations get the ``ood_cell_*`` folds
+    and the others are unused.
+
+    Parameters
+    ----------
+    items
+        ``cell`` and ``perturbation`` per item.
+    splits
+        Per perturbation: ``distribution`` (ID/OOD) and ``split`` (train/valid/test).
+    cells
+        Cell -> ``{"distribution": "ID" | "OOD"}`` (default: K562 ID, RPE1 OOD).
     """
     info = splits.reindex(items["perturbation"])
     dist = info["distribution"].to_numpy()
     split = info["split"].to_numpy()
-    is_id_cell = items["cell"].map(lambda c: CELLS[c]["distribution"] == "ID").to_numpy()
+    unknown = sorted(set(items["cell"]) - set(cells))
+    if unknown:
+        raise KeyError(f"cells {unknown} have no ID/OOD distribution")
+    is_id_cell = items["cell"].map(lambda c: cells[c]["distribution"] == "ID").to_numpy()
     pert_part = np.where(dist == "OOD", "ood_pert", "id_pert")
     out = np.where(is_id_cell, np.where(split == "test", "id_cell_" + pert_part, split),
                    np.where(split == "test", "ood_cell_" + pert_part, "unused"))
@@ -281,9 +337,10 @@ def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=items.index, name="fold")
 
 
-def genetic_items(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_clusters: int = N_CLUSTERS,
-                  seed: int = 0, ood_fraction: float = OOD_FRACTION) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every K562 and RPE1 CRISPRi item with its fold, and the split of every perturbation.
+def genetic_split(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_clusters: int = N_CLUSTERS,
+                  seed: int = 0, ood_fraction: float = OOD_FRACTION, assign: Sequence[str] = ()
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """The functional split of the CRISPRi perturbations (B.1) and the clusters it rests on.
 
     Parameters
     ----------
@@ -293,6 +350,31 @@ def genetic_items(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_
         Shared data folder (default :func:`openpert.task.shared_data_dir`).
     n_clusters, seed, ood_fraction
         See :func:`functional_clusters` and :func:`assign_splits`.
+    assign
+        Further genes to place in the fitted clusters (:func:`functional_clusters`).
+
+    Returns
+    -------
+    items, splits, clusters
+        Every K562 and RPE1 item (:func:`load_perturbqa_items`), the per-perturbation split table,
+        and gene -> cluster for the perturbation genes and ``assign``.
+    """
+    items = pd.concat([load_perturbqa_items(c, data_dir) for c in CELLS], ignore_index=True)
+    perts = sorted(items["perturbation"].unique())
+    go = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
+    clusters = functional_clusters(perts, edges, go, n_clusters=n_clusters, seed=seed, assign=assign)
+    splits = assign_splits(perts, clusters.loc[perts], ood_fraction=ood_fraction, seed=seed)
+    return items, splits, clusters
+
+
+def genetic_items(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_clusters: int = N_CLUSTERS,
+                  seed: int = 0, ood_fraction: float = OOD_FRACTION) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every K562 and RPE1 CRISPRi item with its fold, and the split of every perturbation.
+
+    Parameters
+    ----------
+    edges, data_dir, n_clusters, seed, ood_fraction
+        See :func:`genetic_split`.
 
     Returns
     -------
@@ -300,12 +382,7 @@ def genetic_items(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_
         Items with ``fold`` (:func:`fold_of_items`) and an ``item_id`` index ``cell|perturbation|gene``;
         the per-perturbation split table.
     """
-
-    items = pd.concat([load_perturbqa_items(c, data_dir) for c in CELLS], ignore_index=True)
-    perts = sorted(items["perturbation"].unique())
-    go = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
-    clusters = functional_clusters(perts, edges, go, n_clusters=n_clusters, seed=seed)
-    splits = assign_splits(perts, clusters, ood_fraction=ood_fraction, seed=seed)
+    items, splits, _ = genetic_split(edges, data_dir, n_clusters=n_clusters, seed=seed, ood_fraction=ood_fraction)
     items["fold"] = fold_of_items(items, splits).to_numpy()
     items.index = pd.Index(items["cell"] + "|" + items["perturbation"] + "|" + items["gene"], name="item_id")
     return items, splits
