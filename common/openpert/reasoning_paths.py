@@ -46,9 +46,14 @@ Choices the paper leaves open (each is also stated where it is made)
   node set is pruned.
 - **Ambiguity budget** of Algorithm 1: ``B_0 = 1`` (at most one unsigned edge per path).
 - **CRISPRi** knockdown: initial sign ``-1`` (Algorithm 1), initial state ``z_0 = 0`` (Algorithm 2).
-- **Chemical perturbations** (start set = the drug's targets, ``D_max = 3`` after the drug-target
-  edge) are supported by :func:`diversified_paths` (start sets, ``max_hops``) but no chemical items
-  are built yet.
+- **Chemical perturbations**: a compound is a node of the graph whose out-edges are its
+  drug-target edges (``interaction == "drug_target"``, signed +1 for an activator, -1 for an
+  inhibitor, 0 when unknown). Its start set ``S(p)`` is its targets: PPR is personalised on them
+  and the search runs from them with ``D_max = 3``; the drug-target edge into the path's first
+  gene is then prepended, so a chemical path has at most four edges and starts at the compound.
+  The compound itself is present (initial sign ``+1``, initial state ``z_0 = 1``); the sign of
+  the drug-target edge does the rest. A target that is itself the effect gene is explained by the
+  drug-target edge alone. The drug-target edge adds no cost (the compound has no PPR mass).
 """
 
 from __future__ import annotations
@@ -78,13 +83,17 @@ PPR_TOL = 1e-4
 EPS_C = 1e-4
 MAX_HOPS = 4
 MAX_HOPS_CHEMICAL = 3
+#: ``interaction`` of an edge from a compound to one of its targets (graph files, :class:`SignedGraph`).
+DRUG_TARGET = "drug_target"
+REGULATION = "regulation"
 N_PATHS = 4
 PENALTY = 2.0
 #: Ambiguity budget B_0 of Algorithm 1 (not given in the paper).
 AMBIGUITY_BUDGET = 1
 
 #: Initial sign of a perturbation (Algorithm 1) and initial binary state (Algorithm 2).
-INITIAL_SIGN = {"crispri": -1, "knockdown": -1, "knockout": -1, "inhibitor": -1, "crispra": 1, "activator": 1}
+INITIAL_SIGN = {"crispri": -1, "knockdown": -1, "knockout": -1, "inhibitor": -1, "crispra": 1, "activator": 1,
+                "chemical": 1}
 INITIAL_STATE = {k: (0 if v < 0 else 1) for k, v in INITIAL_SIGN.items()}
 
 LABELS = ("up", "down", "unchanged")
@@ -107,6 +116,8 @@ class PathParams:
         Cost constant of the Dijkstra search.
     max_hops
         Maximum number of edges of a path (``D_max``).
+    max_hops_chemical
+        Maximum number of gene-gene edges after a chemical's drug-target edge.
     n_paths, penalty
         Path budget ``K`` and penalty factor ``lambda`` of the diversification.
     ambiguity_budget
@@ -123,6 +134,7 @@ class PathParams:
     ppr_tol: float = PPR_TOL
     eps_c: float = EPS_C
     max_hops: int = MAX_HOPS
+    max_hops_chemical: int = MAX_HOPS_CHEMICAL
     n_paths: int = N_PATHS
     penalty: float = PENALTY
     ambiguity_budget: int = AMBIGUITY_BUDGET
@@ -145,6 +157,8 @@ class SignedGraph:
         +1 activation, -1 inhibition, 0 ambiguous/unknown.
     databases : numpy.ndarray of str
         Databases supporting each edge, ``;``-separated (e.g. ``"DoRothEA;OmniPath"``).
+    drug_edge : numpy.ndarray of bool
+        Whether each edge goes from a compound to one of its targets (default: none does).
     """
 
     nodes: pd.Index
@@ -152,6 +166,13 @@ class SignedGraph:
     dst: np.ndarray
     sign: np.ndarray
     databases: np.ndarray
+    drug_edge: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.drug_edge = (np.zeros(len(self.src), dtype=bool) if self.drug_edge is None
+                          else np.asarray(self.drug_edge, dtype=bool))
+        if self.drug_edge.shape != (len(self.src),):
+            raise ValueError(f"drug_edge has shape {self.drug_edge.shape}, expected ({len(self.src)},)")
 
     @property
     def n_nodes(self) -> int:
@@ -162,13 +183,18 @@ class SignedGraph:
         return len(self.src)
 
     def to_frame(self) -> pd.DataFrame:
-        """Edge table ``source, target, sign, databases``."""
+        """Edge table ``source, target, sign, databases, interaction`` (``regulation`` or ``drug_target``)."""
         return pd.DataFrame({"source": self.nodes[self.src], "target": self.nodes[self.dst],
-                             "sign": self.sign.astype(int), "databases": self.databases})
+                             "sign": self.sign.astype(int), "databases": self.databases,
+                             "interaction": np.where(self.drug_edge, DRUG_TARGET, REGULATION)})
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, where: str = "edge table") -> SignedGraph:
-        """Rebuild a graph from :meth:`to_frame` output (one row per ordered pair)."""
+        """Rebuild a graph from :meth:`to_frame` output (one row per ordered pair).
+
+        The ``interaction`` column is optional (absent: every edge is a regulation). A compound
+        (source of a drug-target edge) may not be the target of any edge.
+        """
         missing = {"source", "target", "sign", "databases"} - set(df.columns)
         if missing:
             raise ValueError(f"{where}: missing columns {sorted(missing)}")
@@ -177,13 +203,68 @@ class SignedGraph:
         bad = ~df["sign"].isin([-1, 0, 1])
         if bad.any():
             raise ValueError(f"{where}: sign must be -1, 0 or 1 (row {int(np.flatnonzero(bad)[0])})")
+        drug = np.zeros(len(df), dtype=bool)
+        if "interaction" in df.columns:
+            kind = df["interaction"].astype(str)
+            bad = ~kind.isin([DRUG_TARGET, REGULATION])
+            if bad.any():
+                raise ValueError(f"{where}: interaction must be {REGULATION!r} or {DRUG_TARGET!r} "
+                                 f"(row {int(np.flatnonzero(bad)[0])}: {kind[bad].iloc[0]!r})")
+            drug = (kind == DRUG_TARGET).to_numpy()
+            compounds = set(df.loc[drug, "source"])
+            entering = df.loc[df["target"].isin(compounds), "target"]
+            if len(entering):
+                raise ValueError(f"{where}: compound {entering.iloc[0]!r} is the target of an edge; compounds "
+                                 "may only have drug-target out-edges")
+            regulating = df.loc[~drug & df["source"].isin(compounds), "source"]
+            if len(regulating):
+                raise ValueError(f"{where}: compound {regulating.iloc[0]!r} has a regulation edge; compounds "
+                                 "may only have drug-target out-edges")
         nodes = pd.Index(sorted(set(df["source"]) | set(df["target"])))
         return cls(nodes=nodes, src=nodes.get_indexer(df["source"]).astype(np.int64),
                    dst=nodes.get_indexer(df["target"]).astype(np.int64),
-                   sign=df["sign"].to_numpy().astype(np.int8), databases=df["databases"].astype(str).to_numpy())
+                   sign=df["sign"].to_numpy().astype(np.int8), databases=df["databases"].astype(str).to_numpy(),
+                   drug_edge=drug)
+
+    def with_drug_targets(self, targets: pd.DataFrame, database: str) -> SignedGraph:
+        """This graph plus drug-target edges.
+
+        Parameters
+        ----------
+        targets
+            ``drug``, ``target``, ``sign`` (+1 activates, -1 inhibits, 0 unknown), one row per pair.
+        database
+            Source of the drug-target edges (their ``databases`` entry).
+        """
+        extra = pd.DataFrame({"source": targets["drug"].astype(str), "target": targets["target"].astype(str),
+                              "sign": targets["sign"].astype(int), "databases": database,
+                              "interaction": DRUG_TARGET})
+        return SignedGraph.from_frame(pd.concat([self.to_frame(), extra], ignore_index=True),
+                                      where="graph with drug targets")
+
+    def drug_targets(self, perturbation: str) -> dict[int, int] | None:
+        """Target node -> drug-target edge of a compound; None when ``perturbation`` is no compound."""
+        cache = self.__dict__.setdefault("_drug_targets", None)
+        if cache is None:
+            cache = {}
+            for e in np.flatnonzero(self.drug_edge):
+                cache.setdefault(str(self.nodes[self.src[e]]), {})[int(self.dst[e])] = int(e)
+            self.__dict__["_drug_targets"] = cache
+        return cache.get(str(perturbation))
+
+    def start_nodes(self, perturbation: str) -> np.ndarray | None:
+        """The start set ``S(p)`` (B.2.3): a compound's targets, or the genes of ``A`` or ``A+B``.
+
+        None when a gene of the perturbation is not a node (no path can start there).
+        """
+        targets = self.drug_targets(perturbation)
+        if targets is not None:
+            return np.fromiter(sorted(targets), dtype=np.int64)
+        idx = self.nodes.get_indexer(str(perturbation).split("+"))
+        return idx.astype(np.int64) if (idx >= 0).all() else None
 
     def subgraph(self, keep_edges: np.ndarray) -> SignedGraph:
-        """The graph of the edges selected by a boolean mask (nodes: their endpoints)."""
+        """The graph of the edges selected by a boolean mask (nodes: their endpoints, kinds kept)."""
         return SignedGraph.from_frame(self.to_frame()[keep_edges].reset_index(drop=True))
 
     def edge_lookup(self) -> dict[tuple[str, str], int]:
@@ -790,8 +871,9 @@ def extract_paths(graph: SignedGraph, node_basal: np.ndarray, tau_low: float, qu
     tau_low
         Low threshold of the cell.
     queries
-        Columns ``perturbation`` (gene symbol, or several joined by ``+`` for a combination, whose
-        start set is all of them) and ``gene`` (effect gene).
+        Columns ``perturbation`` (gene symbol, several joined by ``+`` for a combination, whose
+        start set is all of them, or a compound of the graph, whose start set is its targets; see
+        :meth:`SignedGraph.start_nodes`) and ``gene`` (effect gene).
     params
         Pipeline hyperparameters.
     ppr_batch
@@ -805,11 +887,7 @@ def extract_paths(graph: SignedGraph, node_basal: np.ndarray, tau_low: float, qu
     hop_dist = np.full(n_q, params.max_hops + 1, dtype=np.int64)
     pert = queries["perturbation"].astype(str).to_numpy()
     gene_pos = graph.nodes.get_indexer(queries["gene"].astype(str))
-    start_sets: dict[str, np.ndarray] = {}
-    for p in pd.unique(pert):
-        idx = graph.nodes.get_indexer(p.split("+"))
-        if (idx >= 0).all():  # every gene of the perturbation must be a node
-            start_sets[p] = idx
+    start_sets = {p: starts for p in pd.unique(pert) if (starts := graph.start_nodes(p)) is not None}
     perts = list(start_sets)
     rows_of = pd.Series(np.arange(n_q)).groupby(pert).apply(np.asarray).to_dict()
     for lo in range(0, len(perts), ppr_batch):
@@ -819,17 +897,28 @@ def extract_paths(graph: SignedGraph, node_basal: np.ndarray, tau_low: float, qu
             rows = rows_of[p]
             col = ppr[:, j]
             ok = gene_pos[rows] >= 0
-            ppr_target[rows[ok]] = col[gene_pos[rows[ok]]]
-            fwd = hop_distances(graph, start_sets[p], params.max_hops)
-            hop_dist[rows[ok]] = fwd[gene_pos[rows[ok]]]
+            rows, genes = rows[ok], gene_pos[rows[ok]]
+            ppr_target[rows] = col[genes]
+            drug = graph.drug_targets(p)
+            # A chemical's search runs from its targets with D_max - 1 hops; its edge is prepended.
+            hops = params.max_hops if drug is None else params.max_hops_chemical
+            lead = 0 if drug is None else 1
+            fwd = hop_distances(graph, start_sets[p], hops)
+            hop_dist[rows] = np.minimum(fwd[genes] + lead, params.max_hops + 1)
             flow = edge_flow(graph, weights, col)
-            found = diversified_paths(graph, flow, start_sets[p], gene_pos[rows[ok]], params)
+            found = diversified_paths(graph, flow, start_sets[p], genes, params, max_hops=hops)
             cost = 1.0 / (flow + params.eps_c)
-            for r in rows[ok]:
-                bag = found.get(int(gene_pos[r]))
+            for r, g in zip(rows, genes):
+                bag = found.get(int(g))
+                if drug is not None:
+                    if int(g) in drug:  # the effect gene is a target: the drug-target edge explains it
+                        paths[r] = [(drug[int(g)],)]
+                        best_cost[r] = 0.0
+                        continue
+                    bag = [(drug[int(graph.src[path[0]])], *path) for path in bag] if bag else None
                 if bag:
                     paths[r] = bag
-                    best_cost[r] = float(cost[list(bag[0])].sum())
+                    best_cost[r] = float(cost[list(bag[0][lead:])].sum())
     return CellSearch(paths=paths, ppr_target=ppr_target, best_cost=best_cost, hop_distance=hop_dist, weights=weights)
 
 
@@ -914,7 +1003,9 @@ class ResponseFormatError(ValueError):
     """A model response does not follow the ``<thinking>/<answer>/<triplets>`` format."""
 
 
-_TRIPLET_RE = re.compile(r"^\(\s*([A-Za-z0-9][A-Za-z0-9_.:/\-]*)\s*,\s*([+-]?1|0)\s*,\s*([A-Za-z0-9][A-Za-z0-9_.:/\-]*)\s*\)$")
+#: A node name in a triplet: gene symbols, and compound names with spaces or brackets, but no comma.
+_NAME = r"[^,\s](?:[^,\n]*[^,\s])?"
+_TRIPLET_RE = re.compile(rf"^\(\s*({_NAME})\s*,\s*([+-]?1|0)\s*,\s*({_NAME})\s*\)$")
 _BLOCK_RE = {tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.S) for tag in ("thinking", "answer", "triplets")}
 
 
@@ -979,6 +1070,13 @@ def parse_response(text: str) -> tuple[str, str, list[Triplet]]:
 # =================================================================================================
 # Mechanistic faithfulness (section 2.4)
 # =================================================================================================
+def start_names(perturbation: str, perturbation_type: str) -> list[str]:
+    """Where a mechanism starts: the compound itself for a chemical, else the perturbed genes (``A+B`` -> A, B)."""
+    if perturbation_type.lower() == "chemical":
+        return [perturbation]
+    return perturbation.split("+")
+
+
 def _norm(gene: str) -> str:
     return str(gene).strip().upper()
 
@@ -1223,7 +1321,9 @@ def restrict_graph(graph: SignedGraph, perturbations: Iterable[str], genes: Iter
 
     Used to make small test resources: every path the search can return for those items survives.
     """
-    starts = graph.nodes.get_indexer([g for p in perturbations for g in str(p).split("+")])
+    # A compound starts at its own node: its drug-target edges are the first hop of its walks.
+    names = [g for p in perturbations for g in ([str(p)] if graph.drug_targets(p) else str(p).split("+"))]
+    starts = graph.nodes.get_indexer(names)
     ends = graph.nodes.get_indexer(list(genes))
     starts, ends = starts[starts >= 0], ends[ends >= 0]
     if len(starts) == 0 or len(ends) == 0:
@@ -1321,7 +1421,8 @@ def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame,
     pandas.DataFrame
         Indexed like the solution: ``correct`` (bool), ``has_reference`` (bool), and for items with
         a reference path ``edge_recall``, ``path_connectivity``, ``go_similarity`` (NaN otherwise).
-        The start nodes of a perturbation are its genes (``A+B`` -> A and B).
+        The start nodes of a perturbation are its genes (``A+B`` -> A and B), or the compound
+        (:func:`start_names`).
     """
     pred = aligned_prediction(solution_obs, prediction_obs, where)
     answers = pred["answer"].to_numpy()
@@ -1329,7 +1430,7 @@ def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame,
     for item, sol, ans, trip in zip(solution_obs.index, solution_obs.itertuples(index=False), answers, pred["triplets"].astype(str)):
         refs = paths_from_json(str(sol.reference_paths), f"solution reference_paths of {item}")
         triplets = triplets_from_json(trip, f"{where}: triplets of {item}")
-        starts = str(sol.perturbation).split("+")
+        starts = start_names(str(sol.perturbation), str(getattr(sol, "perturbation_type", "")))
         row = {"correct": ans == str(sol.label), "has_reference": bool(refs),
                "edge_recall": np.nan, "path_connectivity": np.nan, "go_similarity": np.nan}
         if refs:
@@ -1366,6 +1467,12 @@ def failure_modes(table: pd.DataFrame, edge_recall_threshold: float = 0.5) -> pd
 CELL_DESCRIPTIONS = {
     "K562": "K562, a chronic myelogenous leukemia cell line of erythroleukemic character",
     "RPE1": "hTERT-RPE1, a telomerase-immortalised retinal pigment epithelial cell line",
+    "B cells": "B cells, primary human B lymphocytes of peripheral blood (PBMC)",
+    "Myeloid cells": "myeloid cells, primary human monocytes and dendritic cells of peripheral blood (PBMC)",
+    "NK cells": "NK cells, primary human natural killer cells of peripheral blood (PBMC)",
+    "T cells CD4+": "CD4+ T cells, primary human helper T lymphocytes of peripheral blood (PBMC)",
+    "T cells CD8+": "CD8+ T cells, primary human cytotoxic T lymphocytes of peripheral blood (PBMC)",
+    "T regulatory cells": "regulatory T cells, primary human CD4+ FOXP3+ T lymphocytes of peripheral blood (PBMC)",
 }
 
 SYSTEM_PROMPT = (
@@ -1378,14 +1485,16 @@ SYSTEM_PROMPT = (
     "<answer>up|down|unchanged</answer>\n"
     "<triplets>\n(SOURCE, SIGN, TARGET)\n...\n</triplets>\n"
     "where each triplet is one regulatory edge of your mechanism, SIGN is +1 (activates), -1 (inhibits) or 0 "
-    "(unknown), one triplet per line, chaining the perturbed gene to the effect gene."
+    "(unknown), one triplet per line, chaining the perturbed gene (or the compound, through its targets) to the "
+    "effect gene."
 )
 
 _PATH_LINE = re.compile(r"^\s*\d+\.\s+(.*)$")
-_PATH_STEP = re.compile(r"([A-Za-z0-9][A-Za-z0-9_.:/\-]*)\s+\[(\w+)\]")
-_PATH_SIGN = re.compile(r"--\(([+-]?1|0)\)-->")
+_PATH_STEP = re.compile(r"^(\S.*?)\s+\[(\w+)\]$")
+_PATH_ARROW = re.compile(r"\s+--\(([+-]?1|0)\)-->\s+")
 _PERTURBATION_TEXT = {"crispri": "CRISPRi knockdown", "knockdown": "knockdown", "knockout": "knockout",
-                      "crispra": "CRISPRa activation", "inhibitor": "inhibition", "activator": "activation"}
+                      "crispra": "CRISPRa activation", "inhibitor": "inhibition", "activator": "activation",
+                      "chemical": "treatment with the compound"}
 
 
 def state_name(value: float, tau_low: float, tau_high: float) -> str:
@@ -1417,17 +1526,19 @@ def parse_serialized_paths(text: str) -> list[tuple[list[tuple[str, int, str]], 
         m = _PATH_LINE.match(line)
         if not m or "-->" not in m.group(1):
             continue
-        steps = _PATH_STEP.findall(m.group(1))
-        signs = [int(s) for s in _PATH_SIGN.findall(m.group(1))]
-        if len(steps) != len(signs) + 1 or not signs:
+        parts = _PATH_ARROW.split(m.group(1).strip())  # step, sign, step, sign, ..., step
+        steps = [_PATH_STEP.match(p) for p in parts[0::2]]
+        if len(parts) < 3 or any(st is None for st in steps):
             continue
-        triplets = [(steps[i][0], signs[i], steps[i + 1][0]) for i in range(len(signs))]
-        out.append((triplets, {g: s for g, s in steps}))
+        names = [st.group(1) for st in steps]
+        triplets = [(names[i], int(parts[2 * i + 1]), names[i + 1]) for i in range(len(names) - 1)]
+        out.append((triplets, {st.group(1): st.group(2) for st in steps}))
     return out
 
 
 def question_prompt(cell: str, perturbation: str, perturbation_type: str, gene: str, states: Mapping[str, str],
-                    paths: Sequence[Sequence[Sequence]] | None, extra: str = "") -> str:
+                    paths: Sequence[Sequence[Sequence]] | None, extra: str = "",
+                    targets: Sequence[tuple[str, int]] | None = None) -> str:
     """The user message of one question.
 
     Parameters
@@ -1440,11 +1551,21 @@ def question_prompt(cell: str, perturbation: str, perturbation_type: str, gene: 
         Candidate paths (the cell-conditioned context), or None for the no-path setting.
     extra
         Further context (retrieved examples) inserted before the question.
+    targets
+        A compound's known targets with the sign of its action (:func:`compound_targets`).
     """
-    kind = _PERTURBATION_TEXT.get(perturbation_type.lower(), perturbation_type)
+    event = perturbation_phrase(perturbation, perturbation_type)
+    chemical = perturbation_type.lower() == "chemical"
+    if chemical:
+        states = {**states, perturbation: "compound"}
+        action = {1: "activates", -1: "inhibits", 0: "acts on"}
+        known = ", ".join(f"{action[int(s)]} {t}" for t, s in (targets or [])) or "none known"
+        subject = f"Perturbation: {event} (known targets: {known})."
+    else:
+        subject = f"Perturbation: {event} (basal expression: {states.get(perturbation, 'unknown')})."
     lines = [
         f"Cell line: {CELL_DESCRIPTIONS.get(cell, cell)}.",
-        f"Perturbation: {kind} of {perturbation} (basal expression: {states.get(perturbation, 'unknown')}).",
+        subject,
         f"Effect gene: {gene} (basal expression: {states.get(gene, 'unknown')}).",
         "Basal expression states: low = silent (at or below the cell's low threshold), high = saturated "
         "(at or above its high threshold), medium in between.",
@@ -1460,9 +1581,22 @@ def question_prompt(cell: str, perturbation: str, perturbation_type: str, gene: 
                          "cell-conditioned knowledge graph.")
     if extra:
         lines.extend(["", extra.strip()])
-    lines.extend(["", f"Question: after {kind} of {perturbation} in {cell} cells, does {gene} go up, go down, or stay "
+    cells = cell if cell.endswith("cells") else f"{cell} cells"
+    lines.extend(["", f"Question: after {event} in {cells}, does {gene} go up, go down, or stay "
                   "unchanged? Give the mechanism as signed triplets."])
     return "\n".join(lines)
+
+
+def perturbation_phrase(perturbation: str, perturbation_type: str) -> str:
+    """``CRISPRi knockdown of A`` or ``treatment with the compound X``: the perturbation in prose."""
+    kind = _PERTURBATION_TEXT.get(perturbation_type.lower(), perturbation_type)
+    return f"{kind} {perturbation}" if perturbation_type.lower() == "chemical" else f"{kind} of {perturbation}"
+
+
+def compound_targets(graph: SignedGraph, perturbation: str) -> list[tuple[str, int]]:
+    """A compound's targets with the signs of its drug-target edges (empty for a gene)."""
+    edges = graph.drug_targets(perturbation) or {}
+    return [(str(graph.nodes[t]), int(graph.sign[e])) for t, e in sorted(edges.items(), key=lambda kv: str(graph.nodes[kv[0]]))]
 
 
 def gene_states(genes: Iterable[str], cell: str, basal: pd.DataFrame, thresholds: pd.DataFrame) -> dict[str, str]:

@@ -20,7 +20,7 @@ from openpert.reasoning_paths import (
 def respond(request: Mapping) -> str:
     """A deterministic stand-in model for tests: answers from the prompt's first candidate path.
 
-    Reads the numbered path lines of the last user message, propagates the knockdown's sign along
+    Reads the numbered path lines of the last user message, propagates the perturbation's sign along
     the first path and applies the floor/ceiling rules to the effect gene's stated basal state (as
     :func:`predict_from_paths`), and replies in the task's format with that path's triplets; with
     no path it answers ``unchanged`` with no triplet.
@@ -32,5 +32,6 @@ def respond(request: Mapping) -> str:
         return format_response("No path links the perturbation to the effect gene.", "unchanged", [])
     triplets, states = paths[0]
     code = {v: k for k, v in STATE_NAMES.items()}.get(states.get(triplets[-1][2], "unknown"), STATE_UNKNOWN)
-    answer, _ = predict_from_paths([[t[1] for t in triplets]], "crispri", code)
+    kind = "chemical" if "Perturbation: treatment with the compound" in text else "crispri"
+    answer, _ = predict_from_paths([[t[1] for t in triplets]], kind, code)
     return format_response("The signal follows the first candidate path.", answer, triplets)

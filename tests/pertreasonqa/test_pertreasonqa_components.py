@@ -220,3 +220,47 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
 
 def n_test_items(folder: Path) -> int:
     return ad.read_h5ad(folder / "test.h5ad").n_obs
+
+
+# --- the chemical modality on its bundled test resources ---------------------------------------------
+CHEMICAL = ROOT / "resources_test" / "pertreasonqa" / "op3_chemical_small"
+
+
+@pytest.mark.skipif(not (CHEMICAL / "test.h5ad").is_file(), reason="run scripts/create_test_resources/pertreasonqa.sh")
+def test_every_component_on_chemical_items(tmp_path):
+    from openpert.llm_server import OpenAIStubServer
+
+    ref = scores(run("control_methods/reference_answer", dataset_args(CHEMICAL, True), tmp_path), CHEMICAL, tmp_path)
+    rnd = scores(run("control_methods/random_answer", dataset_args(CHEMICAL, True), tmp_path), CHEMICAL, tmp_path)
+    assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
+    assert rnd["path_connectivity"] < 0.1 and rnd["edge_recall"] < 0.1
+    solution = ad.read_h5ad(CHEMICAL / "solution.h5ad").obs
+    assert set(solution["perturbation_type"]) == {"chemical"} and (solution["n_reference_paths"] > 0).sum() >= 20
+    graph = rp.read_graph(CHEMICAL / "graph.csv")
+    compounds = set(graph.nodes[graph.src[graph.drug_edge]])
+    assert set(solution["perturbation"]) <= compounds
+
+    # sign propagation explains its answers with paths that start at the compound
+    sign = ad.read_h5ad(run("methods/sign_propagation", dataset_args(CHEMICAL), tmp_path)).obs
+    with_path = [json.loads(t) for t in sign["triplets"] if t != "[]"]
+    assert with_path and all(t[0][0] in compounds for t in with_path)
+    s = scores(tmp_path / "out" / "methods_sign_propagation" / "prediction.h5ad", CHEMICAL)
+    assert s["path_connectivity"] == 1.0  # every item with a reference path has a candidate path
+    lgbm = scores(run("methods/lightgbm", dataset_args(CHEMICAL), tmp_path), CHEMICAL)
+    assert lgbm["path_connectivity"] == 1.0 and 0 <= lgbm["balanced_accuracy"] <= 1
+
+    with OpenAIStubServer(pertreasonqa_stub.respond) as server:
+        llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
+        pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(CHEMICAL), **llm}, tmp_path)).obs
+        summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(CHEMICAL), **llm, "gene_descriptions": "false"},
+                                  tmp_path / "summer")).obs
+        prompts = [r["messages"][1]["content"] for r in server.requests]
+    # compound names with spaces and brackets survive the prompt, the stub's reply and the strict parser
+    assert (pred["parse_error"] == "").all() and (summer["parse_error"] == "").all()
+    first = solution.iloc[0]
+    action = {1: "activates", -1: "inhibits", 0: "acts on"}
+    targets = ", ".join(f"{action[s]} {t}" for t, s in rp.compound_targets(graph, str(first.perturbation)))
+    assert any(f"Perturbation: treatment with the compound {first.perturbation} (known targets: {targets})." in p for p in prompts)
+    assert any("Example 1: treatment with the compound " in p for p in prompts[len(pred):])
+    s = scores(tmp_path / "out" / "methods_llm_zero_shot" / "prediction.h5ad", CHEMICAL)
+    assert s["path_connectivity"] == 1.0

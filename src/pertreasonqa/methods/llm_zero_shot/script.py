@@ -18,6 +18,7 @@ if par["path_context"] not in ("cell_conditioned", "none"):
     raise ValueError(f"--path_context {par['path_context']!r}: expected cell_conditioned or none")
 test = ad.read_h5ad(par["input_test"])
 basal, thresholds, _ = rp.read_context(ad.read_h5ad(par["input_context"]))
+graph = rp.read_graph(par["input_graph"])  # a compound's targets are named in its question
 
 prompts = []
 for item in test.obs.itertuples():
@@ -25,7 +26,7 @@ for item in test.obs.itertuples():
     genes = {item.perturbation, item.gene} | {g for p in (paths or []) for t in p for g in (t[0], t[2])}
     states = rp.gene_states(genes, str(item.cell), basal, thresholds)
     prompts.append(rp.question_prompt(str(item.cell), str(item.perturbation), str(item.perturbation_type),
-                                      str(item.gene), states, paths))
+                                      str(item.gene), states, paths, targets=rp.compound_targets(graph, str(item.perturbation))))
 
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
 table = rp.answer_with_llm(client_from_params(par), prompts, sampling)

@@ -11,10 +11,12 @@ import pandas as pd
 from openpert import reasoning_paths as rp
 
 
-def shared_neighbour_sets(graph: rp.SignedGraph, genes: Iterable[str], k: int = 10) -> dict[str, list[str]]:
+def shared_neighbour_sets(graph: rp.SignedGraph, genes: Iterable[str], k: int = 10,
+                          candidates: Iterable[str] | None = None) -> dict[str, list[str]]:
     """N(v): the ``k`` nodes sharing the most (undirected) neighbours with ``v``; ties by name.
 
-    Genes outside the graph, and nodes sharing no neighbour, are left out.
+    Genes outside the graph, and nodes sharing no neighbour, are left out. ``candidates`` limits
+    the neighbours to those nodes (e.g. the training perturbations: compounds that share targets).
     """
     adj = graph.reach_matrix("undirected")
     adj = (adj > 0).astype(np.float64)
@@ -22,12 +24,15 @@ def shared_neighbour_sets(graph: rp.SignedGraph, genes: Iterable[str], k: int = 
     if not genes:
         return {}
     rows = graph.nodes.get_indexer(genes)
+    allowed = None if candidates is None else graph.nodes.isin(list(candidates))
     shared = (adj[rows] @ adj.T).tocsr()  # shared[i, j]: common neighbours of genes[i] and node j
     out: dict[str, list[str]] = {}
     for i, g in enumerate(genes):
         start, end = shared.indptr[i], shared.indptr[i + 1]
         cols, counts = shared.indices[start:end], shared.data[start:end]
         keep = cols != rows[i]
+        if allowed is not None:
+            keep &= allowed[cols]
         cols, counts = cols[keep], counts[keep]
         names = graph.nodes[cols].to_numpy()
         order = np.lexsort((names, -counts))[:k]
@@ -50,9 +55,12 @@ class Retriever:
         self.by_gene = self.train.groupby("gene", observed=True).indices
         self.graph, self.k, self.per_group, self.seed = graph, k, per_group, seed
         self.neighbours: dict[str, list[str]] = {}
+        self.pert_neighbours: dict[str, list[str]] = {}
 
-    def prepare(self, genes: Iterable[str]) -> None:
-        """Compute N(v) for every gene that questions will name."""
+    def prepare(self, perturbations: Iterable[str], genes: Iterable[str]) -> None:
+        """Compute N(p) among the training perturbations and N(g) among all nodes for the questions' p and g."""
+        self.pert_neighbours.update(shared_neighbour_sets(
+            self.graph, [p for p in perturbations if p not in self.pert_neighbours], self.k, candidates=list(self.by_pert)))
         self.neighbours.update(shared_neighbour_sets(self.graph, [g for g in genes if g not in self.neighbours], self.k))
 
     def _rows(self, index: dict, keys: Sequence[str]) -> np.ndarray:
@@ -62,7 +70,7 @@ class Retriever:
     def retrieve(self, perturbation: str, gene: str) -> pd.DataFrame:
         """The retrieved training rows (columns of the training table), in group order."""
         rng = np.random.default_rng([self.seed, zlib.crc32(f"{perturbation}|{gene}".encode())])  # stable across processes
-        n_p = self.neighbours.get(perturbation, [])
+        n_p = self.pert_neighbours.get(perturbation, [])
         n_g = [gene] + [g for g in self.neighbours.get(gene, []) if g != gene]
         by_p, by_g = self._rows(self.by_pert, n_p), self._rows(self.by_gene, n_g)
         chosen: list[int] = []
@@ -77,9 +85,10 @@ def examples_text(rows: pd.DataFrame, with_mechanism: bool = True) -> str:
     """Retrieved outcomes as prompt text, each with its first reference path when it has one."""
     if rows.empty:
         return "Related experiments: none found in the training data."
-    lines = ["Related experiments from the training data (CRISPRi knockdowns, observed outcome):"]
+    lines = ["Related experiments from the training data (observed outcomes):"]
     for i, row in enumerate(rows.itertuples(), 1):
-        line = f"Example {i}: knockdown of {row.perturbation} in {row.cell}: {row.gene} {_verb(str(row.label))}."
+        event = rp.perturbation_phrase(str(row.perturbation), str(row.perturbation_type))
+        line = f"Example {i}: {event} in {row.cell}: {row.gene} {_verb(str(row.label))}."
         if with_mechanism:
             refs = rp.paths_from_json(str(row.reference_paths))
             if refs:

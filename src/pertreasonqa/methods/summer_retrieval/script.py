@@ -27,7 +27,7 @@ test = ad.read_h5ad(par["input_test"])
 basal, thresholds, _ = rp.read_context(ad.read_h5ad(par["input_context"]))
 graph = rp.read_graph(par["input_graph"])
 retriever = Retriever(train, graph, k=par["n_neighbours"], per_group=par["per_group"], seed=par["seed"])
-retriever.prepare(set(test.obs["perturbation"].astype(str)) | set(test.obs["gene"].astype(str)))
+retriever.prepare(set(test.obs["perturbation"].astype(str)), set(test.obs["gene"].astype(str)))
 descriptions = {}
 if par["gene_descriptions"]:
     from openpert.kg import string_descriptions
@@ -42,7 +42,8 @@ for item in test.obs.itertuples():
     extra = [f"Description of {x}: {descriptions[x][:400]}" for x in (p, g) if descriptions.get(x)]
     extra.append(examples_text(retriever.retrieve(p, g)))
     prompts.append(rp.question_prompt(cell, p, str(item.perturbation_type), g,
-                                      rp.gene_states(genes, cell, basal, thresholds), paths, "\n".join(extra)))
+                                      rp.gene_states(genes, cell, basal, thresholds), paths, "\n".join(extra),
+                                      targets=rp.compound_targets(graph, p)))
 
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
 table = rp.answer_with_llm(client_from_params(par), prompts, sampling)
