@@ -1,22 +1,26 @@
 """Timings of the PertReasonQA reference-path pipeline (appendix B.2) on every K562 and RPE1 item.
 
-Run with ``PYTHONPATH=common python benchmarks/reference_paths.py`` (needs ../shared/data).
+Run with ``PYTHONPATH=common python benchmarks/reference_paths.py [--chemical]`` (needs ../shared/data).
 
 Prints the wall time of each step for all items of both cells, then two ratios against references
 measured in the same run on a sample: the vectorised sparse PPR against networkx's ``pagerank``
 (one personalisation at a time, same alpha, iterations and tolerance semantics differ: networkx
 stops at ``n * tol``), and the vectorised layered hop-limited search against a heap Dijkstra on
-(node, depth) states in pure Python.
+(node, depth) states in pure Python. With ``--chemical`` it also times the chemical modality:
+the full-size OP3 simulation with its outcome labels and split, then the whole pipeline for every
+compound item of the six cell types.
 """
 
 from __future__ import annotations
 
 import heapq
+import sys
 import time
 
 import numpy as np
 import pandas as pd
 
+from openpert import pertreason_chemical as pc
 from openpert import pertreason_splits as ps
 from openpert import reasoning_paths as rp
 
@@ -105,6 +109,25 @@ def main() -> None:
             assert np.allclose(got, ours), "the layered search disagrees with the heap Dijkstra"
             print(f"  shortest-path ratio heap Dijkstra / layered search (one item at a time): {t_heap / t_layer:.1f}x")
     print(f"{'both cells, whole pipeline':62s} {total:8.2f} s")
+    if "--chemical" in sys.argv[1:]:
+        chemical(graph)
+
+
+def chemical(graph: rp.SignedGraph) -> None:
+    """The chemical modality: simulation, labels and split, then paths of every compound item."""
+    built, _ = _clock("OP3 simulation (full size), Wilcoxon labels, compound split",
+                      lambda: pc.chemical_items(graph.nodes, graph.to_frame()))
+    items = built["items"]
+    with_drugs = graph.with_drug_targets(built["targets"], pc.TARGET_DATABASE)
+    (basal, profile, _), _ = _clock("load HPA v20 blood basal expression", pc.load_blood_basal)
+    basal, profile = np.log1p(basal), np.log1p(profile)
+    thresholds = rp.cell_thresholds(items, basal, profile)
+    print(f"  {len(items):,} compound items of {items['perturbation'].nunique()} compounds in {items['cell'].nunique()} cell types; "
+          f"{int(with_drugs.drug_edge.sum())} drug-target edges")
+    out, _ = _clock("all cell types: whole pipeline (search + filters)",
+                    lambda: rp.reference_paths_for_items(items, with_drugs, basal, thresholds))
+    print(f"  {(out['n_candidate_paths'] > 0).sum():,} items with candidate paths, "
+          f"{(out['n_reference_paths'] > 0).sum():,} with reference paths")
 
 
 if __name__ == "__main__":

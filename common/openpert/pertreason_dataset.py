@@ -22,6 +22,35 @@ ITEM_KEYS = ["cell", "perturbation", "perturbation_type", "gene"]
 GRAPH_SCOPES = ("full", "walks", "paths")
 
 
+def test_folds(fold: str, graph_scope: str) -> list[str]:
+    """The test folds of a dataset (``all`` or one fold), after checking ``--fold`` and ``--graph_scope``."""
+    from openpert.pertreason_splits import FOLDS
+
+    if graph_scope not in GRAPH_SCOPES:
+        raise ValueError(f"--graph_scope {graph_scope!r}: expected one of {', '.join(GRAPH_SCOPES)}")
+    if fold != "all" and fold not in FOLDS:
+        raise ValueError(f"--fold {fold!r}: expected 'all' or one of {', '.join(FOLDS)}")
+    return list(FOLDS) if fold == "all" else [fold]
+
+
+def items_with_paths(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFrame, thresholds: pd.DataFrame,
+                     folds: Sequence[str], rng: np.random.Generator, *, max_perturbations: int = 0,
+                     max_items_per_perturbation: int = 0, perturbations_in_graph_only: bool = False,
+                     graph_scope: str = "full") -> tuple[pd.DataFrame, rp.SignedGraph]:
+    """The items of the train, valid and test folds with their paths, and the graph to write.
+
+    Samples perturbations (:func:`sample_perturbations`) before the path search, which always runs
+    on the whole graph, then items (:func:`sample_items`), then cuts the graph (:func:`scope_graph`).
+    """
+    items = items[items["fold"].isin(["train", "valid", *folds])]
+    if max_perturbations > 0:
+        items = sample_perturbations(items, graph, max_perturbations, rng, perturbations_in_graph_only)
+    items = items.join(rp.reference_paths_for_items(items, graph, basal, thresholds))
+    if max_items_per_perturbation > 0:
+        items = sample_items(items, max_items_per_perturbation, rng)
+    return items, scope_graph(graph, items, graph_scope)
+
+
 def sample_perturbations(items: pd.DataFrame, graph: rp.SignedGraph, max_perturbations: int, rng: np.random.Generator,
                          in_graph_only: bool = False) -> pd.DataFrame:
     """Items of a seeded sample of at most ``max_perturbations`` perturbations per fold.

@@ -82,7 +82,8 @@ PPR_MAX_ITER = 50
 PPR_TOL = 1e-4
 EPS_C = 1e-4
 MAX_HOPS = 4
-MAX_HOPS_CHEMICAL = 3
+#: Gene-gene edges of a chemical's path after its drug-target edge (B.2.6: "reduced to 3 internally").
+MAX_HOPS_CHEMICAL = MAX_HOPS - 1
 #: ``interaction`` of an edge from a compound to one of its targets (graph files, :class:`SignedGraph`).
 DRUG_TARGET = "drug_target"
 REGULATION = "regulation"
@@ -115,9 +116,8 @@ class PathParams:
     eps_c
         Cost constant of the Dijkstra search.
     max_hops
-        Maximum number of edges of a path (``D_max``).
-    max_hops_chemical
-        Maximum number of gene-gene edges after a chemical's drug-target edge.
+        Maximum number of edges of a path (``D_max``); a chemical's path has one drug-target edge
+        and at most ``max_hops - 1`` gene-gene edges.
     n_paths, penalty
         Path budget ``K`` and penalty factor ``lambda`` of the diversification.
     ambiguity_budget
@@ -134,7 +134,6 @@ class PathParams:
     ppr_tol: float = PPR_TOL
     eps_c: float = EPS_C
     max_hops: int = MAX_HOPS
-    max_hops_chemical: int = MAX_HOPS_CHEMICAL
     n_paths: int = N_PATHS
     penalty: float = PENALTY
     ambiguity_budget: int = AMBIGUITY_BUDGET
@@ -901,8 +900,8 @@ def extract_paths(graph: SignedGraph, node_basal: np.ndarray, tau_low: float, qu
             ppr_target[rows] = col[genes]
             drug = graph.drug_targets(p)
             # A chemical's search runs from its targets with D_max - 1 hops; its edge is prepended.
-            hops = params.max_hops if drug is None else params.max_hops_chemical
             lead = 0 if drug is None else 1
+            hops = params.max_hops - lead
             fwd = hop_distances(graph, start_sets[p], hops)
             hop_dist[rows] = np.minimum(fwd[genes] + lead, params.max_hops + 1)
             flow = edge_flow(graph, weights, col)

@@ -159,14 +159,19 @@ def test_metrics_reject_bad_predictions(hand, tmp_path):
 
 
 # --- the bundled test resources --------------------------------------------------------------------
-@pytest.mark.skipif(not (RESOURCES / "test.h5ad").is_file(), reason="run scripts/create_test_resources/pertreasonqa.sh")
-def test_controls_bracket_methods_on_test_resources(tmp_path):
-    ref = scores(run("control_methods/reference_answer", dataset_args(RESOURCES, True), tmp_path), RESOURCES, tmp_path)
-    rnd = scores(run("control_methods/random_answer", dataset_args(RESOURCES, True), tmp_path), RESOURCES, tmp_path)
+CHEMICAL = ROOT / "resources_test" / "pertreasonqa" / "op3_chemical_small"
+
+
+@pytest.mark.parametrize("folder", [RESOURCES, CHEMICAL], ids=["genetic", "chemical"])
+def test_controls_bracket_methods_on_test_resources(folder, tmp_path):
+    if not (folder / "test.h5ad").is_file():
+        pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
+    ref = scores(run("control_methods/reference_answer", dataset_args(folder, True), tmp_path), folder, tmp_path)
+    rnd = scores(run("control_methods/random_answer", dataset_args(folder, True), tmp_path), folder, tmp_path)
     assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
     assert rnd["path_connectivity"] < 0.1 and rnd["edge_recall"] < 0.1
     assert 0.2 < rnd["balanced_accuracy"] < 0.5
-    solution = ad.read_h5ad(RESOURCES / "solution.h5ad").obs
+    solution = ad.read_h5ad(folder / "solution.h5ad").obs
     assert set(solution["fold"]) == {"id_cell_id_pert", "id_cell_ood_pert", "ood_cell_id_pert", "ood_cell_ood_pert"}
     assert (solution["n_reference_paths"] > 0).sum() >= 20
 
@@ -223,19 +228,12 @@ def n_test_items(folder: Path) -> int:
 
 
 # --- the chemical modality on its bundled test resources ---------------------------------------------
-CHEMICAL = ROOT / "resources_test" / "pertreasonqa" / "op3_chemical_small"
-
-
 @pytest.mark.skipif(not (CHEMICAL / "test.h5ad").is_file(), reason="run scripts/create_test_resources/pertreasonqa.sh")
-def test_every_component_on_chemical_items(tmp_path):
+def test_methods_on_chemical_items(tmp_path):
     from openpert.llm_server import OpenAIStubServer
 
-    ref = scores(run("control_methods/reference_answer", dataset_args(CHEMICAL, True), tmp_path), CHEMICAL, tmp_path)
-    rnd = scores(run("control_methods/random_answer", dataset_args(CHEMICAL, True), tmp_path), CHEMICAL, tmp_path)
-    assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
-    assert rnd["path_connectivity"] < 0.1 and rnd["edge_recall"] < 0.1
     solution = ad.read_h5ad(CHEMICAL / "solution.h5ad").obs
-    assert set(solution["perturbation_type"]) == {"chemical"} and (solution["n_reference_paths"] > 0).sum() >= 20
+    assert set(solution["perturbation_type"]) == {"chemical"}
     graph = rp.read_graph(CHEMICAL / "graph.csv")
     compounds = set(graph.nodes[graph.src[graph.drug_edge]])
     assert set(solution["perturbation"]) <= compounds

@@ -18,11 +18,7 @@ meta = {"name": "perturbqa_genetic"}
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])
-if par["graph_scope"] not in pertreason_dataset.GRAPH_SCOPES:
-    raise ValueError(f"--graph_scope {par['graph_scope']!r}: expected one of {', '.join(pertreason_dataset.GRAPH_SCOPES)}")
-if par["fold"] != "all" and par["fold"] not in ps.FOLDS:
-    raise ValueError(f"--fold {par['fold']!r}: expected 'all' or one of {', '.join(ps.FOLDS)}")
-test_folds = list(ps.FOLDS) if par["fold"] == "all" else [par["fold"]]
+test_folds = pertreason_dataset.test_folds(par["fold"], par["graph_scope"])
 rng = np.random.default_rng(par["seed"])
 
 graph = rp.load_signed_graph()
@@ -33,13 +29,8 @@ thresholds = rp.cell_thresholds(items, basal, profile)  # every labelled item of
 log.info("graph: %d genes, %d edges; thresholds (NX): %s", graph.n_nodes, graph.n_edges,
          np.expm1(thresholds[["tau_low", "tau_high"]]).round(2).to_dict("index"))
 
-items = items[items["fold"].isin(["train", "valid", *test_folds])]
-if par["max_perturbations"] > 0:  # small resources: a seeded sample of perturbations per split
-    items = pertreason_dataset.sample_perturbations(items, graph, par["max_perturbations"], rng, par["perturbations_in_graph_only"])
-items = items.join(rp.reference_paths_for_items(items, graph, basal, thresholds))
-if par["max_items_per_perturbation"] > 0:
-    items = pertreason_dataset.sample_items(items, par["max_items_per_perturbation"], rng)
-graph = pertreason_dataset.scope_graph(graph, items, par["graph_scope"])
+sampling = {k: par[k] for k in ("max_perturbations", "max_items_per_perturbation", "perturbations_in_graph_only", "graph_scope")}
+items, graph = pertreason_dataset.items_with_paths(items, graph, basal, thresholds, test_folds, rng, **sampling)
 log.info("items per fold and label:\n%s", items.groupby(["fold", "label"]).size().unstack(fill_value=0))
 
 uns = {
