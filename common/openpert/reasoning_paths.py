@@ -852,7 +852,7 @@ class CellSearch:
 
     paths: list[list[tuple[int, ...]]]  # per query: candidate paths (edge indices)
     ppr_target: np.ndarray  # per query: PPR of the effect gene from the perturbation (NaN if not in graph)
-    best_cost: np.ndarray  # per query: cost of the cheapest path (inf if none)
+    best_cost: np.ndarray  # per query: cost of the cheapest path (inf if none; a drug-target edge costs 0)
     hop_distance: np.ndarray  # per query: directed hop distance p -> g (max_hops + 1 if farther)
     weights: np.ndarray  # gated edge weights of the cell
 

@@ -64,7 +64,7 @@ def item_features(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFram
         "ppr": search["ppr_target"].to_numpy(dtype=float),
         "log10_ppr": np.log10(search["ppr_target"].to_numpy(dtype=float) + 1e-12),
         "hop_distance": search["hop_distance"].to_numpy(dtype=float), "undirected_distance": undirected,
-        "n_paths": [len(b) for b in paths], "log10_best_cost": np.log10(search["best_cost"].replace(np.inf, 1e12).to_numpy(dtype=float)),
+        "n_paths": [len(b) for b in paths], "log10_best_cost": np.log10(np.clip(search["best_cost"].to_numpy(dtype=float), 1e-12, 1e12)),
         "best_path_length": [len(b[0]) if b else 0 for b in paths], "n_votes_up": n_up, "n_votes_down": n_down,
         "n_votes_unchanged": n_unch, "n_abstain": n_abstain, "first_path_sign": first_sign, "n_ambiguous_edges": n_ambiguous,
     }, index=items.index)
