@@ -202,9 +202,10 @@ def test_outcome_labels_wilcoxon_against_dmso_per_cell_type():
     assert (items.loc[items["label"] != "unchanged", "pvalue_adj"] < 0.01).all()
     assert (items.loc[items["label"] == "unchanged", "pvalue"] > 0.1).all()
     assert summary[["n_genes_tested", "n_up", "n_down", "n_unchanged"]].values.tolist() == [[3, 1, 1, 1]] * 2
-    # caps: the strongest changed gene only, and no unchanged gene
+    # caps: the strongest changed gene only (G_up and G_down are both significant), every unchanged one (0: all)
     capped, _ = pc.outcome_labels(screen(), min_cells=10, max_changed=1, max_unchanged=0)
     assert len(capped) == 4 and (capped.groupby("cell")["label"].apply(lambda s: (s != "unchanged").sum()) == 1).all()
+    assert (capped.groupby("cell")["label"].apply(lambda s: (s == "unchanged").sum()) == 1).all()
 
 
 def test_fold_of_chemical_items_keeps_ood_cells_for_test_compounds():
