@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -734,3 +734,28 @@ def additive_prediction(Y: np.ndarray, train: Sequence[str], test: Sequence[str]
             delta += changes[single_index[t]] if t in single_index else fallback
         out[i] = control + delta
     return out
+
+
+def run_component(par: Mapping, method_id: str, *, gene_embedding: str, pert_embedding: str) -> None:
+    """The whole of a linear-baseline component: read ``input_train`` and ``input_test``, predict, write ``output``.
+
+    Parameters
+    ----------
+    par
+        The component's parameters: the file arguments, ``n_components``, ``ridge``,
+        ``lsft_fraction`` and, for the random embeddings, ``seed``.
+    method_id
+        Written to the prediction.
+    gene_embedding, pert_embedding
+        As :func:`predict_task`.
+    """
+    import anndata as ad
+
+    train = ad.read_h5ad(par["input_train"])
+    test = ad.read_h5ad(par["input_test"])
+    prediction, hard = predict_task(
+        train, test, gene_embedding=gene_embedding, pert_embedding=pert_embedding, n_components=par["n_components"],
+        ridge=par["ridge"], lsft_fraction=par["lsft_fraction"], seed=par.get("seed", 0),
+    )
+    uns = {"dataset_id": test.uns["dataset_id"], "method_id": method_id}
+    ad.AnnData(obs=hard, var=train.var[[]], layers={"prediction": prediction}, uns=uns).write_h5ad(par["output"], compression="gzip")

@@ -175,6 +175,33 @@ def _expression_priors(root: Path, genes: Sequence[str]) -> tuple[pd.DataFrame, 
     return baseline, nb_size
 
 
+def setup_from_params(par: dict) -> tuple[Op3Metadata, dict]:
+    """The metadata and :func:`simulate_op3` arguments of a simulating component's parameters.
+
+    ``par`` holds ``n_genes``, ``n_compounds`` and ``n_test_compounds`` (0: all, or half of the
+    compounds), ``n_donors``, ``plates_per_donor``, ``dmso_wells``, ``cells_per_well``,
+    ``mean_library_size`` and ``seed``. Without the real metadata the design keeps its shape but
+    uses made-up names (a warning says so).
+    """
+    try:
+        meta = load_op3_metadata()
+    except FileNotFoundError as err:
+        log.warning("%s; simulating with made-up compound and gene names", err)
+        meta = synthetic_metadata(n_genes=max(par["n_genes"], 200), n_compounds=max(par["n_compounds"], 12))
+    params = dict(
+        n_genes=par["n_genes"] or None,
+        n_compounds=par["n_compounds"] or None,
+        n_test_compounds=par["n_test_compounds"] or None,
+        n_donors=par["n_donors"],
+        plates_per_donor=par["plates_per_donor"],
+        dmso_wells_per_plate=par["dmso_wells"],
+        cells_per_well=par["cells_per_well"],
+        mean_library_size=par["mean_library_size"],
+        seed=par["seed"],
+    )
+    return meta, params
+
+
 def synthetic_metadata(n_genes: int = 2000, n_compounds: int = 40, n_test_compounds: int = 16, seed: int = 0
                        ) -> Op3Metadata:
     """Metadata with made-up names, for when the real OP3 files are not available.

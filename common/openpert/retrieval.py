@@ -648,3 +648,41 @@ def llm_prediction(method: str, client, train, test, edges: pd.DataFrame, descri
             stats[subtask] = {"clusters": len(clusters)}
     scores = pd.concat(parts) if parts else pd.Series(dtype=float)
     return scores, texts, stats
+
+
+def run_llm_method(par: Mapping, method: str, method_id: str, *, gene_sets: bool = False) -> None:
+    """The whole of a perturbqa language-model component: read, ask, write.
+
+    Parameters
+    ----------
+    par
+        The component's parameters: ``input_train``, ``input_test``, ``input_kg_edges``,
+        ``input_gene_descriptions``, ``output``, the sampling parameters (``n_samples``,
+        ``temperature``, ``top_p``, ``max_tokens``, ``seed``), the LLM arguments of
+        :func:`openpert.llm.client_from_params` and, for the retrieving methods, ``k`` and
+        ``per_criterion``.
+    method
+        ``summer``, ``no_cot`` or ``no_retrieval`` (:func:`llm_prediction`).
+    method_id
+        Written to the prediction.
+    gene_sets
+        Also describe the gse clusters.
+    """
+    from openpert.llm import SamplingParams, client_from_params
+    from openpert.perturbqa_labels import read_dataset, write_prediction
+
+    train, test = read_dataset(par["input_train"], par["input_test"])
+    edges = pd.read_parquet(par["input_kg_edges"])
+    descriptions = pd.read_parquet(par["input_gene_descriptions"])
+    client = client_from_params(par)
+    # Appendix A.3: several samples per question; summaries are written once per gene and role.
+    answers = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"],
+                             n=par["n_samples"], seed=par["seed"])
+    summaries = dataclasses.replace(answers, n=1)
+    retrieval = {key: par[key] for key in ("k", "per_criterion") if key in par}
+    scores, texts, stats = llm_prediction(method, client, train, test, edges, descriptions, sampling=answers,
+                                          summary_sampling=summaries, seed=par["seed"], gene_sets=gene_sets, **retrieval)
+    for subtask, counts in stats.items():
+        print(f"{subtask}: {counts}")
+    print(f"LLM client: {client.stats}")
+    write_prediction(par["output"], test.obs, test.uns["dataset_id"], method_id, scores=scores, texts=texts or None)

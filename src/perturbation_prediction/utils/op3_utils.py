@@ -17,6 +17,7 @@ share their helper functions.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import anndata as ad
@@ -200,6 +201,37 @@ def encoding_features(train: pd.DataFrame, query: pd.DataFrame, scores: np.ndarr
     x_train = np.hstack([one_hot(tk_t, cell_types), tr_c, tr_t, profile_slots(train, scores, train, slots, True)])
     x_query = np.hstack([one_hot(qk_t, cell_types), q_c, q_t, profile_slots(train, scores, query, slots, False)])
     return x_train, x_query
+
+
+@dataclasses.dataclass
+class EncodedProblem:
+    """What the neural methods share: leave-one-out encoded features and SVD targets of ``de_train``."""
+
+    de_train: ad.AnnData
+    id_map: pd.DataFrame
+    train: pd.DataFrame
+    x_train: np.ndarray
+    x_query: np.ndarray
+    mean: np.ndarray
+    basis: np.ndarray
+    targets: np.ndarray
+
+    def to_genes(self, components: np.ndarray) -> np.ndarray:
+        """Predicted target components mapped back to genes."""
+        return self.mean + components @ self.basis
+
+
+def encoded_problem(de_train_path: str, layer: str, id_map_path: str, n_components: int, n_targets: int) -> EncodedProblem:
+    """Read ``de_train`` and ``id_map``; encode (cell type, compound) on ``n_components`` SVD scores and
+    express the training rows on their ``n_targets`` leading SVD components (the networks' targets)."""
+    de_train, y = read_de(de_train_path, layer)
+    id_map = read_id_map(id_map_path)
+    train, query = key_of(de_train.obs), key_of(id_map)
+    mean, comps = svd_basis(y, n_components)
+    x_tr, x_q = encoding_features(train, query, (y - mean) @ comps.T, mode="loo")
+    _, basis = svd_basis(y, n_targets)
+    return EncodedProblem(de_train=de_train, id_map=id_map, train=train, x_train=x_tr, x_query=x_q, mean=mean,
+                          basis=basis, targets=(y - mean) @ basis.T)
 
 
 # --- metrics ---------------------------------------------------------------------------------------

@@ -1,5 +1,3 @@
-import anndata as ad
-
 from openpert import linear_model
 
 ## VIASH START
@@ -11,11 +9,4 @@ par = {
 meta = {"name": "linear_huri"}
 ## VIASH END
 
-train = ad.read_h5ad(par["input_train"])
-test = ad.read_h5ad(par["input_test"])
-prediction, hardness = linear_model.predict_task(
-    train, test, gene_embedding="pca", pert_embedding="huri", n_components=par["n_components"],
-    ridge=par["ridge"], lsft_fraction=par["lsft_fraction"],
-)
-uns = {"dataset_id": test.uns["dataset_id"], "method_id": meta["name"]}
-ad.AnnData(obs=hardness, var=train.var[[]], layers={"prediction": prediction}, uns=uns).write_h5ad(par["output"], compression="gzip")
+linear_model.run_component(par, meta["name"], gene_embedding="pca", pert_embedding="huri")

@@ -22,24 +22,8 @@ from openpert import op3_sim  # noqa: E402
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])
 
-try:
-    op3 = op3_sim.load_op3_metadata()
-except FileNotFoundError as err:
-    # Without the real metadata the design keeps its shape but uses made-up names.
-    log.warning("%s; simulating with made-up compound and gene names", err)
-    op3 = op3_sim.synthetic_metadata(n_genes=max(par["n_genes"], 200), n_compounds=max(par["n_compounds"], 12))
-sc = op3_sim.simulate_op3(
-    op3,
-    n_genes=par["n_genes"] or None,
-    n_compounds=par["n_compounds"] or None,
-    n_test_compounds=par["n_test_compounds"] or None,
-    n_donors=par["n_donors"],
-    plates_per_donor=par["plates_per_donor"],
-    dmso_wells_per_plate=par["dmso_wells"],
-    cells_per_well=par["cells_per_well"],
-    mean_library_size=par["mean_library_size"],
-    seed=par["seed"],
-)
+op3, params = op3_sim.setup_from_params(par)
+sc = op3_sim.simulate_op3(op3, **params)
 sc.uns["dataset_id"] = par["dataset_id"]
 log.info("simulated %d cells x %d genes (%d non-zero counts)", sc.n_obs, sc.n_vars, sc.X.nnz)
 sc.write_h5ad(par["output"], compression="gzip")

@@ -26,24 +26,8 @@ from openpert import op3_sim, pseudobulk_de  # noqa: E402
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])
 
-try:
-    op3 = op3_sim.load_op3_metadata()
-except FileNotFoundError as err:
-    # Without the real metadata the design keeps its shape but uses made-up names.
-    log.warning("%s; simulating with made-up compound and gene names", err)
-    op3 = op3_sim.synthetic_metadata(n_genes=max(par["n_genes"], 200), n_compounds=max(par["n_compounds"], 12))
+op3, params = op3_sim.setup_from_params(par)
 full = par["n_genes"] == 0 and par["n_compounds"] == 0
-params = dict(
-    n_genes=par["n_genes"] or None,
-    n_compounds=par["n_compounds"] or None,
-    n_test_compounds=par["n_test_compounds"] or None,
-    n_donors=par["n_donors"],
-    plates_per_donor=par["plates_per_donor"],
-    dmso_wells_per_plate=par["dmso_wells"],
-    cells_per_well=par["cells_per_well"],
-    mean_library_size=par["mean_library_size"],
-    seed=par["seed"],
-)
 # Wells are summed as they are drawn: the memory of the pseudobulk matrix suffices, also at full size.
 pb = op3_sim.simulate_op3_pseudobulk(op3, min_cells=par["min_cells"], **params)
 sim = pb.uns.get("simulation") or {}

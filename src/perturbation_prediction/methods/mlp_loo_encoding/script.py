@@ -25,21 +25,16 @@ meta = {"name": "mlp_loo_encoding", "resources_dir": "src/perturbation_predictio
 sys.path.append(meta["resources_dir"])
 import op3_utils as u  # noqa: E402
 
-de_train, y = u.read_de(par["de_train"], par["layer"])
-id_map = u.read_id_map(par["id_map"])
-train, query = u.key_of(de_train.obs), u.key_of(id_map)
-
-mean, comps = u.svd_basis(y, par["n_components"])
-x_tr, x_q = u.encoding_features(train, query, (y - mean) @ comps.T, mode="loo")
-# The network predicts the targets' leading SVD components, mapped back to genes.
-_, basis = u.svd_basis(y, par["n_targets"])
-targets = (y - mean) @ basis.T
+# Leave-one-out encoded features; the networks predict the targets' leading SVD components.
+problem = u.encoded_problem(par["de_train"], par["layer"], par["id_map"], par["n_components"], par["n_targets"])
+x_tr, x_q, targets = problem.x_train, problem.x_query, problem.targets
 preds = []
 for s in range(par["n_seeds"]):
     predict = u.train_mlp(x_tr, targets, hidden=par["hidden"], layers=par["layers"], dropout=par["dropout"],
                           epochs=par["epochs"], lr=par["lr"], weight_decay=par["weight_decay"],
                           seed=par["seed"] + s, threads=meta.get("cpus"))
     preds.append(predict(x_q))
-pred = mean + np.mean(preds, axis=0) @ basis
-print(f"MLP: {x_tr.shape[1]} features, {len(train)} training rows, {par['n_seeds']} seeds")
-u.write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])
+pred = problem.to_genes(np.mean(preds, axis=0))
+print(f"MLP: {x_tr.shape[1]} features, {len(problem.train)} training rows, {par['n_seeds']} seeds")
+u.write_prediction(pred, problem.id_map, problem.de_train.var_names, problem.de_train.uns["dataset_id"], meta["name"],
+                  par["output"])

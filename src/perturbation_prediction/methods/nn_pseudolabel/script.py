@@ -27,15 +27,9 @@ meta = {"name": "nn_pseudolabel", "resources_dir": "src/perturbation_prediction/
 sys.path.append(meta["resources_dir"])
 import op3_utils as u  # noqa: E402
 
-de_train, y = u.read_de(par["de_train"], par["layer"])
-id_map = u.read_id_map(par["id_map"])
-train, query = u.key_of(de_train.obs), u.key_of(id_map)
-
-mean, comps = u.svd_basis(y, par["n_components"])
-x_tr, x_q = u.encoding_features(train, query, (y - mean) @ comps.T, mode="loo")
-# The networks predict the targets' leading SVD components, mapped back to genes at the end.
-_, basis = u.svd_basis(y, par["n_targets"])
-targets = (y - mean) @ basis.T
+# Leave-one-out encoded features; the networks predict the targets' leading SVD components.
+problem = u.encoded_problem(par["de_train"], par["layer"], par["id_map"], par["n_components"], par["n_targets"])
+x_tr, x_q, targets = problem.x_train, problem.x_query, problem.targets
 
 
 def fit_predict(x, targets, weights, round_no):
@@ -56,5 +50,6 @@ for r in range(1, par["rounds"] + 1):
     w_all = np.concatenate([np.ones(len(x_tr)), np.full(len(x_q), par["pseudo_weight"])])
     pseudo = fit_predict(x_all, y_all, w_all, r)
     print(f"round {r}: retrained on {len(x_tr)} training and {len(x_q)} pseudolabelled rows")
-pred = mean + pseudo @ basis
-u.write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])
+pred = problem.to_genes(pseudo)
+u.write_prediction(pred, problem.id_map, problem.de_train.var_names, problem.de_train.uns["dataset_id"], meta["name"],
+                  par["output"])

@@ -1,8 +1,4 @@
-import pandas as pd
-
-from openpert.llm import SamplingParams, client_from_params
-from openpert.perturbqa_labels import read_dataset, write_prediction
-from openpert.retrieval import llm_prediction
+from openpert.retrieval import run_llm_method
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -14,18 +10,4 @@ par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": 
 meta = {"name": "summer"}
 ## VIASH END
 
-train, test = read_dataset(par["input_train"], par["input_test"])
-edges = pd.read_parquet(par["input_kg_edges"])
-descriptions = pd.read_parquet(par["input_gene_descriptions"])
-client = client_from_params(par)
-# Appendix A.3: several samples per question; summaries are written once per gene and role.
-answers = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"],
-                         n=par["n_samples"], seed=par["seed"])
-summaries = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"],
-                           n=1, seed=par["seed"])
-scores, texts, stats = llm_prediction("summer", client, train, test, edges, descriptions, sampling=answers,
-                                      summary_sampling=summaries, seed=par["seed"], k=par["k"], per_criterion=par["per_criterion"], gene_sets=True)
-for subtask, counts in stats.items():
-    print(f"{subtask}: {counts}")
-print(f"LLM client: {client.stats}")
-write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=scores, texts=texts or None)
+run_llm_method(par, "summer", meta["name"], gene_sets=True)
