@@ -1,4 +1,4 @@
-"""openpert.limma against R's limma/edgeR on the same pseudobulk counts: runtimes and agreement.
+"""pertsci.limma_voom against R's limma/edgeR on the same pseudobulk counts: runtimes and agreement.
 
 Both sides run the OP3 DE steps on the same simulated pseudobulk matrix: TMM factors, voom,
 weighted lmFit with the design ``~0 + cell_type:compound + plate``, one contrast per (cell type,
@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from openpert import limma, op3_sim, pseudobulk_de
+from pertsci import limma_voom as limma
+from pertsci import op3_simulation as op3_sim
+from pertsci import op3_processing as pseudobulk_de
 
 R_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "perturbation_prediction" / "limma_voom_reference.R"
 
@@ -82,7 +84,7 @@ def main() -> None:
     print(f"{'step':45s} {'seconds':>10s}")
     print(f"{'R limma (TMM..eBayes, timed in R)':45s} {r_seconds:10.2f}")
     print(f"{'R total (Rscript incl. reading/writing CSV)':45s} {r_wall:10.2f}")
-    print(f"{'openpert.limma (TMM..eBayes)':45s} {py_seconds:10.2f}")
+    print(f"{'pertsci.limma_voom (TMM..eBayes)':45s} {py_seconds:10.2f}")
     print(f"ratio R / openpert: {r_seconds / py_seconds:.2f}")
     print(f"agreement: Pearson r of -log10 p = {r:.8f}; median relative difference of logFC = {np.median(rel):.2e}; "
           f"max |logFC difference| = {np.max(np.abs(fit.coefficients - r_logfc)):.2e}")

@@ -2,7 +2,7 @@
 
 LSFT (local similarity-filtered training) refits the linear model of Ahlmann-Eltze et al. (2025)
 for every test perturbation on its top 1%, 5% and 10% most similar training perturbations. This
-benchmark times ``openpert.linear_model.lsft_predict`` (batched eigendecompositions and solves,
+benchmark times ``perturbation_effect_lib.linear_model.lsft_predict`` (batched eigendecompositions and solves,
 see its docstring) on 2,000 perturbations x 5,000 genes split by GEARS's simulation split, for the
 training-PCA model (the costly case: the PCA is recomputed for every test perturbation) and for a
 fixed (random) perturbation embedding, and compares it with ``lsft_predict_reference`` (one
@@ -20,7 +20,8 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from openpert import linear_model, splits
+from perturbation_effect_lib import linear_model
+from perturbation_effect_lib import holdout_splits as splits
 
 FRACTIONS = (0.01, 0.05, 0.10)
 

@@ -20,9 +20,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from openpert import pertreason_chemical as pc
-from openpert import pertreason_splits as ps
-from openpert import reasoning_paths as rp
+from pertreasonqa_lib import chemical_items as pc
+from pertreasonqa_lib import items_and_splits as ps
+from pertreasonqa_lib import reasoning_paths as rp
 
 
 def _clock(label: str, func):

@@ -1,4 +1,4 @@
-"""Timings of openpert.statistics at benchmark-sized inputs.
+"""Timings of openpert.results.resampling at benchmark-sized inputs.
 
 Run with ``PYTHONPATH=common python benchmarks/statistics_speed.py``.
 """
@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from openpert.statistics import (
+from openpert.results.resampling import (
     bootstrap_ci,
     bootstrap_ci_matrix,
     compare_to_best,

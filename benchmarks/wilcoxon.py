@@ -1,11 +1,11 @@
-"""Wilcoxon rank-sum tests of every perturbation against the controls: openpert.de vs scanpy and illico.
+"""Wilcoxon rank-sum tests of every perturbation against the controls: pertsci.wilcoxon vs scanpy and illico.
 
 Run with ``PYTHONPATH=common python benchmarks/wilcoxon.py`` (defaults: 100,000 cells x 2,000 genes x
 200 perturbations, sparse log(TP10k+1) float32, 10% control cells). Each tool runs in its own
 process on the same matrix (written once to a cache file), so that its peak memory is its own; the
 time is that of the test call only (reading the data is not counted). Printed: time, ratio to
-openpert.de, peak resident memory (total, and above the loaded data), and the agreement of the
-p-values with openpert.de's (largest |log10 p| difference over gene x perturbation pairs, and the
+pertsci.wilcoxon, peak resident memory (total, and above the loaded data), and the agreement of the
+p-values with pertsci.wilcoxon's (largest |log10 p| difference over gene x perturbation pairs, and the
 largest relative difference), and with ``scipy.stats.mannwhitneyu`` on 30 random pairs (the
 reference, computed in the parent process). Peak memory is sampled while the test runs; "above
 data" subtracts the resident memory after reading the matrix.
@@ -13,7 +13,7 @@ data" subtracts the resident memory after reading the matrix.
 Settings: scanpy ``rank_genes_groups(method="wilcoxon", reference=control, tie_correct=True)``
 (scanpy applies no continuity correction, so its p-values differ slightly by design); illico
 ``asymptotic_wilcoxon(reference=control, use_continuity=True, tie_correct=True)`` with
-``--threads`` threads (default 1, as openpert.de is single-threaded). Targets of the task: at
+``--threads`` threads (default 1, as pertsci.wilcoxon is single-threaded). Targets of the task: at
 least 30x faster than scanpy and no slower than 1.5x illico.
 """
 
@@ -117,7 +117,7 @@ def _run(tool: str, path: str, threads: int, n_groups: int | None, out: str, que
     sampler = _PeakSampler().__enter__()
     start = time.perf_counter()
     if tool == "openpert":
-        from openpert.de import rank_sum_test
+        from pertsci.wilcoxon import rank_sum_test
 
         res = rank_sum_test(adata.X, adata.obs["perturbation"].to_numpy(), CONTROL, genes=adata.var_names,
                             group_order=groups)
@@ -248,7 +248,7 @@ def main() -> None:
             print(f"\nopenpert.de is {speedup:.1f}x faster than scanpy (target >= 30x)")
         if "illico" in results:
             slowdown = base["seconds"] / results["illico"]["seconds"]
-            print(f"openpert.de takes {slowdown:.2f}x illico's time with {args.threads} illico thread(s) (target <= 1.5x)")
+            print(f"pertsci.wilcoxon takes {slowdown:.2f}x illico's time with {args.threads} illico thread(s) (target <= 1.5x)")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from openpert.component_runner import run_component
-from openpert.task import Task
-from openpert.viash_config import read_config
+from openpert.config.task import Task
+from openpert.config.viash import read_config
+from openpert.run.component import run_component
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
 GOOD = ["group_mean", "shrunk_mean"]
@@ -62,7 +61,7 @@ def fixture_runs(tiny_project, tmp_path_factory):
 
     Returns ``(clean results, mixed results, mixed results folder, clean results folder)``.
     """
-    from openpert.benchmark import run_benchmark
+    from openpert.engines.local import run_benchmark
 
     task = Task(tiny_project / "src" / "tiny")
     inputs = tiny_project / "resources_test" / "tiny"

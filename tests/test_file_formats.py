@@ -8,8 +8,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert.file_formats import FileFormat, FormatError
+from openpert.config.formats import FileFormat, FormatError
 
 PREDICTION = {
     "type": "h5ad",

@@ -1,4 +1,4 @@
-"""Tests of openpert.llm against the local stub server and a fake vllm module."""
+"""Tests of pertsci.llm against the local stub server and a fake vllm module."""
 
 from __future__ import annotations
 
@@ -8,10 +8,15 @@ import threading
 import types
 
 import pytest
-
-from openpert import llm
-from openpert.llm import LLMClient, LLMConfigError, LLMRequestError, SamplingParams, client_from_params
-from openpert.llm_server import OpenAIStubServer, StubHTTPError
+from openpert.testing.llm_server import OpenAIStubServer, StubHTTPError
+from pertsci import llm
+from pertsci.llm import (
+    LLMClient,
+    LLMConfigError,
+    LLMRequestError,
+    SamplingParams,
+    client_from_params,
+)
 
 
 @pytest.fixture(autouse=True)

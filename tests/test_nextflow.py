@@ -1,4 +1,4 @@
-"""Tests for the Nextflow engine: openpert.nextflow, main.nf and nextflow.config.
+"""Tests for the Nextflow engine: openpert.engines.nextflow, main.nf and nextflow.config.
 
 Nextflow itself is only needed by the last test (skipped where ``nextflow`` is not on PATH);
 everything else checks the Python side and the pipeline files as text.
@@ -16,9 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from openpert.jobs import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
-from openpert.nextflow import (
+from openpert.engines.nextflow import (
     TRACE_FILE_NAME,
     collect_job_records,
     config_profiles,
@@ -28,6 +26,7 @@ from openpert.nextflow import (
     parse_trace,
     run_nextflow,
 )
+from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 
 REPO = Path(__file__).resolve().parents[1]
 MAIN_NF = REPO / "main.nf"

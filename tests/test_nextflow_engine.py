@@ -13,8 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from openpert.benchmark import run_benchmark
-from openpert.task import Task
+from openpert.config.task import Task
+from openpert.engines.local import run_benchmark
 
 FAKE = Path(__file__).parent / "fixtures" / "fake_nextflow"
 

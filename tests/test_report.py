@@ -16,8 +16,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from report_fixture import HOSTILE, write_results_dir  # noqa: E402
-
 from openpert.report import (  # noqa: E402
     describe_failure,
     failure_label,
@@ -30,6 +28,7 @@ from openpert.report import (  # noqa: E402
 )
 from openpert.report.formatting import format_parameter  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
+from report_fixture import HOSTILE, write_results_dir  # noqa: E402
 
 # -- a minimal DOM, enough to read tables and attributes -------------------------------------
 

@@ -19,9 +19,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from report_fixture import write_results_dir  # noqa: E402
-
 from openpert.report import render_site  # noqa: E402
+from report_fixture import write_results_dir  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 import re
-import pytest
 
+import pytest
 from openpert.report import failure_label, format_number, render_site
 
 

@@ -1,4 +1,4 @@
-"""Tests for openpert.statistics.
+"""Tests for openpert.results.resampling.
 
 The vectorised functions are checked against slow references below that draw
 one bootstrap replicate / one permutation at a time from the same generator,
@@ -14,16 +14,15 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as sps
-
-from openpert import statistics as st
-from openpert.statistics import (
+from openpert.results import resampling as st
+from openpert.results.resampling import (
     bootstrap_ci,
     bootstrap_ci_matrix,
     compare_to_best,
     paired_permutation_test,
     regression_with_ci,
 )
+from scipy import stats as sps
 
 # ---------------------------------------------------------------------------
 # slow references

@@ -1,4 +1,4 @@
-"""Tests of openpert.textmetrics: hand-computed ROUGE-1, and embedding metrics on the real model."""
+"""Tests of pertsci.text_metrics: hand-computed ROUGE-1, and embedding metrics on the real model."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-
-from openpert import textmetrics as tm
+from pertsci import text_metrics as tm
 
 
 def test_tokenize():

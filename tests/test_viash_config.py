@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from openpert.viash_config import ConfigError, deep_merge, read_config
+from openpert.config.viash import ConfigError, deep_merge, read_config
 
 
 def write(path: Path, text: str) -> Path:

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from openpert.file_formats import FormatError
-from openpert.viash_config import ConfigError, find_project_root
+from openpert.config.formats import FormatError
+from openpert.config.viash import ConfigError, find_project_root
 
 
 def _root(start: Path | None = None) -> Path:
@@ -54,10 +54,11 @@ def _component_args(config, argv: Sequence[str]) -> dict:
 
 
 def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
-    from openpert.benchmark import label_resources, limits_for
-    from openpert.component_runner import Limits, run_component
-    from openpert.task import task_of
-    from openpert.viash_config import read_config
+    from openpert.config.task import task_of
+    from openpert.config.viash import read_config
+    from openpert.engines.plan import label_resources, limits_for
+    from openpert.run.component import run_component
+    from openpert.run.process import Limits
 
     config = read_config(ns.config)
     args = _component_args(config, rest)
@@ -78,9 +79,9 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
 
 # --- benchmark --------------------------------------------------------------------------------------------
 def cmd_benchmark(ns: argparse.Namespace) -> int:
-    from openpert.benchmark import install_signal_handlers, run_benchmark
-    from openpert.results import format_summary
-    from openpert.task import Task, discover_tasks
+    from openpert.config.task import Task, discover_tasks
+    from openpert.engines.local import install_signal_handlers, run_benchmark
+    from openpert.results.collect import format_summary
 
     root = _root()
     tasks = discover_tasks(root) if ns.task == ["all"] else [Task(root / "src" / t) if (root / "src" / t).is_dir() else None for t in ns.task]
@@ -137,7 +138,7 @@ def cmd_test(ns: argparse.Namespace) -> int:
 
 
 def cmd_lint(ns: argparse.Namespace) -> int:
-    from openpert.lint import lint_paths
+    from openpert.config.lint import lint_paths
 
     problems = lint_paths([Path(p) for p in (ns.paths or [_root() / "src"])])
     for problem in problems:
@@ -147,7 +148,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_create_component(ns: argparse.Namespace) -> int:
-    from openpert.scaffold import create_component
+    from openpert.config.scaffold import create_component
 
     path = create_component(_root(), task=ns.task, comp_type=ns.type, name=ns.name)
     print(f"created {path}\nnext: edit {path / 'script.py'}, then `openpert test {path}`")

@@ -21,8 +21,8 @@ openpert run-component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml
 mkdir -p resources_test/biome_bench/raw
 python - <<'PY'
 import json
-from openpert import biome
-from openpert.task import shared_data_dir
+from biome_bench_lib import biome
+from openpert.config.task import shared_data_dir
 
 src = shared_data_dir() / "biome_bench"
 kg = biome.read_jsonl(src / "kg_mmu.jsonl")

@@ -10,7 +10,8 @@ rm -rf "$OUT"
 mkdir -p "$OUT/raw" "$DS"
 
 python - <<'PY'
-from openpert import kg, perturb_sim
+from pertsci import knowledge_graphs as kg
+from perturbation_effect_lib import perturbseq_simulation as perturb_sim
 
 screen = perturb_sim.simulate_screen(
     n_genes=150, n_perturbations=14, n_combinations=2, n_programs=2, program_size=(4, 10),

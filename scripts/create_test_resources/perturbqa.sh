@@ -21,8 +21,8 @@ mkdir -p "$out/raw"
 python - <<'PY'
 import numpy as np
 import pandas as pd
-from openpert.perturbqa_labels import read_basal_baseline, subsample_published, synthetic_perturbseq
-from openpert.task import shared_data_dir
+from perturbqa_lib.labels import read_basal_baseline, subsample_published, synthetic_perturbseq
+from openpert.config.task import shared_data_dir
 
 shared = shared_data_dir()
 universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", "resources_test/perturbqa/raw", seed=0)

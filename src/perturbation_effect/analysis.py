@@ -3,7 +3,7 @@
 Reads a results folder written by ``openpert benchmark --task perturbation_effect`` (``plan.json``,
 ``outputs/<dataset>/<method>/prediction.h5ad`` and ``.../<metric>/score.h5ad``) and computes, on
 the per-test-perturbation values of the headline metrics (``pearson_delta`` and ``l2``), with
-:mod:`openpert.statistics`:
+:mod:`openpert.results.resampling`:
 
 * ``summary``: mean Pearson delta and mean L2 per dataset and method with 95% percentile
   bootstrap intervals (B = 1,000 resamples of test perturbations);
@@ -35,7 +35,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 
-from openpert.statistics import bootstrap_ci, paired_permutation_test, regression_with_ci
+from openpert.results.resampling import bootstrap_ci, paired_permutation_test, regression_with_ci
 
 N_BOOT = 1000
 N_PERMUTATIONS = 10_000

@@ -1,7 +1,7 @@
 """A deterministic stand-in language model for the biome_bench tests.
 
 :func:`stub_responder` answers every kind of request the task sends, in the OpenAI chat format
-served by :class:`openpert.llm_server.OpenAIStubServer`, so that the LLM methods, the judge and
+served by :class:`openpert.testing.llm_server.OpenAIStubServer`, so that the LLM methods, the judge and
 the validity check run end to end (prompt -> HTTP -> parse -> score) without a model:
 
 - Task A prompts: a relation read off the target state, in markdown with a trailing sentence
@@ -21,7 +21,7 @@ import json
 import re
 from typing import Any
 
-from openpert import biome
+from biome_bench_lib import biome
 
 RELATION_BY_WORD = (("phosphorylat", "phosphorylates"), ("express", "upregulates_expression"),
                     ("level", "increases_level"), ("bind", "binds"))

@@ -11,12 +11,12 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
-
+from biome_bench_lib import biome
 from biome_bench_stub import stub_responder
-from openpert import biome, llm
-from openpert.component_runner import run_component
-from openpert.llm_server import OpenAIStubServer
-from openpert.viash_config import find_project_root, read_config
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
+from openpert.testing.llm_server import OpenAIStubServer
+from pertsci import llm
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "biome_bench"
@@ -205,8 +205,8 @@ def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
 
 @pytest.mark.slow
 def test_benchmark_scores_both_tasks_between_controls(tmp_path):
-    from openpert.benchmark import run_benchmark
-    from openpert.task import Task
+    from openpert.config.task import Task
+    from openpert.engines.local import run_benchmark
 
     datasets = tmp_path / "datasets"
     shutil.copytree(DATA, datasets / "mmu_subset")

@@ -1,6 +1,6 @@
 """The relation label extraction of BIOME-Bench on a table of tricky answers.
 
-Expected labels follow the reference evaluation's rules (openpert.biome.extract_relation): the last
+Expected labels follow the reference evaluation's rules (biome_bench_lib.biome.extract_relation): the last
 line that is exactly a label (or ends in ": <label>") wins, else the last label anywhere in the text;
 case-folded, markdown bold, backticks and think tags removed; a label inside a longer word does not
 count; no label means unparseable (None), which scores as wrong.
@@ -9,8 +9,7 @@ count; no label means unparseable (None), which scores as wrong.
 from __future__ import annotations
 
 import pytest
-
-from openpert.biome import RELATIONS, extract_relation, relation_scores
+from biome_bench_lib.biome import RELATIONS, extract_relation, relation_scores
 
 TABLE = [
     # plain and case

@@ -1,4 +1,4 @@
-"""Unit tests of openpert.biome: items, splits, scores, judge parsing, perturbation, average."""
+"""Unit tests of biome_bench_lib.biome: items, splits, scores, judge parsing, perturbation, average."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import re
 
 import numpy as np
 import pytest
+from biome_bench_lib import biome
+from project_paths import SHARED_DATA
 from sklearn.metrics import f1_score
 
-from openpert import biome
-from openpert.task import shared_data_dir
-
-SHARED = shared_data_dir() / "biome_bench"
+SHARED = SHARED_DATA / "biome_bench"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"the shared BIOME-Bench data is not at {SHARED}")
 
 

@@ -1,14 +1,14 @@
 """The stand-in model of pertreasonqa's LLM tests: answers like a model that follows the first path.
 
 Used as the component tests' responder (``info.test_llm``) and by the task tests, served by
-:class:`openpert.llm_server.OpenAIStubServer` on 127.0.0.1.
+:class:`openpert.testing.llm_server.OpenAIStubServer` on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
-from openpert.reasoning_paths import (
+from pertreasonqa_lib.reasoning_paths import (
     STATE_NAMES,
     STATE_UNKNOWN,
     format_response,

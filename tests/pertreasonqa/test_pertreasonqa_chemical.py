@@ -13,13 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from pertreasonqa_lib import chemical_items as pc
+from pertreasonqa_lib import reasoning_paths as rp
+from pertsci import op3_simulation as op3_sim
+from project_paths import SHARED_DATA
 
-from openpert import op3_sim
-from openpert import pertreason_chemical as pc
-from openpert import reasoning_paths as rp
-from openpert.task import shared_data_dir
-
-needs_data = pytest.mark.skipif(not shared_data_dir().is_dir(), reason=f"shared data not found at {shared_data_dir()}")
+needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
 
 
 def drug_graph() -> rp.SignedGraph:
@@ -209,7 +208,7 @@ def test_outcome_labels_wilcoxon_against_dmso_per_cell_type():
 
 
 def test_fold_of_chemical_items_keeps_ood_cells_for_test_compounds():
-    from openpert import pertreason_splits as ps
+    from pertreasonqa_lib import items_and_splits as ps
 
     items = pd.DataFrame({"cell": ["B cells", "B cells", "T cells CD8+", "T cells CD8+", "NK cells"],
                           "perturbation": ["tr", "te", "tr", "ood", "ood"]})
@@ -236,7 +235,7 @@ def test_blood_basal_averages_the_simulators_columns():
     assert list(by_symbol.columns) == op3_sim.CELL_TYPES and stats["n_mapped"] > 5000
     import gzip
 
-    with gzip.open(shared_data_dir() / pc.BLOOD_FILE, "rt") as fh:
+    with gzip.open(SHARED_DATA / pc.BLOOD_FILE, "rt") as fh:
         raw = pd.read_csv(fh, sep="\t").set_index("GeneID")
     gene = raw.index[raw["naive_B_cell"] != raw["memory_B_cell"]][0]
     assert all_genes.loc[gene, "B cells"] == pytest.approx(raw.loc[gene, ["naive_B_cell", "memory_B_cell"]].mean())

@@ -9,13 +9,11 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pandas as pd
-import pytest
-
 import pertreasonqa_stub  # noqa: E402 - the task's stand-in model, next to this file
-
-from openpert import reasoning_paths as rp
-from openpert.component_runner import run_component
-from openpert.viash_config import find_project_root, read_config
+import pytest
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
+from pertreasonqa_lib import reasoning_paths as rp
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "pertreasonqa"
@@ -178,7 +176,7 @@ def test_controls_bracket_methods_on_test_resources(folder, tmp_path):
 
 # --- language-model methods against a local OpenAI-format server -----------------------------------
 def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
-    from openpert.llm_server import OpenAIStubServer
+    from openpert.testing.llm_server import OpenAIStubServer
 
     folder, items = hand
 
@@ -230,7 +228,7 @@ def n_test_items(folder: Path) -> int:
 # --- the chemical modality on its bundled test resources ---------------------------------------------
 @pytest.mark.skipif(not (CHEMICAL / "test.h5ad").is_file(), reason="run scripts/create_test_resources/pertreasonqa.sh")
 def test_methods_on_chemical_items(tmp_path):
-    from openpert.llm_server import OpenAIStubServer
+    from openpert.testing.llm_server import OpenAIStubServer
 
     solution = ad.read_h5ad(CHEMICAL / "solution.h5ad").obs
     assert set(solution["perturbation_type"]) == {"chemical"}

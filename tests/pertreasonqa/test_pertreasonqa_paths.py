@@ -10,8 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert import reasoning_paths as rp
+from pertreasonqa_lib import reasoning_paths as rp
 
 
 def edges(rows, database="OmniPath"):

@@ -5,12 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from pertreasonqa_lib import items_and_splits as ps
+from pertreasonqa_lib import reasoning_paths as rp
+from project_paths import SHARED_DATA
 
-from openpert import pertreason_splits as ps
-from openpert import reasoning_paths as rp
-from openpert.task import shared_data_dir
-
-needs_data = pytest.mark.skipif(not shared_data_dir().is_dir(), reason=f"shared data not found at {shared_data_dir()}")
+needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
 
 
 def module_graph():

@@ -10,8 +10,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert.viash_config import find_project_root
+from openpert.config.viash import find_project_root
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 spec = importlib.util.spec_from_file_location("perturbation_effect_analysis", ROOT / "src/perturbation_effect/analysis.py")

@@ -1,4 +1,4 @@
-"""Pseudobulks, readers, splits and the synthetic screen (openpert.pseudobulk, .splits, .perturb_sim)."""
+"""Pseudobulks, readers, splits and the synthetic screen (perturbation_effect_lib.pseudobulk, .splits, .perturb_sim)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-
-from openpert import perturb_sim, pseudobulk, splits
-from openpert.task import shared_data_dir
-from openpert.viash_config import find_project_root
+from openpert.config.viash import find_project_root
+from perturbation_effect_lib import holdout_splits as splits
+from perturbation_effect_lib import perturbseq_simulation as perturb_sim
+from perturbation_effect_lib import pseudobulk
+from project_paths import SHARED_DATA
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 GEARS_FILE = ROOT / "resources_test/perturbation_effect/raw/gears_perturbseq.h5ad"
-HAS_DATA = (shared_data_dir() / "knowledge_graphs").is_dir()
-needs_data = pytest.mark.skipif(not HAS_DATA, reason=f"shared data not found at {shared_data_dir()} (set OPENPERT_SHARED_DATA)")
+HAS_DATA = (SHARED_DATA / "knowledge_graphs").is_dir()
+needs_data = pytest.mark.skipif(not HAS_DATA, reason=f"shared data not found at {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The linear model, its embeddings, LSFT and hardness (openpert.linear_model)."""
+"""The linear model, its embeddings, LSFT and hardness (perturbation_effect_lib.linear_model)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from perturbation_effect_lib import holdout_splits as splits
+from perturbation_effect_lib import linear_model as lm
+from perturbation_effect_lib import perturbseq_simulation as perturb_sim
+from perturbation_effect_lib import pseudobulk
+from project_paths import SHARED_DATA
 
-from openpert import linear_model as lm
-from openpert import perturb_sim, pseudobulk, splits
-from openpert.task import shared_data_dir
-
-HAS_DATA = (shared_data_dir() / "knowledge_graphs").is_dir()
-needs_data = pytest.mark.skipif(not HAS_DATA, reason=f"shared data not found at {shared_data_dir()} (set OPENPERT_SHARED_DATA)")
+HAS_DATA = (SHARED_DATA / "knowledge_graphs").is_dir()
+needs_data = pytest.mark.skipif(not HAS_DATA, reason=f"shared data not found at {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +165,7 @@ def test_the_pca_model_learns_functional_structure():
 @needs_data
 @pytest.mark.parametrize("source", ["huri", "omnipath", "go_bp"])
 def test_knowledge_graph_embeddings(source):
-    from openpert import kg
+    from pertsci import knowledge_graphs as kg
 
     edges = {"huri": kg.huri_edges, "omnipath": kg.omnipath_edges}.get(source)
     known = sorted(set(edges()["source"]))[:20] if edges else ["TP53", "MDM2", "CDK1", "CCNB1", "RPL3", "RPS6"]

@@ -1,4 +1,4 @@
-# Reference limma-voom run in R, for comparison with openpert.limma.
+# Reference limma-voom run in R, for comparison with pertsci.limma_voom.
 # Usage: Rscript limma_voom_reference.R <dir>
 # <dir> holds counts.csv (genes x samples, first column gene names), design.csv (samples x
 # coefficients), contrasts.csv (coefficients x contrasts) and lowess.csv (x, y); results are

@@ -1,4 +1,4 @@
-"""openpert.limma against R's limma/edgeR, and against first principles where R is not needed."""
+"""pertsci.limma_voom against R's limma/edgeR, and against first principles where R is not needed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert import limma, op3_sim, pseudobulk_de
+from pertsci import limma_voom as limma
+from pertsci import op3_processing as pseudobulk_de
+from pertsci import op3_simulation as op3_sim
 
 R_SCRIPT = Path(__file__).with_name("limma_voom_reference.R")
 

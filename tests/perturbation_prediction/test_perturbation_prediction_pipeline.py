@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from pertsci import op3_processing as pseudobulk_de
+from pertsci import op3_simulation as op3_sim
+from project_paths import SHARED_DATA
 
-from openpert import op3_sim, pseudobulk_de
-from openpert.task import shared_data_dir
-
-HAS_SHARED = (shared_data_dir() / "op3" / "id_map.csv").is_file()
-needs_shared = pytest.mark.skipif(not HAS_SHARED, reason=f"real OP3 metadata not found in {shared_data_dir() / 'op3'}")
+HAS_SHARED = (SHARED_DATA / "op3" / "id_map.csv").is_file()
+needs_shared = pytest.mark.skipif(not HAS_SHARED, reason=f"real OP3 metadata not found in {SHARED_DATA / 'op3'}")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_full_design_gives_the_real_test_rows():
     rows = pseudobulk_de._row_table(pb, ["test"], op3_sim.CONTROL_COMPOUND)
     order = {(c, s): i for i, (c, s) in enumerate(zip(meta.test_rows["cell_type"], meta.test_rows["sm_name"]))}
     rows = rows.iloc[np.argsort([order[(c, s)] for c, s in zip(rows["cell_type"], rows["sm_name"])])]
-    real = pd.read_csv(shared_data_dir() / "op3" / "id_map.csv")
+    real = pd.read_csv(SHARED_DATA / "op3" / "id_map.csv")
     assert list(zip(rows["cell_type"], rows["sm_name"])) == list(zip(real["cell_type"], real["sm_name"]))
     assert set(sc.var_names) <= set(meta.genes)
 

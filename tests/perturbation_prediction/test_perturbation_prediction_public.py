@@ -19,9 +19,8 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert.component_runner import run_component
-from openpert.viash_config import find_project_root, read_config
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
 
 ROOT = find_project_root(Path(__file__).resolve())
 COMPONENT = ROOT / "src" / "perturbation_prediction" / "datasets" / "op3_public"

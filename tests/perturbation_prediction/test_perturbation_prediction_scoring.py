@@ -14,13 +14,12 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+from openpert.config.formats import FormatError
+from openpert.config.task import Task
+from openpert.config.viash import find_project_root, read_config
+from openpert.results.collect import read_score
+from openpert.run.component import run_component
 from scipy.stats import spearmanr
-
-from openpert.component_runner import run_component
-from openpert.file_formats import FormatError
-from openpert.results import read_score
-from openpert.task import Task
-from openpert.viash_config import find_project_root, read_config
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = Task(ROOT / "src" / "perturbation_prediction")

@@ -1,7 +1,7 @@
 """A deterministic stand-in for the language model of the PerturbQA LLM methods.
 
-It recognises the prompts of :mod:`openpert.kg_text` (summaries, gene-set descriptions) and of
-:mod:`openpert.retrieval` (SUMMER, No CoT, No retrieval) and answers in the paper's formats. The
+It recognises the prompts of :mod:`perturbqa_lib.knowledge_text` (summaries, gene-set descriptions) and of
+:mod:`perturbqa_lib.retrieval` (SUMMER, No CoT, No retrieval) and answers in the paper's formats. The
 answers to a question depend on a hash of its prompt (:func:`plan`): some prompts get three
 committed answers, some a mix, some only abstentions ("insufficient evidence") and some only
 unparseable text, so that every path of the parsing and of the training-prevalence fallback runs.

@@ -7,9 +7,8 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
-
-from openpert.component_runner import run_component
-from openpert.viash_config import find_project_root, read_config
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
 
 ROOT = find_project_root(Path(__file__).resolve())
 RESOURCES = ROOT / "resources_test" / "perturbqa"

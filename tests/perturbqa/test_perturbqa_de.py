@@ -1,13 +1,12 @@
-"""openpert.de: the rank-sum test equals scipy's Mann-Whitney U pair by pair; Benjamini-Hochberg."""
+"""pertsci.wilcoxon: the rank-sum test equals scipy's Mann-Whitney U pair by pair; Benjamini-Hochberg."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from pertsci.wilcoxon import benjamini_hochberg, order_codes, rank_sum_test
 from scipy import stats
-
-from openpert.de import benjamini_hochberg, order_codes, rank_sum_test
 
 
 def scipy_reference(X, groups, tested):

@@ -1,4 +1,4 @@
-"""openpert.graph_models: GAT attention, ternary scores, learning a planted signal, determinism."""
+"""perturbqa_lib.graph_models: GAT attention, ternary scores, learning a planted signal, determinism."""
 
 from __future__ import annotations
 
@@ -6,10 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from perturbqa_lib.graph_models import (
+    GATLayer,
+    build_graph,
+    fit_predict,
+    pair_item_scores,
+    spectral_features,
+    subtask_scores,
+    ternary_targets,
+)
 from sklearn.metrics import roc_auc_score
-
-from openpert.graph_models import (GATLayer, build_graph, fit_predict, pair_item_scores, spectral_features,
-                                   subtask_scores, ternary_targets)
 
 
 @pytest.fixture(autouse=True)

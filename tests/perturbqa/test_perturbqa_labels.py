@@ -1,4 +1,4 @@
-"""openpert.perturbqa_labels: published-file readers, the label pipeline on a synthetic screen, the split."""
+"""perturbqa_lib.labels: published-file readers, the label pipeline on a synthetic screen, the split."""
 
 from __future__ import annotations
 
@@ -6,10 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-
-from openpert.perturbqa_labels import (dataset_from_responses, gene_prevalence, normalize_log_tp10k, perturbation_labels,
-                                       prediction_frame, read_clusters_json, read_label_csv, responses_from_labels,
-                                       split_perturbations, subtask_labels, synthetic_perturbseq)
+from perturbqa_lib.labels import (
+    dataset_from_responses,
+    gene_prevalence,
+    normalize_log_tp10k,
+    perturbation_labels,
+    prediction_frame,
+    read_clusters_json,
+    read_label_csv,
+    responses_from_labels,
+    split_perturbations,
+    subtask_labels,
+    synthetic_perturbseq,
+)
 
 
 def write_csv(path, rows):

@@ -1,6 +1,6 @@
 """The LLM methods (SUMMER, LLM (No CoT), LLM (No retrieval)) end to end against a local OpenAI-format server.
 
-Each component runs through the harness's runner against :class:`openpert.llm_server.OpenAIStubServer`
+Each component runs through the harness's runner against :class:`openpert.testing.llm_server.OpenAIStubServer`
 answering with ``perturbqa_llm_stub.respond``. The tests rebuild, for every test pair, the prompt
 the library should send (with the stub's summaries and SUMMER's retrieval under the same seed)
 and check the requests, then recompute every score from the stub's planned answers: the mean
@@ -17,13 +17,18 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert.component_runner import run_component
-from openpert.kg_text import set_annotation
-from openpert.llm_server import OpenAIStubServer
-from openpert.perturbqa_labels import gene_prevalence, read_dataset, training_pairs
-from openpert.retrieval import Example, Retriever, no_cot_prompt, no_retrieval_prompt, summer_prompt
-from openpert.viash_config import find_project_root, read_config
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
+from openpert.testing.llm_server import OpenAIStubServer
+from perturbqa_lib.knowledge_text import set_annotation
+from perturbqa_lib.labels import gene_prevalence, read_dataset, training_pairs
+from perturbqa_lib.retrieval import (
+    Example,
+    Retriever,
+    no_cot_prompt,
+    no_retrieval_prompt,
+    summer_prompt,
+)
 
 ROOT = find_project_root(Path(__file__).resolve())
 RESOURCES = ROOT / "resources_test" / "perturbqa"
@@ -156,7 +161,11 @@ def test_llm_method_end_to_end_and_cache(tmp_path, name):
 
 def test_stub_answers_parse_as_planned():
     """The stub's committed answers parse to their label, its abstentions and garbage to ABSTAIN."""
-    from openpert.retrieval import ABSTAIN, parse_option_answer, parse_summer_answer
+    from perturbqa_lib.retrieval import (
+        ABSTAIN,
+        parse_option_answer,
+        parse_summer_answer,
+    )
 
     for subtask in ("de", "dir"):
         for label, want in ((1, 1), (0, 0), ("abstain", ABSTAIN), ("garbage", ABSTAIN)):
@@ -167,7 +176,7 @@ def test_stub_answers_parse_as_planned():
 
 def test_local_edges_give_the_same_relations_text():
     """The per-gene edge subsets SUMMER's summaries use leave every relations text unchanged."""
-    from openpert.kg_text import _local_edges, relations_text
+    from perturbqa_lib.knowledge_text import _local_edges, relations_text
 
     edges = pd.read_parquet(RESOURCES / "k562" / "kg_edges.parquet")
     genes = sorted(set(edges["source"]))
@@ -178,7 +187,7 @@ def test_local_edges_give_the_same_relations_text():
 
 
 def test_sample_score_drops_abstentions():
-    from openpert.retrieval import ABSTAIN, sample_score
+    from perturbqa_lib.retrieval import ABSTAIN, sample_score
 
     assert sample_score([1, ABSTAIN, 0, 1]) == pytest.approx(2 / 3)
     assert np.isnan(sample_score([ABSTAIN, ABSTAIN, ABSTAIN]))

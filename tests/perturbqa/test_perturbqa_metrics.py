@@ -6,15 +6,14 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
+from perturbqa_lib.labels import perturbqa_dataset, prediction_frame
+from project_paths import SHARED_DATA
 from sklearn.metrics import roc_auc_score
 
-from openpert.component_runner import run_component
-from openpert.perturbqa_labels import perturbqa_dataset, prediction_frame
-from openpert.task import shared_data_dir
-from openpert.viash_config import find_project_root, read_config
-
 ROOT = find_project_root(__import__("pathlib").Path(__file__).resolve())
-needs_data = pytest.mark.skipif(not (shared_data_dir() / "perturbqa").is_dir(),
+needs_data = pytest.mark.skipif(not (SHARED_DATA / "perturbqa").is_dir(),
                                 reason="the shared PerturbQA data (../shared/data/perturbqa) is not present")
 
 
@@ -32,7 +31,7 @@ def run_auroc(tmp_path, solution: pd.DataFrame, uns: dict, scores: pd.Series) ->
 @needs_data
 @pytest.mark.parametrize("screen,subtask", [("k562", "de"), ("rpe1", "dir")])
 def test_macro_auroc_equals_sklearn_on_real_split(tmp_path, screen, subtask):
-    ds = perturbqa_dataset(shared_data_dir() / "perturbqa", screen, [subtask], f"{screen}_{subtask}")
+    ds = perturbqa_dataset(SHARED_DATA / "perturbqa", screen, [subtask], f"{screen}_{subtask}")
     sol = ds["solution"]
     rng = np.random.default_rng(0)
     # Informative but noisy scores, rounded to make ties (ties count one half in both computations).

@@ -1,4 +1,4 @@
-"""openpert.retrieval and openpert.kg_text: retrieval criteria, prompts as published, answer parsing."""
+"""perturbqa_lib.retrieval and perturbqa_lib.knowledge_text: retrieval criteria, prompts as published, answer parsing."""
 
 from __future__ import annotations
 
@@ -8,11 +8,21 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-
-from openpert.kg_text import describe_gene, parse_gene_set_description, relations_text
-from openpert.retrieval import (ABSTAIN, Retriever, closest_nodes, neighbour_matrix, parse_option_answer,
-                                parse_summer_answer, summer_prompt)
-from openpert.task import shared_data_dir
+from perturbqa_lib.knowledge_text import (
+    describe_gene,
+    parse_gene_set_description,
+    relations_text,
+)
+from perturbqa_lib.retrieval import (
+    ABSTAIN,
+    Retriever,
+    closest_nodes,
+    neighbour_matrix,
+    parse_option_answer,
+    parse_summer_answer,
+    summer_prompt,
+)
+from project_paths import SHARED_DATA
 
 
 def edges_frame(rows):
@@ -79,9 +89,9 @@ def test_relations_text_style():
     assert "Gene products: ADP-ribosylation factor 5" in d and "Functions: GTP-binding protein" in d
 
 
-@pytest.mark.skipif(not (shared_data_dir() / "perturbqa" / "prompt_examples").is_dir(), reason="shared prompt examples absent")
+@pytest.mark.skipif(not (SHARED_DATA / "perturbqa" / "prompt_examples").is_dir(), reason="shared prompt examples absent")
 def test_summer_prompt_reproduces_published_prompt():
-    published = json.loads((shared_data_dir() / "perturbqa/prompt_examples/summer_de_input_AARS2_AAK1.json").read_text())[0]
+    published = json.loads((SHARED_DATA / "perturbqa/prompt_examples/summer_de_input_AARS2_AAK1.json").read_text())[0]
     inp = published.split("[Start of Input]\n", 1)[1]
     ps = re.search(r"- Description of perturbed gene \(AARS2\): (.*?)\n\n    - Description of gene of interest", inp, re.S).group(1)
     gs = re.search(r"- Description of gene of interest \(AAK1\): (.*?)\n\n    - Context", inp, re.S).group(1)

@@ -30,7 +30,7 @@ from openpert.report.markup import (
     simple_table,
 )
 from openpert.report.paths import TaskPaths
-from openpert.report.results import TaskResults, is_control
+from openpert.report.task_results import TaskResults, is_control
 
 #: Component pages sit two folders below the site root: ``<task>/<kind>/<id>.html``.
 ROOT = "../../"

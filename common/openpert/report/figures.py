@@ -20,7 +20,7 @@ from openpert.report.formatting import (
 )
 from openpert.report.leaderboards import dataset_rows, method_kind
 from openpert.report.markup import esc
-from openpert.report.results import TaskResults
+from openpert.report.task_results import TaskResults
 
 _FONT = 12
 _CHAR_W = 6.9  # average advance of a 12 px sans-serif character

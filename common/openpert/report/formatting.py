@@ -15,7 +15,7 @@ from typing import Any
 #: What a cell shows when there is no value.
 MISSING = "–"
 
-#: Exit codes that schedulers use with a fixed meaning (see ``openpert.jobs``).
+#: Exit codes that schedulers use with a fixed meaning (see ``openpert.run.records``).
 EXIT_MEMORY = 137
 EXIT_TIME = 143
 EXIT_INVALID = -1

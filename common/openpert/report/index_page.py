@@ -8,7 +8,7 @@ from openpert.report.formatting import MISSING, format_number, format_timestamp
 from openpert.report.leaderboards import overall_rows
 from openpert.report.markup import esc, page, paragraphs
 from openpert.report.paths import TaskPaths
-from openpert.report.results import TaskResults
+from openpert.report.task_results import TaskResults
 
 
 def render_index(tasks: Sequence[tuple[TaskResults, TaskPaths]]) -> str:

@@ -26,7 +26,7 @@ from openpert.report.leaderboards import (
 )
 from openpert.report.markup import badge, esc, table_region
 from openpert.report.paths import TaskPaths
-from openpert.report.results import TaskResults
+from openpert.report.task_results import TaskResults
 
 #: Legend of the marks used in dataset leaderboards.
 SIGNIFICANCE_LEGEND = (

@@ -12,7 +12,7 @@ import io
 from typing import Any
 
 from openpert.report.formatting import failure_label
-from openpert.report.results import TaskResults, control_kind, is_control
+from openpert.report.task_results import TaskResults, control_kind, is_control
 
 
 @dataclasses.dataclass

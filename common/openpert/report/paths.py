@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable
 
-from openpert.report.results import TaskResults, is_control
+from openpert.report.task_results import TaskResults, is_control
 
 #: Folder (inside a task's folder) of each kind of component page.
 METHODS_DIR = "methods"

@@ -17,8 +17,8 @@ from openpert.report.component_pages import render_method_page, render_metric_pa
 from openpert.report.index_page import render_index
 from openpert.report.leaderboards import dataset_csv, overall_csv
 from openpert.report.paths import TaskPaths, slugify, unique_slugs
-from openpert.report.results import TaskResults, find_results_files, load_results
 from openpert.report.task_page import render_task_page
+from openpert.report.task_results import TaskResults, find_results_files, load_results
 
 STATIC_DIR = Path(__file__).parent / "static"
 STATIC_FILES = ("report.css", "report.js", "favicon.svg")

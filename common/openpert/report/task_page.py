@@ -31,7 +31,7 @@ from openpert.report.markup import (
     simple_table,
 )
 from openpert.report.paths import TaskPaths, slugify
-from openpert.report.results import TaskResults
+from openpert.report.task_results import TaskResults
 
 
 def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]) -> str:

@@ -1,6 +1,6 @@
+import sys
 import numpy as np
 
-from openpert import biome
 
 ## VIASH START
 par = {
@@ -10,8 +10,11 @@ par = {
     "output": "prediction.h5ad",
     "seed": 0,
 }
-meta = {"name": "random_or_empty"}
+meta = {"resources_dir": "src/biome_bench", "name": "random_or_empty"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 test, uns = biome.read_items(par["input_test"])
 rng = np.random.default_rng(par["seed"])

@@ -1,6 +1,6 @@
+import sys
 import numpy as np
 
-from openpert import biome
 
 ## VIASH START
 par = {
@@ -9,8 +9,11 @@ par = {
     "input_solution": "resources_test/biome_bench/mmu_subset/solution.h5ad",
     "output": "prediction.h5ad",
 }
-meta = {"name": "reference_answer"}
+meta = {"resources_dir": "src/biome_bench", "name": "reference_answer"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 test, uns = biome.read_items(par["input_test"])
 solution, _ = biome.read_items(par["input_solution"])

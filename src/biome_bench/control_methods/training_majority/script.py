@@ -1,7 +1,7 @@
+import sys
 import numpy as np
 
-from openpert import biome
-from openpert.embed import embed
+from pertsci.embeddings import embed
 
 ## VIASH START
 par = {
@@ -10,8 +10,11 @@ par = {
     "input_solution": "resources_test/biome_bench/mmu_subset/solution.h5ad",
     "output": "prediction.h5ad",
 }
-meta = {"name": "training_majority"}
+meta = {"resources_dir": "src/biome_bench", "name": "training_majority"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 train, _ = biome.read_items(par["input_train"])
 test, uns = biome.read_items(par["input_test"])

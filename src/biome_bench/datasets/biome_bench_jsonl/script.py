@@ -1,8 +1,8 @@
+import sys
 from pathlib import Path
 
-from openpert import biome
-from openpert.task import shared_data_dir
-from openpert.viash_config import find_project_root
+from openpert.config.task import shared_data_dir
+from openpert.config.viash import find_project_root
 
 ## VIASH START
 par = {
@@ -17,8 +17,11 @@ par = {
     "output_test": "test.h5ad",
     "output_solution": "solution.h5ad",
 }
-meta = {"name": "biome_bench_jsonl", "config": "src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml"}
+meta = {"resources_dir": "src/biome_bench", "name": "biome_bench_jsonl", "config": "src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 
 def resolve(path: str) -> Path:

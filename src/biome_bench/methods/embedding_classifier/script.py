@@ -1,8 +1,8 @@
+import sys
 import numpy as np
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from openpert import biome
-from openpert.embed import embed
+from pertsci.embeddings import embed
 
 ## VIASH START
 par = {
@@ -14,8 +14,11 @@ par = {
     "max_iter": 2000,
     "ridge_alpha": 1.0,
 }
-meta = {"name": "embedding_classifier"}
+meta = {"resources_dir": "src/biome_bench", "name": "embedding_classifier"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 if par["class_weight"] not in ("balanced", "none"):
     raise SystemExit(f"--class_weight must be 'balanced' or 'none', got {par['class_weight']!r}")

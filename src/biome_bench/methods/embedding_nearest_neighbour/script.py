@@ -1,7 +1,7 @@
+import sys
 import numpy as np
 
-from openpert import biome
-from openpert.embed import embed
+from pertsci.embeddings import embed
 
 ## VIASH START
 par = {
@@ -9,8 +9,11 @@ par = {
     "input_test": "resources_test/biome_bench/mmu_subset/test.h5ad",
     "output": "prediction.h5ad",
 }
-meta = {"name": "embedding_nearest_neighbour"}
+meta = {"resources_dir": "src/biome_bench", "name": "embedding_nearest_neighbour"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 train, _ = biome.read_items(par["input_train"])
 test, uns = biome.read_items(par["input_test"])

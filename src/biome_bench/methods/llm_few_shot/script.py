@@ -1,6 +1,6 @@
-from openpert import biome
-from openpert.embed import embed
-from openpert.llm import LLMConfigError, SamplingParams, client_from_params
+import sys
+from pertsci.embeddings import embed
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
 
 ## VIASH START
 par = {
@@ -11,8 +11,11 @@ par = {
     "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
     "llm_max_concurrency": 8, "temperature": 0.0, "max_tokens": 4096, "seed": 0,
 }
-meta = {"name": "llm_few_shot"}
+meta = {"resources_dir": "src/biome_bench", "name": "llm_few_shot"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 if par["n_examples"] < 1:
     raise SystemExit(f"--n_examples must be at least 1, got {par['n_examples']} (use llm_zero_shot for none)")

@@ -1,5 +1,5 @@
-from openpert import biome
-from openpert.llm import LLMConfigError, SamplingParams, client_from_params
+import sys
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
 
 ## VIASH START
 par = {
@@ -9,8 +9,11 @@ par = {
     "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
     "llm_max_concurrency": 8, "temperature": 0.0, "max_tokens": 4096, "seed": 0,
 }
-meta = {"name": "llm_zero_shot"}
+meta = {"resources_dir": "src/biome_bench", "name": "llm_zero_shot"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 test, uns = biome.read_items(par["input_test"])
 try:

@@ -2,7 +2,6 @@ import sys
 
 import numpy as np
 
-from openpert import biome
 
 ## VIASH START
 par = {
@@ -14,6 +13,7 @@ meta = {"name": "state_rules", "resources_dir": "src/biome_bench/methods/state_r
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 from rules import relation_from_states, template_mechanism  # noqa: E402
 
 train, _ = biome.read_items(par["input_train"])

@@ -1,8 +1,8 @@
+import sys
 import numpy as np
 import pandas as pd
 
-from openpert import biome
-from openpert.textmetrics import cosine_similarity_texts
+from pertsci.text_metrics import cosine_similarity_texts
 
 ## VIASH START
 par = {
@@ -10,8 +10,11 @@ par = {
     "input_prediction": "resources_test/biome_bench/mmu_subset/prediction.h5ad",
     "output": "score.h5ad",
 }
-meta = {"name": "embedding_similarity"}
+meta = {"resources_dir": "src/biome_bench", "name": "embedding_similarity"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 solution, uns = biome.read_items(par["input_solution"])
 prediction, pred_uns = biome.read_items(par["input_prediction"])

@@ -1,10 +1,10 @@
+import sys
 import json
 
 import numpy as np
 import pandas as pd
 
-from openpert import biome
-from openpert.llm import LLMConfigError, SamplingParams, client_from_params
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
 
 ## VIASH START
 par = {
@@ -15,8 +15,11 @@ par = {
     "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
     "llm_max_concurrency": 8, "temperature": 0.0, "max_tokens": 4096, "seed": 0,
 }
-meta = {"name": "judge_validity"}
+meta = {"resources_dir": "src/biome_bench", "name": "judge_validity"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 solution, uns = biome.read_items(par["input_solution"])
 _, pred_uns = biome.read_items(par["input_prediction"])

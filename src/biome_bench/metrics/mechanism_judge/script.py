@@ -1,10 +1,10 @@
+import sys
 import json
 
 import numpy as np
 
-from openpert import biome
-from openpert.llm import LLMConfigError, SamplingParams, client_from_params
-from openpert.textmetrics import cosine_similarity_texts
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
+from pertsci.text_metrics import cosine_similarity_texts
 
 ## VIASH START
 par = {
@@ -14,8 +14,11 @@ par = {
     "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
     "llm_max_concurrency": 8, "temperature": 0.0, "max_tokens": 4096, "seed": 0,
 }
-meta = {"name": "mechanism_judge"}
+meta = {"resources_dir": "src/biome_bench", "name": "mechanism_judge"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 
 def mean_or_nan(values) -> float:

@@ -1,6 +1,6 @@
+import sys
 import pandas as pd
 
-from openpert import biome
 
 ## VIASH START
 par = {
@@ -9,8 +9,11 @@ par = {
     "output": "score.h5ad",
     "n_boot": 1000,
 }
-meta = {"name": "relation_accuracy"}
+meta = {"resources_dir": "src/biome_bench", "name": "relation_accuracy"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from biome_bench_lib import biome  # noqa: E402
 
 solution, uns = biome.read_items(par["input_solution"])
 prediction, pred_uns = biome.read_items(par["input_prediction"])

@@ -1,7 +1,7 @@
+import sys
 import anndata as ad
 import pandas as pd
 
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -9,8 +9,11 @@ par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
        "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
        "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad"}
-meta = {"name": "majority_per_gene"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "majority_per_gene"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"]).obs
 test = ad.read_h5ad(par["input_test"])

@@ -1,7 +1,7 @@
+import sys
 import anndata as ad
 import numpy as np
 
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -9,8 +9,11 @@ par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
        "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
        "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad", "seed": 0}
-meta = {"name": "random_answer"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "random_answer"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 rng = np.random.default_rng(par["seed"])
 test = ad.read_h5ad(par["input_test"])

@@ -1,6 +1,6 @@
+import sys
 import anndata as ad
 
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -8,8 +8,11 @@ par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
        "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
        "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad"}
-meta = {"name": "reference_answer"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "reference_answer"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 test = ad.read_h5ad(par["input_test"])
 solution = ad.read_h5ad(par["input_solution"])[test.obs_names]

@@ -1,10 +1,8 @@
+import sys
 import logging
 
 import numpy as np
 
-from openpert import pertreason_chemical as pc
-from openpert import pertreason_dataset
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {
@@ -14,8 +12,13 @@ par = {
     "cells_per_well": 40.0, "min_detection": 0.05, "max_changed": 100, "max_unchanged": 100,
     "max_perturbations": 2, "max_items_per_perturbation": 20, "perturbations_in_graph_only": True, "graph_scope": "paths",
 }
-meta = {"name": "op3_chemical"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "op3_chemical"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import chemical_items as pc  # noqa: E402
+from pertreasonqa_lib import dataset_files as pertreason_dataset  # noqa: E402
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])

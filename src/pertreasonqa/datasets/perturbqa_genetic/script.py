@@ -1,10 +1,8 @@
+import sys
 import logging
 
 import numpy as np
 
-from openpert import pertreason_dataset
-from openpert import pertreason_splits as ps
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {
@@ -13,8 +11,13 @@ par = {
     "fold": "all", "n_clusters": 30, "seed": 0, "max_perturbations": 3, "max_items_per_perturbation": 30,
     "perturbations_in_graph_only": True, "graph_scope": "paths",
 }
-meta = {"name": "perturbqa_genetic"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "perturbqa_genetic"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import dataset_files as pertreason_dataset  # noqa: E402
+from pertreasonqa_lib import items_and_splits as ps  # noqa: E402
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from openpert import reasoning_paths as rp
+from pertreasonqa_lib import reasoning_paths as rp
 
 #: Order of the classes of the classifier.
 CLASSES = list(rp.LABELS)

@@ -6,7 +6,6 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -18,6 +17,7 @@ meta = {"name": "lightgbm", "resources_dir": "src/pertreasonqa/methods/lightgbm"
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 from features import CLASSES, gene_priors, item_features  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"]).obs

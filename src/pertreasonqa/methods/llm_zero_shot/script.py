@@ -1,7 +1,7 @@
+import sys
 import anndata as ad
 
-from openpert import reasoning_paths as rp
-from openpert.llm import SamplingParams, client_from_params
+from pertsci.llm import SamplingParams, client_from_params
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -11,8 +11,11 @@ par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "path_context": "cell_conditioned", "temperature": 0.7, "top_p": 0.8, "max_tokens": 1024, "seed": 0,
        "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
        "llm_max_concurrency": 8}
-meta = {"name": "llm_zero_shot"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "llm_zero_shot"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 if par["path_context"] not in ("cell_conditioned", "none"):
     raise ValueError(f"--path_context {par['path_context']!r}: expected cell_conditioned or none")

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from openpert import reasoning_paths as rp
+from pertreasonqa_lib import reasoning_paths as rp
 
 
 def shared_neighbour_sets(graph: rp.SignedGraph, genes: Iterable[str], k: int = 10,

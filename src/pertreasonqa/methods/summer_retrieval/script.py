@@ -2,8 +2,7 @@ import sys
 
 import anndata as ad
 
-from openpert import reasoning_paths as rp
-from openpert.llm import SamplingParams, client_from_params
+from pertsci.llm import SamplingParams, client_from_params
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -18,6 +17,7 @@ meta = {"name": "summer_retrieval", "resources_dir": "src/pertreasonqa/methods/s
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 from retrieval import Retriever, examples_text  # noqa: E402
 
 if par["path_context"] not in ("cell_conditioned", "none"):
@@ -30,7 +30,7 @@ retriever = Retriever(train, graph, k=par["n_neighbours"], per_group=par["per_gr
 retriever.prepare(set(test.obs["perturbation"].astype(str)), set(test.obs["gene"].astype(str)))
 descriptions = {}
 if par["gene_descriptions"]:
-    from openpert.kg import string_descriptions
+    from pertsci.knowledge_graphs import string_descriptions
 
     descriptions = string_descriptions()
 

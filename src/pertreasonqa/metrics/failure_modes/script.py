@@ -1,13 +1,16 @@
+import sys
 import anndata as ad
 
-from openpert import reasoning_paths as rp
 
 ## VIASH START
 par = {"input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
        "input_prediction": "resources_test/pertreasonqa/k562_rpe1_small/prediction.h5ad",
        "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad", "output": "score.h5ad", "edge_recall_threshold": 0.5}
-meta = {"name": "failure_modes"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "failure_modes"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 solution = ad.read_h5ad(par["input_solution"])
 prediction = ad.read_h5ad(par["input_prediction"])

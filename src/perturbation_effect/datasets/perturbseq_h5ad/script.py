@@ -1,4 +1,4 @@
-from openpert import pseudobulk, splits
+import sys
 
 ## VIASH START
 par = {
@@ -8,8 +8,12 @@ par = {
     "logo_source": "functional_class", "logo_class": "auto", "split_seed": 1,
     "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
 }
-meta = {"name": "perturbseq_h5ad"}
+meta = {"resources_dir": "src/perturbation_effect", "name": "perturbseq_h5ad"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import pseudobulk  # noqa: E402
+from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
 
 cells = pseudobulk.read_perturbseq(par["input"], par["input_format"])
 profiles, control = pseudobulk.pseudobulk(cells, min_cells=par["min_cells"])

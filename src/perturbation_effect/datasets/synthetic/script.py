@@ -1,4 +1,5 @@
-from openpert import kg, perturb_sim, pseudobulk, splits
+import sys
+from pertsci import knowledge_graphs as kg
 
 ## VIASH START
 par = {
@@ -8,8 +9,13 @@ par = {
     "split": "simulation", "lsft_fraction": 0.0, "logo_source": "go_bp", "logo_class": "auto", "split_seed": 1,
     "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
 }
-meta = {"name": "synthetic"}
+meta = {"resources_dir": "src/perturbation_effect", "name": "synthetic"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import perturbseq_simulation as perturb_sim  # noqa: E402
+from perturbation_effect_lib import pseudobulk  # noqa: E402
+from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
 
 real = par["gene_source"] == "k562"
 screen = perturb_sim.simulate_screen(

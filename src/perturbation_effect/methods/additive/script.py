@@ -1,6 +1,6 @@
+import sys
 import anndata as ad
 
-from openpert import linear_model
 
 ## VIASH START
 par = {
@@ -8,8 +8,11 @@ par = {
     "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
     "output": "prediction.h5ad",
 }
-meta = {"name": "additive"}
+meta = {"resources_dir": "src/perturbation_effect", "name": "additive"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import linear_model  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"])
 test = ad.read_h5ad(par["input_test"])

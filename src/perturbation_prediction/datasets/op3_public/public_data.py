@@ -120,7 +120,7 @@ def _clean_obs(obs: pd.DataFrame, where: str) -> pd.DataFrame:
 
 def _layers_from_signed_log10(values: np.ndarray) -> dict[str, np.ndarray]:
     """All p-value layers from sign(logFC) * -log10(p) (the Kaggle files hold nothing else)."""
-    from openpert.limma import p_adjust_bh
+    from pertsci.limma_voom import p_adjust_bh
 
     pval = np.power(10.0, -np.abs(values))
     adj = p_adjust_bh(pval)

@@ -24,7 +24,7 @@ par = {
 meta = {"name": "process_sc_counts"}
 ## VIASH END
 
-from openpert import pseudobulk_de  # noqa: E402
+from pertsci import op3_processing as pseudobulk_de  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 

@@ -17,7 +17,7 @@ par = {
 meta = {"name": "simulate_sc_counts"}
 ## VIASH END
 
-from openpert import op3_sim  # noqa: E402
+from pertsci import op3_simulation as op3_sim  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])

@@ -21,7 +21,8 @@ par = {
 meta = {"name": "synthetic"}
 ## VIASH END
 
-from openpert import op3_sim, pseudobulk_de  # noqa: E402
+from pertsci import op3_processing as pseudobulk_de  # noqa: E402
+from pertsci import op3_simulation as op3_sim
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])
@@ -41,7 +42,7 @@ uns = {
         f"Negative binomial counts of about {n_cells} cells x {pb.n_vars} genes simulated with the real OP3 design "
         f"({op3.source}): {pb.obs['sm_name'].nunique() - 1} compounds, {pb.obs['plate_name'].nunique()} plates, "
         f"{pb.obs['donor_id'].nunique()} donors, seed {par['seed']}. Compound effects act through shared, "
-        "cell-type-specific mechanisms (openpert.op3_sim)."),
+        "cell-type-specific mechanisms (pertsci.op3_simulation)."),
     "dataset_url": "https://github.com/openproblems-bio/task_perturbation_prediction",
     "dataset_reference": "szalata2024benchmark",
     "dataset_organism": "homo_sapiens",

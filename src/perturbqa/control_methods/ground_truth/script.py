@@ -1,14 +1,17 @@
+import sys
 import anndata as ad
 
-from openpert.perturbqa_labels import write_prediction
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "input_solution": "resources_test/perturbqa/k562/solution.h5ad", "output": "prediction.h5ad"}
-meta = {"name": "ground_truth"}
+meta = {"resources_dir": "src/perturbqa", "name": "ground_truth"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.labels import write_prediction  # noqa: E402
 
 test = ad.read_h5ad(par["input_test"])
 solution = ad.read_h5ad(par["input_solution"])[test.obs_names]

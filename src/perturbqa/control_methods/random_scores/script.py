@@ -1,16 +1,19 @@
+import sys
 import anndata as ad
 import numpy as np
 import pandas as pd
 
-from openpert.perturbqa_labels import write_prediction
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "input_solution": "resources_test/perturbqa/k562/solution.h5ad", "output": "prediction.h5ad", "seed": 0}
-meta = {"name": "random_scores"}
+meta = {"resources_dir": "src/perturbqa", "name": "random_scores"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.labels import write_prediction  # noqa: E402
 
 rng = np.random.default_rng(par["seed"])
 test = ad.read_h5ad(par["input_test"])

@@ -1,9 +1,8 @@
+import sys
 from pathlib import Path
 
-from openpert.kg_text import knowledge_tables
-from openpert.perturbqa_labels import perturbqa_dataset, write_dataset
-from openpert.task import shared_data_dir
-from openpert.viash_config import find_project_root
+from openpert.config.task import shared_data_dir
+from openpert.config.viash import find_project_root
 
 ## VIASH START
 par = {
@@ -18,8 +17,12 @@ par = {
     "output_kg_edges": "kg_edges.parquet",
     "output_gene_descriptions": "gene_descriptions.parquet",
 }
-meta = {"name": "perturbqa", "config": "src/perturbqa/datasets/perturbqa/config.vsh.yaml"}
+meta = {"resources_dir": "src/perturbqa", "name": "perturbqa", "config": "src/perturbqa/datasets/perturbqa/config.vsh.yaml"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.knowledge_text import knowledge_tables  # noqa: E402
+from perturbqa_lib.labels import perturbqa_dataset, write_dataset  # noqa: E402
 
 
 def resolve(path: str, default: Path) -> Path:

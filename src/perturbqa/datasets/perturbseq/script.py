@@ -1,13 +1,11 @@
+import sys
 from pathlib import Path
 
 import anndata as ad
 import pandas as pd
 
-from openpert.kg_text import knowledge_tables
-from openpert.perturbqa_labels import (CELL_LINES, LICENSE, dataset_from_responses, normalize_log_tp10k,
-                                       perturbation_labels, split_perturbations, write_dataset)
-from openpert.task import shared_data_dir
-from openpert.viash_config import find_project_root
+from openpert.config.task import shared_data_dir
+from openpert.config.viash import find_project_root
 
 ## VIASH START
 par = {"input": "resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", "perturbation_column": "gene",
@@ -16,8 +14,13 @@ par = {"input": "resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", "pertu
        "seed": 0, "kg_dir": "resources_test/perturbqa/raw/knowledge_graphs", "dataset_id": "perturbseq_de",
        "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
        "output_kg_edges": "kg_edges.parquet", "output_gene_descriptions": "gene_descriptions.parquet"}
-meta = {"name": "perturbseq", "config": "src/perturbqa/datasets/perturbseq/config.vsh.yaml"}
+meta = {"resources_dir": "src/perturbqa", "name": "perturbseq", "config": "src/perturbqa/datasets/perturbseq/config.vsh.yaml"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.labels import (CELL_LINES, LICENSE, dataset_from_responses, normalize_log_tp10k,  # noqa: E402
+                                       perturbation_labels, split_perturbations, write_dataset)
+from perturbqa_lib.knowledge_text import knowledge_tables  # noqa: E402
 
 screen = ad.read_h5ad(par["input"])
 column = par["perturbation_column"]

@@ -1,20 +1,23 @@
+import sys
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from openpert.embed import embed
-from openpert.kg_text import describe_gene
-from openpert.perturbqa_labels import read_dataset, training_pairs, write_prediction
+from pertsci.embeddings import embed
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "output": "prediction.h5ad", "C": 1.0, "max_iter": 2000, "seed": 0}
-meta = {"name": "genept_lr"}
+meta = {"resources_dir": "src/perturbqa", "name": "genept_lr"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.knowledge_text import describe_gene  # noqa: E402
+from perturbqa_lib.labels import read_dataset, training_pairs, write_prediction  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 descriptions = pd.read_parquet(par["input_gene_descriptions"]).drop_duplicates("gene").set_index("gene")["description"]

@@ -1,19 +1,22 @@
+import sys
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from scipy import stats
 
-from openpert.de import benjamini_hochberg
-from openpert.kg_text import set_display_name
-from openpert.perturbqa_labels import read_dataset, write_prediction
+from pertsci.wilcoxon import benjamini_hochberg
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "output": "prediction.h5ad", "libraries": "go_bp,pathway,complex", "top_k": 10, "alpha": 0.05}
-meta = {"name": "ora"}
+meta = {"resources_dir": "src/perturbqa", "name": "ora"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.knowledge_text import set_display_name  # noqa: E402
+from perturbqa_lib.labels import read_dataset, write_prediction  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 edges = pd.read_parquet(par["input_kg_edges"])

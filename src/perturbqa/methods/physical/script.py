@@ -1,17 +1,20 @@
+import sys
 import itertools
 
 import numpy as np
 import pandas as pd
 
-from openpert.perturbqa_labels import read_dataset, write_prediction
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "output": "prediction.h5ad", "databases": "HuRI,CORUM"}
-meta = {"name": "physical"}
+meta = {"resources_dir": "src/perturbqa", "name": "physical"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.labels import read_dataset, write_prediction  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 edges = pd.read_parquet(par["input_kg_edges"])

@@ -1,16 +1,19 @@
+import sys
 import numpy as np
 import pandas as pd
 
-from openpert.perturbqa_labels import gene_prevalence, read_dataset, training_pairs, write_prediction
-from openpert.retrieval import Retriever
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "output": "prediction.h5ad", "k": 10, "per_criterion": 5, "n_runs": 3, "seed": 0}
-meta = {"name": "retrieval"}
+meta = {"resources_dir": "src/perturbqa", "name": "retrieval"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbqa_lib.labels import gene_prevalence, read_dataset, training_pairs, write_prediction  # noqa: E402
+from perturbqa_lib.retrieval import Retriever  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 edges = pd.read_parquet(par["input_kg_edges"])

@@ -19,7 +19,7 @@ if len(clusters) == 0 or not texts.str.strip().any():
     per_item = pd.DataFrame(columns=METRICS, dtype=float)
     values = [float("nan")] * len(METRICS)
 else:
-    from openpert.textmetrics import bertscore, cosine_similarity_texts, rouge1_recall
+    from pertsci.text_metrics import bertscore, cosine_similarity_texts, rouge1_recall
 
     candidates = texts.tolist()
     references = clusters["annotation"].astype(str).tolist()

@@ -1,0 +1,1 @@
+"""Reading a project: component configs (Viash format), file formats, tasks, lint and scaffolding."""

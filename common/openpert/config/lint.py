@@ -1,0 +1,131 @@
+"""``openpert lint``: check component configs before anything runs them.
+
+Each problem is one line: ``<config>: <key>: <what is wrong>``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterable
+
+from openpert.config.viash import (
+    COMPONENT_TYPES,
+    ComponentConfig,
+    ConfigError,
+    read_config,
+)
+from openpert.run.viash_block import BLOCK
+
+#: Length bounds of descriptive fields, as Open Problems' task template checks them.
+LABEL_MAX = 50
+SUMMARY_MIN, SUMMARY_MAX = 15, 400
+DESCRIPTION_MIN = 30
+CONTROL_ROLES = ("positive", "negative", "baseline")
+METRIC_KEYS = ("name", "label", "summary", "description", "min", "max", "maximize")
+_DOI = re.compile(r"^10\.\d{4,9}/\S+$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def lint_config(config: ComponentConfig) -> list[str]:
+    """Problems of one component config (an empty list when it is fine)."""
+    where = str(config.path)
+    problems: list[str] = []
+    data = config.data
+
+    def bad(key: str, message: str) -> None:
+        problems.append(f"{where}: {key}: {message}")
+
+    if not _NAME.match(config.name):
+        bad("name", f"{config.name!r} should be snake_case (lowercase letters, digits, underscores)")
+    if config.name != config.path.parent.name:
+        bad("name", f"{config.name!r} differs from its folder {config.path.parent.name!r}")
+    if config.type not in COMPONENT_TYPES:
+        bad("info.type", f"missing or unknown ({config.type!r}); merge the task's api/comp_<type>.yaml")
+    label = data.get("label")
+    if not isinstance(label, str) or not label.strip():
+        bad("label", "missing")
+    elif len(label) > LABEL_MAX:
+        bad("label", f"{len(label)} characters; at most {LABEL_MAX}")
+    summary = data.get("summary")
+    if not isinstance(summary, str) or not (SUMMARY_MIN <= len(summary.strip()) <= SUMMARY_MAX):
+        bad("summary", f"needs {SUMMARY_MIN} to {SUMMARY_MAX} characters")
+    description = data.get("description")
+    if not isinstance(description, str) or len(description.strip()) < DESCRIPTION_MIN:
+        bad("description", f"needs at least {DESCRIPTION_MIN} characters")
+    for key in ("label", "summary", "description", "references", "links"):
+        if "FILL IN" in str(data.get(key, "")) or "fill.in" in str(data.get(key, "")) or "fill-in" in str(data.get(key, "")):
+            bad(key, "still holds the scaffold's placeholder: write the real text")
+    if config.type in ("method", "control_method", "metric", "dataset"):
+        refs = data.get("references") or {}
+        if not isinstance(refs, dict) or not (refs.get("doi") or refs.get("bibtex")):
+            if config.type != "control_method":
+                bad("references", "give at least one doi or bibtex entry")
+        for doi in _as_list(refs.get("doi") if isinstance(refs, dict) else None):
+            if not isinstance(doi, str) or not _DOI.match(doi):
+                bad("references.doi", f"{doi!r} is not a DOI like 10.1234/abcd")
+    if config.type == "control_method" and config.control not in CONTROL_ROLES:
+        bad("info.control", f"a control method needs one of {CONTROL_ROLES}, got {config.control!r}")
+    if config.type != "control_method" and config.control is not None:
+        bad("info.control", "only control methods have a control role")
+    if config.type == "metric":
+        metrics = config.metrics
+        if not metrics:
+            bad("info.metrics", "a metric component lists its metrics: [{name, label, summary, description, min, max, maximize}]")
+        for i, metric in enumerate(metrics):
+            missing = [k for k in METRIC_KEYS if not isinstance(metric, dict) or k not in metric]
+            if missing:
+                bad(f"info.metrics[{i}]", f"missing {', '.join(missing)}")
+            elif not isinstance(metric["maximize"], bool):
+                bad(f"info.metrics[{i}].maximize", "must be true or false")
+    try:
+        script = config.script
+    except ConfigError as err:
+        problems.append(str(err))
+    else:
+        if not script.is_file():
+            bad("resources", f"script {script.name} not found")
+        elif config.script_type == "python_script" and len(BLOCK.findall(script.read_text())) != 1:
+            bad("resources", f"{script.name} needs exactly one '## VIASH START' ... '## VIASH END' block")
+    for res in config.resources:
+        if isinstance(res, dict) and isinstance(res.get("path"), str) and not config.resource_path(res).exists():
+            bad("resources", f"{res['path']} not found")
+    if not any(e.get("type") == "docker" and e.get("image") for e in config.engines):
+        bad("engines", "add a docker engine with an image (e.g. {type: docker, image: python:3.11})")
+    if not any(r.get("type") == "nextflow" for r in config.runners):
+        bad("runners", "add a nextflow runner with resource labels: {type: nextflow, directives: {label: [lowmem, lowcpu, lowtime]}}")
+    else:
+        from openpert.engines.plan import label_resources
+
+        known = label_resources(config.root)
+        for label_name in config.labels:
+            if label_name not in known:
+                bad("runners.directives.label", f"unknown label {label_name!r}; known: {', '.join(sorted(known))}")
+    try:
+        config.test_defaults()
+    except ConfigError as err:
+        problems.append(str(err))
+    for arg in config.file_inputs + config.file_outputs:
+        if arg.format_id is None:
+            bad(f"arguments --{arg.name}", "file arguments merge one of the task's api/file_*.yaml")
+    return problems
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def lint_paths(paths: Iterable[Path]) -> list[str]:
+    """Problems of every ``config.vsh.yaml`` at or below ``paths``."""
+    problems: list[str] = []
+    for path in paths:
+        path = Path(path)
+        configs = [path] if path.is_file() else sorted(p for p in path.rglob("config.vsh.yaml") if "api" not in p.parts)
+        for config_path in configs:
+            try:
+                problems.extend(lint_config(read_config(config_path)))
+            except ConfigError as err:
+                problems.append(str(err))
+    return problems

@@ -1,0 +1,193 @@
+"""Tasks: a folder ``src/<task>/`` with an ``api/`` and components discovered from the tree.
+
+Nothing is listed by hand: every ``config.vsh.yaml`` below the task folder is a component, and its
+``info.type`` (from the API file it merges) says what it is. The API decides how files flow:
+
+- ``api/file_*.yaml``: the file formats; a file's *format id* is the stem (``file_train``).
+- ``api/comp_method.yaml``: the inputs a method may read. A method never receives any other
+  format, so files only controls and metrics read (the solution) stay out of its reach.
+- The output format of ``comp_method.yaml`` is the *prediction format*, which metrics read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+from pathlib import Path
+
+from openpert.config.formats import FileFormat
+from openpert.config.viash import (
+    ComponentConfig,
+    ConfigError,
+    find_project_root,
+    load_yaml,
+    read_config,
+)
+
+
+@dataclasses.dataclass
+class Dataset:
+    """A processed dataset: one file per format id."""
+
+    id: str
+    files: dict[str, Path]
+    dir: Path | None = None
+
+
+class Task:
+    """A benchmark task folder.
+
+    Parameters
+    ----------
+    task_dir
+        ``src/<task>`` (holding ``api/``).
+    """
+
+    def __init__(self, task_dir: str | Path):
+        self.dir = Path(task_dir).resolve()
+        if not (self.dir / "api").is_dir():
+            raise ConfigError(f"{self.dir}: not a task folder (no api/ inside)")
+        self.root = find_project_root(self.dir)
+
+    def __repr__(self) -> str:
+        return f"Task({self.name!r})"
+
+    @property
+    def name(self) -> str:
+        return self.info.get("name") or self.dir.name
+
+    @cached_property
+    def info(self) -> dict:
+        """``api/task_info.yaml`` (name, label, summary, description, motivation, references)."""
+        path = self.dir / "api" / "task_info.yaml"
+        if not path.is_file():
+            return {"name": self.dir.name, "label": self.dir.name}
+        data = load_yaml(path) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a mapping")
+        return data
+
+    # --- components ---------------------------------------------------------------------------------
+    @cached_property
+    def components(self) -> list[ComponentConfig]:
+        """Every component below the task folder, sorted by type and name."""
+        configs = sorted(p for p in self.dir.rglob("config.vsh.yaml") if "api" not in p.relative_to(self.dir).parts)
+        comps = [read_config(p) for p in configs]
+        names: dict[tuple[str, str], Path] = {}
+        for comp in comps:
+            key = (comp.type, comp.name)
+            if key in names:
+                raise ConfigError(f"{comp.path}: name {comp.name!r} is already used by {names[key]}")
+            names[key] = comp.path
+        return comps
+
+    def of_type(self, *types: str) -> list[ComponentConfig]:
+        return [c for c in self.components if c.type in types]
+
+    def component(self, name: str) -> ComponentConfig:
+        for comp in self.components:
+            if comp.name == name:
+                return comp
+        raise ConfigError(f"{self.dir}: no component named {name!r}")
+
+    # --- API -----------------------------------------------------------------------------------------
+    def api_file(self, name: str) -> Path:
+        return self.dir / "api" / name
+
+    def _api_component(self, comp_type: str) -> ComponentConfig | None:
+        path = self.api_file(f"comp_{comp_type}.yaml")
+        if not path.is_file():
+            return None
+        # API files have no name; give them one so the config reader accepts them.
+        data = load_yaml(path) or {}
+        from openpert.config.viash import collect_arguments, resolve_merges
+
+        merged = resolve_merges(data, path, self.root)
+        merged.pop("__openpert_merged_from__", None)
+        merged.setdefault("name", f"api_{comp_type}")
+        return ComponentConfig(path=path, root=self.root, data=merged, arguments=collect_arguments(merged, path))
+
+    @cached_property
+    def method_api(self) -> ComponentConfig:
+        api = self._api_component("method")
+        if api is None:
+            raise ConfigError(f"{self.api_file('comp_method.yaml')}: file not found; every task defines its method interface")
+        return api
+
+    @cached_property
+    def method_formats(self) -> set[str]:
+        """Format ids a method may read."""
+        return {a.format_id for a in self.method_api.file_inputs if a.format_id}
+
+    @cached_property
+    def prediction_format(self) -> str:
+        outs = [a.format_id for a in self.method_api.file_outputs if a.format_id]
+        if len(outs) != 1:
+            raise ConfigError(f"{self.method_api.path}: a method interface needs exactly one output file format, found {outs}")
+        return outs[0]
+
+    @cached_property
+    def file_formats(self) -> dict[str, FileFormat]:
+        """Format id -> parsed format, for every ``api/file_*.yaml`` with an ``info.format``."""
+        out = {}
+        for path in sorted((self.dir / "api").glob("file_*.yaml")):
+            spec = load_yaml(path) or {}
+            fmt = (spec.get("info") or {}).get("format")
+            if fmt is not None:
+                out[path.stem] = FileFormat.from_spec(fmt, source=f"{path}: info.format", format_id=path.stem)
+        return out
+
+    def format_filename(self, format_id: str) -> str:
+        """The file name a format takes in a dataset folder: the basename of its ``example``."""
+        path = self.api_file(f"{format_id}.yaml")
+        spec = load_yaml(path) or {}
+        example = spec.get("example")
+        if not isinstance(example, str):
+            raise ConfigError(f"{path}: example: every file format needs an example path (its file name in a dataset folder)")
+        return Path(example).name
+
+    @cached_property
+    def dataset_formats(self) -> list[str]:
+        """Format ids a dataset provides: every input of controls, methods and metrics except predictions."""
+        ids: list[str] = []
+        for comp in self.of_type("control_method", "method", "metric"):
+            for arg in comp.file_inputs:
+                if arg.format_id and arg.format_id != self.prediction_format and arg.format_id not in ids:
+                    ids.append(arg.format_id)
+        return ids
+
+    # --- datasets ------------------------------------------------------------------------------------
+    def find_datasets(self, folder: str | Path) -> list[Dataset]:
+        """Processed datasets below ``folder``: every sub-folder holding the task's dataset files.
+
+        A folder with some of the files but not all is an error (naming what is missing): a
+        half-written dataset must not silently drop out of a benchmark.
+        """
+        folder = Path(folder).resolve()
+        if not folder.is_dir():
+            raise ConfigError(f"{folder}: dataset folder not found")
+        names = {fid: self.format_filename(fid) for fid in self.dataset_formats}
+        found: list[Dataset] = []
+        for sub in sorted({folder, *(p for p in folder.rglob("*") if p.is_dir())}):
+            present = {fid: sub / name for fid, name in names.items() if (sub / name).is_file()}
+            if not present:
+                continue
+            missing = sorted(set(names) - set(present))
+            if missing:
+                raise ConfigError(f"{sub}: incomplete dataset: missing {', '.join(names[m] for m in missing)}")
+            ds_id = sub.relative_to(folder).as_posix() if sub != folder else sub.name
+            found.append(Dataset(id=ds_id, files=present, dir=sub))
+        return found
+
+
+def discover_tasks(root: str | Path) -> list[Task]:
+    """Every task below ``<root>/src``."""
+    src = Path(root) / "src"
+    if not src.is_dir():
+        return []
+    return [Task(p) for p in sorted(src.iterdir()) if (p / "api").is_dir()]
+
+
+def task_of(config: ComponentConfig) -> Task | None:
+    """The task a component belongs to, if any."""
+    return Task(config.task_dir) if config.task_dir is not None else None

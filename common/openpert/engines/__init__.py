@@ -1,0 +1,1 @@
+"""Engines that run a benchmark's plan: the local engine and Nextflow."""

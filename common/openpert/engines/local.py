@@ -1,0 +1,286 @@
+"""The local engine: run a plan's jobs in parallel subprocesses, with a cache, and collect results.
+
+A run has three stages. Dataset components that declare ``info.datasets`` (a list of ``{id: ...,
+<argument>: <value>}``) run first and produce datasets; datasets may also come ready-made from a
+folder (``--input``). Then every control method and method runs on every dataset, and every metric
+on every prediction.
+
+Every job is cached under ``<outdir>/work/<key>``, where the key hashes the component (its merged
+config, its declared resources and the shared science package), its parameters and the content of
+its inputs, as Nextflow's ``-resume`` does (:mod:`openpert.engines.cache_keys`).
+A job is finished when its ``record.json`` exists; that file is written last and atomically, so an
+interrupted job is simply run again. Failed jobs are not cached (again as Nextflow): a resumed run
+tries them again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from openpert.config.task import Dataset, Task
+from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.engines.cache_keys import component_digest
+from openpert.engines.plan import (
+    Job,
+    dataset_jobs,
+    label_resources,
+    make_plan,
+    plan_jobs,
+)
+from openpert.files import write_text_atomic
+from openpert.run.component import run_component
+from openpert.run.process import kill_active_jobs
+from openpert.run.records import EXIT_INVALID, JobRecord
+
+
+class LocalEngine:
+    """Runs jobs as subprocesses, in parallel, with caching and failure isolation.
+
+    Parameters
+    ----------
+    outdir
+        The run's output folder (``work/``, ``outputs/``, ``logs/`` are created inside).
+    jobs
+        How many jobs run at once.
+    resume
+        Reuse finished jobs from an earlier run into the same ``outdir``.
+    progress
+        Show progress on stderr; ``None`` shows it only when stderr is a terminal.
+    """
+
+    def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | None = None):
+        self.outdir = Path(outdir).resolve()
+        self.jobs = max(1, int(jobs))
+        self.resume = resume
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self._component_hashes: dict[Path, str] = {}
+        self._lock = threading.Lock()
+        self._done = 0
+        self._total = 0
+        self._running: set[str] = set()
+        self._start = time.perf_counter()
+
+    # -- one job -----------------------------------------------------------------------------------------
+    def _component_hash(self, config: ComponentConfig) -> str:
+        with self._lock:
+            if config.path not in self._component_hashes:
+                self._component_hashes[config.path] = component_digest(config)
+            return self._component_hashes[config.path]
+
+    def run_job(self, job: Job) -> JobRecord:
+        """Run (or reuse) one job and return its record. Never raises for a failure of the job."""
+        record = JobRecord(job_id=job.job_id, stage=job.stage, component=job.config.name,
+                           component_type=job.config.type, dataset_id=job.dataset_id, method_id=job.method_id)
+        log_dest = self.outdir / "logs" / f"{job.job_id}.log"
+        record.log = str(log_dest.relative_to(self.outdir))
+        try:
+            key = job.key(self._component_hash(job.config))
+        except OSError as err:
+            record.exit_code, record.reason = EXIT_INVALID, f"cannot read inputs: {err}"
+            return record
+        record.key = key
+        job_dir = self.outdir / "work" / key[:2] / key
+        record_path = job_dir / "record.json"
+        if self.resume and record_path.is_file():
+            cached = JobRecord.read(record_path)
+            outputs = {k: Path(v) for k, v in cached.outputs.items()}
+            if cached.succeeded and all(p.exists() for p in outputs.values()):
+                cached.cached = True
+                cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
+                cached.outputs = {k: str(self._publish(job, p)) for k, p in outputs.items()}
+                cached.log = record.log
+                return cached
+        attempt = job_dir / f"attempt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        out_dir = attempt / "out"
+        args: dict[str, Any] = {name: str(path) for name, path in job.inputs.items()}
+        args.update({name: str(out_dir / filename) for name, filename in job.outputs.items()})
+        args.update(job.params)
+        with self._lock:
+            self._running.add(job.job_id)
+        self._show()
+        try:
+            result = run_component(job.config, args, work_dir=attempt / "run", limits=job.limits, log=attempt / "output.log",
+                                   context=job.context, allowed_input_formats=job.allowed)
+        except ConfigError as err:
+            # The call itself is wrong (e.g. a method that asks for the solution): nothing ran.
+            record.exit_code, record.reason = EXIT_INVALID, str(err)
+            log_dest.parent.mkdir(parents=True, exist_ok=True)
+            log_dest.write_text(str(err) + "\n")
+            return record
+        finally:
+            with self._lock:
+                self._running.discard(job.job_id)
+        log_dest.parent.mkdir(parents=True, exist_ok=True)
+        if result.log.exists():
+            shutil.copyfile(result.log, log_dest)
+        record.exit_code = result.exit_code
+        # Work paths in messages are long and machine-specific; the results folder is their root.
+        record.reason = result.reason.replace(f"{self.outdir}/", "")
+        record.duration_s = round(result.duration_s, 4)
+        record.peak_memory_mb = round(result.peak_memory_mb, 2)
+        if result.succeeded:
+            record.status = "succeeded"
+            # The cache entry points at the attempt's files; what the results show are published copies.
+            cached_record = JobRecord.from_dict(record.to_dict())
+            cached_record.outputs = {k: str(p) for k, p in result.outputs.items()}
+            cached_record.write(record_path)
+            record.outputs = {k: str(self._publish(job, p)) for k, p in result.outputs.items()}
+            shutil.rmtree(attempt / "run", ignore_errors=True)
+        return record
+
+    def _publish(self, job: Job, path: Path) -> Path:
+        dest = job.publish_dir / path.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            os.link(path, tmp)
+        except OSError:
+            shutil.copy2(path, tmp)
+        os.replace(tmp, dest)
+        return dest
+
+    # -- many jobs ---------------------------------------------------------------------------------------
+    def run(self, jobs: Iterable[Job], then: Callable[[Job, JobRecord], list[Job]] | None = None) -> list[JobRecord]:
+        """Run jobs in parallel; ``then(job, record)`` may return follow-up jobs (metrics of a prediction)."""
+        records: list[JobRecord] = []
+        pending = list(jobs)
+        with self._lock:
+            self._total += len(pending)
+        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            futures = {pool.submit(self.run_job, j): j for j in pending}
+            try:
+                while futures:
+                    done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+                    for fut in done:
+                        job = futures.pop(fut)
+                        record = fut.result()
+                        records.append(record)
+                        with self._lock:
+                            self._done += 1
+                        self._show()
+                        for follow in (then(job, record) if then else []):
+                            with self._lock:
+                                self._total += 1
+                            futures[pool.submit(self.run_job, follow)] = follow
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                kill_active_jobs()
+                raise
+        self._show(final=True)
+        return records
+
+    def _show(self, final: bool = False) -> None:
+        if not self.progress:
+            return
+        with self._lock:
+            running = sorted(self._running)
+            line = f"[{self._done}/{self._total}] {time.perf_counter() - self._start:6.1f}s"
+            if running:
+                line += f"  running: {', '.join(running[:3])}" + (f" +{len(running) - 3}" if len(running) > 3 else "")
+        width = shutil.get_terminal_size((100, 20)).columns
+        sys.stderr.write("\r" + line[: width - 1].ljust(width - 1) + ("\n" if final else ""))
+        sys.stderr.flush()
+
+
+def run_benchmark(
+    task: Task,
+    outdir: str | Path,
+    *,
+    input_dir: str | Path | None = None,
+    datasets: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+    controls: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    jobs: int = 1,
+    resume: bool = False,
+    progress: bool | None = None,
+    engine: str = "local",
+    profile: str = "local",
+) -> dict[str, Any]:
+    """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
+
+    Parameters
+    ----------
+    task
+        The task.
+    outdir
+        Results folder (the task's results go straight in it).
+    input_dir
+        A folder of processed datasets; without it, the task's dataset components make them.
+    datasets, methods, controls, metrics
+        Names to keep (``None``: all).
+    jobs
+        Parallel jobs (local engine).
+    resume
+        Reuse finished jobs of an earlier run into ``outdir``.
+    engine
+        ``local`` or ``nextflow``.
+    profile
+        Nextflow profile (``local``, ``docker``, ``singularity``, ``slurm``, ``awsbatch``, ``k8s``).
+    """
+    from openpert.results.collect import write_results
+
+    outdir = Path(outdir).resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
+    resources = label_resources(task.root)
+    local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress)
+    records: list[JobRecord] = []
+    if input_dir is not None:
+        found = task.find_datasets(input_dir)
+        if datasets is not None:
+            unknown = sorted(set(datasets) - {d.id for d in found})
+            if unknown:
+                raise ConfigError(f"{input_dir}: no dataset(s) {', '.join(unknown)}; found: {', '.join(d.id for d in found)}")
+            found = [d for d in found if d.id in set(datasets)]
+    else:
+        stage = dataset_jobs(task, outdir, resources, datasets)
+        if not stage:
+            raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
+        records += local.run(stage)
+        found = []
+        for rec in records:
+            if rec.succeeded:
+                files = {}
+                comp = task.component(rec.component)
+                for arg in comp.file_outputs:
+                    if arg.name in rec.outputs:
+                        files[arg.format_id] = Path(rec.outputs[arg.name])
+                found.append(Dataset(id=rec.dataset_id, files=files, dir=Path(next(iter(rec.outputs.values()))).parent))
+    plan = make_plan(task, found, outdir, methods=methods, controls=controls, metrics=metrics)
+    write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
+    if engine == "local":
+        method_jobs, follow = plan_jobs(plan)
+        records += local.run(method_jobs, then=follow)
+    elif engine == "nextflow":
+        from openpert.engines import nextflow
+
+        completed = nextflow.run_nextflow(plan, outdir / "plan.json", main_nf=task.root / "main.nf", profile=profile,
+                                          work_dir=outdir / "nextflow_work", resume=resume,
+                                          log_path=outdir / "logs" / "nextflow.log")
+        trace = outdir / "nextflow_trace.tsv"
+        if not trace.is_file():
+            raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; see {outdir / 'logs' / 'nextflow.log'}")
+        records += nextflow.collect_job_records(plan, nextflow.parse_trace(trace))
+    else:
+        raise ConfigError(f"unknown engine {engine!r}; expected local or nextflow")
+    return write_results(task, plan, records, outdir, engine=engine)
+
+
+def install_signal_handlers() -> None:
+    """Turn SIGTERM into KeyboardInterrupt so that a stopped run kills its jobs and exits cleanly."""
+
+    def handler(signum, frame):  # noqa: ARG001 - signal handler signature
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, handler)

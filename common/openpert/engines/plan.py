@@ -1,0 +1,217 @@
+"""The plan of a benchmark: which component runs on which files, as jobs.
+
+A plan is the plain JSON document both engines execute (``docs/plan_json.md``): datasets, the
+methods and control methods crossed with them, the metrics that score each prediction, and the
+resource labels. :class:`Job` is one component run of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from openpert.config.project import shared_data_input
+from openpert.config.task import Dataset, Task
+from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.engines.cache_keys import file_digest
+from openpert.files import hash_text
+from openpert.run.process import Limits
+from openpert.run.records import JobRecord
+
+PLAN_VERSION = 1
+
+
+def label_resources(root: Path) -> dict[str, dict[str, float]]:
+    """Resource limits per label, from ``_viash.yaml``'s ``config_mods``."""
+    from openpert.engines.nextflow import parse_label_resources
+
+    return parse_label_resources(Path(root) / "_viash.yaml")
+
+
+def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *, where: str) -> Limits:
+    """Combine a component's labels into limits; an unknown label is an error naming the component."""
+    values: dict[str, float] = {}
+    for label in labels:
+        if label not in resources:
+            raise ConfigError(f"{where}: unknown resource label {label!r}; known: {sorted(resources)}")
+        values.update(resources[label])
+    cpus = values.get("cpus")
+    return Limits(time_s=values.get("time_s"), memory_mb=values.get("memory_mb"), cpus=int(cpus) if cpus else None)
+
+
+def needs_llm(config: ComponentConfig) -> bool:
+    """Whether a component talks to a language model (it takes the shared LLM arguments)."""
+    return any(a.name == "llm_base_url" for a in config.arguments)
+
+
+def llm_configured() -> bool:
+    """Whether the environment names a language model for LLM components to use."""
+    return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL"))
+
+
+def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
+    return {
+        "id": config.name,
+        "type": config.type,
+        "control": config.control,
+        "config": str(config.path),
+        "inputs": {a.name: a.format_id for a in config.file_inputs if a.format_id},
+        "outputs": {a.name: a.format_id for a in config.file_outputs if a.format_id},
+        "output_names": {a.name: task.format_filename(a.format_id) for a in config.file_outputs if a.format_id},
+        "params": {k: v for k, v in config.parameter_defaults().items() if v is not None},
+        "labels": config.labels,
+    }
+
+
+def _select(components: list[ComponentConfig], names: Sequence[str] | None, what: str, task: Task) -> list[ComponentConfig]:
+    if names is None:
+        return components
+    known = {c.name for c in components}
+    unknown = sorted(set(names) - known)
+    if unknown:
+        raise ConfigError(f"{task.dir}: unknown {what}: {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return [c for c in components if c.name in set(names)]
+
+
+def make_plan(
+    task: Task,
+    datasets: Sequence[Dataset],
+    outdir: Path,
+    *,
+    methods: Sequence[str] | None = None,
+    controls: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The plan of a benchmark run (see ``docs/plan_json.md``).
+
+    Parameters
+    ----------
+    task
+        The task.
+    datasets
+        Processed datasets (from :meth:`Task.find_datasets` or the dataset stage).
+    outdir
+        Where the run writes its results.
+    methods, controls, metrics
+        Names to keep (``None``: all). Controls are kept by default even when ``methods`` is given,
+        because scaling needs them.
+    """
+    if not datasets:
+        raise ConfigError(f"{task.dir}: no datasets to benchmark")
+    chosen = _select(task.of_type("control_method"), controls, "control methods", task)
+    chosen += _select(task.of_type("method"), methods, "methods", task)
+    scorers = _select(task.of_type("metric"), metrics, "metrics", task)
+    skipped = []
+    if not llm_configured():
+        # Without a model to talk to, LLM components could only fail; they are left out and listed.
+        for comp in [c for c in [*chosen, *scorers] if needs_llm(c)]:
+            skipped.append({"id": comp.name, "type": comp.type,
+                            "reason": "needs a language model: set OPENPERT_LLM_BASE_URL (or OPENPERT_LLM_MODEL for vLLM in process)"})
+        chosen = [c for c in chosen if not needs_llm(c)]
+        scorers = [c for c in scorers if not needs_llm(c)]
+    if not chosen:
+        raise ConfigError(f"{task.dir}: no methods or control methods to run")
+    if not scorers:
+        raise ConfigError(f"{task.dir}: no metrics")
+    # A method that declares an input it may not read stays in the plan: its job is refused by the
+    # runner and recorded as failed with the reason, so one bad contribution cannot stop a run.
+    return {
+        "plan_version": PLAN_VERSION,
+        "task": task.name,
+        "task_dir": str(task.dir),
+        "repo_root": str(task.root),
+        "outdir": str(Path(outdir).resolve()),
+        "datasets": [{"id": d.id, "files": {k: str(v) for k, v in d.files.items()}} for d in datasets],
+        "methods": [_component_entry(task, c) for c in chosen],
+        "metrics": [_component_entry(task, c) for c in scorers],
+        "skipped": skipped,
+        "prediction_format": task.prediction_format,
+        "method_formats": sorted(task.method_formats),
+        "resources": label_resources(task.root),
+    }
+
+
+class Job:
+    """One component run within a benchmark."""
+
+    def __init__(self, *, job_id: str, stage: str, config: ComponentConfig, dataset_id: str, method_id: str | None,
+                 inputs: dict[str, Path], outputs: dict[str, str], params: dict[str, Any], limits: Limits,
+                 context: dict[str, Path], allowed: set[str] | None, publish_dir: Path):
+        self.job_id, self.stage, self.config = job_id, stage, config
+        self.dataset_id, self.method_id = dataset_id, method_id
+        self.inputs, self.outputs, self.params = inputs, outputs, params
+        self.limits, self.context, self.allowed, self.publish_dir = limits, context, allowed, publish_dir
+
+    def key(self, component_hash: str) -> str:
+        inputs = {name: file_digest(path) for name, path in sorted(self.inputs.items())}
+        return hash_text(component_hash, json.dumps(self.params, sort_keys=True, default=str),
+                         json.dumps(inputs, sort_keys=True), json.dumps(self.outputs, sort_keys=True))
+
+
+def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None) -> list[Job]:
+    """Jobs of the dataset stage: one per entry of a dataset component's ``info.datasets``."""
+    jobs = []
+    for comp in task.of_type("dataset"):
+        entries = comp.info.get("datasets") or []
+        if not isinstance(entries, list):
+            raise ConfigError(f"{comp.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
+            if names is not None and entry["id"] not in names:
+                continue
+            params = {k: v for k, v in entry.items() if k != "id"}
+            if "dataset_id" in {a.name for a in comp.parameters}:
+                params.setdefault("dataset_id", entry["id"])
+            inputs = {k: (task.root / v if not Path(v).is_absolute() else Path(v)) for k, v in params.items()
+                      if k in {a.name for a in comp.file_inputs}}
+            params = {k: v for k, v in params.items() if k not in inputs}
+            inputs = {**shared_data_input(comp, task.root), **inputs}
+            outputs = {a.name: task.format_filename(a.format_id) for a in comp.file_outputs if a.format_id}
+            jobs.append(Job(job_id=f"datasets/{entry['id']}", stage="dataset", config=comp, dataset_id=entry["id"],
+                            method_id=None, inputs=inputs, outputs=outputs, params=params,
+                            limits=limits_for(comp.labels, resources, where=str(comp.path)), context={}, allowed=None,
+                            publish_dir=outdir / "datasets" / entry["id"]))
+    return jobs
+
+
+def plan_jobs(plan: dict[str, Any]) -> tuple[list[Job], Callable[[Job, JobRecord], list[Job]]]:
+    """Method jobs of a plan, and the function that turns a finished prediction into metric jobs."""
+    from openpert.config.viash import read_config
+
+    outdir = Path(plan["outdir"])
+    resources = plan["resources"]
+    configs = {e["config"]: read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
+    allowed = set(plan["method_formats"])
+    jobs: list[Job] = []
+    for ds in plan["datasets"]:
+        files = {k: Path(v) for k, v in ds["files"].items()}
+        for entry in plan["methods"]:
+            config = configs[entry["config"]]
+            jobs.append(Job(job_id=f"{ds['id']}/{entry['id']}", stage="method", config=config, dataset_id=ds["id"],
+                            method_id=entry["id"], inputs={a: files[f] for a, f in entry["inputs"].items()},
+                            outputs=entry["output_names"], params=entry["params"],
+                            limits=limits_for(entry["labels"], resources, where=entry["config"]), context=files,
+                            allowed=allowed if entry["type"] == "method" else None,
+                            publish_dir=outdir / "outputs" / ds["id"] / entry["id"]))
+
+    def metric_jobs(job: Job, record: JobRecord) -> list[Job]:
+        if job.stage != "method" or not record.succeeded:
+            return []
+        files = {k: Path(v) for k, v in next(d for d in plan["datasets"] if d["id"] == job.dataset_id)["files"].items()}
+        (prediction,) = record.outputs.values()
+        files[plan["prediction_format"]] = Path(prediction)
+        out = []
+        for entry in plan["metrics"]:
+            config = configs[entry["config"]]
+            out.append(Job(job_id=f"{job.dataset_id}/{job.method_id}/{entry['id']}", stage="metric", config=config,
+                           dataset_id=job.dataset_id, method_id=job.method_id,
+                           inputs={a: files[f] for a, f in entry["inputs"].items()}, outputs=entry["output_names"],
+                           params=entry["params"], limits=limits_for(entry["labels"], resources, where=entry["config"]),
+                           context=files, allowed=None,
+                           publish_dir=outdir / "outputs" / job.dataset_id / job.method_id / entry["id"]))
+        return out
+
+    return jobs, metric_jobs

@@ -1,0 +1,385 @@
+"""Collect job records into ``results/``: Open Problems' files and ``results.json``.
+
+Both engines end here, so a run publishes the same files whichever engine ran it. The layout of
+``results.json`` is documented in ``docs/results_json.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from openpert import __version__
+from openpert.config.task import Task
+from openpert.config.viash import read_config
+from openpert.files import write_text_atomic, write_yaml_atomic
+from openpert.results.scoring import aggregate_scores, scale_scores
+from openpert.run.records import JobRecord
+
+SCHEMA_VERSION = 1
+#: Seeds of the statistics in results.json: fixed so that a report is reproducible.
+BOOTSTRAP_SEED = 0
+PERMUTATION_SEED = 0
+N_BOOT = 1000
+N_PERMUTATIONS = 10_000
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe values: NaN/inf become None, numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(float(value)) else float(value)
+    if isinstance(value, (str, int)) or value is None:
+        return value
+    return str(value)
+
+
+def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]:
+    """Read a metric's score file: ``uns`` metric_ids/metric_values and per-item values in ``obs``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, when ids and values are missing or of different lengths.
+    """
+    import anndata as ad
+
+    adata = ad.read_h5ad(path)
+    uns = dict(adata.uns)
+    ids = list(np.atleast_1d(uns.get("metric_ids", [])))
+    values = list(np.atleast_1d(uns.get("metric_values", [])))
+    if not ids or len(ids) != len(values):
+        raise ValueError(f"{path}: uns['metric_ids'] and uns['metric_values'] must be non-empty lists of equal length "
+                         f"(got {len(ids)} ids and {len(values)} values)")
+    raw = {str(i): float(v) for i, v in zip(ids, values)}
+    # Numeric obs columns are per-item values: of the metrics, or covariates (e.g. an item's hardness).
+    numeric = [c for c in adata.obs.columns if pd.api.types.is_numeric_dtype(adata.obs[c])]
+    items = adata.obs[numeric] if adata.n_obs and numeric else None
+    return raw, items, uns
+
+
+def _dataset_uns(files: dict[str, str]) -> dict:
+    """``dataset_*`` entries of the first h5ad file of a dataset that has them."""
+    import h5py
+
+    for path in files.values():
+        if not str(path).endswith(".h5ad"):
+            continue
+        with h5py.File(path, "r") as fh:
+            if "uns" not in fh:
+                continue
+            out = {}
+            for key in fh["uns"]:
+                if key.startswith("dataset_") and isinstance(fh["uns"][key], h5py.Dataset):
+                    value = fh["uns"][key][()]
+                    out[key] = value.decode() if isinstance(value, bytes) else _clean(value)
+            if out:
+                return out
+    return {}
+
+
+def _component_meta(config_path: str, params: dict) -> dict:
+    config = read_config(config_path)
+    refs = config.data.get("references") or {}
+    return {
+        "id": config.name,
+        "label": config.label,
+        "summary": config.summary,
+        "description": config.description,
+        "type": config.type,
+        "control": config.control,
+        "references": {"doi": list(np.atleast_1d(refs.get("doi", []))), "bibtex": list(np.atleast_1d(refs.get("bibtex", [])))},
+        "links": config.data.get("links") or {},
+        "parameters": params,
+        "engines": config.engines,
+        "config": _relative_config(config),
+    }
+
+
+def _relative_config(config) -> str:
+    return str(config.path.relative_to(config.root)) if config.path.is_relative_to(config.root) else str(config.path)
+
+
+def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: Path, *, engine: str = "local") -> dict:
+    """Score, compare and write every results file of a run. Returns the ``results.json`` content."""
+    from openpert.results.resampling import bootstrap_ci, compare_to_best
+
+    outdir = Path(outdir)
+    methods = [_component_meta(e["config"], e["params"]) for e in plan["methods"]]
+    controls = {m["id"]: m["control"] for m in methods}
+    metric_rows: list[dict] = []
+    maximize: dict[str, bool] = {}
+    metric_configs = []
+    for entry in plan["metrics"]:
+        config = read_config(entry["config"])
+        metric_configs.append(config.public_dict())
+        refs = config.data.get("references") or {}
+        for m in config.metrics:
+            maximize[m["name"]] = bool(m.get("maximize", True))
+            metric_rows.append({
+                "id": m["name"], "component": config.name, "label": m.get("label", m["name"]),
+                "summary": m.get("summary", ""), "description": m.get("description", ""),
+                "min": _clean(m.get("min")), "max": _clean(m.get("max")), "maximize": bool(m.get("maximize", True)),
+                "references": {"doi": list(np.atleast_1d((m.get("references") or refs).get("doi", []))),
+                               "bibtex": list(np.atleast_1d((m.get("references") or refs).get("bibtex", [])))},
+                "parameters": entry["params"], "engines": config.engines, "links": config.data.get("links") or {},
+                "config": _relative_config(config),
+            })
+
+    # A failed method's metrics never run; its own failure says why, so their records add nothing.
+    failed_methods = {(r.dataset_id, r.method_id) for r in records if r.stage == "method" and not r.succeeded}
+    records = [r for r in records if not (r.stage == "metric" and (r.dataset_id, r.method_id) in failed_methods)]
+    failures = [r for r in records if not r.succeeded]
+    raw_rows: list[dict] = []
+    items: dict[tuple[str, str, str], pd.Series] = {}
+    score_uns: list[dict] = []
+    for rec in records:
+        if rec.stage != "metric" or not rec.succeeded:
+            continue
+        (path,) = rec.outputs.values()
+        try:
+            raw, per_item, uns = read_score(Path(path))
+        except (ValueError, OSError) as err:
+            rec.status, rec.reason, rec.exit_code = "failed", str(err), -1
+            failures.append(rec)
+            continue
+        declared = {m["name"] for m in read_config(task.component(rec.component).path).metrics}
+        unknown = sorted(set(raw) - declared)
+        if unknown:
+            rec.status, rec.exit_code = "failed", -1
+            rec.reason = f"{path}: metric ids {unknown} are not declared in info.metrics of {rec.component}"
+            failures.append(rec)
+            continue
+        score_uns.append(_clean({k: v for k, v in uns.items() if not isinstance(v, dict)}))
+        for metric_id, value in raw.items():
+            raw_rows.append({"dataset_id": rec.dataset_id, "method_id": rec.method_id, "metric_id": metric_id, "raw": value})
+        for column in per_item.columns if per_item is not None else []:
+            items[(rec.dataset_id, rec.method_id, column)] = per_item[column].astype(float)
+
+    raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw"])
+    scaled, flags = scale_scores(raw_df, controls, maximize)
+    dataset_ids = [d["id"] for d in plan["datasets"]]
+    dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods)
+    # Ranks compare methods; controls are references and get none.
+    is_method = {m["id"]: m["type"] == "method" for m in methods}
+    for frame, by in ((overall, None), (dataset_scores, "dataset_id")):
+        mask = frame["method_id"].map(is_method).fillna(False).astype(bool)
+        ranked = frame.loc[mask].groupby(by)["score"] if by else frame.loc[mask, "score"]
+        frame["rank"] = np.nan
+        frame.loc[mask, "rank"] = ranked.rank(ascending=False, method="min", na_option="bottom")
+
+    scores = []
+    for row in scaled.itertuples(index=False):
+        values = items.get((row.dataset_id, row.method_id, row.metric_id))
+        ci_low = ci_high = None
+        n_items = None
+        if values is not None:
+            boot = bootstrap_ci(values.to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
+            ci_low, ci_high, n_items = boot.low, boot.high, boot.n
+        scores.append({"dataset_id": row.dataset_id, "method_id": row.method_id, "metric_id": row.metric_id,
+                       "raw": row.raw, "scaled": row.scaled, "ci_low": ci_low, "ci_high": ci_high, "n_items": n_items})
+
+    # Paired tests against the best method; positive and negative controls are references, not contenders.
+    comparisons = []
+    contenders = [m["id"] for m in methods if m["control"] not in ("positive", "negative")]
+    for dataset_id in dataset_ids:
+        for metric_id in sorted(maximize):
+            table = {m: items[(dataset_id, m, metric_id)] for m in contenders if (dataset_id, m, metric_id) in items}
+            if len(table) < 2:
+                continue
+            frame = pd.DataFrame(table)
+            result = compare_to_best(frame, maximize=maximize[metric_id], n_permutations=N_PERMUTATIONS, seed=PERMUTATION_SEED)
+            for row in result.to_dict("records"):
+                comparisons.append({"dataset_id": dataset_id, "metric_id": metric_id, "method_id": row["method_id"],
+                                    "best_method_id": row["best_method_id"], "mean_difference": row["mean_difference"],
+                                    "p_value": row["p_value"], "significant": bool(row["significant"]),
+                                    "alternative": "two-sided", "n_permutations": N_PERMUTATIONS})
+
+    statistics = {}
+    regressions = regression_table(task.info.get("regressions") or [], items, dataset_ids, contenders)
+    if regressions:
+        statistics["regressions"] = {
+            "label": "Performance against item covariates",
+            "description": "Ordinary least-squares slope and Pearson correlation of each per-item metric value "
+                           f"against a per-item covariate, with {int((1 - 0.05) * 100)}% percentile bootstrap intervals "
+                           f"(B = {N_BOOT}, items resampled in pairs).",
+            "table": regressions,
+        }
+
+    datasets_meta = []
+    for ds in plan["datasets"]:
+        meta = {"dataset_id": ds["id"], **_dataset_uns(ds["files"])}
+        meta["dataset_id"] = ds["id"]
+        datasets_meta.append(meta)
+
+    limits = {}
+    for entry in [*plan["methods"], *plan["metrics"]]:
+        merged: dict = {}
+        for label in entry["labels"]:
+            merged.update(plan["resources"].get(label, {}))
+        limits[entry["id"]] = merged
+    resources = [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
+                  "method_id": r.method_id, "metric_component": r.component if r.stage == "metric" else None,
+                  "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
+                  "peak_memory_mb": r.peak_memory_mb, "time_limit_s": limits.get(r.component, {}).get("time_s"),
+                  "memory_limit_mb": limits.get(r.component, {}).get("memory_mb")} for r in records]
+    results = {
+        "schema_version": SCHEMA_VERSION,
+        "openpert_version": __version__,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "engine": engine,
+        "task": {k: task.info.get(k) for k in ("name", "label", "summary", "description", "motivation", "references", "links")}
+        | {"name": task.name},
+        "datasets": datasets_meta,
+        "methods": methods,
+        "metrics": metric_rows,
+        "scores": scores,
+        "dataset_scores": dataset_scores.to_dict("records"),
+        "overall": overall.to_dict("records"),
+        "comparisons": comparisons,
+        "failures": [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
+                      "method_id": r.method_id, "exit_code": r.exit_code, "reason": r.reason, "log": r.log} for r in failures],
+        "qc": [f.to_dict() for f in flags],
+        "skipped": plan.get("skipped", []),
+        "resources": resources,
+        "statistics": statistics,
+    }
+    results = _clean(results)
+    write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
+    extra = run_task_analysis(task, outdir)
+    if extra:
+        results["statistics"].update(_clean(extra.get("statistics", {})))
+        results["qc"].extend(extra.get("qc", []))
+        write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
+    write_yaml_atomic(outdir / "task_info.yaml", _clean(task.info))
+    write_yaml_atomic(outdir / "score_uns.yaml", score_uns)
+    write_yaml_atomic(outdir / "method_configs.yaml", _clean([read_config(e["config"]).public_dict() for e in plan["methods"]]))
+    write_yaml_atomic(outdir / "metric_configs.yaml", _clean(metric_configs))
+    write_yaml_atomic(outdir / "dataset_uns.yaml", datasets_meta)
+    write_text_atomic(outdir / "trace.tsv", _trace_tsv(records))
+    return results
+
+
+def regression_table(specs: Sequence[dict], items: dict, dataset_ids: Sequence[str], methods: Sequence[str]) -> list[dict]:
+    """Regress per-item metric values on per-item covariates, as a task's ``regressions`` ask.
+
+    Parameters
+    ----------
+    specs
+        ``task_info.yaml``'s ``regressions``: ``[{metric: <metric id>, covariate: <obs column>}]``.
+        The covariate is read from any score file of the same dataset and method.
+    items
+        (dataset, method, column) -> per-item values.
+    """
+    from openpert.results.resampling import regression_with_ci
+
+    rows = []
+    for spec in specs:
+        metric, covariate = spec.get("metric"), spec.get("covariate")
+        if not metric or not covariate:
+            raise ValueError(f"task_info.yaml: regressions entries need 'metric' and 'covariate', got {spec!r}")
+        for dataset_id in dataset_ids:
+            for method_id in methods:
+                y, x = items.get((dataset_id, method_id, metric)), items.get((dataset_id, method_id, covariate))
+                if x is None or y is None:
+                    continue
+                pair = pd.concat([x.rename("x"), y.rename("y")], axis=1, join="inner").dropna()
+                if len(pair) < 3:
+                    continue
+                fit = regression_with_ci(pair["x"].to_numpy(), pair["y"].to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
+                rows.append({"dataset_id": dataset_id, "method_id": method_id, "metric_id": metric, "covariate": covariate,
+                             "n_items": len(pair), "slope": fit.slope.estimate, "slope_low": fit.slope.low,
+                             "slope_high": fit.slope.high, "correlation": fit.correlation.estimate,
+                             "correlation_low": fit.correlation.low, "correlation_high": fit.correlation.high})
+    return rows
+
+
+def format_summary(results: dict, *, width: int = 24) -> str:
+    """A plain-text table per dataset: each method's raw metric values with 95% CIs and its score.
+
+    Methods are sorted by their dataset score; controls are marked with their role.
+    """
+    metrics = [m["id"] for m in results["metrics"]]
+    roles = {m["id"]: m.get("control") for m in results["methods"]}
+    cells = {(s["dataset_id"], s["method_id"], s["metric_id"]): s for s in results["scores"]}
+    lines = []
+    for ds in results["datasets"]:
+        dataset_id = ds["dataset_id"]
+        rows = sorted((r for r in results["dataset_scores"] if r["dataset_id"] == dataset_id),
+                      key=lambda r: -(r["score"] if r["score"] is not None else -1))
+        lines.append(f"{dataset_id}")
+        lines.append("  " + f"{'method':<{width}}{'score':>7}  " + "  ".join(f"{m:>24}" for m in metrics))
+        for row in rows:
+            name = row["method_id"] + (f" ({roles[row['method_id']]})" if roles.get(row["method_id"]) else "")
+            values = []
+            for metric_id in metrics:
+                cell = cells.get((dataset_id, row["method_id"], metric_id))
+                if cell is None or cell["raw"] is None:
+                    values.append(f"{'failed' if row['status'] == 'failed' else '-':>24}")
+                elif cell["ci_low"] is not None:
+                    values.append(f"{cell['raw']:>8.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]".rjust(24))
+                else:
+                    values.append(f"{cell['raw']:>24.3f}")
+            score = f"{row['score']:.3f}" if row["score"] is not None else "-"
+            lines.append("  " + f"{name[:width - 1]:<{width}}{score:>7}  " + "  ".join(values))
+    return "\n".join(lines)
+
+
+def run_task_analysis(task: Task, outdir: Path) -> dict:
+    """Task-specific statistics from ``src/<task>/analysis.py``'s ``task_statistics(outdir)``.
+
+    A task may ship such a module for analyses that need more than per-item metric values (e.g.
+    comparisons across datasets of one task). It runs after ``results.json`` is first written, so a
+    failing analysis loses nothing: it becomes a QC flag with the error, and the run goes on.
+    """
+    import importlib.util
+    import traceback
+
+    path = task.dir / "analysis.py"
+    if not path.is_file():
+        return {}
+    try:
+        spec = importlib.util.spec_from_file_location(f"openpert_task_analysis_{task.dir.name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        stats = module.task_statistics(outdir)
+    except Exception as err:  # the analysis is a task's own code: report its failure, keep the scores
+        message = f"{path}: task_statistics failed: {type(err).__name__}: {err}"
+        print(message, traceback.format_exc(), sep="\n", file=sys.stderr)
+        return {"qc": [{"flag": "analysis_failed", "message": message, "dataset_id": None, "metric_id": None, "method_id": None}]}
+    if not isinstance(stats, dict):
+        return {"qc": [{"flag": "analysis_failed", "message": f"{path}: task_statistics returned {type(stats).__name__}, not a dict",
+                        "dataset_id": None, "metric_id": None, "method_id": None}]}
+    return {"statistics": stats}
+
+
+def _trace_tsv(records: Sequence[JobRecord]) -> str:
+    buf = io.StringIO()
+    fields = ["job_id", "stage", "component", "dataset_id", "method_id", "status", "exit", "cached", "duration_s",
+              "peak_memory_mb", "reason"]
+    writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
+    writer.writerow(fields)
+    for r in sorted(records, key=lambda r: r.job_id):
+        writer.writerow([r.job_id, r.stage, r.component, r.dataset_id, r.method_id or "", r.status,
+                         "" if r.exit_code is None else r.exit_code, str(r.cached).lower(),
+                         "" if r.duration_s is None else r.duration_s,
+                         "" if r.peak_memory_mb is None else r.peak_memory_mb, r.reason.replace("\t", " ").replace("\n", " ")])
+    return buf.getvalue()

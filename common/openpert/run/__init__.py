@@ -1,0 +1,1 @@
+"""Running one component: the VIASH block, staged inputs, limits, and the record of what it did."""

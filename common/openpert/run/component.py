@@ -1,0 +1,255 @@
+"""Run one component natively, as ``viash run`` would, without Viash or Docker.
+
+The script's ``## VIASH START`` ... ``## VIASH END`` block (example values for running the script by
+hand) is replaced by the real ``par`` and ``meta``. The script runs in a fresh work directory that
+holds only its declared inputs (hard links, or copies across file systems: never symlinks, which
+would reveal where the other files of the dataset lie), under a time and a memory limit, with its
+output captured to a log. Inputs are validated before, outputs after; an output only reaches its
+destination once it is valid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from openpert.config.formats import FormatError
+from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.run.process import Limits, execute
+from openpert.run.records import EXIT_INVALID
+from openpert.run.viash_block import substitute_block
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What one run of a component did."""
+
+    exit_code: int
+    reason: str
+    duration_s: float
+    peak_memory_mb: float
+    outputs: dict[str, Path]
+    log: Path
+
+    @property
+    def succeeded(self) -> bool:
+        return self.exit_code == 0 and not self.reason
+
+
+# --- arguments -------------------------------------------------------------------------------------
+def resolve_arguments(config: ComponentConfig, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Defaults overlaid with ``given``, coerced to their types; errors for unknown or missing ones."""
+    known = {a.name: a for a in config.arguments}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ConfigError(f"{config.path}: unknown argument(s) {', '.join('--' + u for u in unknown)}; known: {', '.join('--' + k for k in known)}")
+    par: dict[str, Any] = {}
+    for name, arg in known.items():
+        value = given.get(name, arg.default)
+        if value is not None and not arg.is_file:
+            value = arg.coerce(value, where=str(config.path))
+        if value is None and arg.required:
+            raise ConfigError(f"{config.path}: --{name} is required")
+        par[name] = value
+    return par
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if src.is_dir():
+        shutil.copytree(src, dest)
+        return
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copy2(src, dest)
+
+
+def _move(src: Path, dest: Path) -> None:
+    """Publish an output: rename when possible (atomic), else copy to a temp name and rename."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(src, dest)
+    except OSError:
+        tmp = dest.with_name(f".{dest.name}.tmp")
+        if src.is_dir():
+            shutil.copytree(src, tmp, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, tmp)
+        os.replace(tmp, dest)
+
+
+def run_component(
+    config: ComponentConfig,
+    args: Mapping[str, Any],
+    *,
+    work_dir: str | Path,
+    limits: Limits = Limits(),
+    log: str | Path | None = None,
+    context: Mapping[str, str | Path] | None = None,
+    allowed_input_formats: set[str] | None = None,
+    validate: bool = True,
+) -> RunResult:
+    """Run a component on the given arguments.
+
+    Parameters
+    ----------
+    config
+        The component.
+    args
+        Argument name (no dashes) -> value. File inputs are paths; file outputs are where the
+        outputs should be published. Missing arguments take their defaults.
+    work_dir
+        A fresh folder for the run (created; must not exist or be empty).
+    limits
+        Time and memory limits; ``cpus`` sets the thread count of numerical libraries.
+    log
+        Where to write stdout/stderr (default ``work_dir/output.log``).
+    context
+        Format id -> path of other files of the dataset, for the output formats' shape rules
+        (e.g. the test file a prediction must match, which the component itself may not read).
+    allowed_input_formats
+        When given, a file input of any other format is refused before anything runs. The
+        engines pass the task's method formats for components of type ``method``.
+    validate
+        Validate inputs and outputs against their formats.
+
+    Returns
+    -------
+    RunResult
+        A non-zero ``exit_code`` or a ``reason`` means the run failed; outputs are published only
+        when it succeeded.
+
+    Raises
+    ------
+    ConfigError
+        For errors in the call itself (unknown arguments, missing required ones, a method given
+        a file it may not read): nothing ran.
+    """
+    work_dir = Path(work_dir).resolve()
+    if work_dir.exists() and any(work_dir.iterdir()):
+        raise ConfigError(f"{work_dir}: the work directory must be new or empty")
+    par = resolve_arguments(config, args)
+    log = Path(log).resolve() if log is not None else work_dir / "output.log"
+    if allowed_input_formats is not None:
+        for arg in config.file_inputs:
+            if par.get(arg.name) is not None and arg.format_id not in allowed_input_formats:
+                raise ConfigError(f"{config.path}: --{arg.name} reads {arg.format_id or 'an undeclared format'}, "
+                                  f"which a {config.type or 'component'} may not read (allowed: {sorted(allowed_input_formats)})")
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    resources_dir = work_dir / ".resources"
+    temp_dir = work_dir / ".tmp"
+    temp_dir.mkdir()
+    start = time.perf_counter()
+
+    def failed(code: int, reason: str) -> RunResult:
+        if not log.exists():
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(reason + "\n")
+        return RunResult(code, reason, time.perf_counter() - start, 0.0, {}, log)
+
+    # Stage inputs: validate, then link into the work dir under their own names.
+    validation_context: dict[str, Path] = {k: Path(v) for k, v in (context or {}).items()}
+    script_par = dict(par)
+    used_names: set[str] = set()
+    for arg in config.file_inputs:
+        value = par.get(arg.name)
+        if value is None:
+            continue
+        sources = [Path(v).resolve() for v in (value if isinstance(value, list) else [value])]
+        staged = []
+        for src in sources:
+            if not src.exists():
+                return failed(EXIT_INVALID, f"input --{arg.name}: {src}: file not found")
+            name = src.name if src.name not in used_names else f"{arg.name}_{src.name}"
+            used_names.add(name)
+            _link_or_copy(src, work_dir / name)
+            staged.append(str(work_dir / name))
+            if arg.format_id:
+                validation_context.setdefault(arg.format_id, src)
+        script_par[arg.name] = staged if arg.multiple else staged[0]
+    if validate:
+        for arg in config.file_inputs:
+            if par.get(arg.name) is not None and arg.file_format is not None:
+                for src in (par[arg.name] if isinstance(par[arg.name], list) else [par[arg.name]]):
+                    try:
+                        arg.file_format.validate(src, validation_context)
+                    except FormatError as err:
+                        return failed(EXIT_INVALID, f"invalid input --{arg.name}: {err}")
+    # Outputs are written inside the work dir and published after validation.
+    destinations: dict[str, Path] = {}
+    for arg in config.file_outputs:
+        value = par.get(arg.name)
+        if value is None:
+            continue
+        dest = Path(value).resolve()
+        destinations[arg.name] = dest
+        script_par[arg.name] = str(work_dir / dest.name)
+
+    # Copy the component's resources; the script gets the real values in place of its VIASH block.
+    resources_dir.mkdir()
+    for res in config.resources:
+        src = config.resource_path(res)
+        if not src.exists():
+            return failed(EXIT_INVALID, f"{config.path}: resource {res.get('path')!r} not found")
+        dest = resources_dir / (res.get("dest") or src.name)
+        if src.is_dir():
+            shutil.copytree(src, dest)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+    script = resources_dir / config.script.name
+    memory_b = int(limits.memory_mb * 2**20) if limits.memory_mb else None
+    meta = {
+        "name": config.name,
+        "functionality_name": config.name,
+        "resources_dir": str(resources_dir),
+        "executable": str(script),
+        "config": str(config.path),
+        "temp_dir": str(temp_dir),
+        "cpus": limits.cpus,
+        "memory_b": memory_b,
+        "memory_kb": memory_b // 2**10 if memory_b else None,
+        "memory_mb": memory_b // 2**20 if memory_b else None,
+        "memory_gb": memory_b // 2**30 if memory_b else None,
+    }
+    if config.script_type != "python_script":
+        return failed(EXIT_INVALID, f"{config.path}: only python_script components run natively (got {config.script_type!r})")
+    script.write_text(substitute_block(config.script.read_text(), script_par, meta, path=config.script))
+
+    env = dict(os.environ)
+    env["TMPDIR"] = str(temp_dir)
+    env["VIASH_TEMP"] = str(temp_dir)
+    env["PYTHONUNBUFFERED"] = "1"
+    if limits.cpus:
+        # Numerical libraries otherwise start a thread per core in every parallel job.
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
+            env.setdefault(var, str(limits.cpus))
+    code, reason, duration, peak_mb = execute([sys.executable, str(script)], cwd=work_dir, log=log, limits=limits, env=env)
+    if code != 0:
+        return RunResult(code, reason, duration, peak_mb, {}, log)
+
+    produced: dict[str, Path] = {}
+    for arg in config.file_outputs:
+        if arg.name not in destinations:
+            continue
+        out = Path(script_par[arg.name])
+        if not out.exists():
+            if arg.required:
+                return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log)
+            continue
+        if validate and arg.file_format is not None:
+            try:
+                arg.file_format.validate(out, validation_context)
+            except FormatError as err:
+                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log)
+        produced[arg.name] = out
+    for name, out in produced.items():
+        _move(out, destinations[name])
+    return RunResult(0, "", duration, peak_mb, {n: destinations[n] for n in produced}, log)

@@ -1,0 +1,151 @@
+"""Run a command as a job: a time and a memory limit, its output captured, its peak memory measured.
+
+Every job gets its own process group (its own session), so that the job and everything it starts
+can be stopped together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping
+
+import psutil
+
+from openpert.run.records import EXIT_MEMORY, EXIT_TIME
+
+# Process groups of jobs running now, so that an interrupted benchmark can stop them all.
+_ACTIVE: set[int] = set()
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resource limits of one job (``None``: unlimited)."""
+
+    time_s: float | None = None
+    memory_mb: float | None = None
+    cpus: int | None = None
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            continue  # the process ended between listing and measuring: it holds no memory now
+    return total
+
+
+def _high_water_mark_kb(pid: int) -> int:
+    """Peak resident size of a process so far (``VmHWM``), in kB; 0 where /proc does not tell."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0  # the process has ended (or this is not Linux): the polled sizes stand alone
+    return 0
+
+
+def _last_error_line(log: Path) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:500] if lines else ""
+
+
+def execute(
+    cmd: list[str],
+    *,
+    cwd: Path,
+    log: Path,
+    limits: Limits,
+    env: Mapping[str, str] | None = None,
+    poll_s: float = 0.1,
+) -> tuple[int, str, float, float]:
+    """Run ``cmd``, enforce limits, capture output.
+
+    Returns
+    -------
+    exit_code, reason, duration_s, peak_memory_mb
+        The exit code follows the shell's convention for signals (``128 + signal``); a job killed
+        for exceeding its memory limit exits 137, one stopped at its time limit 143.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    peak = 0
+    reason = ""
+    forced: int | None = None
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=dict(env) if env is not None else None, start_new_session=True)
+        _ACTIVE.add(proc.pid)
+        ps = psutil.Process(proc.pid)
+        # Poll quickly at first so that short jobs do not pay for a long sleep; back off after.
+        delay = 0.005
+        kill_at: float | None = None
+        status: int | None = None
+        hwm_kb = 0
+        while True:
+            pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                status = wstatus
+                break
+            peak = max(peak, _tree_rss(ps))
+            hwm_kb = max(hwm_kb, _high_water_mark_kb(proc.pid))
+            elapsed = time.perf_counter() - start
+            if forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
+                reason = f"memory limit exceeded (peak {peak / 2**20:.0f} MB > {limits.memory_mb:.0f} MB)"
+                forced = EXIT_MEMORY
+                _kill_group(proc.pid, signal.SIGKILL)
+            elif forced is None and limits.time_s is not None and elapsed > limits.time_s:
+                reason = f"time limit exceeded ({limits.time_s:g} s)"
+                forced = EXIT_TIME
+                _kill_group(proc.pid, signal.SIGTERM)
+                kill_at = elapsed + 5.0  # a grace period to clean up, then SIGKILL
+            elif kill_at is not None and elapsed > kill_at:
+                _kill_group(proc.pid, signal.SIGKILL)
+                kill_at = None
+            time.sleep(delay)
+            delay = min(delay * 1.5, poll_s)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    # Children that outlive the script would keep writing into a work dir we are about to publish.
+    _kill_group(proc.pid, signal.SIGKILL)
+    _ACTIVE.discard(proc.pid)
+    duration = time.perf_counter() - start
+    # The script's own high-water mark catches peaks between two polls. (ru_maxrss of wait4 would
+    # not do: Linux carries the parent's resident size at fork across exec into it.)
+    peak_mb = max(peak / 2**20, hwm_kb / 1024)
+    code = proc.returncode
+    if code < 0:
+        code = 128 - code
+    if forced is not None:
+        code = forced
+    elif code != 0:
+        reason = f"exited with code {code}: {_last_error_line(log)}"
+    return code, reason, duration, peak_mb
+
+
+def kill_active_jobs() -> None:
+    """Kill the process groups of every job still running (used when a run is interrupted)."""
+    for pid in list(_ACTIVE):
+        _kill_group(pid, signal.SIGKILL)
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        return  # the group has already gone

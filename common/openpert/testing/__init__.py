@@ -1,0 +1,1 @@
+"""Testing components: the pytest plugin and a local OpenAI-format server for LLM components."""

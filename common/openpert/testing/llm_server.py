@@ -1,0 +1,301 @@
+"""A local OpenAI-format server for tests of code that calls a language model.
+
+:class:`OpenAIStubServer` answers ``POST /v1/chat/completions`` and
+``GET /v1/models`` the way ``vllm serve`` or the OpenAI API do, with texts
+chosen by a Python function. Task and method component tests point
+:class:`pertsci.llm.LLMClient` (or ``OPENPERT_LLM_BASE_URL``) at it, so they
+exercise the real HTTP path without a model or a network.
+
+It only ever listens on 127.0.0.1.
+
+Examples
+--------
+>>> from pertsci.llm import LLMClient, SamplingParams
+>>> with OpenAIStubServer(lambda req: "hello") as server:  # doctest: +SKIP
+...     client = LLMClient(base_url=server.base_url, model="m", cache_dir=None)
+...     client.generate(["hi"], SamplingParams(n=2))
+[['hello', 'hello']]
+"""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["OpenAIStubServer", "StubHTTPError", "echo_responder"]
+
+_LOOPBACK = "127.0.0.1"
+
+#: A responder gets the decoded request body and returns the text of each
+#: choice: one string (repeated ``n`` times) or a list of strings (used as is).
+Responder = Callable[[dict[str, Any]], "str | list[str]"]
+
+
+class StubHTTPError(Exception):
+    """Raised by a responder to make the server answer with an HTTP error.
+
+    Parameters
+    ----------
+    status : int
+        HTTP status to send.
+    message : str
+        Sent as ``{"error": {"message": ...}}``, like the OpenAI API.
+    headers : dict, optional
+        Extra response headers (e.g. ``Retry-After``).
+    """
+
+    def __init__(self, status: int, message: str = "stub error", headers: dict[str, str] | None = None):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = int(status)
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def echo_responder(request: dict[str, Any]) -> str:
+    """Default responder: the content of the last message, prefixed by ``echo: ``."""
+    messages = request.get("messages") or [{}]
+    return f"echo: {messages[-1].get('content', '')}"
+
+
+class OpenAIStubServer:
+    """An OpenAI-compatible HTTP server on 127.0.0.1, run in a thread.
+
+    Parameters
+    ----------
+    responder : callable, optional
+        ``responder(request_json) -> str | list[str]`` gives the choices' texts.
+        A single string is repeated ``n`` times. It may raise
+        :class:`StubHTTPError` to send an HTTP error; any other exception
+        becomes an HTTP 500 naming it. Default :func:`echo_responder`.
+    host : str
+        Must be ``"127.0.0.1"`` (or ``"localhost"``): the stub never listens
+        beyond the machine.
+    port : int
+        0 picks a free port; see :attr:`base_url`.
+    fail_first : int
+        The first ``fail_first`` chat requests get HTTP 500, for retry tests.
+    status : int, optional
+        When set, every chat request gets this HTTP status (e.g. 400 or 429)
+        with ``status_message``; can be changed while running.
+    status_message : str
+        Error message sent with ``status`` and ``fail_first`` failures.
+    delay : float
+        Seconds to wait before answering each chat request, so tests can see
+        requests overlap.
+    model : str
+        Id listed by ``GET /v1/models``.
+
+    Attributes
+    ----------
+    requests : list of dict
+        Body of every chat request received, failed ones included, in arrival order.
+    headers : list of dict
+        Headers of the same requests.
+    max_in_flight : int
+        Largest number of chat requests being answered at the same time.
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        host: str = _LOOPBACK,
+        port: int = 0,
+        *,
+        fail_first: int = 0,
+        status: int | None = None,
+        status_message: str = "stub error",
+        delay: float = 0.0,
+        model: str = "stub-model",
+    ):
+        if host not in (_LOOPBACK, "localhost"):
+            raise ValueError(f"OpenAIStubServer only binds {_LOOPBACK}, not {host!r}")
+        self.responder = responder or echo_responder
+        self.port = int(port)
+        self.fail_first = int(fail_first)
+        self.status = status
+        self.status_message = status_message
+        self.delay = float(delay)
+        self.model = model
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._httpd: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._bound_port: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:<port>/v1``, the value for ``base_url``.
+
+        Still answers after :meth:`stop` (the port it had), so a test can
+        check what a client does when nothing listens there any more.
+        """
+        if self._bound_port is None:
+            raise RuntimeError("the stub server was never started; use it as a context manager or call start()")
+        return f"http://{_LOOPBACK}:{self._bound_port}/v1"
+
+    def start(self) -> OpenAIStubServer:
+        """Bind and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        self._httpd = _Server((_LOOPBACK, self.port), self._handler_class())
+        # Daemon threads so a test that forgets to stop the server does not
+        # hang the interpreter at exit.
+        self._httpd.daemon_threads = True
+        self._bound_port = int(self._httpd.server_address[1])
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="openpert-llm-stub", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> OpenAIStubServer:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    @property
+    def n_requests(self) -> int:
+        """Number of chat requests received so far."""
+        with self._lock:
+            return len(self.requests)
+
+    # -- request handling --------------------------------------------------
+
+    def _answer_chat(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Status, JSON body and extra headers for one chat request."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            number = len(self.requests)
+        if self.delay:
+            time.sleep(self.delay)
+        if number <= self.fail_first:
+            return 500, _error_body(f"{self.status_message} (planned failure {number}/{self.fail_first})"), {}
+        if self.status is not None:
+            return int(self.status), _error_body(self.status_message), {}
+        try:
+            texts = self.responder(body)
+        except StubHTTPError as exc:
+            return exc.status, _error_body(exc.message), exc.headers
+        except Exception as exc:  # noqa: BLE001 - a broken responder must answer, not hang the client
+            return 500, _error_body(f"responder raised {type(exc).__name__}: {exc}"), {}
+        n = int(body.get("n") or 1)
+        if isinstance(texts, str):
+            texts = [texts] * n
+        texts = [str(t) for t in texts]
+        prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        completion_words = sum(len(t.split()) for t in texts)
+        response = {
+            "id": f"chatcmpl-stub-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": None,
+                }
+                for i, text in enumerate(texts)
+            ],
+            # Whitespace words stand in for tokens: close enough for code
+            # that only reads or sums these numbers.
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": completion_words,
+                "total_tokens": prompt_words + completion_words,
+            },
+        }
+        return 200, response, {}
+
+    def _handler_class(self) -> type[http.server.BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+                # Test output stays readable; requests are recorded in server.requests.
+                return
+
+            def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode("utf-8")
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - name required by BaseHTTPRequestHandler
+                if self.path.rstrip("/") == "/v1/models":
+                    self._send_json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "openpert"}],
+                        },
+                    )
+                else:
+                    self._send_json(404, _error_body(f"no route GET {self.path}"))
+
+            def do_POST(self) -> None:  # noqa: N802 - name required by BaseHTTPRequestHandler
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._send_json(404, _error_body(f"no route POST {self.path}"))
+                    return
+                try:
+                    body = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    self._send_json(400, _error_body(f"request body is not JSON: {exc}"))
+                    return
+                if not isinstance(body, dict):
+                    self._send_json(400, _error_body("request body must be a JSON object"))
+                    return
+                with server._lock:
+                    server._in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server._in_flight)
+                try:
+                    status, payload, headers = server._answer_chat(body, dict(self.headers.items()))
+                finally:
+                    with server._lock:
+                        server._in_flight -= 1
+                self._send_json(status, payload, headers)
+
+        return Handler
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    # The default listen backlog of 5 drops connections when a client opens
+    # many at once, and the kernel retries them only after a second: tests
+    # of concurrency would be slow and timing-dependent.
+    request_queue_size = 128
+
+
+def _error_body(message: str) -> dict[str, Any]:
+    """An error in the OpenAI response shape."""
+    return {"error": {"message": message, "type": "stub_error", "param": None, "code": None}}

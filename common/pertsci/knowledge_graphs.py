@@ -1,0 +1,218 @@
+"""Biological knowledge graphs from the public files of a ``knowledge_graphs/`` folder.
+
+Every loader returns a tidy :class:`pandas.DataFrame` of edges with the columns
+
+``source`` (gene symbol), ``target`` (gene symbol or set name), ``relation`` (what the edge means:
+``physical``, ``complex``, ``pathway``, ``go_bp``, ``signalling``, ``regulon``...), ``sign`` (+1, -1,
+or 0 when unknown/unsigned), ``directed`` (bool) and ``database`` (where the edge comes from), so
+that edges from several sources can be concatenated and each keeps its origin.
+
+Identifiers: HuRI lists Ensembl gene ids, mapped to symbols with the K562 genome-wide screen's map
+(``perturbqa/k562_gw_mapping_full.json``; interactions of genes outside it are dropped, with the
+count logged). Gene sets (GMT) are read as published. CORUM is filtered to human complexes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+log = logging.getLogger(__name__)
+
+EDGE_COLUMNS = ["source", "target", "relation", "sign", "directed", "database"]
+
+#: File of each named gene-set collection, below ``knowledge_graphs/``.
+GENE_SET_FILES = {
+    "go_bp": "GO_Biological_Process_2021.gmt",
+    "reactome": "ReactomePathways.gmt",
+    "kegg": "KEGG_2016.gmt",
+    "msigdb_kegg": "msigdb_kegg_v7.5.1.gmt",
+    "hallmark": "msigdb_hallmark_v7.0.gmt",
+}
+
+
+def kg_dir(data_dir: str | Path) -> Path:
+    """The knowledge-graph folder ``data_dir``, checked to exist."""
+    folder = Path(data_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: knowledge-graph folder not found")
+    return folder
+
+
+def read_gmt(path: str | Path) -> dict[str, list[str]]:
+    """Read a GMT file: one set per line, ``name<TAB>description<TAB>gene<TAB>gene...``.
+
+    Empty gene fields are skipped; a line with no genes is an error naming the file and line.
+    """
+    sets: dict[str, list[str]] = {}
+    with open(path) as fh:
+        for i, line in enumerate(fh, 1):
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) < 3 or not any(fields[2:]):
+                if line.strip():
+                    raise ValueError(f"{path}: line {i}: a GMT line needs a name, a description and genes")
+                continue
+            sets[fields[0]] = [g for g in fields[2:] if g]
+    return sets
+
+
+def gene_sets(collection: str, data_dir: str | Path) -> dict[str, list[str]]:
+    """A named gene-set collection (see :data:`GENE_SET_FILES`), or ``corum`` (human complexes)."""
+    if collection == "corum":
+        return corum_complexes(data_dir)
+    if collection not in GENE_SET_FILES:
+        raise KeyError(f"unknown gene-set collection {collection!r}; known: {sorted([*GENE_SET_FILES, 'corum'])}")
+    return read_gmt(kg_dir(data_dir) / GENE_SET_FILES[collection])
+
+
+def gene_sets_to_edges(sets: dict[str, list[str]], relation: str, database: str) -> pd.DataFrame:
+    """Membership edges gene -> set name (undirected in meaning, stored gene first)."""
+    rows = [(g, name) for name, genes in sets.items() for g in genes]
+    df = pd.DataFrame(rows, columns=["source", "target"])
+    df["relation"], df["sign"], df["directed"], df["database"] = relation, 0, False, database
+    return df[EDGE_COLUMNS]
+
+
+@lru_cache(maxsize=2)
+def ensembl_to_symbol(data_dir: str) -> dict[str, str]:
+    """Ensembl gene id -> symbol, from the K562 genome-wide screen's map below the data folder ``data_dir``."""
+    base = Path(data_dir)
+    mapping = json.loads((base / "perturbqa" / "k562_gw_mapping_full.json").read_text())
+    return {ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}
+
+
+def huri_edges(data_dir: str | Path) -> pd.DataFrame:
+    """HuRI binary protein-protein interactions, as symbols (undirected)."""
+    df = pd.read_csv(kg_dir(data_dir) / "huri_binary_ppi.tsv", sep="\t")
+    mapping = ensembl_to_symbol(str(Path(data_dir).parent))
+    src, dst = df["protein1"].map(mapping), df["protein2"].map(mapping)
+    keep = src.notna() & dst.notna()
+    if (~keep).any():
+        log.info("HuRI: %d of %d interactions have a gene without a symbol and are dropped", int((~keep).sum()), len(df))
+    out = pd.DataFrame({"source": src[keep], "target": dst[keep]})
+    out["relation"], out["sign"], out["directed"], out["database"] = "physical", 0, False, "HuRI"
+    return out[EDGE_COLUMNS].reset_index(drop=True)
+
+
+def corum_complexes(data_dir: str | Path) -> dict[str, list[str]]:
+    """CORUM core complexes of human: complex name -> subunit gene symbols."""
+    df = pd.read_csv(kg_dir(data_dir) / "corum_core_complexes.txt", sep="\t", usecols=["ComplexName", "Organism", "subunits(Gene name)"])
+    df = df[df["Organism"] == "Human"].dropna(subset=["subunits(Gene name)"])
+    out: dict[str, list[str]] = {}
+    for name, genes in zip(df["ComplexName"], df["subunits(Gene name)"]):
+        members = [g.strip() for g in str(genes).split(";") if g.strip() and g.strip() != "None"]
+        if members:
+            out.setdefault(name, [])
+            out[name] = sorted(set(out[name]) | set(members))
+    return out
+
+
+def omnipath_edges(data_dir: str | Path) -> pd.DataFrame:
+    """OmniPath signed, directed signalling interactions."""
+    df = pd.read_csv(kg_dir(data_dir) / "omnipath_signed_directed.tsv", sep="\t")
+    out = pd.DataFrame({"source": df["source"], "target": df["target"], "relation": "signalling",
+                        "sign": df["interaction"].astype(int), "directed": True, "database": "OmniPath"})
+    return out[EDGE_COLUMNS]
+
+
+def dorothea_edges(data_dir: str | Path, confidence: Iterable[str] = ("A", "B", "C")) -> pd.DataFrame:
+    """DoRothEA TF -> target regulons (sign from the mode of regulation)."""
+    df = pd.read_csv(kg_dir(data_dir) / "dorothea_hs_ABC.tsv", sep="\t")
+    df = df[df["confidence"].isin(list(confidence))]
+    out = pd.DataFrame({"source": df["tf"], "target": df["target"], "relation": "regulon",
+                        "sign": np.sign(df["mor"]).astype(int), "directed": True, "database": "DoRothEA"})
+    return out[EDGE_COLUMNS].reset_index(drop=True)
+
+
+def trrust_edges(data_dir: str | Path) -> pd.DataFrame:
+    """TRRUST v2 TF -> target (mode 1 activation +1, 2 repression -1, 0 unknown 0)."""
+    df = pd.read_csv(kg_dir(data_dir) / "trrust_human.tsv", sep="\t", header=None,
+                     names=["tf", "target", "mode", "pmids"], dtype={"mode": "Int64"})
+    sign = df["mode"].map({1: 1, 2: -1, 0: 0}).fillna(0).astype(int)
+    out = pd.DataFrame({"source": df["tf"].str.strip(), "target": df["target"].str.strip(), "relation": "regulon",
+                        "sign": sign, "directed": True, "database": "TRRUST"})
+    return out[EDGE_COLUMNS]
+
+
+@lru_cache(maxsize=2)
+def string_descriptions(data_dir: str | Path) -> dict[str, str]:
+    """STRING v12 functional description per gene symbol."""
+    path = kg_dir(data_dir) / "string_v12_human_protein_info.txt.gz"
+    with gzip.open(path, "rt") as fh:
+        df = pd.read_csv(fh, sep="\t")
+    df = df.rename(columns={df.columns[0]: "string_protein_id"})
+    return dict(zip(df["preferred_name"], df["annotation"].fillna("")))
+
+
+def go_term_names(data_dir: str | Path) -> pd.DataFrame:
+    """GO term id, name and namespace (``BP``, ``MF``, ``CC``)."""
+    return pd.read_csv(kg_dir(data_dir) / "go_terms.tsv", sep="\t")
+
+
+LOADERS = {
+    "huri": huri_edges,
+    "omnipath": omnipath_edges,
+    "dorothea": dorothea_edges,
+    "trrust": trrust_edges,
+    "corum": lambda d: gene_sets_to_edges(corum_complexes(d), "complex", "CORUM"),
+    "reactome": lambda d: gene_sets_to_edges(gene_sets("reactome", d), "pathway", "Reactome"),
+    "go_bp": lambda d: gene_sets_to_edges(gene_sets("go_bp", d), "go_bp", "GO_BP"),
+}
+
+
+def load_edges(data_dir: str | Path, sources: Iterable[str] = ("huri", "corum", "reactome", "go_bp", "omnipath")) -> pd.DataFrame:
+    """Concatenate the edges of several sources (see :data:`LOADERS`)."""
+    frames = []
+    for name in sources:
+        if name not in LOADERS:
+            raise KeyError(f"unknown knowledge-graph source {name!r}; known: {sorted(LOADERS)}")
+        frames.append(LOADERS[name](data_dir))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=EDGE_COLUMNS)
+
+
+def adjacency(edges: pd.DataFrame, nodes: Iterable[str] | None = None, *, signed: bool = False,
+              symmetric: bool | None = None) -> tuple[sp.csr_matrix, pd.Index]:
+    """Sparse adjacency matrix of an edge table over ``nodes`` (default: every endpoint).
+
+    Parameters
+    ----------
+    edges
+        Edge table (:data:`EDGE_COLUMNS`).
+    nodes
+        Node order; edges with an endpoint outside it are dropped.
+    signed
+        Entries carry the edge sign (unsigned edges count +1); else 1 for any edge.
+    symmetric
+        Add every edge in both directions; by default, for undirected edges only.
+
+    Returns
+    -------
+    matrix, index
+        ``matrix[i, j]`` for an edge ``index[i] -> index[j]`` (duplicates summed, then clipped to
+        [-1, 1]); ``index`` the node order.
+    """
+    index = pd.Index(sorted(set(edges["source"]) | set(edges["target"]))) if nodes is None else pd.Index(list(nodes))
+    i = index.get_indexer(edges["source"])
+    j = index.get_indexer(edges["target"])
+    keep = (i >= 0) & (j >= 0)
+    values = edges["sign"].to_numpy(dtype=float) if signed else np.ones(len(edges))
+    if signed:
+        values = np.where(values == 0, 1.0, values)
+    i, j, values = i[keep], j[keep], values[keep]
+    both = np.ones(len(i), dtype=bool) if symmetric else (~edges["directed"].to_numpy(dtype=bool)[keep] if symmetric is None else np.zeros(len(i), bool))
+    rows = np.concatenate([i, j[both]])
+    cols = np.concatenate([j, i[both]])
+    vals = np.concatenate([values, values[both]])
+    mat = sp.coo_matrix((vals, (rows, cols)), shape=(len(index), len(index))).tocsr()
+    mat.sum_duplicates()
+    mat.data = np.clip(mat.data, -1, 1)
+    mat.eliminate_zeros()
+    return mat, index

@@ -1,0 +1,797 @@
+"""Text generation for tasks and methods that call a language model.
+
+One client, :class:`LLMClient`, with two backends:
+
+``openai``
+    Any OpenAI-compatible HTTP server, which is how ``vllm serve`` is usually
+    run. Requests go to ``POST {base_url}/chat/completions`` with the standard
+    library only (``urllib.request`` and ``json``), several at a time from a
+    thread pool, with retries and exponential backoff on connection errors,
+    timeouts, HTTP 429 and HTTP 5xx.
+``vllm``
+    An in-process ``vllm.LLM`` when the ``vllm`` package is importable. It is
+    imported lazily, so the module works without it.
+
+``backend="auto"`` picks ``vllm`` when a model is given, ``vllm`` is importable
+and no base URL is set; otherwise ``openai``.
+
+Generations are cached on disk, one small JSON file per request, keyed by the
+SHA-256 of the model name, the messages and the sampling parameters (seed
+included) but not of the backend or the URL: the same model answering the same
+prompt with the same parameters is the same experiment whichever way it is
+served, and a resumed benchmark must not pay for it twice.
+
+Configuration comes from arguments or, when an argument is ``None``, from the
+environment variables ``OPENPERT_LLM_BASE_URL``, ``OPENPERT_LLM_MODEL``,
+``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND`` and ``OPENPERT_LLM_CACHE``.
+
+Examples
+--------
+>>> client = LLMClient(base_url="http://127.0.0.1:8000/v1", model="my-model")  # doctest: +SKIP
+>>> client.generate(["Name a gene."], SamplingParams(n=2, seed=0))  # doctest: +SKIP
+[['TP53', 'BRCA1']]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import http.client
+import json
+import logging
+import os
+import random
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+__all__ = [
+    "SamplingParams",
+    "LLMClient",
+    "LLMError",
+    "LLMConfigError",
+    "LLMRequestError",
+    "client_from_params",
+    "default_cache_dir",
+    "cache_key",
+    "normalize_prompt",
+]
+
+log = logging.getLogger(__name__)
+
+ENV_BASE_URL = "OPENPERT_LLM_BASE_URL"
+ENV_MODEL = "OPENPERT_LLM_MODEL"
+ENV_API_KEY = "OPENPERT_LLM_API_KEY"
+ENV_BACKEND = "OPENPERT_LLM_BACKEND"
+ENV_CACHE = "OPENPERT_LLM_CACHE"
+
+BACKENDS = ("auto", "openai", "vllm")
+
+#: Bumped when the cache file layout or key recipe changes, so old entries are
+#: not misread.
+CACHE_VERSION = 1
+
+Message = Mapping[str, str]
+#: A prompt is either a plain string (sent as one user message) or a list of
+#: chat messages ``{"role": ..., "content": ...}``.
+Prompt = Union[str, Sequence[Message]]
+
+
+class _Default:
+    """Marker for "argument not given": ``None`` already means "disabled"."""
+
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+_DEFAULT: Any = _Default()
+
+
+class LLMError(RuntimeError):
+    """Base class of the errors raised by this module."""
+
+
+class LLMConfigError(LLMError):
+    """The client is not configured well enough to send anything."""
+
+
+class LLMRequestError(LLMError):
+    """A request failed for good (a 4xx other than 429, or retries exhausted).
+
+    Attributes
+    ----------
+    url : str
+        The URL requested.
+    status : int or None
+        The HTTP status, ``None`` for connection errors and timeouts.
+    server_message : str
+        What the server said (its ``error.message`` when it sent JSON).
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None, server_message: str = ""):
+        super().__init__(message)
+        self.url = url
+        self.status = status
+        self.server_message = server_message
+
+
+@dataclasses.dataclass
+class SamplingParams:
+    """How to sample: the parameters shared by the OpenAI API and vLLM.
+
+    Parameters
+    ----------
+    temperature : float
+        Softmax temperature; 0 is greedy decoding.
+    top_p : float
+        Nucleus sampling mass.
+    max_tokens : int
+        Largest number of generated tokens per completion.
+    n : int
+        Completions per prompt.
+    seed : int or None
+        Sampling seed. It is part of the cache key, so a new seed asks again.
+    stop : str or list of str or None
+        Stop sequences.
+    """
+
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    n: int = 1
+    seed: int | None = None
+    stop: str | list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"SamplingParams.n must be >= 1, got {self.n}")
+        if self.max_tokens < 1:
+            raise ValueError(f"SamplingParams.max_tokens must be >= 1, got {self.max_tokens}")
+
+    def stop_list(self) -> list[str] | None:
+        """Stop sequences as a list (a single string becomes a one-item list)."""
+        if self.stop is None:
+            return None
+        if isinstance(self.stop, str):
+            return [self.stop]
+        return [str(s) for s in self.stop]
+
+    def to_key_dict(self) -> dict[str, Any]:
+        """The parameters in a canonical form, as they enter the cache key."""
+        return {
+            "temperature": float(self.temperature),
+            "top_p": float(self.top_p),
+            "max_tokens": int(self.max_tokens),
+            "n": int(self.n),
+            "seed": None if self.seed is None else int(self.seed),
+            "stop": self.stop_list(),
+        }
+
+
+def normalize_prompt(prompt: Prompt) -> list[dict[str, str]]:
+    """Turn a prompt into a list of chat messages.
+
+    Parameters
+    ----------
+    prompt : str or sequence of mapping
+        A string is wrapped as one ``user`` message (how a plain completion
+        prompt is sent to a chat endpoint); a sequence of ``{"role", "content"}``
+        mappings is copied.
+
+    Returns
+    -------
+    list of dict
+        Messages with ``role`` and ``content`` strings.
+
+    Raises
+    ------
+    TypeError
+        When a message is not a mapping with string ``role`` and ``content``.
+    """
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    messages = []
+    for i, message in enumerate(prompt):
+        if not isinstance(message, Mapping) or not isinstance(message.get("role"), str) or not isinstance(
+            message.get("content"), str
+        ):
+            raise TypeError(f"message {i} must be a mapping with string 'role' and 'content', got {message!r}")
+        messages.append({"role": message["role"], "content": message["content"]})
+    if not messages:
+        raise ValueError("a prompt needs at least one message")
+    return messages
+
+
+def cache_key(model: str, messages: list[dict[str, str]], sampling: SamplingParams) -> str:
+    """SHA-256 naming one generation request in the cache.
+
+    The backend and URL are left out on purpose (see the module docstring).
+    """
+    payload = {
+        "version": CACHE_VERSION,
+        "model": model,
+        "messages": messages,
+        "sampling": sampling.to_key_dict(),
+    }
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename, so that a reader never sees half an entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def default_cache_dir() -> Path:
+    """``$OPENPERT_LLM_CACHE`` if set, else ``~/.cache/openpert/llm``."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "openpert" / "llm"
+
+
+def _import_vllm():
+    """The ``vllm`` module, or ``None`` when it is not installed.
+
+    Imported here rather than at the top because it pulls in CUDA and takes
+    seconds; most runs use an HTTP server instead.
+    """
+    try:
+        import vllm  # noqa: PLC0415
+    except ImportError:
+        return None
+    return vllm
+
+
+class _GenerationCache:
+    """One JSON file per key under ``root/<key[:2]>/<key>.json``.
+
+    The two-character shard keeps directories small when a benchmark issues
+    hundreds of thousands of prompts.
+    """
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str, n: int) -> list[str] | None:
+        path = self.path(key)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                entry = json.load(fh)
+        except FileNotFoundError:
+            return None
+        except (OSError, json.JSONDecodeError) as exc:
+            # Writes are atomic, so this is damage from outside; asking again
+            # (and overwriting the file) is the useful response.
+            log.warning("ignoring unreadable LLM cache entry %s: %s", path, exc)
+            return None
+        texts = entry.get("texts") if isinstance(entry, dict) else None
+        if not isinstance(texts, list) or len(texts) != n or not all(isinstance(t, str) for t in texts):
+            log.warning("ignoring malformed LLM cache entry %s", path)
+            return None
+        return texts
+
+    def put(self, key: str, model: str, messages: list[dict[str, str]], sampling: SamplingParams, texts: list[str]):
+        # The request is stored next to the answer so an entry can be inspected
+        # (or audited) without re-deriving the key.
+        entry = {
+            "version": CACHE_VERSION,
+            "key": key,
+            "model": model,
+            "messages": messages,
+            "sampling": sampling.to_key_dict(),
+            "texts": texts,
+            "created": time.time(),
+        }
+        _write_atomic(self.path(key), json.dumps(entry, ensure_ascii=False, indent=1))
+
+
+def _first_set(*values):
+    """First value that is neither ``None`` nor an empty string."""
+    for value in values:
+        if value is not None and value != "":
+            return value
+    return None
+
+
+class LLMClient:
+    """Generate text with an OpenAI-compatible server or an in-process vLLM.
+
+    Parameters
+    ----------
+    base_url : str, optional
+        OpenAI-compatible API root, e.g. ``http://127.0.0.1:8000/v1``.
+        Default ``$OPENPERT_LLM_BASE_URL``.
+    model : str, optional
+        Model name (served name for ``openai``, path or hub id for ``vllm``).
+        Default ``$OPENPERT_LLM_MODEL``. With the ``openai`` backend and no
+        model, the first model listed by ``GET {base_url}/models`` is used.
+    api_key : str, optional
+        Sent as ``Authorization: Bearer``. Default ``$OPENPERT_LLM_API_KEY``.
+    backend : {"auto", "openai", "vllm"}, optional
+        Default ``$OPENPERT_LLM_BACKEND`` or ``"auto"``.
+    cache_dir : path or None, optional
+        Generation cache. Default ``$OPENPERT_LLM_CACHE`` or
+        ``~/.cache/openpert/llm``; ``None`` disables the cache.
+    max_concurrency : int
+        Simultaneous HTTP requests (``openai`` backend).
+    max_retries : int
+        Retries after the first attempt on connection errors, timeouts, HTTP
+        429 and 5xx.
+    retry_base_delay : float
+        First backoff delay in seconds; doubled each retry.
+    retry_max_delay : float
+        Cap of one backoff delay in seconds.
+    retry_seed : int
+        Seed of the jitter RNG, so retry timing is reproducible.
+    timeout : float
+        Seconds to wait for one HTTP response (long generations are slow).
+    batch_size : int
+        Prompts handed to the backend at once; the cache is written after each
+        batch, which bounds the work lost when a run is interrupted.
+    vllm_kwargs : dict, optional
+        Extra arguments for ``vllm.LLM`` (``tensor_parallel_size``, ...).
+
+    Raises
+    ------
+    LLMConfigError
+        When neither a base URL nor a model usable with vLLM is configured.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        backend: str | None = None,
+        cache_dir: str | os.PathLike | None = _DEFAULT,
+        max_concurrency: int = 8,
+        max_retries: int = 5,
+        retry_base_delay: float = 1.0,
+        retry_max_delay: float = 60.0,
+        retry_seed: int = 0,
+        timeout: float = 600.0,
+        batch_size: int = 256,
+        vllm_kwargs: Mapping[str, Any] | None = None,
+    ):
+        self.base_url = _first_set(base_url, os.environ.get(ENV_BASE_URL))
+        if self.base_url is not None:
+            self.base_url = str(self.base_url).rstrip("/")
+        self.model = _first_set(model, os.environ.get(ENV_MODEL))
+        self.api_key = _first_set(api_key, os.environ.get(ENV_API_KEY))
+        requested = str(_first_set(backend, os.environ.get(ENV_BACKEND), "auto")).lower()
+        if requested not in BACKENDS:
+            raise LLMConfigError(f"unknown LLM backend {requested!r}; expected one of {', '.join(BACKENDS)}")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.backend = self._resolve_backend(requested)
+
+        if cache_dir is _DEFAULT:
+            cache_dir = default_cache_dir()
+        self.cache_dir = None if cache_dir is None else Path(cache_dir).expanduser()
+        self._cache = None if self.cache_dir is None else _GenerationCache(self.cache_dir)
+
+        self.max_concurrency = int(max_concurrency)
+        self.max_retries = int(max_retries)
+        self.retry_base_delay = float(retry_base_delay)
+        self.retry_max_delay = float(retry_max_delay)
+        self.timeout = float(timeout)
+        self.batch_size = int(batch_size)
+        self.vllm_kwargs = dict(vllm_kwargs or {})
+        self._opener = _opener_for(self.base_url)
+
+        # Jitter spreads retries of concurrent requests apart; seeding it keeps
+        # a rerun's timing (and so its logs) the same. Threads share it.
+        self._rng = random.Random(retry_seed)
+        self._lock = threading.Lock()
+        self._vllm_llm = None
+        #: Counters: HTTP generation requests sent (retries included), retries,
+        #: cache hits, and prompts generated.
+        self.stats = {"requests": 0, "retries": 0, "cache_hits": 0, "generated": 0}
+
+    # -- configuration -----------------------------------------------------
+
+    def _resolve_backend(self, requested: str) -> str:
+        if requested == "openai":
+            if self.base_url is None:
+                raise LLMConfigError(
+                    f"the openai LLM backend needs a base URL: pass base_url or set {ENV_BASE_URL} "
+                    "(e.g. http://127.0.0.1:8000/v1)"
+                )
+            return "openai"
+        if requested == "vllm":
+            if self.model is None:
+                raise LLMConfigError(f"the vllm LLM backend needs a model: pass model or set {ENV_MODEL}")
+            if _import_vllm() is None:
+                raise LLMConfigError("the vllm LLM backend was requested but the 'vllm' package is not importable")
+            return "vllm"
+        # auto: a server that is explicitly configured wins over loading a model here.
+        if self.base_url is None and self.model is not None and _import_vllm() is not None:
+            return "vllm"
+        if self.base_url is None:
+            raise LLMConfigError(
+                f"no LLM configured: set a base URL ({ENV_BASE_URL} or base_url=, for an OpenAI-compatible "
+                f"server such as `vllm serve`) or a model ({ENV_MODEL} or model=) with the vllm package installed"
+            )
+        return "openai"
+
+    def __repr__(self) -> str:
+        where = self.base_url if self.backend == "openai" else "in-process"
+        return f"LLMClient(backend={self.backend!r}, model={self.model!r}, at={where!r}, cache_dir={self.cache_dir})"
+
+    def resolved_model(self) -> str:
+        """The model name used in requests and cache keys.
+
+        With the ``openai`` backend and no configured model, asks the server
+        (``GET /models``) once and keeps the first id.
+        """
+        if self.model is None:
+            self.model = self._discover_model()
+        return self.model
+
+    def _discover_model(self) -> str:
+        url = f"{self.base_url}/models"
+        body = self._send_with_retries(url, None)
+        ids = [m.get("id") for m in body.get("data", []) if isinstance(m, dict) and m.get("id")]
+        if not ids:
+            raise LLMConfigError(f"{url} lists no models; pass model or set {ENV_MODEL}")
+        log.info("using model %s served at %s", ids[0], self.base_url)
+        return str(ids[0])
+
+    # -- public API --------------------------------------------------------
+
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[list[str]]:
+        """Generate ``sampling.n`` completions for each prompt.
+
+        Parameters
+        ----------
+        prompts : sequence of prompt
+            Each a string (sent as one user message) or a list of chat messages.
+        sampling : SamplingParams, optional
+            Default ``SamplingParams()``.
+
+        Returns
+        -------
+        list of list of str
+            One list of ``n`` texts per prompt, in input order.
+
+        Notes
+        -----
+        Cached prompts are not sent. With the cache on, identical prompts in
+        one call are sent once and share the answer, exactly as they would on
+        a later call; with ``cache_dir=None`` every prompt is sent.
+        """
+        if isinstance(prompts, str) or (
+            isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], Mapping)
+        ):
+            raise TypeError(
+                "generate() takes a list of prompts; wrap a single prompt (string or message list) in a list "
+                "or use generate_one()"
+            )
+        sampling = sampling or SamplingParams()
+        conversations = [normalize_prompt(p) for p in prompts]
+        if not conversations:
+            return []
+        model = self.resolved_model()
+        results: list[list[str] | None] = [None] * len(conversations)
+
+        # Work out what must be generated; indices sharing a key share a request.
+        todo: dict[str, list[int]] = {}
+        if self._cache is not None:
+            for i, messages in enumerate(conversations):
+                key = cache_key(model, messages, sampling)
+                if key in todo:
+                    todo[key].append(i)
+                    continue
+                hit = self._cache.get(key, sampling.n)
+                if hit is not None:
+                    results[i] = list(hit)
+                    with self._lock:
+                        self.stats["cache_hits"] += 1
+                else:
+                    todo[key] = [i]
+        else:
+            todo = {str(i): [i] for i in range(len(conversations))}
+
+        pending = list(todo.items())
+        for start in range(0, len(pending), self.batch_size):
+            batch = pending[start : start + self.batch_size]
+            texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
+            for (key, indices), out in zip(batch, texts):
+                if self._cache is not None:
+                    self._cache.put(key, model, conversations[indices[0]], sampling, out)
+                for j in indices:
+                    results[j] = list(out)
+            with self._lock:
+                self.stats["generated"] += len(batch)
+        return results  # type: ignore[return-value]
+
+    def generate_one(self, prompt: Prompt, sampling: SamplingParams | None = None) -> list[str]:
+        """:meth:`generate` for one prompt: its list of ``n`` texts."""
+        return self.generate([prompt], sampling)[0]
+
+    # -- backends ----------------------------------------------------------
+
+    def _generate_uncached(
+        self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str
+    ) -> list[list[str]]:
+        if self.backend == "vllm":
+            return self._generate_vllm(conversations, sampling)
+        return self._generate_openai(conversations, sampling, model)
+
+    def _generate_vllm(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams) -> list[list[str]]:
+        vllm = _import_vllm()
+        if vllm is None:
+            raise LLMConfigError("the 'vllm' package is no longer importable")
+        if self._vllm_llm is None:
+            # Loading weights takes minutes, so it happens once per client and
+            # only when something is not in the cache.
+            log.info("loading %s into vLLM", self.model)
+            self._vllm_llm = vllm.LLM(model=self.model, **self.vllm_kwargs)
+        params = vllm.SamplingParams(
+            n=sampling.n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_tokens,
+            seed=sampling.seed,
+            stop=sampling.stop_list(),
+        )
+        outputs = self._vllm_llm.chat(conversations, sampling_params=params, use_tqdm=False)
+        if len(outputs) != len(conversations):
+            raise LLMError(f"vLLM returned {len(outputs)} outputs for {len(conversations)} prompts")
+        texts = []
+        for output in outputs:
+            got = [completion.text for completion in output.outputs]
+            if len(got) != sampling.n:
+                raise LLMError(f"vLLM returned {len(got)} completions, expected n={sampling.n}")
+            texts.append(got)
+        return texts
+
+    def _generate_openai(
+        self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str
+    ) -> list[list[str]]:
+        url = f"{self.base_url}/chat/completions"
+        if len(conversations) == 1 or self.max_concurrency == 1:
+            return [self._chat_once(url, messages, sampling, model) for messages in conversations]
+        out: list[list[str] | None] = [None] * len(conversations)
+        pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(self.max_concurrency, len(conversations)), thread_name_prefix="openpert-llm"
+        )
+        try:
+            futures = {
+                pool.submit(self._chat_once, url, messages, sampling, model): i
+                for i, messages in enumerate(conversations)
+            }
+            for future in concurrent.futures.as_completed(futures):
+                # result() re-raises the first failure; the finally below drops
+                # the requests not yet started rather than waiting for them.
+                out[futures[future]] = future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return out  # type: ignore[return-value]
+
+    def _chat_once(self, url: str, messages: list[dict[str, str]], sampling: SamplingParams, model: str) -> list[str]:
+        payload: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+            "n": sampling.n,
+        }
+        # Left out when unset rather than sent as null: some compatible
+        # servers validate strictly and reject null fields.
+        if sampling.seed is not None:
+            payload["seed"] = int(sampling.seed)
+        if sampling.stop is not None:
+            payload["stop"] = sampling.stop_list()
+        body = self._send_with_retries(url, payload)
+        choices = body.get("choices") if isinstance(body, dict) else None
+        if not isinstance(choices, list):
+            raise LLMError(f"response from {url} has no 'choices' list: {str(body)[:300]}")
+        choices = sorted(choices, key=lambda c: c.get("index", 0))
+        texts = []
+        for choice in choices:
+            message = choice.get("message") or {}
+            content = message.get("content")
+            # content is null for e.g. a refusal or a pure tool call; an empty
+            # text is what a scorer can handle.
+            texts.append("" if content is None else str(content))
+        if len(texts) != sampling.n:
+            raise LLMError(
+                f"{url} returned {len(texts)} choices for n={sampling.n}; the server may not support n>1 "
+                "(ask with n=1 several times, with different seeds)"
+            )
+        return texts
+
+    # -- HTTP --------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = self.retry_base_delay * (2**attempt)
+        with self._lock:
+            delay *= 1.0 + 0.25 * self._rng.random()
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, self.retry_max_delay)
+
+    def _send_with_retries(self, url: str, payload: dict[str, Any] | None) -> Any:
+        """POST ``payload`` (GET when ``None``) and return the decoded JSON body."""
+        data = None if payload is None else json.dumps(payload).encode("utf-8")
+        last_error = ""
+        last_status: int | None = None
+        for attempt in range(self.max_retries + 1):
+            retry_after: float | None = None
+            request = urllib.request.Request(
+                url, data=data, headers=self._headers(), method="GET" if data is None else "POST"
+            )
+            if data is not None:
+                with self._lock:
+                    self.stats["requests"] += 1
+            try:
+                with self._opener.open(request, timeout=self.timeout) as response:
+                    raw = response.read()
+            except urllib.error.HTTPError as exc:
+                status = exc.code
+                server_message = _server_message(exc)
+                if status != 429 and not 500 <= status < 600:
+                    raise LLMRequestError(
+                        f"LLM request to {url} failed with HTTP {status}: {server_message}",
+                        url=url,
+                        status=status,
+                        server_message=server_message,
+                    ) from exc
+                last_status, last_error = status, f"HTTP {status}: {server_message}"
+                retry_after = _retry_after(exc)
+            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                # URLError wraps refused connections and connect timeouts;
+                # read timeouts and dropped connections arrive unwrapped.
+                last_status = None
+                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            else:
+                try:
+                    return json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise LLMError(f"response from {url} is not JSON: {raw[:300]!r}") from exc
+            if attempt == self.max_retries:
+                break
+            delay = self._backoff(attempt, retry_after)
+            with self._lock:
+                self.stats["retries"] += 1
+            log.warning("LLM request to %s failed (%s); retry %d/%d in %.2fs", url, last_error,
+                        attempt + 1, self.max_retries, delay)
+            time.sleep(delay)
+        raise LLMRequestError(
+            f"LLM request to {url} failed after {self.max_retries + 1} attempts: {last_error}",
+            url=url,
+            status=last_status,
+            server_message=last_error,
+        )
+
+    def close(self) -> None:
+        """Release the in-process vLLM engine, if one was loaded."""
+        self._vllm_llm = None
+
+    def __enter__(self) -> LLMClient:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _opener_for(base_url: str | None) -> urllib.request.OpenerDirector:
+    """A URL opener that never sends loopback requests through a proxy.
+
+    urllib honours ``http_proxy`` and friends; on clusters these are often set
+    for the outside world, and a ``vllm serve`` on 127.0.0.1 would then be
+    asked through the proxy, which cannot reach it.
+    """
+    host = urllib.parse.urlsplit(base_url).hostname if base_url else None
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    return urllib.request.build_opener()
+
+
+def _server_message(exc: urllib.error.HTTPError) -> str:
+    """The error text of an HTTP error response, preferring OpenAI's ``error.message``."""
+    try:
+        raw = exc.read()
+    except (OSError, http.client.HTTPException) as read_exc:
+        return f"(body unreadable: {read_exc})"
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError:
+        return text[:500] or (exc.reason or "")
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if body.get("message"):
+            return str(body["message"])
+        if body.get("detail"):
+            return str(body["detail"])
+    return text[:500]
+
+
+def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+    """Seconds from a ``Retry-After`` header given in seconds (the HTTP-date form is ignored)."""
+    value = exc.headers.get("Retry-After") if exc.headers is not None else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+_DISABLED = {"none", "off", "false", "no", "0", "disabled"}
+
+
+def client_from_params(par: Mapping[str, Any], **kwargs: Any) -> LLMClient:
+    """Build a client from a component's ``par`` dictionary.
+
+    Parameters
+    ----------
+    par : mapping
+        May hold ``llm_base_url``, ``llm_model``, ``llm_api_key``,
+        ``llm_backend``, ``llm_cache_dir`` and ``llm_max_concurrency``. A
+        missing or ``None`` value falls back to the environment variable (or
+        default) of :class:`LLMClient`. ``llm_cache_dir`` set to ``"none"``
+        (or ``"off"``, ``"false"``) disables the cache.
+    **kwargs
+        Passed on to :class:`LLMClient` (``max_retries``, ``timeout``, ...).
+
+    Returns
+    -------
+    LLMClient
+    """
+    cache_value = par.get("llm_cache_dir")
+    if cache_value is None or cache_value == "":
+        cache_dir: Any = _DEFAULT
+    elif str(cache_value).strip().lower() in _DISABLED:
+        cache_dir = None
+    else:
+        cache_dir = cache_value
+    concurrency = par.get("llm_max_concurrency")
+    options: dict[str, Any] = {
+        "base_url": par.get("llm_base_url"),
+        "model": par.get("llm_model"),
+        "api_key": par.get("llm_api_key"),
+        "backend": par.get("llm_backend"),
+        "cache_dir": cache_dir,
+    }
+    if concurrency is not None:
+        options["max_concurrency"] = int(concurrency)
+    options.update(kwargs)
+    return LLMClient(**options)

@@ -1,0 +1,6 @@
+"""BIOME-Bench's own library: items, answer extraction, prompts and judging.
+
+Components declare this folder in ``resources`` and import it after
+``sys.path.append(meta["resources_dir"])``; it imports the shared science package (``pertsci``),
+never the harness or another task.
+"""

@@ -1,0 +1,332 @@
+"""Train/test splits of perturbations for the unseen-perturbation task.
+
+* :func:`simulation_split`: GEARS's ``simulation`` split (Roohani et al., Nature Biotechnology
+  2024, Methods "Data splits"), as used by Ahlmann-Eltze, Huber & Anders (2025): a seeded random
+  subset of the perturbed genes is "seen"; single perturbations of the other genes are test
+  perturbations (``unseen_single``); combinations are test perturbations when one
+  (``combo_seen1``) or none (``combo_seen0``) of their genes is seen, and a fraction of the
+  combinations of two seen genes goes to training, the rest to test (``combo_seen2``). GEARS
+  then carves a validation set out of the training perturbations for early stopping; the task's
+  baselines have nothing to tune, so no validation set is made and those perturbations train.
+* :func:`logo_split`: leave one functional group out (methods appendix, "LOGO"): every perturbation
+  that targets a gene of the held-out class is a test perturbation; all others train.
+* :func:`class_genes`: the genes of a functional class, from a GO biological-process term of
+  ``knowledge_graphs/GO_Biological_Process_2021.gmt``, the transcription factors of
+  ``gene_lists/human_TF_names_lambert2018.txt``, or a metadata column.
+* :func:`make_task_files`: the task's train / test / solution AnnData of a pseudobulk and a split.
+
+LSFT (local similarity-filtered training) is not a split of the perturbations but a way of
+training for each test perturbation; it lives in :mod:`perturbation_effect_lib.linear_model` and is switched on
+per dataset through ``uns["lsft_fraction"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+
+from openpert.config.task import shared_data_dir
+
+__all__ = [
+    "simulation_split",
+    "logo_split",
+    "class_genes",
+    "tf_genes",
+    "choose_logo_class",
+    "annotate_functional_class",
+    "split_profiles",
+    "make_task_files",
+]
+
+TF_LIST = Path("gene_lists") / "human_TF_names_lambert2018.txt"
+UNASSIGNED = "unassigned"
+
+
+def _targets(perturbations: Sequence[str]) -> list[list[str]]:
+    return [str(p).split("+") for p in perturbations]
+
+
+def simulation_split(
+    perturbations: Sequence[str],
+    *,
+    train_gene_set_size: float = 0.75,
+    combo_seen2_train_frac: float = 0.75,
+    seed: int = 1,
+) -> pd.DataFrame:
+    """GEARS's ``simulation`` split of perturbations into train and test.
+
+    Parameters
+    ----------
+    perturbations
+        Perturbation ids: targets joined by ``+`` (``"A"``, ``"A+B"``).
+    train_gene_set_size
+        Fraction of the perturbed genes whose single perturbations are training data.
+    combo_seen2_train_frac
+        Fraction of the combinations of two seen genes put into training.
+    seed
+        Seed of :func:`numpy.random.default_rng`; the draw does not depend on the input order
+        (genes and combinations are sorted first).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by perturbation (input order), with ``split`` (``train``/``test``) and
+        ``subgroup`` (``train``, ``unseen_single``, ``combo_seen0``, ``combo_seen1``,
+        ``combo_seen2``).
+
+    Raises
+    ------
+    ValueError
+        When a fraction is outside (0, 1] or no single perturbation is left for training.
+    """
+    if not 0 < train_gene_set_size < 1:
+        raise ValueError(f"train_gene_set_size must be in (0, 1), got {train_gene_set_size}")
+    if not 0 <= combo_seen2_train_frac <= 1:
+        raise ValueError(f"combo_seen2_train_frac must be in [0, 1], got {combo_seen2_train_frac}")
+    rng = np.random.default_rng(seed)
+    targets = _targets(perturbations)
+    genes = np.array(sorted({g for t in targets for g in t}))
+    n_seen = int(len(genes) * train_gene_set_size)
+    seen = set(rng.choice(genes, size=n_seen, replace=False).tolist())
+    split, subgroup = [], []
+    seen2 = []
+    for i, t in enumerate(targets):
+        n_known = sum(g in seen for g in t)
+        if len(t) == 1:
+            split.append("train" if n_known else "test")
+            subgroup.append("train" if n_known else "unseen_single")
+        elif n_known == len(t):
+            split.append(None)  # decided below, among all combinations of seen genes
+            subgroup.append("combo_seen2")
+            seen2.append(i)
+        else:
+            split.append("test")
+            subgroup.append(f"combo_seen{n_known}")
+    order = sorted(seen2, key=lambda i: str(perturbations[i]))
+    n_train = int(len(order) * combo_seen2_train_frac)
+    to_train = set(rng.choice(np.array(order, dtype=int), size=n_train, replace=False).tolist()) if n_train else set()
+    for i in order:
+        split[i] = "train" if i in to_train else "test"
+        if i in to_train:
+            subgroup[i] = "train"
+    frame = pd.DataFrame({"split": split, "subgroup": subgroup}, index=pd.Index([str(p) for p in perturbations]))
+    if not (frame["split"] == "train").any():
+        raise ValueError("the simulation split left no training perturbation")
+    return frame
+
+
+def logo_split(perturbations: Sequence[str], held_out_genes: Sequence[str]) -> pd.DataFrame:
+    """Leave one group out: perturbations with any target in ``held_out_genes`` are the test set.
+
+    A combination with one held-out gene is held out too, so that no training perturbation
+    touches the class.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by perturbation, with ``split`` (``train``/``test``) and ``subgroup``
+        (``train``/``heldout_class``).
+
+    Raises
+    ------
+    ValueError
+        When no perturbation, or every perturbation, falls in the class.
+    """
+    held = set(held_out_genes)
+    test = np.array([any(g in held for g in t) for t in _targets(perturbations)])
+    if not test.any():
+        raise ValueError("no perturbation targets a gene of the held-out class")
+    if test.all():
+        raise ValueError("every perturbation targets a gene of the held-out class; nothing is left to train on")
+    return pd.DataFrame({"split": np.where(test, "test", "train"), "subgroup": np.where(test, "heldout_class", "train")},
+                        index=pd.Index([str(p) for p in perturbations]))
+
+
+def tf_genes(data_dir: str | Path | None = None) -> list[str]:
+    """The 1,639 human transcription factors of Lambert et al. (2018)."""
+    path = Path(data_dir or shared_data_dir()) / TF_LIST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: transcription-factor list not found (set OPENPERT_SHARED_DATA)")
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def class_genes(source: str, class_name: str, *, obs: pd.DataFrame | None = None,
+                data_dir: str | Path | None = None) -> list[str]:
+    """Genes of one functional class.
+
+    Parameters
+    ----------
+    source
+        ``"go_bp"`` (``class_name`` is a GO BP term, e.g. ``"translation (GO:0006412)"``, or just
+        its id ``"GO:0006412"``), ``"tf"`` (the transcription factors; ``class_name`` ignored) or
+        ``"functional_class"`` (targets of single perturbations whose ``obs["functional_class"]``
+        equals ``class_name``; needs ``obs``).
+    class_name
+        The class.
+    obs
+        Perturbation metadata with ``target_genes`` and ``functional_class``.
+    data_dir
+        The shared data folder (default :func:`openpert.config.task.shared_data_dir`).
+    """
+    if source == "tf":
+        return tf_genes(data_dir)
+    if source == "go_bp":
+        from pertsci import knowledge_graphs as kg
+
+        sets = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
+        if class_name in sets:
+            return sets[class_name]
+        by_id = [name for name in sets if name.endswith(f"({class_name})")]
+        if len(by_id) == 1:
+            return sets[by_id[0]]
+        raise KeyError(f"GO BP term {class_name!r} not found in {kg.GENE_SET_FILES['go_bp']}")
+    if source == "functional_class":
+        if obs is None or "functional_class" not in obs.columns:
+            raise ValueError("source 'functional_class' needs perturbation metadata with a functional_class column")
+        rows = obs[(obs["functional_class"] == class_name) & (obs["n_targets"] == 1)]
+        if rows.empty:
+            raise KeyError(f"no single perturbation has functional_class {class_name!r}")
+        return sorted(rows["target_genes"].astype(str))
+    raise ValueError(f"unknown class source {source!r}; expected go_bp, tf or functional_class")
+
+
+def choose_logo_class(obs: pd.DataFrame) -> str:
+    """The functional class with the most single perturbations (ties by name), never ``unassigned``."""
+    singles = obs[(obs["n_targets"] == 1) & (obs["functional_class"] != UNASSIGNED)]
+    if singles.empty:
+        raise ValueError("no single perturbation has a functional class to hold out")
+    counts = singles["functional_class"].value_counts()
+    best = counts.max()
+    return sorted(counts.index[counts == best])[0]
+
+
+def annotate_functional_class(target_genes: Sequence[str], source: str, *, min_size: int = 3,
+                              data_dir: str | Path | None = None) -> list[str]:
+    """A functional class per perturbation, from real annotation.
+
+    ``source="tf"``: ``"transcription factor"`` or ``"other"``. ``source="go_bp"``: among the GO BP
+    terms containing a target, the one containing the most targets of the screen (ties by name),
+    or ``"unassigned"`` when no term holds ``min_size`` targets. Combinations get the classes of
+    their targets joined by ``" + "`` (sorted, distinct).
+    """
+    targets = _targets(target_genes)
+    if source == "tf":
+        tfs = set(tf_genes(data_dir))
+        per_gene = {g: ("transcription factor" if g in tfs else "other") for t in targets for g in t}
+    elif source == "go_bp":
+        from pertsci import knowledge_graphs as kg
+
+        sets = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
+        screen = {g for t in targets for g in t}
+        sizes = {name: len(screen.intersection(genes)) for name, genes in sets.items()}
+        per_gene = {}
+        for g in screen:
+            terms = [name for name, genes in sets.items() if sizes[name] >= min_size and g in genes]
+            per_gene[g] = min(terms, key=lambda n: (-sizes[n], n)) if terms else UNASSIGNED
+    else:
+        raise ValueError(f"unknown annotation source {source!r}; expected go_bp or tf")
+    return [" + ".join(sorted({per_gene[g] for g in t})) for t in targets]
+
+
+def split_profiles(
+    profiles: ad.AnnData,
+    control: pd.Series,
+    *,
+    split: str = "simulation",
+    lsft_fraction: float = 0.0,
+    logo_source: str = "functional_class",
+    logo_class: str = "auto",
+    seed: int = 1,
+    train_gene_set_size: float = 0.75,
+    combo_seen2_train_frac: float = 0.75,
+    uns: dict | None = None,
+    data_dir: str | Path | None = None,
+) -> tuple[ad.AnnData, ad.AnnData, ad.AnnData]:
+    """Split a screen's pseudobulk into the task's files for one evaluation setting.
+
+    Parameters
+    ----------
+    profiles, control
+        From :func:`perturbation_effect_lib.pseudobulk.pseudobulk`, with ``obs["functional_class"]`` added.
+    split
+        ``"simulation"`` (:func:`simulation_split`) or ``"logo"`` (:func:`logo_split`).
+    lsft_fraction
+        Written to ``uns["lsft_fraction"]``: 0 trains on all training perturbations, a value in
+        (0, 1] asks methods for LSFT with that share of training perturbations.
+    logo_source, logo_class
+        The held-out class: ``logo_source`` as in :func:`class_genes`; ``logo_class="auto"`` takes
+        the functional class with the most single perturbations (:func:`choose_logo_class`; for
+        ``tf`` the class is always the transcription factors).
+    seed, train_gene_set_size, combo_seen2_train_frac
+        Of the simulation split.
+    uns
+        Dataset metadata (``dataset_id``, ``dataset_name``...) copied into every file.
+    data_dir
+        The shared data folder, for ``go_bp`` and ``tf``.
+    """
+    if not 0 <= lsft_fraction <= 1:
+        raise ValueError(f"lsft_fraction must be in [0, 1], got {lsft_fraction}")
+    perts = list(profiles.obs_names)
+    meta = dict(uns or {})
+    meta["split"] = split
+    meta["lsft_fraction"] = float(lsft_fraction)
+    if split == "simulation":
+        labels = simulation_split(perts, train_gene_set_size=train_gene_set_size,
+                                  combo_seen2_train_frac=combo_seen2_train_frac, seed=seed)
+    elif split == "logo":
+        if logo_source == "tf":
+            name, genes = "transcription factors", tf_genes(data_dir)
+        else:
+            name = choose_logo_class(profiles.obs) if logo_class == "auto" else logo_class
+            genes = class_genes(logo_source, name, obs=profiles.obs, data_dir=data_dir)
+        labels = logo_split(perts, genes)
+        meta["heldout_class"] = name
+    else:
+        raise ValueError(f"unknown split {split!r}; expected simulation or logo")
+    return make_task_files(profiles, control, labels, meta)
+
+
+def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFrame, uns: dict) -> tuple[ad.AnnData, ad.AnnData, ad.AnnData]:
+    """The task's train, test and solution AnnData of a pseudobulk and a split.
+
+    Parameters
+    ----------
+    profiles
+        Perturbations x genes pseudobulk (``X``) with ``obs`` columns ``condition``,
+        ``target_genes``, ``n_targets``, ``n_cells`` and ``functional_class``.
+    control
+        Control mean per gene (same genes).
+    split
+        From :func:`simulation_split` or :func:`logo_split`, indexed like ``profiles.obs_names``.
+    uns
+        Written to every file's ``uns`` (``dataset_id``, ``split``, ``lsft_fraction``...).
+
+    Returns
+    -------
+    train, test, solution
+        ``train``: training profiles in ``X``; ``test``: the test perturbations' metadata only;
+        ``solution``: their profiles in ``layers["expression"]``. Every file carries
+        ``var["control_mean"]``. A test perturbation's profile is written nowhere but the solution.
+    """
+    missing = profiles.obs_names.difference(split.index)
+    if len(missing):
+        raise ValueError(f"split lacks {len(missing)} perturbations, e.g. {list(missing[:3])}")
+    if not control.index.equals(profiles.var_names):
+        raise ValueError("control profile and pseudobulk have different genes")
+    labels = split.loc[profiles.obs_names]
+    is_test = (labels["split"] == "test").to_numpy()
+    if not is_test.any() or is_test.all():
+        raise ValueError("a split needs both training and test perturbations")
+    columns = ["condition", "target_genes", "n_targets", "functional_class", "n_cells"]
+    obs = profiles.obs[columns].copy()
+    obs["subgroup"] = labels["subgroup"].to_numpy()
+    var = pd.DataFrame({"control_mean": control.to_numpy(dtype=np.float64)}, index=profiles.var_names.copy())
+    X = np.asarray(profiles.X, dtype=np.float64)
+    train = ad.AnnData(X=X[~is_test], obs=obs[~is_test].copy(), var=var.copy(), uns=dict(uns))
+    test = ad.AnnData(obs=obs[is_test].drop(columns=["n_cells"]).copy(), var=var.copy(), uns=dict(uns))
+    solution = ad.AnnData(obs=obs[is_test].copy(), var=var.copy(), layers={"expression": X[is_test]}, uns=dict(uns))
+    return train, test, solution
