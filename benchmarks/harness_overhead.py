@@ -24,9 +24,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import FIXTURE_PROJECT, make_test_resources  # noqa: E402
 
+from openpert.config.viash import read_config  # noqa: E402
 from openpert.engines.local import Job, LocalEngine, label_resources, limits_for  # noqa: E402
 from openpert.run.component import substitute_block  # noqa: E402
-from openpert.config.viash import read_config  # noqa: E402
 
 
 def main() -> None:

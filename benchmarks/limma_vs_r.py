@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from pertsci import limma_voom as limma
-from pertsci import op3_simulation as op3_sim
 from pertsci import op3_processing as pseudobulk_de
+from pertsci import op3_simulation as op3_sim
 
 R_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "perturbation_prediction" / "limma_voom_reference.R"
 

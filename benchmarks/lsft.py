@@ -18,10 +18,9 @@ import argparse
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
-
-from perturbation_effect_lib import linear_model
 from perturbation_effect_lib import holdout_splits as splits
+from perturbation_effect_lib import linear_model
+from threadpoolctl import threadpool_limits
 
 FRACTIONS = (0.01, 0.05, 0.10)
 

@@ -19,7 +19,6 @@ import time
 
 import numpy as np
 import pandas as pd
-
 from pertreasonqa_lib import chemical_items as pc
 from pertreasonqa_lib import items_and_splits as ps
 from pertreasonqa_lib import reasoning_paths as rp

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from openpert.config.task import Task
 from openpert.config.viash import read_config
 from openpert.run.component import run_component

@@ -12,6 +12,7 @@ import time
 import pandas as pd
 import pytest
 from conftest import FAILING, GOOD  # noqa: E402
+
 from openpert.config.task import Task
 from openpert.config.viash import ConfigError
 from openpert.engines.local import run_benchmark
@@ -127,6 +128,7 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
 def test_regression_against_item_covariates(runs):
     """task_info's regressions: per-item metric values against a per-item covariate, with CIs."""
     import anndata as ad
+
     from openpert.results.collect import BOOTSTRAP_SEED, N_BOOT
     from openpert.results.resampling import regression_with_ci
 

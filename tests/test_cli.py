@@ -7,6 +7,7 @@ import sys
 
 import anndata as ad
 import pytest
+
 from openpert.cli import main
 from openpert.config.lint import lint_paths
 from openpert.config.scaffold import create_component

@@ -9,6 +9,7 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
+
 from openpert.config.viash import ConfigError, read_config
 from openpert.run.component import run_component
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME

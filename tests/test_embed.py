@@ -6,6 +6,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+
 from pertsci import embeddings as embed_mod
 from pertsci.embeddings import EMBEDDING_DIM, embed, token_embeddings
 

@@ -8,6 +8,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+
 from openpert.config.formats import FileFormat, FormatError
 
 PREDICTION = {

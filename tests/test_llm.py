@@ -8,6 +8,7 @@ import threading
 import types
 
 import pytest
+
 from openpert.testing.llm_server import OpenAIStubServer, StubHTTPError
 from pertsci import llm
 from pertsci.llm import (

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from openpert.engines.nextflow import (
     TRACE_FILE_NAME,
     collect_job_records,
@@ -270,8 +271,8 @@ def _main_nf_code() -> str:
 
 def _block(code: str, header: str) -> str:
     start = code.index(header)
-    depth, pos = 0, code.index("{", start)
-    for pos in range(pos, len(code)):
+    depth, opening = 0, code.index("{", start)
+    for pos in range(opening, len(code)):
         depth += {"{": 1, "}": -1}.get(code[pos], 0)
         if depth == 0:
             return code[start : pos + 1]

@@ -30,7 +30,10 @@ def test_nextflow_engine_matches_local_engine(project_copy, tmp_path, monkeypatc
     via_nf = run_benchmark(task, tmp_path / "nf", input_dir=inputs, methods=methods, metrics=["errors"], engine="nextflow", progress=False)
     local = run_benchmark(task, tmp_path / "local", input_dir=inputs, methods=methods, metrics=["errors"], progress=False)
     assert (tmp_path / "nf" / "logs" / "nextflow.log").is_file()
-    key = lambda r: {(s["dataset_id"], s["method_id"], s["metric_id"]): s["raw"] for s in r["scores"]}
+
+    def key(r):
+        return {(s["dataset_id"], s["method_id"], s["metric_id"]): s["raw"] for s in r["scores"]}
+
     assert key(via_nf) == key(local) and len(key(local)) == 8  # (3 controls + group_mean) x (rmse, mae)
     assert [(f["job_id"], f["exit_code"]) for f in via_nf["failures"]] == [("syn/fail_raise", 1)]
     assert [f["job_id"] for f in local["failures"]] == ["syn/fail_raise"]

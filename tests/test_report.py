@@ -5,16 +5,19 @@ from __future__ import annotations
 import html
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+from report_fixture import HOSTILE, write_results_dir  # noqa: E402
 
 from openpert.report import (  # noqa: E402
     describe_failure,
@@ -28,7 +31,6 @@ from openpert.report import (  # noqa: E402
 )
 from openpert.report.formatting import format_parameter  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
-from report_fixture import HOSTILE, write_results_dir  # noqa: E402
 
 # -- a minimal DOM, enough to read tables and attributes -------------------------------------
 
@@ -38,20 +40,20 @@ _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "me
 class Node:
     """An element with its attributes and children (elements and text)."""
 
-    def __init__(self, tag: str, attrs: dict[str, str | None], parent: "Node | None") -> None:
+    def __init__(self, tag: str, attrs: dict[str, str | None], parent: Node | None) -> None:
         self.tag, self.attrs, self.parent = tag, attrs, parent
         self.children: list[Node | str] = []
 
     def text(self) -> str:
         return "".join(c if isinstance(c, str) else c.text() for c in self.children)
 
-    def iter(self) -> Iterator["Node"]:
+    def iter(self) -> Iterator[Node]:
         yield self
         for c in self.children:
             if isinstance(c, Node):
                 yield from c.iter()
 
-    def find_all(self, tag: str | None = None, **attrs: str) -> list["Node"]:
+    def find_all(self, tag: str | None = None, **attrs: str) -> list[Node]:
         def match(n: Node) -> bool:
             if tag is not None and n.tag != tag:
                 return False
@@ -66,12 +68,12 @@ class Node:
 
         return [n for n in self.iter() if match(n)]
 
-    def find(self, tag: str | None = None, **attrs: str) -> "Node":
+    def find(self, tag: str | None = None, **attrs: str) -> Node:
         found = self.find_all(tag, **attrs)
         assert found, f"no <{tag}> with {attrs}"
         return found[0]
 
-    def elements(self) -> list["Node"]:
+    def elements(self) -> list[Node]:
         return [c for c in self.children if isinstance(c, Node)]
 
     def classes(self) -> list[str]:

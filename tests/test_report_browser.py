@@ -11,16 +11,18 @@ import json
 import shutil
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from openpert.report import render_site  # noqa: E402
 from report_fixture import write_results_dir  # noqa: E402
+
+from openpert.report import render_site  # noqa: E402
 
 pytestmark = pytest.mark.browser
 

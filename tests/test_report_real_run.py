@@ -6,6 +6,7 @@ import html
 import re
 
 import pytest
+
 from openpert.report import failure_label, format_number, render_site
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+
 from openpert.results.scoring import aggregate_scores, scale_scores
 
 CONTROLS = {"pos": "positive", "neg": "negative", "base": "baseline", "m1": None, "m2": None}

@@ -14,6 +14,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as sps
+
 from openpert.results import resampling as st
 from openpert.results.resampling import (
     bootstrap_ci,
@@ -22,7 +24,6 @@ from openpert.results.resampling import (
     paired_permutation_test,
     regression_with_ci,
 )
-from scipy import stats as sps
 
 # ---------------------------------------------------------------------------
 # slow references

@@ -6,6 +6,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+
 from pertsci import text_metrics as tm
 
 

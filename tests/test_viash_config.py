@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from openpert.config.viash import ConfigError, deep_merge, read_config
 
 

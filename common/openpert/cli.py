@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from openpert.config.formats import FormatError
 from openpert.config.viash import ConfigError, find_project_root

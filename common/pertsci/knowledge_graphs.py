@@ -17,9 +17,9 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pandas as pd

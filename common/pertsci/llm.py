@@ -50,7 +50,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "SamplingParams",
@@ -81,7 +81,7 @@ CACHE_VERSION = 1
 Message = Mapping[str, str]
 #: A prompt is either a plain string (sent as one user message) or a list of
 #: chat messages ``{"role": ..., "content": ...}``.
-Prompt = Union[str, Sequence[Message]]
+Prompt = str | Sequence[Message]
 
 
 class _Default:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import anndata as ad
 import numpy as np

@@ -35,8 +35,8 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import logging
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import anndata as ad
 import numpy as np

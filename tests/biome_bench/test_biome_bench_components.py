@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from biome_bench_lib import biome
 from biome_bench_stub import stub_responder
+
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
 from openpert.testing.llm_server import OpenAIStubServer

@@ -6,7 +6,7 @@ Used as the component tests' responder (``info.test_llm``) and by the task tests
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pertreasonqa_lib.reasoning_paths import (
     STATE_NAMES,

@@ -15,8 +15,9 @@ import pytest
 import scipy.sparse as sp
 from pertreasonqa_lib import chemical_items as pc
 from pertreasonqa_lib import reasoning_paths as rp
-from pertsci import op3_simulation as op3_sim
 from project_paths import SHARED_DATA
+
+from pertsci import op3_simulation as op3_sim
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
 

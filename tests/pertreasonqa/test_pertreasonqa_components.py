@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pertreasonqa_stub  # noqa: E402 - the task's stand-in model, next to this file
 import pytest
+from pertreasonqa_lib import reasoning_paths as rp
+
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
-from pertreasonqa_lib import reasoning_paths as rp
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "pertreasonqa"

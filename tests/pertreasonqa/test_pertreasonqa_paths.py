@@ -148,7 +148,7 @@ def test_hop_limit_excludes_cheaper_long_path():
 
 def test_hop_limited_paths_match_brute_force_on_random_graphs():
     rng = np.random.default_rng(0)
-    for trial in range(30):
+    for _ in range(30):
         n = 8
         pairs = [(a, b) for a in range(n) for b in range(n) if a != b and rng.random() < 0.3]
         if not pairs:

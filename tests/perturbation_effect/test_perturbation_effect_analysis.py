@@ -10,6 +10,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+
 from openpert.config.viash import find_project_root
 
 ROOT = find_project_root(Path(__file__).resolve().parent)

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from openpert.config.viash import find_project_root
 from perturbation_effect_lib import holdout_splits as splits
 from perturbation_effect_lib import perturbseq_simulation as perturb_sim
 from perturbation_effect_lib import pseudobulk
 from project_paths import SHARED_DATA
+
+from openpert.config.viash import find_project_root
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 GEARS_FILE = ROOT / "resources_test/perturbation_effect/raw/gears_perturbseq.h5ad"

@@ -16,11 +16,12 @@ import anndata as ad
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from openpert.config.viash import find_project_root, read_config
-from openpert.run.component import run_component
 from perturbation_effect_lib import holdout_splits as splits
 from perturbation_effect_lib import linear_model, pseudobulk
 from perturbation_effect_lib import perturbseq_simulation as perturb_sim
+
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
 
 ROOT = find_project_root(Path(__file__).resolve().parent)
 EMBEDDINGS = [("pca", "pca"), ("pca", "random"), ("random", "pca")]

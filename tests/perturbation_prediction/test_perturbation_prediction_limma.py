@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
 from pertsci import limma_voom as limma
 from pertsci import op3_processing as pseudobulk_de
 from pertsci import op3_simulation as op3_sim

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from project_paths import SHARED_DATA
+
 from pertsci import op3_processing as pseudobulk_de
 from pertsci import op3_simulation as op3_sim
-from project_paths import SHARED_DATA
 
 HAS_SHARED = (SHARED_DATA / "op3" / "id_map.csv").is_file()
 needs_shared = pytest.mark.skipif(not HAS_SHARED, reason=f"real OP3 metadata not found in {SHARED_DATA / 'op3'}")

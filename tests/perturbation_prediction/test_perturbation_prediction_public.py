@@ -19,6 +19,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
 

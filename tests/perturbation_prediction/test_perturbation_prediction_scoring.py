@@ -14,12 +14,13 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import spearmanr
+
 from openpert.config.formats import FormatError
 from openpert.config.task import Task
 from openpert.config.viash import find_project_root, read_config
 from openpert.results.collect import read_score
 from openpert.run.component import run_component
-from scipy.stats import spearmanr
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = Task(ROOT / "src" / "perturbation_prediction")

@@ -7,6 +7,7 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
+
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
 

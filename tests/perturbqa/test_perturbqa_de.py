@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from pertsci.wilcoxon import benjamini_hochberg, order_codes, rank_sum_test
 from scipy import stats
+
+from pertsci.wilcoxon import benjamini_hochberg, order_codes, rank_sum_test
 
 
 def scipy_reference(X, groups, tested):

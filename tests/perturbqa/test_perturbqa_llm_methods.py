@@ -17,9 +17,6 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from openpert.config.viash import find_project_root, read_config
-from openpert.run.component import run_component
-from openpert.testing.llm_server import OpenAIStubServer
 from perturbqa_lib.knowledge_text import set_annotation
 from perturbqa_lib.labels import gene_prevalence, read_dataset, training_pairs
 from perturbqa_lib.retrieval import (
@@ -29,6 +26,10 @@ from perturbqa_lib.retrieval import (
     no_retrieval_prompt,
     summer_prompt,
 )
+
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
+from openpert.testing.llm_server import OpenAIStubServer
 
 ROOT = find_project_root(Path(__file__).resolve())
 RESOURCES = ROOT / "resources_test" / "perturbqa"

@@ -6,11 +6,12 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from openpert.config.viash import find_project_root, read_config
-from openpert.run.component import run_component
 from perturbqa_lib.labels import perturbqa_dataset, prediction_frame
 from project_paths import SHARED_DATA
 from sklearn.metrics import roc_auc_score
+
+from openpert.config.viash import find_project_root, read_config
+from openpert.run.component import run_component
 
 ROOT = find_project_root(__import__("pathlib").Path(__file__).resolve())
 needs_data = pytest.mark.skipif(not (SHARED_DATA / "perturbqa").is_dir(),

@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -103,7 +104,7 @@ class FileFormat:
     source: str = ""
 
     @classmethod
-    def from_spec(cls, spec: Mapping, *, source: str, format_id: str) -> "FileFormat":
+    def from_spec(cls, spec: Mapping, *, source: str, format_id: str) -> FileFormat:
         """Parse an ``info.format`` mapping; errors name ``source`` and the key."""
         if not isinstance(spec, Mapping):
             raise FormatError(f"{source}: expected a mapping, got {spec!r}")

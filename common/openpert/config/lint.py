@@ -6,8 +6,8 @@ Each problem is one line: ``<config>: <key>: <what is wrong>``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from openpert.config.viash import (
     COMPONENT_TYPES,

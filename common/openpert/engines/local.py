@@ -24,8 +24,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError

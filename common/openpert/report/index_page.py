@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from openpert.report.formatting import MISSING, format_number, format_timestamp
 from openpert.report.leaderboards import overall_rows

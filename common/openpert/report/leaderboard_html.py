@@ -7,7 +7,8 @@ that sorts carries its raw value in ``data-sort``; without scripts the tables re
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from openpert.report.formatting import (
     MISSING,

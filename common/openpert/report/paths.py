@@ -7,7 +7,8 @@ ids that collide after that get a numeric suffix, in file order, so the mapping 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from openpert.report.task_results import TaskResults, is_control
 

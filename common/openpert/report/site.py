@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from openpert.report.component_pages import render_method_page, render_metric_page
 from openpert.report.index_page import render_index

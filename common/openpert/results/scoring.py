@@ -9,7 +9,7 @@ as they are (there ``hi < lo``). Scaled values are kept unclipped; only the aggr
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd

@@ -15,8 +15,9 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
@@ -89,7 +90,7 @@ def run_component(
     args: Mapping[str, Any],
     *,
     work_dir: str | Path,
-    limits: Limits = Limits(),
+    limits: Limits | None = None,
     log: str | Path | None = None,
     context: Mapping[str, str | Path] | None = None,
     allowed_input_formats: set[str] | None = None,
@@ -131,6 +132,7 @@ def run_component(
         For errors in the call itself (unknown arguments, missing required ones, a method given
         a file it may not read): nothing ran.
     """
+    limits = limits if limits is not None else Limits()
     work_dir = Path(work_dir).resolve()
     if work_dir.exists() and any(work_dir.iterdir()):
         raise ConfigError(f"{work_dir}: the work directory must be new or empty")

@@ -79,7 +79,7 @@ class JobRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JobRecord":
+    def from_dict(cls, data: dict[str, Any]) -> JobRecord:
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in fields})
 
@@ -90,5 +90,5 @@ class JobRecord:
         write_text_atomic(path, json.dumps(self.to_dict(), indent=2, sort_keys=True))
 
     @classmethod
-    def read(cls, path: Path) -> "JobRecord":
+    def read(cls, path: Path) -> JobRecord:
         return cls.from_dict(json.loads(Path(path).read_text()))

@@ -7,8 +7,9 @@ a run replaces it with the real values, exactly as Viash does.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from openpert.config.viash import ConfigError
 

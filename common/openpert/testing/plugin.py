@@ -10,6 +10,7 @@ with finite values; a prediction names its method). The config must also pass ``
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 
@@ -72,6 +73,9 @@ def _load_responder(config: ComponentConfig):
     path = config.root / filename.lstrip("/") if filename.startswith("/") else config.path.parent / filename
     if not path.is_file():
         raise ConfigError(f"{config.path}: info.test_llm.responder: {path} not found")
+    if config.task_dir is not None and str(config.task_dir) not in sys.path:
+        # A responder may use its task's library (src/<task>/<task>_lib), as the components do.
+        sys.path.insert(0, str(config.task_dir))
     spec = importlib.util.spec_from_file_location(f"openpert_test_responder_{config.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -14,8 +14,8 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 
-from pertsci import knowledge_graphs as kg
 from pertreasonqa_lib import reasoning_paths as rp
+from pertsci import knowledge_graphs as kg
 
 #: Columns every item file carries.
 ITEM_KEYS = ["cell", "perturbation", "perturbation_type", "gene"]

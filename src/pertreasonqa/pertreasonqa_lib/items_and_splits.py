@@ -37,8 +37,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from pertsci import knowledge_graphs as kg
 from openpert.config.task import shared_data_dir
+from pertsci import knowledge_graphs as kg
 
 log = logging.getLogger(__name__)
 

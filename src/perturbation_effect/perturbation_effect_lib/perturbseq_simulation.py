@@ -41,8 +41,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from perturbation_effect_lib.pseudobulk import CONTROL, condition_key, condition_name, log_normalize
 from openpert.config.task import shared_data_dir
+from perturbation_effect_lib.pseudobulk import CONTROL, condition_key, condition_name, log_normalize
 
 __all__ = [
     "GASPERINI_BASELINE",

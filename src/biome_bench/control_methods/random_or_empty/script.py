@@ -1,6 +1,6 @@
 import sys
-import numpy as np
 
+import numpy as np
 
 ## VIASH START
 par = {

@@ -1,4 +1,5 @@
 import sys
+
 import numpy as np
 from sklearn.linear_model import LogisticRegression, Ridge
 

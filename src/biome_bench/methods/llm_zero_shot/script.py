@@ -1,4 +1,5 @@
 import sys
+
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
 
 ## VIASH START

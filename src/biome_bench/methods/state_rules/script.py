@@ -2,7 +2,6 @@ import sys
 
 import numpy as np
 
-
 ## VIASH START
 par = {
     "input_train": "resources_test/biome_bench/mmu_subset/train.h5ad",

@@ -1,7 +1,7 @@
 import sys
+
 import anndata as ad
 import numpy as np
-
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",

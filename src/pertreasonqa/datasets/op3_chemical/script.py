@@ -1,8 +1,7 @@
-import sys
 import logging
+import sys
 
 import numpy as np
-
 
 ## VIASH START
 par = {

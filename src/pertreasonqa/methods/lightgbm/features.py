@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-
 from pertreasonqa_lib import reasoning_paths as rp
 
 #: Order of the classes of the classifier.

@@ -6,7 +6,6 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "input_test": "resources_test/pertreasonqa/k562_rpe1_small/test.h5ad",
@@ -17,8 +16,8 @@ meta = {"name": "lightgbm", "resources_dir": "src/pertreasonqa/methods/lightgbm"
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 from features import CLASSES, gene_priors, item_features  # noqa: E402
+from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"]).obs
 test = ad.read_h5ad(par["input_test"])

@@ -1,4 +1,5 @@
 import sys
+
 import anndata as ad
 
 from pertsci.llm import SamplingParams, client_from_params

@@ -1,6 +1,6 @@
 import sys
-import anndata as ad
 
+import anndata as ad
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",

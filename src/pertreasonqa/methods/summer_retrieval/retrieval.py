@@ -7,7 +7,6 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-
 from pertreasonqa_lib import reasoning_paths as rp
 
 

@@ -1,7 +1,7 @@
 import sys
+
 import anndata as ad
 import pandas as pd
-
 
 ## VIASH START
 par = {"input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",

@@ -1,6 +1,6 @@
 import sys
-import anndata as ad
 
+import anndata as ad
 
 ## VIASH START
 par = {"input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",

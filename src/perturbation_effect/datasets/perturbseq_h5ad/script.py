@@ -12,8 +12,8 @@ meta = {"resources_dir": "src/perturbation_effect", "name": "perturbseq_h5ad"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbation_effect_lib import pseudobulk  # noqa: E402
 from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
+from perturbation_effect_lib import pseudobulk  # noqa: E402
 
 cells = pseudobulk.read_perturbseq(par["input"], par["input_format"])
 profiles, control = pseudobulk.pseudobulk(cells, min_cells=par["min_cells"])

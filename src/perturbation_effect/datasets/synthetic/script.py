@@ -1,4 +1,5 @@
 import sys
+
 from pertsci import knowledge_graphs as kg
 
 ## VIASH START
@@ -13,9 +14,9 @@ meta = {"resources_dir": "src/perturbation_effect", "name": "synthetic"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
 from perturbation_effect_lib import perturbseq_simulation as perturb_sim  # noqa: E402
 from perturbation_effect_lib import pseudobulk  # noqa: E402
-from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
 
 real = par["gene_source"] == "k562"
 screen = perturb_sim.simulate_screen(

@@ -1,6 +1,6 @@
 import sys
-import anndata as ad
 
+import anndata as ad
 
 ## VIASH START
 par = {

@@ -1,6 +1,6 @@
 import sys
-import anndata as ad
 
+import anndata as ad
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",

@@ -1,8 +1,8 @@
 import sys
+
 import anndata as ad
 import numpy as np
 import pandas as pd
-
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -21,7 +21,7 @@ solution = ad.read_h5ad(par["input_solution"])[test.obs_names].obs
 pairs = solution["subtask"].isin(["de", "dir"])
 scores = pd.Series(rng.random(int(pairs.sum())), index=solution.index[pairs])
 texts = {}
-for subtask, group in solution[~pairs].groupby("subtask"):
+for _, group in solution[~pairs].groupby("subtask"):
     # A random cyclic shift of a random order: no cluster keeps its own annotation.
     order = rng.permutation(len(group))
     shifted = np.roll(order, 1) if len(group) > 1 else order

@@ -18,9 +18,16 @@ meta = {"resources_dir": "src/perturbqa", "name": "perturbseq", "config": "src/p
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.labels import (CELL_LINES, LICENSE, dataset_from_responses, normalize_log_tp10k,  # noqa: E402
-                                       perturbation_labels, split_perturbations, write_dataset)
 from perturbqa_lib.knowledge_text import knowledge_tables  # noqa: E402
+from perturbqa_lib.labels import (  # noqa: E402
+    CELL_LINES,
+    LICENSE,
+    dataset_from_responses,
+    normalize_log_tp10k,
+    perturbation_labels,
+    split_perturbations,
+    write_dataset,
+)
 
 screen = ad.read_h5ad(par["input"])
 column = par["perturbation_column"]

@@ -1,4 +1,5 @@
 import sys
+
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression

@@ -1,9 +1,8 @@
-import sys
 import itertools
+import sys
 
 import numpy as np
 import pandas as pd
-
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
