@@ -35,7 +35,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy import optimize, special, stats
 
-from pertsci.wilcoxon import benjamini_hochberg
+from pertsci.multiple_testing import benjamini_hochberg
 
 __all__ = [
     "LinearModelFit",

@@ -4,7 +4,7 @@
 gene, as ``scipy.stats.mannwhitneyu(group, control, method="asymptotic", use_continuity=True,
 alternative="two-sided")`` does one pair at a time: the Mann–Whitney U statistic, its normal
 approximation with the tie correction and the continuity correction, and the two-sided p-value.
-:func:`benjamini_hochberg` adjusts p-values for the false discovery rate.
+:func:`pertsci.multiple_testing.benjamini_hochberg` adjusts its p-values for the false discovery rate.
 
 How it is fast
     The test of group *k* against the control for gene *j* needs, for each cell of group *k*, how
@@ -49,7 +49,9 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy import special
 
-__all__ = ["RankSumResult", "rank_sum_test", "benjamini_hochberg", "order_codes"]
+from pertsci.multiple_testing import benjamini_hochberg
+
+__all__ = ["RankSumResult", "rank_sum_test", "order_codes"]
 
 
 @dataclasses.dataclass
@@ -101,39 +103,6 @@ class RankSumResult:
             "pvalue_adj": self.pvalue_adj.ravel(),
             "mean_diff": self.mean_diff.ravel(),
         })
-
-
-def benjamini_hochberg(pvalues: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Benjamini–Hochberg adjusted p-values (false discovery rate), along ``axis``.
-
-    Parameters
-    ----------
-    pvalues : numpy.ndarray
-        P-values in [0, 1]; NaN entries stay NaN and do not count as tests.
-    axis : int
-        The axis holding one family of tests.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``min(1, min_{j >= i} p_(j) m / j)`` for the i-th smallest p-value of each family of ``m``
-        tests, in the original order; equal to ``statsmodels``' ``fdr_bh``.
-    """
-    p = np.moveaxis(np.asarray(pvalues, dtype=np.float64), axis, -1)
-    flat = p.reshape(-1, p.shape[-1]) if p.ndim else p.reshape(1, 1)
-    out = np.full_like(flat, np.nan)
-    for r in range(flat.shape[0]):
-        row = flat[r]
-        ok = np.flatnonzero(~np.isnan(row))
-        m = ok.size
-        if m == 0:
-            continue
-        order = ok[np.argsort(row[ok], kind="stable")]
-        scaled = row[order] * m / np.arange(1, m + 1)
-        # A running minimum from the largest p-value down makes the adjusted values monotone.
-        adjusted = np.minimum.accumulate(scaled[::-1])[::-1]
-        out[r, order] = np.minimum(adjusted, 1.0)
-    return np.moveaxis(out.reshape(p.shape), -1, axis)
 
 
 def order_codes(values: np.ndarray) -> tuple[np.ndarray, int]:

@@ -7,7 +7,8 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from pertsci.wilcoxon import benjamini_hochberg, order_codes, rank_sum_test
+from pertsci.multiple_testing import benjamini_hochberg
+from pertsci.wilcoxon import order_codes, rank_sum_test
 
 
 def scipy_reference(X, groups, tested):

@@ -9,7 +9,6 @@ import scipy.sparse as sp
 from perturbqa_lib.labels import (
     dataset_from_responses,
     gene_prevalence,
-    normalize_log_tp10k,
     perturbation_labels,
     prediction_frame,
     read_clusters_json,
@@ -19,6 +18,8 @@ from perturbqa_lib.labels import (
     subtask_labels,
     synthetic_perturbseq,
 )
+
+from pertsci.normalisation import normalize_log_tp10k
 
 
 def write_csv(path, rows):

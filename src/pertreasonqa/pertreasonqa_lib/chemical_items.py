@@ -43,10 +43,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from perturbqa_lib.labels import normalize_log_tp10k
 
 from pertreasonqa_lib import items_and_splits as ps
 from pertsci import op3_simulation as op3_sim
+from pertsci.normalisation import normalize_log_tp10k
 from pertsci.wilcoxon import rank_sum_test
 
 log = logging.getLogger(__name__)

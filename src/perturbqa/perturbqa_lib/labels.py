@@ -13,7 +13,7 @@ Published files (``<shared data>/perturbqa/``)
 
 The label pipeline (appendix A.2 of the paper)
     From a Perturb-seq AnnData in the Replogle/Nadig layout (counts, a perturbation column whose
-    control cells are ``non-targeting``): :func:`normalize_log_tp10k`, then
+    control cells are ``non-targeting``): :func:`pertsci.normalisation.normalize_log_tp10k`, then
     :func:`perturbation_labels` runs :func:`pertsci.wilcoxon.rank_sum_test` of every perturbation
     against the controls with Benjamini–Hochberg, drops perturbations with fewer than 5 DEGs
     except 100 sampled negative-control perturbations (0 DEGs), takes the top 20 DEGs by adjusted
@@ -50,7 +50,7 @@ __all__ = [
     "SUBTASKS", "PAIR_SUBTASKS", "CLUSTER_SUBTASKS", "RESPONSES", "CELL_LINES", "LICENSE",
     "read_label_csv", "read_clusters_json", "read_set_mapping", "responses_from_labels",
     "subtask_labels", "pair_items", "cluster_items", "prediction_frame", "set_members",
-    "normalize_log_tp10k", "perturbation_labels", "split_perturbations", "synthetic_perturbseq",
+    "perturbation_labels", "split_perturbations", "synthetic_perturbseq",
     "read_basal_baseline", "SCREENS", "load_screen", "perturbqa_dataset", "write_dataset", "read_dataset",
     "subsample_published", "dataset_from_responses", "training_pairs", "gene_prevalence", "prevalence_scores", "write_prediction",
 ]
@@ -239,23 +239,6 @@ def prediction_frame(test_obs: pd.DataFrame, scores: Mapping[str, float] | pd.Se
 
 
 # --- the label pipeline --------------------------------------------------------------------------
-def normalize_log_tp10k(counts, target_sum: float = 1e4, totals: np.ndarray | None = None) -> sp.csr_matrix:
-    """log(1 + counts per 10,000) of each cell (appendix A.2), as float32 CSR.
-
-    ``totals`` gives each cell's library size when ``counts`` holds a subset of the genes
-    (default: the row sums). Cells with no count stay zero.
-    """
-    X = sp.csr_matrix(counts, dtype=np.float64, copy=True)
-    totals = np.asarray(X.sum(axis=1)).ravel() if totals is None else np.asarray(totals, dtype=np.float64)
-    if totals.shape != (X.shape[0],):
-        raise ValueError(f"totals has shape {totals.shape}, expected ({X.shape[0]},)")
-    scale = np.divide(target_sum, totals, out=np.zeros_like(totals), where=totals > 0)
-    X.data *= np.repeat(scale, np.diff(X.indptr))
-    np.log1p(X.data, out=X.data)
-    X.eliminate_zeros()
-    return X.astype(np.float32)
-
-
 def perturbation_labels(
     X,
     perturbations: Sequence[str],
@@ -276,7 +259,7 @@ def perturbation_labels(
     Parameters
     ----------
     X : matrix, shape (n_cells, n_genes)
-        log(TP10k+1) expression (see :func:`normalize_log_tp10k`).
+        log(TP10k+1) expression (see :func:`pertsci.normalisation.normalize_log_tp10k`).
     perturbations : sequence of str
         Target of each cell; ``control`` marks the non-targeting cells.
     genes : sequence of str

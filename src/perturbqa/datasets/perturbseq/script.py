@@ -23,11 +23,12 @@ from perturbqa_lib.labels import (  # noqa: E402
     CELL_LINES,
     LICENSE,
     dataset_from_responses,
-    normalize_log_tp10k,
     perturbation_labels,
     split_perturbations,
     write_dataset,
 )
+
+from pertsci.normalisation import normalize_log_tp10k  # noqa: E402
 
 screen = ad.read_h5ad(par["input"])
 column = par["perturbation_column"]

@@ -5,7 +5,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy import stats
 
-from pertsci.wilcoxon import benjamini_hochberg
+from pertsci.multiple_testing import benjamini_hochberg
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
