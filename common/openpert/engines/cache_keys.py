@@ -32,23 +32,13 @@ def file_digest(path: Path) -> str:
     return digest
 
 
-_SCIENCE_DIGESTS: dict[Path, str] = {}
-
-
 def science_digest(root: Path) -> str:
     """Digest of the shared science package of the project at ``root`` (``common/pertsci``).
 
     Every component may import it, so it is part of every job's key; the harness (``openpert``) is
     not, since it never runs inside a job's script.
     """
-    package = (Path(root) / "common" / "pertsci").resolve()
-    with _HASH_LOCK:
-        if package in _SCIENCE_DIGESTS:
-            return _SCIENCE_DIGESTS[package]
-    digest = hash_text(*(f"{p.relative_to(package)}:{hash_file(p)}" for p in _source_files(package)))
-    with _HASH_LOCK:
-        _SCIENCE_DIGESTS[package] = digest
-    return digest
+    return resource_digest((Path(root) / "common" / "pertsci").resolve())
 
 
 def _source_files(folder: Path) -> list[Path]:
@@ -62,7 +52,7 @@ def resource_digest(path: Path) -> str:
     """Digest of one declared resource: a file's content, or every source file below a folder."""
     if path.is_dir():
         return hash_text(*(f"{p.relative_to(path)}:{hash_file(p)}" for p in _source_files(path)))
-    return hash_file(path)
+    return hash_file(path) if path.is_file() else f"missing:{path.name}"
 
 
 def component_digest(config: ComponentConfig) -> str:

@@ -202,7 +202,7 @@ def run_component(
             return failed(EXIT_INVALID, f"{config.path}: resource {res.get('path')!r} not found")
         dest = resources_dir / (res.get("dest") or src.name)
         if src.is_dir():
-            shutil.copytree(src, dest)
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)

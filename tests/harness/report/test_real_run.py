@@ -39,7 +39,7 @@ def test_every_method_metric_and_failure_appears(real_site):
 
 def test_real_run_page_loads_in_chromium(real_site, tmp_path):
     # the browser set-up of the website's own browser tests (skips the same way without chromium)
-    from test_report_browser import CHROMIUM, CHROMIUM_ARGS, Watched, sync_api
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, Watched, sync_api
 
     _, site = real_site
     with sync_api.sync_playwright() as pw:

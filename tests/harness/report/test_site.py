@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -14,9 +13,6 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from report_fixture import HOSTILE, write_results_dir  # noqa: E402
 
 from openpert.report import (  # noqa: E402

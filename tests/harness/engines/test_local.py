@@ -165,12 +165,3 @@ def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
     (project_copy / "src/tiny/analysis.py").write_text("def task_statistics(outdir):\n    raise ValueError('no such column')\n")
     extra = run_task_analysis(Task(project_copy / "src" / "tiny"), project_copy)
     assert extra["qc"][0]["flag"] == "analysis_failed" and "ValueError: no such column" in extra["qc"][0]["message"]
-
-
-def test_cache_key_covers_library_code(tiny_task, monkeypatch):
-    import openpert.engines.local as bm
-
-    config = tiny_task.component("group_mean")
-    before = bm.component_digest(config)
-    monkeypatch.setattr(bm, "_LIBRARY_DIGEST", "changed library")
-    assert bm.component_digest(config) != before

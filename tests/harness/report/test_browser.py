@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import json
 import shutil
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -17,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
 from report_fixture import write_results_dir  # noqa: E402
 
 from openpert.report import render_site  # noqa: E402

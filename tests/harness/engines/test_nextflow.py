@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from project_paths import FIXTURES, ROOT
 
 from openpert.engines.nextflow import (
     TRACE_FILE_NAME,
@@ -29,10 +30,10 @@ from openpert.engines.nextflow import (
 )
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 MAIN_NF = REPO / "main.nf"
 NEXTFLOW_CONFIG = REPO / "nextflow.config"
-FIXTURE_TASK = Path(__file__).resolve().parent / "fixtures" / "nf_task"
+FIXTURE_TASK = FIXTURES / "nf_task"
 
 
 def _write(path: Path, text: str) -> Path:
@@ -282,7 +283,7 @@ def _block(code: str, header: str) -> str:
 def _task_specific_names() -> set[str]:
     """Names a generic pipeline must not contain: tasks, components, arguments, formats, files."""
     names = {"perturbqa", "k562", "mlp", "auroc", "file_train", "file_prediction", "prediction.h5ad"}
-    config_dirs = [REPO / "src", Path(__file__).resolve().parent / "fixtures"]
+    config_dirs = [REPO / "src", FIXTURES]
     for folder in config_dirs:
         for api in folder.rglob("api"):
             names.add(api.parent.name)

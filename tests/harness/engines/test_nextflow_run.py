@@ -1,6 +1,6 @@
 """`openpert benchmark --engine nextflow` end to end, with a stand-in for the nextflow executable.
 
-Nextflow cannot be installed here; tests/test_nextflow.py checks main.nf's command lines, trace
+Nextflow cannot be installed here; tests/harness/engines/test_nextflow.py checks main.nf's command lines, trace
 parsing and collection piece by piece, and runs the real pipeline where nextflow is on PATH. This
 test drives the whole Python side through `run_benchmark(engine="nextflow")` and checks that it
 publishes the same scores as the local engine.
@@ -13,17 +13,19 @@ import shutil
 import sys
 from pathlib import Path
 
+from project_paths import FIXTURES, ROOT
+
 from openpert.config.task import Task
 from openpert.engines.local import run_benchmark
 
-FAKE = Path(__file__).parent / "fixtures" / "fake_nextflow"
+FAKE = FIXTURES / "fake_nextflow"
 
 
 def test_nextflow_engine_matches_local_engine(project_copy, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", os.pathsep.join([str(FAKE), str(Path(sys.executable).parent), os.environ["PATH"]]))
     # the project's pipeline is the repository's generic main.nf and its config
     for name in ("main.nf", "nextflow.config"):
-        shutil.copy(Path(__file__).parents[1] / name, project_copy / name)
+        shutil.copy(ROOT / name, project_copy / name)
     task = Task(project_copy / "src" / "tiny")
     inputs = project_copy / "resources_test" / "tiny"
     methods = ["group_mean", "fail_raise"]
