@@ -138,13 +138,22 @@ def cmd_test(ns: argparse.Namespace) -> int:
 
 
 def cmd_lint(ns: argparse.Namespace) -> int:
+    from openpert.config.layout_rules import check_project
     from openpert.config.lint import lint_paths
 
-    problems = lint_paths([Path(p) for p in (ns.paths or [_root() / "src"])])
-    for problem in problems:
+    paths = [Path(p) for p in (ns.paths or [_root() / "src"])]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)}: no such file or folder to lint")
+    problems = lint_paths(paths)
+    configs = [c for p in paths for c in ([p] if p.is_file() else sorted(q for q in p.rglob("config.vsh.yaml") if "api" not in q.parts))]
+    layout = check_project(_root(), configs)
+    for problem in [*problems, *map(str, layout.violations)]:
         print(problem)
-    print(f"{len(problems)} problem(s)" if problems else "no problems found")
-    return 1 if problems else 0
+    print(layout.summary())
+    total = len(problems) + len(layout.violations)
+    print(f"{total} problem(s)" if total else "no problems found")
+    return 1 if total else 0
 
 
 def cmd_create_component(ns: argparse.Namespace) -> int:
@@ -188,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", help="component folders or files (default: src/)")
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed on to pytest")
 
-    p = sub.add_parser("lint", help="check component configs")
+    p = sub.add_parser("lint", help="check component configs and the layout rules (import direction, declared resources)")
     p.add_argument("paths", nargs="*", help="folders or config files (default: src/)")
 
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")

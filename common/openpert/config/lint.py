@@ -106,7 +106,9 @@ def lint_config(config: ComponentConfig) -> list[str]:
     except ConfigError as err:
         problems.append(str(err))
     for arg in config.file_inputs + config.file_outputs:
-        if arg.format_id is None:
+        # A dataset loader reads raw data in its original format (or a folder of it); everything
+        # else exchanges files of the task's API.
+        if arg.format_id is None and not (config.type == "dataset" and arg in config.file_inputs):
             bad(f"arguments --{arg.name}", "file arguments merge one of the task's api/file_*.yaml")
     return problems
 
