@@ -264,7 +264,7 @@ def run_benchmark(
         method_jobs, follow = plan_jobs(plan)
         records += local.run(method_jobs, then=follow)
     elif engine == "nextflow":
-        from openpert.engines import nextflow
+        from openpert.engines import nextflow, nextflow_trace
 
         completed = nextflow.run_nextflow(plan, outdir / "plan.json", main_nf=task.root / "main.nf", profile=profile,
                                           work_dir=outdir / "nextflow_work", resume=resume,
@@ -272,7 +272,7 @@ def run_benchmark(
         trace = outdir / "nextflow_trace.tsv"
         if not trace.is_file():
             raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; see {outdir / 'logs' / 'nextflow.log'}")
-        records += nextflow.collect_job_records(plan, nextflow.parse_trace(trace))
+        records += nextflow_trace.collect_job_records(plan, nextflow_trace.parse_trace(trace))
     else:
         raise ConfigError(f"unknown engine {engine!r}; expected local or nextflow")
     return write_results(task, plan, records, outdir, engine=engine)

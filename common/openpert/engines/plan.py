@@ -17,6 +17,7 @@ from openpert.config.project import shared_data_input
 from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import file_digest
+from openpert.engines.resource_labels import parse_label_resources
 from openpert.files import hash_text
 from openpert.run.process import Limits
 from openpert.run.records import JobRecord
@@ -26,8 +27,6 @@ PLAN_VERSION = 1
 
 def label_resources(root: Path) -> dict[str, dict[str, float]]:
     """Resource limits per label, from ``_viash.yaml``'s ``config_mods``."""
-    from openpert.engines.nextflow import parse_label_resources
-
     return parse_label_resources(Path(root) / "_viash.yaml")
 
 

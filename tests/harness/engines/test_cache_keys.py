@@ -5,10 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from project_paths import ROOT
+
 from openpert.config.task import discover_tasks
 from openpert.engines.cache_keys import component_digest
 from openpert.engines.local import run_benchmark
-from project_paths import ROOT
 
 
 def _digests(root: Path) -> dict[str, str]:

@@ -18,16 +18,9 @@ import pytest
 import yaml
 from project_paths import FIXTURES, ROOT
 
-from openpert.engines.nextflow import (
-    TRACE_FILE_NAME,
-    collect_job_records,
-    config_profiles,
-    nextflow_command,
-    parse_label_resources,
-    parse_resource_directive,
-    parse_trace,
-    run_nextflow,
-)
+from openpert.engines.nextflow import TRACE_FILE_NAME, config_profiles, nextflow_command, run_nextflow
+from openpert.engines.nextflow_trace import collect_job_records, parse_trace
+from openpert.engines.resource_labels import parse_label_resources, parse_resource_directive
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 
 REPO = ROOT

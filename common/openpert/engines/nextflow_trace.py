@@ -1,0 +1,304 @@
+"""Reading back a Nextflow run: its trace file, turned into one job record per job of the plan.
+
+Decisions worth knowing:
+
+- A job is matched to its trace row by the process ``tag``, which ``main.nf`` sets to the job id.
+  When a tag appears more than once (retries), a successful row wins, else the last attempt.
+- Nextflow's local executor stops a task that exceeds its ``time`` without an exit code; such a row
+  (no exit code, run time at or above the job's time limit) is reported with exit code 143, like a
+  scheduler's time limit.
+- A job that Nextflow reports as completed but whose published output is missing is failed with
+  exit code -1: results are collected from published files only.
+- Jobs of the plan that are absent from the trace never ran: a metric job whose method failed is
+  reported as ``"not run: upstream job <id> failed"``, anything else as ``"not run"``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from openpert.engines.resource_labels import MEMORY_UNITS_MB, TIME_UNITS_S
+from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME, JobRecord
+
+#: Exit status Nextflow records when a task was stopped without one (``Integer.MAX_VALUE``).
+_NO_EXIT_STATUS = 2**31 - 1
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)(?![a-z])")
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGTPE]?B)?$", re.IGNORECASE)
+
+_DURATION_FIELDS = {"duration", "realtime", "time"}
+_MEMORY_FIELDS = {"peak_rss", "peak_vmem", "rss", "vmem", "memory", "disk", "rchar", "wchar"}
+_PERCENT_FIELDS = {"%cpu", "%mem"}
+_INT_FIELDS = {"task_id", "attempt", "cpus", "syscr", "syscw", "read_bytes", "write_bytes"}
+
+
+def _parse_duration(value: str) -> float:
+    """Seconds of a Nextflow duration: ``350ms``, ``2.5s``, ``1m 2s``, ``1d 2h 3m 4s``."""
+    text = value.strip()
+    total, pos = 0.0, 0
+    for match in _DURATION_PART.finditer(text):
+        if text[pos : match.start()].strip():
+            break
+        total += float(match.group(1)) * TIME_UNITS_S[match.group(2)]
+        pos = match.end()
+    if pos == 0 or text[pos:].strip():
+        raise ValueError(f"not a Nextflow duration: {value!r}")
+    return total
+
+
+def _parse_memory(value: str) -> float:
+    """MB of a Nextflow memory value: ``12.5 MB``, ``1 GB``, ``1024 KB``, ``0``."""
+    match = _MEMORY.match(value.strip())
+    if match is None:
+        raise ValueError(f"not a Nextflow memory value: {value!r}")
+    unit = (match.group(2) or "B").upper()
+    return float(match.group(1)) * MEMORY_UNITS_MB[unit]
+
+
+def _convert(field: str, value: str) -> Any:
+    if value in ("-", ""):
+        return None
+    if field == "exit":
+        code = int(value)
+        return None if code == _NO_EXIT_STATUS else code
+    if field in _DURATION_FIELDS:
+        return _parse_duration(value)
+    if field in _MEMORY_FIELDS:
+        return _parse_memory(value)
+    if field in _PERCENT_FIELDS:
+        return float(value.rstrip("%"))
+    if field in _INT_FIELDS:
+        return int(value)
+    return value
+
+
+def parse_trace(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Read a Nextflow trace file (tab-separated, one row per task attempt).
+
+    Parameters
+    ----------
+    path
+        The trace file.
+
+    Returns
+    -------
+    One dict per row, keyed by the header's field names. ``-`` (not available) becomes ``None``;
+    ``exit`` is an int (``None`` when the task never exited by itself); ``duration``,
+    ``realtime`` and ``time`` are seconds; ``peak_rss``, ``peak_vmem``, ``rss``, ``vmem``,
+    ``memory`` (and ``disk``, ``rchar``, ``wchar``) are MB; ``%cpu`` and ``%mem`` are floats
+    without ``%``; ``task_id`` is an int; everything else stays a string.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the file does not exist.
+    ValueError
+        Naming the file and line, for a row with the wrong number of fields or a value that cannot
+        be read.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"Nextflow trace {path} does not exist (did Nextflow start?)")
+    rows: list[dict[str, Any]] = []
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header = next(reader, None)
+        if not header:
+            return rows
+        for line_no, fields in enumerate(reader, start=2):
+            if not fields or fields == [""]:
+                continue
+            if len(fields) != len(header):
+                raise ValueError(
+                    f"{path}, line {line_no}: {len(fields)} fields, the header has {len(header)}"
+                )
+            row: dict[str, Any] = {}
+            for name, raw in zip(header, fields):
+                try:
+                    row[name] = _convert(name, raw.strip())
+                except ValueError as exc:
+                    raise ValueError(f"{path}, line {line_no}, field {name!r}: {exc}") from None
+            rows.append(row)
+    return rows
+
+
+def _job_limits(plan: Mapping[str, Any], component: Mapping[str, Any]) -> dict[str, int]:
+    limits: dict[str, int] = {}
+    resources = plan.get("resources") or {}
+    for label in component.get("labels") or []:
+        limits.update(resources.get(label) or {})
+    return limits
+
+
+def _pick_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row that tells a job's outcome: a successful attempt, else the last one."""
+    done = [r for r in rows if r.get("status") in ("COMPLETED", "CACHED")]
+    pool = done or rows
+    return max(pool, key=lambda r: (r.get("task_id") is not None, r.get("task_id") or 0))
+
+
+def _format_mb(mb: float) -> str:
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
+
+
+def _failure(row: dict[str, Any], limits: Mapping[str, int]) -> tuple[int, str]:
+    """Exit code and one-line reason of a failed trace row."""
+    status = row.get("status")
+    code = row.get("exit")
+    realtime = row.get("realtime") if row.get("realtime") is not None else row.get("duration")
+    peak = row.get("peak_rss")
+    if code == EXIT_MEMORY:
+        detail = []
+        if peak is not None:
+            detail.append(f"peak {_format_mb(peak)}")
+        if "memory_mb" in limits:
+            detail.append(f"limit {_format_mb(limits['memory_mb'])}")
+        return EXIT_MEMORY, "memory limit exceeded" + (f" ({', '.join(detail)})" if detail else "")
+    time_limit = limits.get("time_s")
+    if code == EXIT_TIME or (
+        code is None and time_limit is not None and realtime is not None and realtime >= time_limit
+    ):
+        detail = f" (limit {time_limit} s)" if time_limit is not None else ""
+        return EXIT_TIME, "time limit exceeded" + detail
+    if code is None:
+        if status == "ABORTED":
+            return EXIT_INVALID, "aborted by Nextflow before it finished"
+        if status == "FAILED":
+            return EXIT_INVALID, "stopped by Nextflow without an exit code"
+        return EXIT_INVALID, f"did not finish (Nextflow status {status})"
+    if code == 0:
+        return EXIT_INVALID, "exited with code 0 but Nextflow marked it failed (outputs missing?)"
+    return code, f"exited with code {code}"
+
+
+def _log_path(row: dict[str, Any]) -> str | None:
+    workdir = row.get("workdir")
+    if not workdir:
+        return None
+    if "://" in workdir:
+        return f"{workdir.rstrip('/')}/.command.log"
+    log = Path(workdir) / ".command.log"
+    return str(log) if log.exists() else None
+
+
+def _record(
+    plan: Mapping[str, Any],
+    rows_by_tag: Mapping[str, list[dict[str, Any]]],
+    *,
+    job_id: str,
+    stage: str,
+    component: Mapping[str, Any],
+    dataset_id: str,
+    method_id: str,
+    publish_dir: Path,
+    upstream: JobRecord | None,
+) -> JobRecord:
+    record = JobRecord(
+        job_id=job_id,
+        stage=stage,  # type: ignore[arg-type]
+        component=component["id"],
+        component_type=component.get("type", stage),
+        dataset_id=dataset_id,
+        method_id=method_id,
+    )
+    rows = rows_by_tag.get(job_id)
+    if not rows:
+        record.exit_code = EXIT_INVALID
+        if upstream is not None and not upstream.succeeded:
+            record.reason = f"not run: upstream job {upstream.job_id} failed"
+        else:
+            record.reason = "not run"
+        return record
+
+    row = _pick_row(rows)
+    realtime = row.get("realtime")
+    record.duration_s = realtime if realtime is not None else row.get("duration")
+    record.peak_memory_mb = row.get("peak_rss")
+    record.log = _log_path(row)
+    record.cached = row.get("status") == "CACHED"
+
+    if row.get("status") not in ("COMPLETED", "CACHED"):
+        record.exit_code, record.reason = _failure(row, _job_limits(plan, component))
+        return record
+
+    outputs = {
+        arg: str(publish_dir / name) for arg, name in (component.get("output_names") or {}).items()
+    }
+    missing = [arg for arg, out in outputs.items() if not Path(out).is_file()]
+    if missing:
+        record.exit_code = EXIT_INVALID
+        record.reason = "; ".join(
+            f"output {arg!r} was not published: {outputs[arg]} is missing" for arg in missing
+        )
+        return record
+    record.status = "succeeded"
+    record.exit_code = row.get("exit") if row.get("exit") is not None else 0
+    record.outputs = outputs
+    return record
+
+
+def collect_job_records(
+    plan: Mapping[str, Any], trace_rows: Iterable[Mapping[str, Any]]
+) -> list[JobRecord]:
+    """One :class:`~openpert.run.records.JobRecord` for every job of the plan.
+
+    Parameters
+    ----------
+    plan
+        The plan that was run.
+    trace_rows
+        Rows from :func:`parse_trace`; matched to jobs by their ``tag`` (the job id).
+
+    Returns
+    -------
+    Records in plan order: for every dataset, every method job followed by its metric jobs.
+    Succeeded jobs have ``outputs`` pointing at the published files
+    ``<outdir>/outputs/<dataset_id>/<method_id>[/<metric_id>]/<output_name>``. Duration is the
+    trace's ``realtime`` (or ``duration``) in seconds, peak memory its ``peak_rss`` in MB, ``log``
+    the task's ``.command.log``.
+    """
+    rows_by_tag: dict[str, list[dict[str, Any]]] = {}
+    for row in trace_rows:
+        tag = row.get("tag")
+        if tag:
+            rows_by_tag.setdefault(str(tag), []).append(dict(row))
+
+    outputs_root = Path(plan["outdir"]) / "outputs"
+    records: list[JobRecord] = []
+    for dataset in plan.get("datasets") or []:
+        dataset_id = dataset["id"]
+        for method in plan.get("methods") or []:
+            method_id = method["id"]
+            method_dir = outputs_root / dataset_id / method_id
+            method_record = _record(
+                plan,
+                rows_by_tag,
+                job_id=f"{dataset_id}/{method_id}",
+                stage="method",
+                component=method,
+                dataset_id=dataset_id,
+                method_id=method_id,
+                publish_dir=method_dir,
+                upstream=None,
+            )
+            records.append(method_record)
+            for metric in plan.get("metrics") or []:
+                records.append(
+                    _record(
+                        plan,
+                        rows_by_tag,
+                        job_id=f"{dataset_id}/{method_id}/{metric['id']}",
+                        stage="metric",
+                        component=metric,
+                        dataset_id=dataset_id,
+                        method_id=method_id,
+                        publish_dir=method_dir / metric["id"],
+                        upstream=method_record,
+                    )
+                )
+    return records

@@ -1,0 +1,169 @@
+"""Resource labels of ``_viash.yaml``: Nextflow directives turned into time, memory and CPU limits.
+
+``config_mods`` of ``_viash.yaml`` map each label (``lowmem``, ``midtime``...) to Nextflow
+directives (``memory = 4.GB``, ``time = '1h'``...). Both engines read them here, so that a job gets
+the same limits whichever runs it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+import yaml
+
+#: Megabytes per memory unit of Nextflow directives and traces.
+MEMORY_UNITS_MB = {
+    "B": 1 / 1024**2,
+    "KB": 1 / 1024,
+    "MB": 1.0,
+    "GB": 1024.0,
+    "TB": 1024.0**2,
+    "PB": 1024.0**3,
+}
+#: Seconds per time unit of Nextflow durations.
+TIME_UNITS_S = {
+    "ms": 0.001,
+    "milli": 0.001,
+    "millis": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+}
+
+
+_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)\s*\.?\s*([A-Za-z]+)$")
+
+
+def parse_resource_directive(text: str) -> dict[str, int]:
+    """Parse one Nextflow resource directive, as written in a label.
+
+    Parameters
+    ----------
+    text
+        ``"memory = 4.GB"``, ``"cpus = 2"`` or ``"time = 10.m"``. Memory accepts the units B, KB,
+        MB, GB, TB and PB (powers of 1024, as Nextflow); time accepts ms, s, m, h and d (and their
+        long forms). ``4.GB``, ``4 GB``, ``4GB`` and ``'4 GB'`` are all read alike.
+
+    Returns
+    -------
+    ``{"memory_mb": int}`` (rounded up to whole MB), ``{"cpus": int}`` or ``{"time_s": int}``
+    (rounded up to whole seconds).
+
+    Raises
+    ------
+    ValueError
+        If the directive is not one of these or its value cannot be read.
+    """
+    name, sep, value = text.partition("=")
+    name, value = name.strip(), value.strip().strip("'\"").strip()
+    if not sep or not name or not value:
+        raise ValueError(f"expected '<directive> = <value>', got {text!r}")
+    if name == "cpus":
+        if not re.fullmatch(r"\d+", value) or int(value) < 1:
+            raise ValueError(f"cpus must be a positive integer, got {value!r}")
+        return {"cpus": int(value)}
+    if name not in ("memory", "time"):
+        raise ValueError(f"unknown resource directive {name!r} (expected memory, cpus or time)")
+    match = _QUANTITY.match(value)
+    if match is None:
+        raise ValueError(f"cannot read {name} value {value!r} (expected e.g. '4.GB' or '10.m')")
+    amount, unit = float(match.group(1)), match.group(2)
+    if name == "memory":
+        factor = MEMORY_UNITS_MB.get(unit.upper())
+        if factor is None:
+            raise ValueError(f"unknown memory unit {unit!r} in {value!r} (use B, KB, MB, GB, TB)")
+        return {"memory_mb": int(math.ceil(amount * factor))}
+    factor = TIME_UNITS_S.get(unit.lower())
+    if factor is None:
+        raise ValueError(f"unknown time unit {unit!r} in {value!r} (use ms, s, m, h, d)")
+    return {"time_s": int(math.ceil(amount * factor))}
+
+
+_LABELS_MOD = re.compile(r"\.labels\s*:=\s*\{(?P<body>.*)\}\s*$", re.DOTALL)
+_LABEL_ENTRY = re.compile(
+    r"""\s*(?P<label>[A-Za-z_][\w-]*)\s*:\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*(?:,|$)"""
+)
+
+
+def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[str, int]]:
+    """Read the resource labels that ``_viash.yaml``'s ``config_mods`` define.
+
+    Viash's config-mod syntax is
+    ``.runners[.type == "nextflow"].config.labels := { lowmem : "memory = 4.GB", ... }``; every
+    label maps to one Nextflow directive. Both engines use this mapping, so a label means the
+    same limit on a laptop and on a cluster.
+
+    Parameters
+    ----------
+    viash_yaml_path
+        Path of ``_viash.yaml``.
+
+    Returns
+    -------
+    Label -> ``{"memory_mb": int}``, ``{"cpus": int}`` or ``{"time_s": int}``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, when ``config_mods`` has no labels mod or an entry cannot be read.
+    FileNotFoundError
+        If the file does not exist.
+    """
+    path = Path(viash_yaml_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {exc}") from exc
+    mods = (data or {}).get("config_mods") if isinstance(data, dict) else None
+    if isinstance(mods, str):
+        mods = mods.splitlines()
+    if not isinstance(mods, list):
+        raise ValueError(f"{path}: no 'config_mods' defining resource labels")
+
+    labels: dict[str, dict[str, int]] = {}
+    found = False
+    for mod in mods:
+        if not isinstance(mod, str) or ".labels" not in mod:
+            continue
+        match = _LABELS_MOD.search(mod.strip())
+        if match is None:
+            raise ValueError(
+                f"{path}: malformed labels config mod (expected "
+                f"'.runners[...].config.labels := {{ label : \"directive = value\", ... }}'): "
+                f"{mod.strip()!r}"
+            )
+        found = True
+        body = match.group("body")
+        pos = 0
+        while body[pos:].strip():
+            entry = _LABEL_ENTRY.match(body, pos)
+            if entry is None:
+                raise ValueError(
+                    f"{path}: malformed label entry in config_mods near {body[pos:].strip()[:40]!r} "
+                    "(expected 'label : \"directive = value\"')"
+                )
+            label = entry.group("label")
+            directive = entry.group("dq") if entry.group("dq") is not None else entry.group("sq")
+            try:
+                parsed = parse_resource_directive(directive)
+            except ValueError as exc:
+                raise ValueError(f"{path}: label {label!r}: {exc}") from None
+            labels.setdefault(label, {}).update(parsed)
+            pos = entry.end()
+    if not found:
+        raise ValueError(f"{path}: 'config_mods' has no '.labels := {{...}}' defining resource labels")
+    return labels
