@@ -36,13 +36,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import hashlib
 import http.client
 import json
 import logging
 import os
 import random
-import tempfile
 import threading
 import time
 import urllib.error
@@ -52,6 +50,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pertsci.llm_cache import ENV_CACHE, GenerationCache, cache_key, default_cache_dir
+
 __all__ = [
     "SamplingParams",
     "LLMClient",
@@ -59,9 +59,8 @@ __all__ = [
     "LLMConfigError",
     "LLMRequestError",
     "client_from_params",
-    "default_cache_dir",
-    "cache_key",
     "normalize_prompt",
+    "ENV_CACHE",
 ]
 
 log = logging.getLogger(__name__)
@@ -70,13 +69,9 @@ ENV_BASE_URL = "OPENPERT_LLM_BASE_URL"
 ENV_MODEL = "OPENPERT_LLM_MODEL"
 ENV_API_KEY = "OPENPERT_LLM_API_KEY"
 ENV_BACKEND = "OPENPERT_LLM_BACKEND"
-ENV_CACHE = "OPENPERT_LLM_CACHE"
 
 BACKENDS = ("auto", "openai", "vllm")
 
-#: Bumped when the cache file layout or key recipe changes, so old entries are
-#: not misread.
-CACHE_VERSION = 1
 
 Message = Mapping[str, str]
 #: A prompt is either a plain string (sent as one user message) or a list of
@@ -209,42 +204,6 @@ def normalize_prompt(prompt: Prompt) -> list[dict[str, str]]:
     return messages
 
 
-def cache_key(model: str, messages: list[dict[str, str]], sampling: SamplingParams) -> str:
-    """SHA-256 naming one generation request in the cache.
-
-    The backend and URL are left out on purpose (see the module docstring).
-    """
-    payload = {
-        "version": CACHE_VERSION,
-        "model": model,
-        "messages": messages,
-        "sampling": sampling.to_key_dict(),
-    }
-    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename, so that a reader never sees half an entry."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def default_cache_dir() -> Path:
-    """``$OPENPERT_LLM_CACHE`` if set, else ``~/.cache/openpert/llm``."""
-    env = os.environ.get(ENV_CACHE)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "openpert" / "llm"
-
-
 def _import_vllm():
     """The ``vllm`` module, or ``None`` when it is not installed.
 
@@ -256,52 +215,6 @@ def _import_vllm():
     except ImportError:
         return None
     return vllm
-
-
-class _GenerationCache:
-    """One JSON file per key under ``root/<key[:2]>/<key>.json``.
-
-    The two-character shard keeps directories small when a benchmark issues
-    hundreds of thousands of prompts.
-    """
-
-    def __init__(self, root: Path):
-        self.root = Path(root)
-
-    def path(self, key: str) -> Path:
-        return self.root / key[:2] / f"{key}.json"
-
-    def get(self, key: str, n: int) -> list[str] | None:
-        path = self.path(key)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                entry = json.load(fh)
-        except FileNotFoundError:
-            return None
-        except (OSError, json.JSONDecodeError) as exc:
-            # Writes are atomic, so this is damage from outside; asking again
-            # (and overwriting the file) is the useful response.
-            log.warning("ignoring unreadable LLM cache entry %s: %s", path, exc)
-            return None
-        texts = entry.get("texts") if isinstance(entry, dict) else None
-        if not isinstance(texts, list) or len(texts) != n or not all(isinstance(t, str) for t in texts):
-            log.warning("ignoring malformed LLM cache entry %s", path)
-            return None
-        return texts
-
-    def put(self, key: str, model: str, messages: list[dict[str, str]], sampling: SamplingParams, texts: list[str]):
-        # The request is stored next to the answer so an entry can be inspected
-        # (or audited) without re-deriving the key.
-        entry = {
-            "version": CACHE_VERSION,
-            "key": key,
-            "model": model,
-            "messages": messages,
-            "sampling": sampling.to_key_dict(),
-            "texts": texts,
-            "created": time.time(),
-        }
-        _write_atomic(self.path(key), json.dumps(entry, ensure_ascii=False, indent=1))
 
 
 def _first_set(*values):
@@ -392,7 +305,7 @@ class LLMClient:
         if cache_dir is _DEFAULT:
             cache_dir = default_cache_dir()
         self.cache_dir = None if cache_dir is None else Path(cache_dir).expanduser()
-        self._cache = None if self.cache_dir is None else _GenerationCache(self.cache_dir)
+        self._cache = None if self.cache_dir is None else GenerationCache(self.cache_dir)
 
         self.max_concurrency = int(max_concurrency)
         self.max_retries = int(max_retries)
@@ -502,7 +415,7 @@ class LLMClient:
         todo: dict[str, list[int]] = {}
         if self._cache is not None:
             for i, messages in enumerate(conversations):
-                key = cache_key(model, messages, sampling)
+                key = cache_key(model, messages, sampling.to_key_dict())
                 if key in todo:
                     todo[key].append(i)
                     continue
@@ -522,7 +435,7 @@ class LLMClient:
             texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
             for (key, indices), out in zip(batch, texts):
                 if self._cache is not None:
-                    self._cache.put(key, model, conversations[indices[0]], sampling, out)
+                    self._cache.put(key, model, conversations[indices[0]], sampling.to_key_dict(), out)
                 for j in indices:
                     results[j] = list(out)
             with self._lock:
