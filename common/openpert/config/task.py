@@ -24,6 +24,9 @@ from openpert.config.viash import (
     read_config,
 )
 
+#: The folder of a task each component type lives in.
+FOLDER_TYPES = {"datasets": "dataset", "control_methods": "control_method", "methods": "method", "metrics": "metric"}
+
 
 @dataclasses.dataclass
 class Dataset:
@@ -75,6 +78,14 @@ class Task:
         comps = [read_config(p) for p in configs]
         names: dict[tuple[str, str], Path] = {}
         for comp in comps:
+            folder = comp.path.relative_to(self.dir).parts[0]
+            expected = FOLDER_TYPES.get(folder)
+            if expected is None:
+                raise ConfigError(f"{comp.path}: components live in {', '.join(FOLDER_TYPES)}/ of the task, not in {folder}/")
+            if comp.type != expected:
+                # The folder decides what a component may read: a method cannot pose as a control.
+                raise ConfigError(f"{comp.path}: info.type is {comp.type!r} but the component is in {folder}/; "
+                                  f"merge api/comp_{expected}.yaml")
             key = (comp.type, comp.name)
             if key in names:
                 raise ConfigError(f"{comp.path}: name {comp.name!r} is already used by {names[key]}")

@@ -12,6 +12,7 @@ The project root is the nearest folder above the config that holds ``_viash.yaml
 from __future__ import annotations
 
 import dataclasses
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from openpert.config.formats import FileFormat
 
 #: Component types known to the harness (``info.type`` of a component's API file).
 COMPONENT_TYPES = ("dataset", "control_method", "method", "metric")
+#: Component and dataset ids: they become folder and file names.
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 
 #: Argument types of Viash and the Python types their values take.
 ARGUMENT_TYPES = {
@@ -355,11 +358,23 @@ class ComponentConfig:
         return ""
 
     def resource_path(self, res: dict) -> Path:
-        """Absolute path of a resource entry (``/`` = project root, else next to the config)."""
-        ref = res.get("path")
-        if not isinstance(ref, str):
+        """Absolute path of a resource entry (``/`` = project root, else next to the config).
+
+        A resource lies inside the component's folder or inside its task's library
+        (``src/<task>/<task>_lib``); anything else (``../`` climbing out, another task's files,
+        the test resources, system files) is an error naming the config and the path.
+        """
+        ref = res.get("path") if isinstance(res, dict) else None
+        if not isinstance(ref, str) or not ref:
             raise ConfigError(f"{self.path}: resources: entry without a path: {res!r}")
-        return (self.root / ref.lstrip("/")) if ref.startswith("/") else (self.path.parent / ref)
+        resolved = ((self.root / ref.lstrip("/")) if ref.startswith("/") else (self.path.parent / ref)).resolve()
+        allowed = [self.path.parent.resolve()]
+        if self.task_dir is not None:
+            allowed.append((self.task_dir / f"{self.task_dir.name}_lib").resolve())
+        if not any(resolved == a or resolved.is_relative_to(a) for a in allowed):
+            raise ConfigError(f"{self.path}: resources: {ref!r} resolves to {resolved}, outside the component's folder "
+                              f"and its task library ({self.task_dir.name + '_lib' if self.task_dir else 'none'})")
+        return resolved
 
     @property
     def labels(self) -> list[str]:
@@ -429,9 +444,14 @@ def read_config(path: str | Path) -> ComponentConfig:
     data.pop(_MERGED_FROM, None)
     if not isinstance(data.get("name"), str) or not data["name"]:
         raise ConfigError(f"{path}: name: every component needs a name")
+    if not NAME_PATTERN.fullmatch(data["name"]):
+        raise ConfigError(f"{path}: name: {data['name']!r} must match {NAME_PATTERN.pattern} (it becomes a folder name)")
     info = data.get("info") or {}
     if not isinstance(info, dict):
         raise ConfigError(f"{path}: info must be a mapping")
     if info.get("type") and info["type"] not in COMPONENT_TYPES:
         raise ConfigError(f"{path}: info.type: {info['type']!r} is not one of {COMPONENT_TYPES}")
-    return ComponentConfig(path=path, root=root, data=data, arguments=collect_arguments(data, path))
+    config = ComponentConfig(path=path, root=root, data=data, arguments=collect_arguments(data, path))
+    for res in config.resources:
+        config.resource_path(res)  # raises for a resource outside the component and its task library
+    return config

@@ -97,3 +97,36 @@ def test_fixture_components_parse(tiny_task):
     assert tiny_task.method_formats == {"file_train", "file_test"}
     assert tiny_task.prediction_format == "file_prediction"
     assert set(tiny_task.dataset_formats) == {"file_train", "file_test", "file_solution"}
+
+
+@pytest.mark.parametrize("name", ["../synthetic_simulation/no_change", "../../../../escape_probe", "Caps", "1st", "a-b", "a b"])
+def test_a_name_that_is_not_an_id_is_refused_when_read(project, name):
+    cfg = write(project / "src/t/methods/m/config.vsh.yaml", f"__merge__: ../../api/comp_method.yaml\nname: {name!r}\n")
+    with pytest.raises(ConfigError, match=r"config.vsh.yaml: name: .* must match"):
+        read_config(cfg)
+
+
+@pytest.mark.parametrize("resource", [
+    "../../../../resources_test/t/d/solution.h5ad",
+    "/../../../etc/passwd",
+    "/resources_test/t/d/solution.h5ad",
+    "/src/other/other_lib",
+    "../n/script.py",
+])
+def test_a_resource_outside_the_component_and_its_task_library_is_refused(project, resource):
+    write(project / "src/t/methods/m/script.py", "x = 1\n")
+    cfg = write(project / "src/t/methods/m/config.vsh.yaml",
+                f"__merge__: ../../api/comp_method.yaml\nname: m\nresources:\n  - {{type: python_script, path: script.py}}\n"
+                f"  - {{type: file, path: {resource!r}}}\n")
+    with pytest.raises(ConfigError, match=r"resources: .* outside the component's folder and its task library"):
+        read_config(cfg)
+
+
+def test_the_task_library_and_files_next_to_the_script_are_resources(project):
+    write(project / "src/t/t_lib/model.py", "x = 1\n")
+    write(project / "src/t/methods/m/helper.py", "x = 1\n")
+    cfg = write(project / "src/t/methods/m/config.vsh.yaml",
+                "__merge__: ../../api/comp_method.yaml\nname: m\nresources:\n  - {type: python_script, path: script.py}\n"
+                "  - {type: file, path: helper.py}\n  - {type: file, path: /src/t/t_lib}\n")
+    config = read_config(cfg)
+    assert [config.resource_path(r) for r in config.resources][1:] == [project / "src/t/methods/m/helper.py", project / "src/t/t_lib"]
