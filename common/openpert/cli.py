@@ -107,7 +107,27 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         for skip in results.get("skipped", []):
             print(f"  skipped {skip['id']}: {skip['reason']}")
         print(format_summary(results))
+        problems = run_problems(results)
+        for problem in problems:
+            print(f"  error: {problem}", file=sys.stderr)
+        status = status or (1 if problems else 0)
     return status
+
+
+def run_problems(results: dict) -> list[str]:
+    """What makes a run fail as a whole: a dataset job failed, or every method failed on a dataset.
+
+    One method failing is the method's problem, recorded on the site; these make the whole run
+    unusable, so ``openpert benchmark`` exits non-zero for them.
+    """
+    problems = [f"dataset job {f['job_id']} failed: {f['reason'][:200]}" for f in results["failures"] if f["stage"] == "dataset"]
+    methods = {m["id"] for m in results["methods"] if m.get("type") == "method"}
+    by_dataset: dict[str, list[bool]] = {}
+    for job in results["resources"]:
+        if job["stage"] == "method" and job["method_id"] in methods:
+            by_dataset.setdefault(job["dataset_id"], []).append(job["status"] == "succeeded")
+    problems += [f"every method failed on dataset {ds}" for ds, ok in sorted(by_dataset.items()) if not any(ok)]
+    return problems
 
 
 # --- report, test, lint, scaffold ---------------------------------------------------------------------

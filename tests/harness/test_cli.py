@@ -86,3 +86,23 @@ def test_llm_component_test_runs_against_a_local_server(tiny_project, tmp_path):
     assert result.succeeded
     (path,) = result.outputs.values()
     assert (ad.read_h5ad(path).layers["prediction"] == 0.25).all()
+
+
+def test_benchmark_exits_non_zero_when_every_method_of_a_dataset_fails(tiny_project, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tiny_project)
+    args = ["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--metrics", "errors", "-o"]
+    assert main([*args, str(tmp_path / "bad"), "--methods", "fail_raise", "fail_invalid"]) == 1
+    assert "error: every method failed on dataset syn" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "good"), "--methods", "fail_raise", "group_mean"]) == 0
+
+
+def test_run_problems_names_failed_dataset_jobs():
+    from openpert.cli import run_problems
+
+    results = {"failures": [{"job_id": "datasets/k562", "stage": "dataset", "reason": "no items for screen hepg2"}],
+               "methods": [{"id": "m", "type": "method"}, {"id": "c", "type": "control_method"}],
+               "resources": [{"stage": "method", "method_id": "c", "dataset_id": "d", "status": "succeeded"},
+                             {"stage": "method", "method_id": "m", "dataset_id": "d", "status": "succeeded"}]}
+    assert run_problems(results) == ["dataset job datasets/k562 failed: no items for screen hepg2"]
+    results["resources"][1]["status"] = "failed"
+    assert run_problems(results)[1] == "every method failed on dataset d"
