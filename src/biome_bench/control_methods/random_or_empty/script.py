@@ -14,10 +14,12 @@ meta = {"resources_dir": "src/biome_bench", "name": "random_or_empty"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib import biome  # noqa: E402
+from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
+from biome_bench_lib.vocabulary import RELATIONS, TASK_RELATION  # noqa: E402
 
-test, uns = biome.read_items(par["input_test"])
+# Negative control: a uniformly random relation for each Task A item, an empty explanation for each Task B item.
+test, uns = read_items(par["input_test"])
 rng = np.random.default_rng(par["seed"])
-random_relations = np.asarray(biome.RELATIONS)[rng.integers(0, len(biome.RELATIONS), size=len(test))]
-answers = np.where(test["task"] == biome.TASK_RELATION, random_relations, "")
-biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])
+random_relations = np.asarray(RELATIONS)[rng.integers(0, len(RELATIONS), size=len(test))]
+answers = np.where(test["task"] == TASK_RELATION, random_relations, "")
+write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

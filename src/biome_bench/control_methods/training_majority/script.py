@@ -15,26 +15,27 @@ meta = {"resources_dir": "src/biome_bench", "name": "training_majority"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib import biome  # noqa: E402
+from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
+from biome_bench_lib.vocabulary import RELATIONS, TASK_MECHANISM, TASK_RELATION  # noqa: E402
 
-train, _ = biome.read_items(par["input_train"])
-test, uns = biome.read_items(par["input_test"])
+train, _ = read_items(par["input_train"])
+test, uns = read_items(par["input_test"])
 answers = np.full(len(test), "", dtype=object)
-for task in (biome.TASK_RELATION, biome.TASK_MECHANISM):
+for task in (TASK_RELATION, TASK_MECHANISM):
     wanted = (test["task"] == task).to_numpy()
     known = train[train["task"] == task]
     if not wanted.any():
         continue
     if known.empty:
         raise SystemExit(f"{par['input_train']}: no training item of task {task!r}, but the test split has {wanted.sum()}")
-    if task == biome.TASK_RELATION:
+    if task == TASK_RELATION:
         counts = known["relation"].value_counts()
         # Ties go to the first relation in vocabulary order, so the answer does not depend on row order.
-        answers[wanted] = next(r for r in biome.RELATIONS if counts.get(r, 0) == counts.max())
+        answers[wanted] = next(r for r in RELATIONS if counts.get(r, 0) == counts.max())
     else:
         texts = known["mechanism"].tolist()
         vectors = embed(texts)
         similarity = vectors @ vectors.T
         mean_to_others = (similarity.sum(axis=1) - np.diag(similarity)) / max(len(texts) - 1, 1)
         answers[wanted] = texts[int(np.argmax(mean_to_others))]
-biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])
+write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

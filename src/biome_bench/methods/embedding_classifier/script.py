@@ -19,22 +19,24 @@ meta = {"resources_dir": "src/biome_bench", "name": "embedding_classifier"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib import biome  # noqa: E402
+from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
+from biome_bench_lib.similar_items import item_texts, nearest_neighbours  # noqa: E402
+from biome_bench_lib.vocabulary import TASK_MECHANISM, TASK_RELATION  # noqa: E402
 
 if par["class_weight"] not in ("balanced", "none"):
     raise SystemExit(f"--class_weight must be 'balanced' or 'none', got {par['class_weight']!r}")
-train, _ = biome.read_items(par["input_train"])
-test, uns = biome.read_items(par["input_test"])
+train, _ = read_items(par["input_train"])
+test, uns = read_items(par["input_test"])
 answers = np.full(len(test), "", dtype=object)
-for task in (biome.TASK_RELATION, biome.TASK_MECHANISM):
+for task in (TASK_RELATION, TASK_MECHANISM):
     wanted = (test["task"] == task).to_numpy()
     known = train[train["task"] == task]
     if not wanted.any():
         continue
     if known.empty:
         raise SystemExit(f"{par['input_train']}: no training item of task {task!r} to learn from")
-    x_train, x_test = embed(biome.item_texts(known)), embed(biome.item_texts(test[wanted]))
-    if task == biome.TASK_RELATION:
+    x_train, x_test = embed(item_texts(known)), embed(item_texts(test[wanted]))
+    if task == TASK_RELATION:
         labels = known["relation"].to_numpy()
         if len(set(labels)) == 1:
             answers[wanted] = labels[0]  # one class seen: nothing to discriminate
@@ -45,7 +47,7 @@ for task in (biome.TASK_RELATION, biome.TASK_MECHANISM):
     else:
         targets = embed(known["mechanism"].tolist())
         predicted = Ridge(alpha=par["ridge_alpha"]).fit(x_train, targets).predict(x_test)
-        closest, _ = biome.nearest_neighbours(predicted, targets, k=1)
+        closest, _ = nearest_neighbours(predicted, targets, k=1)
         answers[wanted] = known["mechanism"].to_numpy()[closest[:, 0]]
     print(f"{task}: {wanted.sum()} test items, {len(known)} training items")
-biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])
+write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

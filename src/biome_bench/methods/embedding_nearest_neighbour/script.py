@@ -14,19 +14,21 @@ meta = {"resources_dir": "src/biome_bench", "name": "embedding_nearest_neighbour
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib import biome  # noqa: E402
+from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
+from biome_bench_lib.similar_items import item_texts, nearest_neighbours  # noqa: E402
+from biome_bench_lib.vocabulary import TASK_MECHANISM, TASK_RELATION  # noqa: E402
 
-train, _ = biome.read_items(par["input_train"])
-test, uns = biome.read_items(par["input_test"])
+train, _ = read_items(par["input_train"])
+test, uns = read_items(par["input_test"])
 answers = np.full(len(test), "", dtype=object)
-for task, answer_column in ((biome.TASK_RELATION, "relation"), (biome.TASK_MECHANISM, "mechanism")):
+for task, answer_column in ((TASK_RELATION, "relation"), (TASK_MECHANISM, "mechanism")):
     wanted = (test["task"] == task).to_numpy()
     if not wanted.any():
         continue
     known = train[train["task"] == task]
     if known.empty:
         raise SystemExit(f"{par['input_train']}: no training item of task {task!r} to copy an answer from")
-    neighbour, _ = biome.nearest_neighbours(embed(biome.item_texts(test[wanted])), embed(biome.item_texts(known)), k=1)
+    neighbour, _ = nearest_neighbours(embed(item_texts(test[wanted])), embed(item_texts(known)), k=1)
     answers[wanted] = known[answer_column].to_numpy()[neighbour[:, 0]]
     print(f"{task}: {wanted.sum()} test items answered from {len(known)} training items")
-biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])
+write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

@@ -14,15 +14,16 @@ meta = {"resources_dir": "src/biome_bench", "name": "llm_zero_shot"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib import biome  # noqa: E402
+from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
+from biome_bench_lib.llm_calls import generate_answers  # noqa: E402
 
-test, uns = biome.read_items(par["input_test"])
+test, uns = read_items(par["input_test"])
 try:
     client = client_from_params(par)
 except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a language model: {err}") from None
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
 conversations = [[{"role": "user", "content": prompt}] for prompt in test["prompt"]]
-answers = biome.generate_answers(client, conversations, test["task"].tolist(), sampling)
+answers = generate_answers(client, conversations, test["task"].tolist(), sampling)
 print(f"{len(answers)} answers from {client.resolved_model()}; {client.stats}")
-biome.write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])
+write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from biome_bench_lib.biome import entity_name_state, split_entity_list
+from biome_bench_lib.entity_lists import entity_name_state, split_entity_list
 
 # Words saying that an entity goes up or down; stems, matched at word starts.
 UP = ("increas", "elevat", "upregul", "up-regul", "enhanc", "induc", "accumul", "activ", "overexpress",

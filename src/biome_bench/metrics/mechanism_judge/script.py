@@ -18,50 +18,44 @@ meta = {"resources_dir": "src/biome_bench", "name": "mechanism_judge"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib import biome  # noqa: E402
+from biome_bench_lib.answer_extraction import extract_relation, strip_think  # noqa: E402
+from biome_bench_lib.item_files import read_items, write_score  # noqa: E402
+from biome_bench_lib.llm_calls import judge_explanations, kg_coverage  # noqa: E402
+from biome_bench_lib.metric_averages import finite_mean, normalised_average  # noqa: E402
+from biome_bench_lib.relation_scores import relation_scores  # noqa: E402
+from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, TASK_MECHANISM, TASK_RELATION  # noqa: E402
 
-
-def mean_or_nan(values) -> float:
-    """Mean of the finite values; NaN (not a warning) when there are none."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    return float(values.mean()) if values.size else float("nan")
-
-
-solution, uns = biome.read_items(par["input_solution"])
-prediction, pred_uns = biome.read_items(par["input_prediction"])
+solution, uns = read_items(par["input_solution"])
+prediction, pred_uns = read_items(par["input_prediction"])
 try:
     client = client_from_params(par)
 except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a judge model and scores nothing without one: {err}") from None
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
 
-items = solution[solution["task"] == biome.TASK_MECHANISM]
+# Task B: the judge's four scores, knowledge-graph coverage and embedding similarity of each explanation.
+items = solution[solution["task"] == TASK_MECHANISM]
 explanations = prediction.loc[items.index, "answer"].tolist()
-judged, n_bad_judge = biome.judge_explanations(client, items["prompt"].tolist(), items["target_phenotypes"].tolist(),
-                                               items["mechanism"].tolist(), explanations, sampling)
+judged, n_bad_judge = judge_explanations(client, items["prompt"].tolist(), items["target_phenotypes"].tolist(),
+                                         items["mechanism"].tolist(), explanations, sampling)
 if len(items) and n_bad_judge == len(items):
     raise SystemExit(f"none of the {len(items)} judge answers holds readable scores: check the judge model")
-triples = [json.loads(s) for s in items["reference_kg"]]
-coverage, n_bad_kg = biome.kg_coverage(client, explanations, triples, sampling)
-similarity = cosine_similarity_texts([biome.strip_think(e) for e in explanations], items["mechanism"].tolist())
+coverage, n_bad_kg = kg_coverage(client, explanations, [json.loads(s) for s in items["reference_kg"]], sampling)
+similarity = cosine_similarity_texts([strip_think(e) for e in explanations], items["mechanism"].tolist())
+# Task A, for the paper's average over both tasks.
+relation = solution[solution["task"] == TASK_RELATION]
+task_a = relation_scores(relation["relation"].tolist(), [extract_relation(a) for a in prediction.loc[relation.index, "answer"]])
 
-relation = solution[solution["task"] == biome.TASK_RELATION]
-task_a = biome.relation_scores(relation["relation"].tolist(),
-                               [biome.extract_relation(a) for a in prediction.loc[relation.index, "answer"]])
-values = {dim: mean_or_nan(judged[dim]) for dim in biome.JUDGE_DIMENSIONS}
-values["kg_coverage"] = mean_or_nan(coverage)
-values["normalised_average"] = biome.normalised_average(
-    accuracy=task_a["accuracy"], macro_f1=task_a["macro_f1"], judge={d: values[d] for d in biome.JUDGE_DIMENSIONS},
-    similarity=mean_or_nan(similarity) if len(items) else None, coverage=values["kg_coverage"],
+values = {dim: finite_mean(judged[dim]) for dim in JUDGE_DIMENSIONS}
+values["kg_coverage"] = finite_mean(coverage)
+values["normalised_average"] = normalised_average(
+    accuracy=task_a["accuracy"], macro_f1=task_a["macro_f1"], judge={d: values[d] for d in JUDGE_DIMENSIONS},
+    similarity=finite_mean(similarity) if len(items) else None, coverage=values["kg_coverage"],
 )
 print(f"{len(items)} Task B items ({n_bad_judge} unreadable judge answers, {n_bad_kg} unreadable coverage answers, "
       f"{int(np.isfinite(coverage).sum())} with a coverage); {values}")
-per_item = judged.set_axis(items.index)
-per_item["kg_coverage"] = coverage
-biome.write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values,
-                  per_item=per_item,
-                  extra_uns={"n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
-                             "n_unreadable_coverage": int(n_bad_kg), "judge_model": client.resolved_model(),
-                             "similarity": mean_or_nan(similarity), "accuracy": task_a["accuracy"],
-                             "macro_f1": task_a["macro_f1"]})
+write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values,
+            per_item=judged.set_axis(items.index).assign(kg_coverage=coverage),
+            extra_uns={"n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
+                       "n_unreadable_coverage": int(n_bad_kg), "judge_model": client.resolved_model(),
+                       "similarity": finite_mean(similarity), "accuracy": task_a["accuracy"], "macro_f1": task_a["macro_f1"]})

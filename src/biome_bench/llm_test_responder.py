@@ -1,8 +1,9 @@
-"""A deterministic stand-in language model for the biome_bench tests.
+"""A deterministic stand-in language model for the tests of biome_bench's LLM components.
 
 :func:`stub_responder` answers every kind of request the task sends, in the OpenAI chat format
-served by :class:`openpert.testing.llm_server.OpenAIStubServer`, so that the LLM methods, the judge and
-the validity check run end to end (prompt -> HTTP -> parse -> score) without a model:
+served by the harness's stub server (named in ``info.test_llm.responder`` of the LLM components'
+configs, and used by the task's component tests), so that the LLM methods, the judge and the
+validity check run end to end (prompt -> HTTP -> parse -> score) without a model:
 
 - Task A prompts: a relation read off the target state, in markdown with a trailing sentence
   (the label extraction must find it), or no relation at all when the target state says
@@ -21,33 +22,62 @@ import json
 import re
 from typing import Any
 
-from biome_bench_lib import biome
+from biome_bench_lib.entity_lists import entity_name_state
+from biome_bench_lib.items import parse_mechanism_prompt
+from biome_bench_lib.prompts import JUDGE_SYSTEM_PROMPT, KG_SYSTEM_PROMPT, REWRITE_PROMPT
+from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS
 
+#: Target-state words -> the relation the stub answers (first match wins; otherwise leads_to).
 RELATION_BY_WORD = (("phosphorylat", "phosphorylates"), ("express", "upregulates_expression"),
                     ("level", "increases_level"), ("bind", "binds"))
 
 
 def _bigrams(text: str) -> set[tuple[str, str]]:
+    """Pairs of consecutive lower-cased words."""
     words = re.findall(r"[a-z0-9]+", text.lower())
     return set(zip(words, words[1:]))
 
 
 def _section(text: str, title: str) -> str:
+    """The body of the ``## <title>`` section of a prompt (``""`` when there is none)."""
     match = re.search(rf"## {re.escape(title)}[^\n]*\n(.*?)(?=\n## |\Z)", text, re.DOTALL)
     return match.group(1).strip() if match else ""
 
 
 def judge_answer(user: str) -> str:
-    """Scores from the bigram recall of the reference in the graded text."""
+    """Scores from the bigram recall of the reference in the graded text.
+
+    Parameters
+    ----------
+    user
+        The judge's user turn (sections ``Reference answer`` and ``Model output to grade``).
+
+    Returns
+    -------
+    str
+        The judge's JSON answer: ``1 + round(4 * recall)`` for every dimension.
+    """
     reference, graded = _section(user, "Reference answer"), _section(user, "Model output to grade")
     ref = _bigrams(reference)
     recall = len(ref & _bigrams(graded)) / len(ref) if ref else 0.0
     score = 1 + round(4 * recall)
-    scores = {d: score for d in biome.JUDGE_DIMENSIONS}
+    scores = {d: score for d in JUDGE_DIMENSIONS}
     return json.dumps({"critique": f"bigram recall {recall:.2f}", "scores": scores})
 
 
 def kg_answer(user: str) -> str:
+    """The ids of the reference triples whose source and target both occur in the mechanism text.
+
+    Parameters
+    ----------
+    user
+        The coverage check's user turn (sections ``Mechanism text`` and ``Reference relations``).
+
+    Returns
+    -------
+    str
+        The JSON answer in a code fence, as models often write it.
+    """
     text = _section(user, "Mechanism text")
     ids = []
     for line in _section(user, "Reference relations").splitlines():
@@ -61,6 +91,18 @@ def kg_answer(user: str) -> str:
 
 
 def relation_answer(prompt: str) -> str:
+    """A Task A answer read off the target state; none at all when the state says "unknown".
+
+    Parameters
+    ----------
+    prompt
+        A Task A prompt.
+
+    Returns
+    -------
+    str
+        Markdown with the relation and a trailing sentence, or a sentence naming no relation.
+    """
     target_state = re.search(r"\*\*Target\*\*: .*\((.*)\)\n", prompt).group(1).lower()
     if "unknown" in target_state:
         return "I cannot tell which relation holds here."
@@ -69,23 +111,45 @@ def relation_answer(prompt: str) -> str:
 
 
 def mechanism_answer(prompt: str) -> str:
-    parts = biome.parse_mechanism_prompt(prompt)
-    names = [biome.entity_name_state(e)[0] for e in parts["entities"]]
+    """A Task B answer chaining the observed entities with "activates", after a reasoning block.
+
+    Parameters
+    ----------
+    prompt
+        A Task B prompt.
+
+    Returns
+    -------
+    str
+    """
+    parts = parse_mechanism_prompt(prompt)
+    names = [entity_name_state(e)[0] for e in parts["entities"]]
     return ("<think>Link the entities in order.</think>\n"
             f"In {parts['pathway_name']}, " + " activates ".join(names) + ", which drives the phenotype.")
 
 
 def stub_responder(request: dict[str, Any]) -> str:
-    """Answer one chat request (see the module docstring)."""
+    """Answer one chat request (see the module docstring).
+
+    Parameters
+    ----------
+    request
+        The body of an OpenAI chat-completions request (``messages``...).
+
+    Returns
+    -------
+    str
+        The assistant's answer.
+    """
     messages = request["messages"]
     system = next((m["content"] for m in messages if m["role"] == "system"), "")
     last = messages[-1]["content"]
-    if system == biome.JUDGE_SYSTEM_PROMPT:
+    if system == JUDGE_SYSTEM_PROMPT:
         return judge_answer(last)
-    if system == biome.KG_SYSTEM_PROMPT:
+    if system == KG_SYSTEM_PROMPT:
         return kg_answer(last)
-    if last.startswith(biome.REWRITE_PROMPT.split("{text}")[0]):
-        return last[len(biome.REWRITE_PROMPT.split("{text}")[0]):]
+    if last.startswith(REWRITE_PROMPT.split("{text}")[0]):
+        return last[len(REWRITE_PROMPT.split("{text}")[0]):]
     if "Respond with the exact relation name" in last:
         return relation_answer(last)
     return mechanism_answer(last)

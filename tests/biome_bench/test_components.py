@@ -11,8 +11,10 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
-from biome_bench_lib import biome
-from biome_bench_stub import stub_responder
+from biome_bench_lib.item_files import read_items
+from biome_bench_lib.prompts import JUDGE_SYSTEM_PROMPT
+from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, TASK_MECHANISM, TASK_RELATION
+from llm_test_responder import stub_responder
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
@@ -60,8 +62,8 @@ def score_values(path: Path) -> dict[str, float]:
 
 
 def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_path):
-    test, _ = biome.read_items(FILES["input_test"])
-    solution, _ = biome.read_items(FILES["input_solution"])
+    test, _ = read_items(FILES["input_test"])
+    solution, _ = read_items(FILES["input_solution"])
 
     def responder(request):
         prompt = request["messages"][-1]["content"]
@@ -75,12 +77,12 @@ def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_
         pred = must_run("methods", "llm_zero_shot", tmp_path, input_train=FILES["input_train"], input_test=FILES["input_test"])["output"]
         assert sorted(r["messages"][-1]["content"] for r in server.requests) == sorted(test["prompt"])
         assert {r["temperature"] for r in server.requests} == {0.0}
-    answers, _ = biome.read_items(pred)
-    mech = test.index[test["task"] == biome.TASK_MECHANISM]
+    answers, _ = read_items(pred)
+    mech = test.index[test["task"] == TASK_MECHANISM]
     assert (answers.loc[mech, "answer"] == "A activates B, which leads to apoptosis.").all()  # reasoning removed
 
     scores = must_run("metrics", "relation_accuracy", tmp_path, input_solution=FILES["input_solution"], input_prediction=pred)["output"]
-    rel = solution[solution["task"] == biome.TASK_RELATION]
+    rel = solution[solution["task"] == TASK_RELATION]
     binds = np.array([test.loc[i, "source"][0].upper() < "N" for i in rel.index])
     expected = np.where(binds, rel["relation"] == "binds", False)
     values, uns = score_values(scores), ad.read_h5ad(scores).uns
@@ -90,14 +92,14 @@ def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_
 
 
 def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path):
-    train, _ = biome.read_items(FILES["input_train"])
-    answer_of = {p: (r if t == biome.TASK_RELATION else m) for p, t, r, m in zip(train["prompt"], train["task"], train["relation"], train["mechanism"])}
+    train, _ = read_items(FILES["input_train"])
+    answer_of = {p: (r if t == TASK_RELATION else m) for p, t, r, m in zip(train["prompt"], train["task"], train["relation"], train["mechanism"])}
     task_of = dict(zip(train["prompt"], train["task"]))
     with OpenAIStubServer(stub_responder) as server:
         use_server(monkeypatch, server)
         must_run("methods", "llm_few_shot", tmp_path, input_train=FILES["input_train"], input_test=FILES["input_test"], n_examples=2)
         requests = list(server.requests)
-    test, _ = biome.read_items(FILES["input_test"])
+    test, _ = read_items(FILES["input_test"])
     query_task = dict(zip(test["prompt"], test["task"]))
     assert len(requests) == len(test)
     for request in requests:
@@ -111,15 +113,15 @@ def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path):
 
 def test_judge_metric_end_to_end(monkeypatch, tmp_path):
     reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
-    solution, _ = biome.read_items(FILES["input_solution"])
-    mech = solution[solution["task"] == biome.TASK_MECHANISM]
+    solution, _ = read_items(FILES["input_solution"])
+    mech = solution[solution["task"] == TASK_MECHANISM]
     with OpenAIStubServer(stub_responder) as server:
         use_server(monkeypatch, server)
         scores = must_run("metrics", "mechanism_judge", tmp_path, input_solution=FILES["input_solution"],
                           input_prediction=reference)["output"]
     values, adata = score_values(scores), ad.read_h5ad(scores)
     # The stand-in judge gives 5 to a text keeping all of the reference's bigrams.
-    assert all(values[d] == 5.0 for d in biome.JUDGE_DIMENSIONS)
+    assert all(values[d] == 5.0 for d in JUDGE_DIMENSIONS)
     expected_coverage = [np.mean([t["source"] in text and t["target"] in text and bool(t["source"]) and bool(t["target"])
                                   for t in json.loads(kg)]) for text, kg in zip(mech["mechanism"], mech["reference_kg"])]
     assert adata.obs.loc[mech.index, "kg_coverage"].tolist() == pytest.approx(expected_coverage)
@@ -130,13 +132,13 @@ def test_judge_metric_end_to_end(monkeypatch, tmp_path):
 
 def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monkeypatch, tmp_path):
     reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
-    solution, _ = biome.read_items(FILES["input_solution"])
-    mech = solution[solution["task"] == biome.TASK_MECHANISM]
+    solution, _ = read_items(FILES["input_solution"])
+    mech = solution[solution["task"] == TASK_MECHANISM]
     unreadable_for = set(mech["mechanism"].iloc[::2])
 
     def half_broken(request):
         user = request["messages"][-1]["content"]
-        if request["messages"][0]["content"] == biome.JUDGE_SYSTEM_PROMPT and any(m in user for m in unreadable_for):
+        if request["messages"][0]["content"] == JUDGE_SYSTEM_PROMPT and any(m in user for m in unreadable_for):
             return "Scores: good overall."
         return stub_responder(request)
 
@@ -182,16 +184,16 @@ def test_llm_components_stop_clearly_without_a_model(tmp_path, kind, name, input
 
 
 def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
-    out = must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", kg_jsonl="none", dataset_id="mmu_b",
+    out = must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", without_kg=True, dataset_id="mmu_b",
                    task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
-    test, uns = biome.read_items(out["output_test"])
-    train, train_uns = biome.read_items(out["output_train"])
-    assert set(test["task"]) == set(train["task"]) == {biome.TASK_MECHANISM}
+    test, uns = read_items(out["output_test"])
+    train, train_uns = read_items(out["output_train"])
+    assert set(test["task"]) == set(train["task"]) == {TASK_MECHANISM}
     assert uns["dataset_id"] == "mmu_b" and "no Task A items" in train_uns["dataset_description"]
     with_kg = must_run("datasets", "biome_bench_jsonl", tmp_path / "kg", species="mmu", dataset_id="mmu_ab",
                        task_b_jsonl=str(RAW / "task_b_subset.jsonl"), kg_jsonl=str(RAW / "kg_mmu_subset.jsonl"))
-    both, _ = biome.read_items(with_kg["output_test"])
-    train_ab, _ = biome.read_items(with_kg["output_train"])
+    both, _ = read_items(with_kg["output_test"])
+    train_ab, _ = read_items(with_kg["output_train"])
     assert not set(both["pathway_id"]) & set(train_ab["pathway_id"])
 
     files = {"input_train": out["output_train"], "input_test": out["output_test"], "input_solution": out["output_solution"]}
@@ -204,6 +206,32 @@ def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
     assert similarity == {"similarity": 0.0}  # empty explanations
 
 
+def test_loader_reads_the_shared_data_folder_and_names_what_it_lacks(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "biome_bench").mkdir(parents=True)
+    shutil.copy(RAW / "task_b_subset.jsonl", shared / "biome_bench" / "task_b_hsa_mmu.jsonl")
+    shutil.copy(RAW / "kg_mmu_subset.jsonl", shared / "biome_bench" / "kg_mmu.jsonl")
+    explicit = must_run("datasets", "biome_bench_jsonl", tmp_path / "explicit", species="mmu", dataset_id="d",
+                        task_b_jsonl=RAW / "task_b_subset.jsonl", kg_jsonl=shared / "biome_bench" / "kg_mmu.jsonl")
+    from_shared = must_run("datasets", "biome_bench_jsonl", tmp_path / "shared_run", species="mmu", dataset_id="d",
+                           shared_data=shared)
+    for name in ("output_train", "output_test", "output_solution"):
+        a, a_uns = read_items(explicit[name])
+        b, b_uns = read_items(from_shared[name])
+        assert a.equals(b) and a_uns.keys() == b_uns.keys()
+    assert "kg_mmu.jsonl" in read_items(from_shared["output_train"])[1]["dataset_description"]
+    # A species without a knowledge-graph file in the shared folder (as hsa) has Task B items only.
+    (shared / "biome_bench" / "kg_mmu.jsonl").unlink()
+    task_b_only = must_run("datasets", "biome_bench_jsonl", tmp_path / "no_kg_file", species="mmu", dataset_id="b", shared_data=shared)
+    assert set(read_items(task_b_only["output_test"])[0]["task"]) == {TASK_MECHANISM}
+    assert "No knowledge-graph file" in read_items(task_b_only["output_train"])[1]["dataset_description"]
+
+    no_task_b, _ = run("datasets", "biome_bench_jsonl", tmp_path / "no_task_b", species="mmu", kg_jsonl=RAW / "kg_mmu_subset.jsonl")
+    assert not no_task_b.succeeded and "give --task_b_jsonl, or --shared_data" in no_task_b.log.read_text()
+    no_kg, _ = run("datasets", "biome_bench_jsonl", tmp_path / "no_kg", species="mmu", task_b_jsonl=RAW / "task_b_subset.jsonl")
+    assert not no_kg.succeeded and "give --kg_jsonl, --shared_data, or --without_kg" in no_kg.log.read_text()
+
+
 @pytest.mark.slow
 def test_benchmark_scores_both_tasks_between_controls(tmp_path):
     from openpert.config.task import Task
@@ -213,7 +241,7 @@ def test_benchmark_scores_both_tasks_between_controls(tmp_path):
     shutil.copytree(DATA, datasets / "mmu_subset")
     for extra in ("prediction.h5ad", "score.h5ad"):
         (datasets / "mmu_subset" / extra).unlink()
-    must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", kg_jsonl="none", dataset_id="task_b_only",
+    must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", without_kg=True, dataset_id="task_b_only",
              task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
     (datasets / "task_b_only").mkdir()
     for name in ("train", "test", "solution"):
