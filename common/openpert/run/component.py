@@ -60,10 +60,12 @@ def resolve_arguments(config: ComponentConfig, given: Mapping[str, Any]) -> dict
     return par
 
 
-def _link_or_copy(src: Path, dest: Path) -> None:
+def _link_or_copy(src: str | Path, dest: str | Path) -> None:
+    """Stage an input: a hard link (a copy across file systems); a folder file by file, the same way."""
+    src, dest = Path(src), Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if src.is_dir():
-        shutil.copytree(src, dest)
+        shutil.copytree(src, dest, copy_function=_link_or_copy)
         return
     try:
         os.link(src, dest)
