@@ -97,7 +97,7 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         out = Path(ns.output) / task.dir.name
         results = run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
                                 controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                                engine=ns.engine, profile=ns.profile)
+                                engine=ns.engine, profile=ns.profile, progress=False if ns.quiet else None)
         n_jobs = len(results["resources"])
         n_failed = len(results["failures"])
         cached = sum(r["cached"] for r in results["resources"])
@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="results", help="results folder (one sub-folder per task)")
     p.add_argument("--engine", choices=["local", "nextflow"], default="local")
     p.add_argument("--profile", default="local", help="Nextflow profile: local, docker, singularity, slurm, awsbatch, k8s")
+    p.add_argument("--quiet", action="store_true", help="no progress output (a line per job when stderr is not a terminal)")
 
     p = sub.add_parser("report", help="render the results website")
     p.add_argument("results", nargs="+", help="results folders (holding results.json, or their parent)")

@@ -56,14 +56,16 @@ class LocalEngine:
     resume
         Reuse finished jobs from an earlier run into the same ``outdir``.
     progress
-        Show progress on stderr; ``None`` shows it only when stderr is a terminal.
+        ``True``: a progress line on stderr, redrawn in place; ``False``: nothing; ``None`` (the
+        default): the progress line on a terminal, else one plain line per job start and end (job
+        id, status, seconds), so that a log shows what is running.
     """
 
     def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | None = None):
         self.outdir = Path(outdir).resolve()
         self.jobs = max(1, int(jobs))
         self.resume = resume
-        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.mode = ("bar" if sys.stderr.isatty() else "lines") if progress is None else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
         self._lock = threading.Lock()
         self._done = 0
@@ -109,6 +111,7 @@ class LocalEngine:
         with self._lock:
             self._running.add(job.job_id)
         self._show()
+        self._log_line(f"start    {job.job_id}")
         try:
             result = run_component(job.config, args, work_dir=attempt / "run", limits=job.limits, log=attempt / "output.log",
                                    context=job.context, allowed_input_formats=job.allowed)
@@ -169,6 +172,8 @@ class LocalEngine:
                         with self._lock:
                             self._done += 1
                         self._show()
+                        state = "cached" if record.cached else (record.status if record.succeeded else f"failed (exit {record.exit_code})")
+                        self._log_line(f"{'end':8} {job.job_id} {state} {record.duration_s or 0:.1f}s [{self._done}/{self._total}]")
                         for follow in (then(job, record) if then else []):
                             with self._lock:
                                 self._total += 1
@@ -181,8 +186,16 @@ class LocalEngine:
         self._show(final=True)
         return records
 
+    def _log_line(self, text: str) -> None:
+        """One line of the plain progress log (when stderr is not a terminal)."""
+        if self.mode == "lines":
+            with self._lock:
+                sys.stderr.write(text + "\n")
+                sys.stderr.flush()
+
     def _show(self, final: bool = False) -> None:
-        if not self.progress:
+        """Redraw the progress line on a terminal."""
+        if self.mode != "bar":
             return
         with self._lock:
             running = sorted(self._running)

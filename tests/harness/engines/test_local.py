@@ -165,3 +165,15 @@ def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
     (project_copy / "src/tiny/analysis.py").write_text("def task_statistics(outdir):\n    raise ValueError('no such column')\n")
     extra = run_task_analysis(Task(project_copy / "src" / "tiny"), project_copy)
     assert extra["qc"][0]["flag"] == "analysis_failed" and "ValueError: no such column" in extra["qc"][0]["message"]
+
+
+def test_progress_is_one_line_per_job_start_and_end_when_not_a_terminal(tiny_task, tmp_path, capsys):
+    inputs = tiny_task.root / "resources_test" / "tiny"
+    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean", "fail_raise"], metrics=["errors"])
+    lines = capsys.readouterr().err.splitlines()
+    assert "start    syn/group_mean" in lines
+    ended = {line.split()[1]: line.split()[2] for line in lines if line.startswith("end ")}
+    assert ended["syn/group_mean"] == "succeeded" and ended["syn/fail_raise"] == "failed"
+    assert ended["syn/group_mean/errors"] == "succeeded"
+    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean"], metrics=["errors"], resume=True, progress=False)
+    assert capsys.readouterr().err == ""
