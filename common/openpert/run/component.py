@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.run.process import Limits, execute
@@ -209,13 +211,15 @@ def run_component(
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
     script = resources_dir / config.script.name
+    (resources_dir / ".config.vsh.yaml").write_text(yaml.safe_dump(config.public_dict(), sort_keys=False, allow_unicode=True))
     memory_b = int(limits.memory_mb * 2**20) if limits.memory_mb else None
     meta = {
         "name": config.name,
         "functionality_name": config.name,
         "resources_dir": str(resources_dir),
         "executable": str(script),
-        "config": str(config.path),
+        # As in a Viash build: the merged config beside the script, not the repository's file.
+        "config": str(resources_dir / ".config.vsh.yaml"),
         "temp_dir": str(temp_dir),
         "cpus": limits.cpus,
         "memory_b": memory_b,

@@ -136,3 +136,19 @@ def test_peak_memory_is_the_job_s_own(tmp_path):
     assert code == code2 == 0
     assert small < 100, small
     assert 290 < big < 450, big
+
+
+def test_meta_names_no_repository_path(tiny_project, tmp_path):
+    """A script learns where its resources are, not where the repository or the dataset lie."""
+    import yaml
+
+    config = read_config(tiny_project / "src/tiny/methods/spy_workdir/config.vsh.yaml")
+    inputs = tiny_project / "resources_test" / "tiny" / "syn"
+    result = run_component(config, {"input_train": inputs / "train.h5ad", "input_test": inputs / "test.h5ad",
+                                    "output": tmp_path / "out" / "prediction.h5ad"}, work_dir=tmp_path / "work")
+    assert result.succeeded, result.reason
+    script = (tmp_path / "work" / ".resources" / "script.py").read_text()
+    block = script[: script.index("dep = {}")]
+    assert str(tiny_project) not in block
+    merged = yaml.safe_load((tmp_path / "work" / ".resources" / ".config.vsh.yaml").read_text())
+    assert merged["name"] == "spy_workdir"
