@@ -2,7 +2,7 @@
 
 LSFT (local similarity-filtered training) refits the linear model of Ahlmann-Eltze et al. (2025)
 for every test perturbation on its top 1%, 5% and 10% most similar training perturbations. This
-benchmark times ``perturbation_effect_lib.linear_model.lsft_predict`` (batched eigendecompositions and solves,
+benchmark times ``perturbation_effect_lib.lsft.lsft_predict`` (batched eigendecompositions and solves,
 see its docstring) on 2,000 perturbations x 5,000 genes split by GEARS's simulation split, for the
 training-PCA model (the costly case: the PCA is recomputed for every test perturbation) and for a
 fixed (random) perturbation embedding, and compares it with ``lsft_predict_reference`` (one
@@ -15,12 +15,17 @@ Target: the batched LSFT of every test perturbation at 1/5/10% under 60 s on 2 c
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
-from perturbation_effect_lib import holdout_splits as splits
-from perturbation_effect_lib import linear_model
 from threadpoolctl import threadpool_limits
+
+# The task's own library lives beside its components, not in an installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "perturbation_effect"))
+from perturbation_effect_lib import embeddings, linear_model, lsft  # noqa: E402
+from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
 
 FRACTIONS = (0.01, 0.05, 0.10)
 
@@ -49,20 +54,20 @@ def run(n_perturbations: int, n_genes: int, n_reference: int) -> None:
     print(f"{n_perturbations} perturbations x {n_genes} genes: {len(train)} train, {len(test)} test; "
           f"LSFT at {', '.join(f'{f:.0%}' for f in FRACTIONS)} "
           f"(k = {', '.join(str(max(1, int(np.ceil(len(train) * f)))) for f in FRACTIONS)})")
-    table = linear_model.random_embedding(genes, linear_model.N_COMPONENTS, seed=0)
+    table = embeddings.random_embedding(genes, embeddings.N_COMPONENTS, seed=0)
     header = f"{'model':32s} {'batched (s)':>12s} {'loop, extrapolated (s)':>23s} {'ratio':>8s} {'max |diff|':>11s}"
     print(header)
     print("-" * len(header))
     for label, pert_embedding in (("linear, training PCA", "pca"), ("linear, random perturbation emb.", table)):
         start = time.perf_counter()
-        fast = linear_model.lsft_predict(Y_train, train, test, genes, fractions=FRACTIONS, pert_embedding=pert_embedding)
+        fast = lsft.lsft_predict(Y_train, train, test, genes, fractions=FRACTIONS, pert_embedding=pert_embedding)
         batched = time.perf_counter() - start
         subset = np.linspace(0, len(test) - 1, n_reference).astype(int)
         # The reference at its fastest: one BLAS thread suits its many small refits best.
         start = time.perf_counter()
         with threadpool_limits(limits=1, user_api="blas"):
-            slow = linear_model.lsft_predict_reference(Y_train, train, test, genes, fractions=FRACTIONS,
-                                                       pert_embedding=pert_embedding, test_index=subset)
+            slow = lsft.lsft_predict_reference(Y_train, train, test, genes, fractions=FRACTIONS,
+                                               pert_embedding=pert_embedding, test_index=subset)
         loop = time.perf_counter() - start
         # The reference pays one full fit (also part of the batched time) plus one refit per test
         # perturbation and fraction; only the refits scale with the number of test perturbations.

@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # Test resources of the perturbation_effect task: a small synthetic screen (simulation split) with
-# a no-change prediction and its score, and a tiny single-cell screen in the GEARS layout for the
-# Perturb-seq loader. Deterministic (fixed seeds); needs the venv and ../shared/data.
+# its gene knowledge, a no-change prediction and its score, and a tiny single-cell screen in the
+# GEARS layout for the Perturb-seq loader. Deterministic (fixed seeds); needs the venv and the
+# shared data folder ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+SHARED=${OPENPERT_SHARED_DATA:-$(cd .. && pwd)/shared/data}
 OUT=resources_test/perturbation_effect
 DS=$OUT/synthetic_simulation
 rm -rf "$OUT"
 mkdir -p "$OUT/raw" "$DS"
 
-python - <<'PY'
-from pertsci import knowledge_graphs as kg
-from perturbation_effect_lib import perturbseq_simulation as perturb_sim
+SHARED="$SHARED" PYTHONPATH=src/perturbation_effect python - <<'PY'
+import os
+from pathlib import Path
 
+from perturbation_effect_lib import perturbseq_simulation as perturb_sim
+from pertsci import knowledge_graphs as kg
+
+shared = Path(os.environ["SHARED"])
 screen = perturb_sim.simulate_screen(
     n_genes=150, n_perturbations=14, n_combinations=2, n_programs=2, program_size=(4, 10),
     cells_per_perturbation=12, n_control_cells=60, seed=3,
-    baseline=perturb_sim.load_baseline(), gene_sets=kg.gene_sets("go_bp"),
+    baseline=perturb_sim.load_baseline(shared / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(str(shared))),
+    gene_sets=kg.gene_sets("go_bp", shared / "knowledge_graphs"),
 )
 cells = screen.cells
 del cells.layers["counts"]  # GEARS files carry log-normalised X; counts would only add size
@@ -26,8 +33,9 @@ PY
 openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yaml \
   --dataset_id synthetic_simulation --n_genes 1200 --n_perturbations 60 --n_combinations 10 \
   --n_programs 6 --program_min_size 6 --program_max_size 15 --cells_per_perturbation 30 \
-  --n_control_cells 300 --seed 0 --split simulation \
-  --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad"
+  --n_control_cells 300 --seed 0 --split simulation --shared_data "$SHARED" \
+  --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad" \
+  --output_gene_knowledge "$DS/gene_knowledge.parquet"
 
 openpert run-component src/perturbation_effect/control_methods/no_change/config.vsh.yaml \
   --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --input_solution "$DS/solution.h5ad" \

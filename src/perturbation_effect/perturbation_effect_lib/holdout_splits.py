@@ -12,11 +12,12 @@
   that targets a gene of the held-out class is a test perturbation; all others train.
 * :func:`class_genes`: the genes of a functional class, from a GO biological-process term of
   ``knowledge_graphs/GO_Biological_Process_2021.gmt``, the transcription factors of
-  ``gene_lists/human_TF_names_lambert2018.txt``, or a metadata column.
+  ``gene_lists/human_TF_names_lambert2018.txt`` (both below the shared data folder, which the
+  caller passes), or a metadata column.
 * :func:`make_task_files`: the task's train / test / solution AnnData of a pseudobulk and a split.
 
 LSFT (local similarity-filtered training) is not a split of the perturbations but a way of
-training for each test perturbation; it lives in :mod:`perturbation_effect_lib.linear_model` and is switched on
+training for each test perturbation; it lives in :mod:`perturbation_effect_lib.lsft` and is switched on
 per dataset through ``uns["lsft_fraction"]``.
 """
 
@@ -28,8 +29,6 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pandas as pd
-
-from openpert.config.task import shared_data_dir
 
 __all__ = [
     "simulation_split",
@@ -146,11 +145,29 @@ def logo_split(perturbations: Sequence[str], held_out_genes: Sequence[str]) -> p
                         index=pd.Index([str(p) for p in perturbations]))
 
 
-def tf_genes(data_dir: str | Path | None = None) -> list[str]:
-    """The 1,639 human transcription factors of Lambert et al. (2018)."""
-    path = Path(data_dir or shared_data_dir()) / TF_LIST
+def _shared_data(data_dir: str | Path | None, what: str) -> Path:
+    """``data_dir`` as a path; an error saying what needed it when it was not given."""
+    if data_dir is None:
+        raise ValueError(f"{what} needs the shared data folder (data_dir)")
+    return Path(data_dir)
+
+
+def tf_genes(data_dir: str | Path) -> list[str]:
+    """The 1,639 human transcription factors of Lambert et al. (2018).
+
+    Parameters
+    ----------
+    data_dir
+        The shared data folder (the list is ``gene_lists/human_TF_names_lambert2018.txt`` below it).
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the list, when it is not there.
+    """
+    path = _shared_data(data_dir, "the transcription-factor list") / TF_LIST
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: transcription-factor list not found (set OPENPERT_SHARED_DATA)")
+        raise FileNotFoundError(f"{path}: transcription-factor list not found")
     return [line.strip() for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -170,14 +187,14 @@ def class_genes(source: str, class_name: str, *, obs: pd.DataFrame | None = None
     obs
         Perturbation metadata with ``target_genes`` and ``functional_class``.
     data_dir
-        The shared data folder (default :func:`openpert.config.task.shared_data_dir`).
+        The shared data folder; needed for ``go_bp`` and ``tf``.
     """
     if source == "tf":
         return tf_genes(data_dir)
     if source == "go_bp":
         from pertsci import knowledge_graphs as kg
 
-        sets = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
+        sets = kg.gene_sets("go_bp", _shared_data(data_dir, "a GO BP class") / "knowledge_graphs")
         if class_name in sets:
             return sets[class_name]
         by_id = [name for name in sets if name.endswith(f"({class_name})")]
@@ -204,14 +221,25 @@ def choose_logo_class(obs: pd.DataFrame) -> str:
     return sorted(counts.index[counts == best])[0]
 
 
-def annotate_functional_class(target_genes: Sequence[str], source: str, *, min_size: int = 3,
-                              data_dir: str | Path | None = None) -> list[str]:
+def annotate_functional_class(target_genes: Sequence[str], source: str, *, data_dir: str | Path,
+                              min_size: int = 3) -> list[str]:
     """A functional class per perturbation, from real annotation.
 
     ``source="tf"``: ``"transcription factor"`` or ``"other"``. ``source="go_bp"``: among the GO BP
     terms containing a target, the one containing the most targets of the screen (ties by name),
     or ``"unassigned"`` when no term holds ``min_size`` targets. Combinations get the classes of
     their targets joined by ``" + "`` (sorted, distinct).
+
+    Parameters
+    ----------
+    target_genes
+        Perturbation ids (targets joined by ``+``).
+    source
+        ``"go_bp"`` or ``"tf"``.
+    data_dir
+        The shared data folder (GO BP terms, transcription factors).
+    min_size
+        Fewest targets of the screen a GO BP term needs to be a class.
     """
     targets = _targets(target_genes)
     if source == "tf":
@@ -220,7 +248,7 @@ def annotate_functional_class(target_genes: Sequence[str], source: str, *, min_s
     elif source == "go_bp":
         from pertsci import knowledge_graphs as kg
 
-        sets = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
+        sets = kg.gene_sets("go_bp", _shared_data(data_dir, "a GO BP annotation") / "knowledge_graphs")
         screen = {g for t in targets for g in t}
         sizes = {name: len(screen.intersection(genes)) for name, genes in sets.items()}
         per_gene = {}
@@ -266,7 +294,7 @@ def split_profiles(
     uns
         Dataset metadata (``dataset_id``, ``dataset_name``...) copied into every file.
     data_dir
-        The shared data folder, for ``go_bp`` and ``tf``.
+        The shared data folder; needed for a LOGO split of a ``go_bp`` or ``tf`` class.
     """
     if not 0 <= lsft_fraction <= 1:
         raise ValueError(f"lsft_fraction must be in [0, 1], got {lsft_fraction}")

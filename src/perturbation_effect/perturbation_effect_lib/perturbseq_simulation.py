@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from openpert.config.task import shared_data_dir
 from perturbation_effect_lib.pseudobulk import CONTROL, condition_key, condition_name, log_normalize
 
 __all__ = [
@@ -86,17 +85,17 @@ class SimulatedScreen:
     functional_class: pd.Series
 
 
-def load_baseline(path: str | Path | None = None, *, symbols: dict[str, str] | None = None) -> pd.DataFrame:
+def load_baseline(path: str | Path, symbols: dict[str, str]) -> pd.DataFrame:
     """Per-gene relative expression and NB size of a real single-cell baseline, by gene symbol.
 
     Parameters
     ----------
     path
         A ``singlecell_baseline_*.tsv`` (columns ``response_id`` (Ensembl), ``relative_expression``,
-        ``expression_size``); default the Gasperini K562 file of the shared data.
+        ``expression_size``), e.g. :data:`GASPERINI_BASELINE` below the shared data folder.
     symbols
-        Ensembl id -> symbol; default :func:`pertsci.knowledge_graphs.ensembl_to_symbol`. Genes without a symbol
-        are dropped; a symbol of several ids keeps the most expressed.
+        Ensembl id -> symbol (e.g. :func:`pertsci.knowledge_graphs.ensembl_to_symbol`). Genes
+        without a symbol are dropped; a symbol of several ids keeps the most expressed.
 
     Returns
     -------
@@ -104,17 +103,13 @@ def load_baseline(path: str | Path | None = None, *, symbols: dict[str, str] | N
         Indexed by symbol, columns ``relative_expression`` and ``expression_size``, most expressed
         first.
     """
-    path = Path(path) if path is not None else shared_data_dir() / GASPERINI_BASELINE
+    path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: single-cell baseline not found (set OPENPERT_SHARED_DATA)")
+        raise FileNotFoundError(f"{path}: single-cell baseline not found")
     table = pd.read_csv(path, sep="\t")
     needed = {"response_id", "relative_expression", "expression_size"}
     if not needed <= set(table.columns):
         raise ValueError(f"{path}: expected columns {sorted(needed)}, found {list(table.columns)}")
-    if symbols is None:
-        from pertsci import knowledge_graphs as kg
-
-        symbols = kg.ensembl_to_symbol()
     table["symbol"] = table["response_id"].map(symbols)
     table = table.dropna(subset=["symbol"]).sort_values("relative_expression", ascending=False)
     table = table.drop_duplicates("symbol").set_index("symbol")
@@ -218,7 +213,7 @@ def simulate_screen(
     baseline
         From :func:`load_baseline`; ``None`` draws a log-normal stand-in (use only without data).
     gene_sets
-        Gene sets to take programs from (e.g. ``pertsci.knowledge_graphs.gene_sets("go_bp")``).
+        Gene sets to take programs from (e.g. ``pertsci.knowledge_graphs.gene_sets("go_bp", kg_dir)``).
     umis_per_cell
         Mean UMIs per cell over all genes of the baseline; a cell's counts on the measured genes
         are this times their share of relative expression.

@@ -1,4 +1,5 @@
 import sys
+from pathlib import Path
 
 ## VIASH START
 par = {
@@ -6,14 +7,19 @@ par = {
     "dataset_id": "perturbseq", "dataset_name": "Perturb-seq screen", "dataset_reference": "", "dataset_license": "",
     "min_cells": 5, "n_top_genes": 0, "class_source": "go_bp", "split": "simulation", "lsft_fraction": 0.0,
     "logo_source": "functional_class", "logo_class": "auto", "split_seed": 1,
-    "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
+    "shared_data": "../shared/data", "output_train": "train.h5ad", "output_test": "test.h5ad",
+    "output_solution": "solution.h5ad", "output_gene_knowledge": "gene_knowledge.parquet",
 }
 meta = {"resources_dir": "src/perturbation_effect", "name": "perturbseq_h5ad"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import embeddings, gene_knowledge, pseudobulk  # noqa: E402
 from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
-from perturbation_effect_lib import pseudobulk  # noqa: E402
+
+if par["shared_data"] is None:
+    raise ValueError("functional classes and gene knowledge come from the shared data: --shared_data is required")
+shared = Path(par["shared_data"])
 
 cells = pseudobulk.read_perturbseq(par["input"], par["input_format"])
 profiles, control = pseudobulk.pseudobulk(cells, min_cells=par["min_cells"])
@@ -22,7 +28,7 @@ if par["n_top_genes"]:
     keep = control.sort_values(ascending=False, kind="stable").index[: par["n_top_genes"]]
     keep = control.index[control.index.isin(keep)]
     profiles, control = profiles[:, keep].copy(), control[keep]
-profiles.obs["functional_class"] = splits.annotate_functional_class(list(profiles.obs_names), par["class_source"])
+profiles.obs["functional_class"] = splits.annotate_functional_class(list(profiles.obs_names), par["class_source"], data_dir=shared)
 print(f"{cells.n_obs} cells -> {profiles.n_obs} perturbations x {profiles.n_vars} genes", flush=True)
 
 uns = {
@@ -36,9 +42,12 @@ uns = {
 }
 train, test, solution = splits.split_profiles(
     profiles, control, split=par["split"], lsft_fraction=par["lsft_fraction"], logo_source=par["logo_source"],
-    logo_class=par["logo_class"], seed=par["split_seed"], uns=uns,
+    logo_class=par["logo_class"], seed=par["split_seed"], uns=uns, data_dir=shared,
 )
+# Prior knowledge of the screen's genes (measured genes and targets) for the methods that embed by it.
+knowledge = gene_knowledge.build_gene_knowledge(shared / "knowledge_graphs", embeddings.genes_to_embed(profiles.var_names, profiles.obs_names))
 print(f"{train.n_obs} training and {test.n_obs} test perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
 train.write_h5ad(par["output_train"], compression="gzip")
 test.write_h5ad(par["output_test"], compression="gzip")
 solution.write_h5ad(par["output_solution"], compression="gzip")
+knowledge.to_parquet(par["output_gene_knowledge"], index=False)

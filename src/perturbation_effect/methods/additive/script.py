@@ -12,10 +12,13 @@ meta = {"resources_dir": "src/perturbation_effect", "name": "additive"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbation_effect_lib import linear_model  # noqa: E402
+from perturbation_effect_lib import prediction_files, profile_baselines  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"])
 test = ad.read_h5ad(par["input_test"])
-prediction = linear_model.additive_prediction(train.X, list(train.obs_names), list(test.obs_names), train.var["control_mean"].to_numpy())
-uns = {"dataset_id": test.uns["dataset_id"], "method_id": meta["name"]}
-ad.AnnData(obs=test.obs[[]], var=train.var[[]], layers={"prediction": prediction}, uns=uns).write_h5ad(par["output"], compression="gzip")
+# A combination is control plus the sum of its genes' single-perturbation changes; a gene without a
+# training single perturbation adds the mean change of the training single perturbations.
+prediction = profile_baselines.additive_prediction(train.X, list(train.obs_names), list(test.obs_names),
+                                                   train.var["control_mean"].to_numpy())
+prediction_files.write_prediction(par["output"], prediction, obs=test.obs[[]], var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])

@@ -1,15 +1,33 @@
 import sys
 
+import anndata as ad
+
 ## VIASH START
 par = {
     "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
     "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
+    "input_gene_knowledge": "resources_test/perturbation_effect/synthetic_simulation/gene_knowledge.parquet",
     "output": "prediction.h5ad", "n_components": 10, "ridge": 0.1, "lsft_fraction": None,
 }
 meta = {"resources_dir": "src/perturbation_effect", "name": "linear_omnipath"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbation_effect_lib import linear_model  # noqa: E402
+from perturbation_effect_lib import embeddings, gene_knowledge, lsft, prediction_files  # noqa: E402
 
-linear_model.run_component(par, meta["name"], gene_embedding="pca", pert_embedding="omnipath")
+train = ad.read_h5ad(par["input_train"])
+test = ad.read_h5ad(par["input_test"])
+if par["input_gene_knowledge"] is None:
+    raise ValueError(f"{meta['name']} embeds perturbations by prior knowledge: --input_gene_knowledge is required")
+knowledge = gene_knowledge.read_gene_knowledge(par["input_gene_knowledge"])
+
+# A: the training-data PCA; B: Laplacian eigenmaps of the OmniPath signalling network, as undirected.
+pert_embedding = embeddings.spectral_embedding(gene_knowledge.graph_edges(knowledge, gene_knowledge.OMNIPATH), par["n_components"])
+
+prediction, hardness = lsft.predict_test_perturbations(
+    prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
+    gene_embedding="pca", pert_embedding=pert_embedding, n_components=par["n_components"], ridge=par["ridge"],
+    lsft_fraction=prediction_files.lsft_fraction(train, par["lsft_fraction"]),
+)
+prediction_files.write_prediction(par["output"], prediction, obs=hardness, var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])

@@ -1,5 +1,7 @@
 import sys
 
+import anndata as ad
+
 ## VIASH START
 par = {
     "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
@@ -10,6 +12,20 @@ meta = {"resources_dir": "src/perturbation_effect", "name": "linear_random_pert"
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbation_effect_lib import linear_model  # noqa: E402
+from perturbation_effect_lib import embeddings, lsft, prediction_files  # noqa: E402
 
-linear_model.run_component(par, meta["name"], gene_embedding="pca", pert_embedding="random")
+train = ad.read_h5ad(par["input_train"])
+test = ad.read_h5ad(par["input_test"])
+
+# A: the training-data PCA; B: a standard-normal vector per target gene (seeded by its name), a
+# control for how much the perturbation embedding adds beyond the mean profile b.
+genes = embeddings.genes_to_embed(train.var_names, [*train.obs_names, *test.obs_names])
+pert_embedding = embeddings.random_embedding(genes, par["n_components"], seed=par["seed"])
+
+prediction, hardness = lsft.predict_test_perturbations(
+    prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
+    gene_embedding="pca", pert_embedding=pert_embedding, n_components=par["n_components"], ridge=par["ridge"],
+    lsft_fraction=prediction_files.lsft_fraction(train, par["lsft_fraction"]),
+)
+prediction_files.write_prediction(par["output"], prediction, obs=hardness, var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])

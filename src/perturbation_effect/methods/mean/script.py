@@ -12,10 +12,11 @@ meta = {"resources_dir": "src/perturbation_effect", "name": "mean"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbation_effect_lib import linear_model  # noqa: E402
+from perturbation_effect_lib import prediction_files, profile_baselines  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"])
 test = ad.read_h5ad(par["input_test"])
-prediction = linear_model.mean_prediction(train.X, test.n_obs)
-uns = {"dataset_id": test.uns["dataset_id"], "method_id": meta["name"]}
-ad.AnnData(obs=test.obs[[]], var=train.var[[]], layers={"prediction": prediction}, uns=uns).write_h5ad(par["output"], compression="gzip")
+# Every test perturbation is predicted by the mean training profile (the term b of the linear model).
+prediction = profile_baselines.mean_prediction(train.X, test.n_obs)
+prediction_files.write_prediction(par["output"], prediction, obs=test.obs[[]], var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])

@@ -10,20 +10,18 @@ notice a change, so the test is not vacuous.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anndata as ad
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from perturbation_effect_lib import embeddings, linear_model, lsft, prediction_files, pseudobulk
 from perturbation_effect_lib import holdout_splits as splits
-from perturbation_effect_lib import linear_model, pseudobulk
 from perturbation_effect_lib import perturbseq_simulation as perturb_sim
+from project_paths import ROOT
 
-from openpert.config.viash import find_project_root, read_config
+from openpert.config.viash import read_config
 from openpert.run.component import run_component
 
-ROOT = find_project_root(Path(__file__).resolve().parent)
 EMBEDDINGS = [("pca", "pca"), ("pca", "random"), ("random", "pca")]
 
 
@@ -51,13 +49,22 @@ def tamper(cells: ad.AnnData, perturbation: str, seed: int) -> ad.AnnData:
     return out
 
 
-def predictions(train, test, gene_emb, pert_emb, lsft):
-    pred, hard = linear_model.predict_task(train, test, gene_embedding=gene_emb, pert_embedding=pert_emb, lsft_fraction=lsft)
+def predictions(train, test, gene_emb, pert_emb, lsft_fraction):
+    # As the linear method scripts do: random tables for the measured genes and every target.
+    wanted = embeddings.genes_to_embed(train.var_names, [*train.obs_names, *test.obs_names])
+
+    def table(source):
+        return source if source == "pca" else embeddings.random_embedding(wanted, 10)
+
+    pred, hard = lsft.predict_test_perturbations(
+        prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
+        gene_embedding=table(gene_emb), pert_embedding=table(pert_emb), lsft_fraction=lsft_fraction,
+    )
     model = linear_model.fit_linear_model(train.X, list(train.obs_names), train.var_names,
                                           gene_embedding=gene_emb if gene_emb == "pca" else
-                                          linear_model.random_embedding(train.var_names, 10),
+                                          embeddings.random_embedding(train.var_names, 10),
                                           pert_embedding=pert_emb if pert_emb == "pca" else
-                                          linear_model.random_embedding(
+                                          embeddings.random_embedding(
                                               list(train.var_names) + [t for p in test.obs_names for t in p.split("+")], 10))
     return pred, hard.to_numpy(), model.embed(list(test.obs_names))
 

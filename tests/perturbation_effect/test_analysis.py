@@ -10,10 +10,8 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+from project_paths import ROOT
 
-from openpert.config.viash import find_project_root
-
-ROOT = find_project_root(Path(__file__).resolve().parent)
 spec = importlib.util.spec_from_file_location("perturbation_effect_analysis", ROOT / "src/perturbation_effect/analysis.py")
 analysis = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(analysis)

@@ -1,0 +1,92 @@
+"""The components on the test resources: prior knowledge comes from the dataset's file, never the shared data."""
+
+from __future__ import annotations
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+from perturbation_effect_lib import embeddings, gene_knowledge, lsft, prediction_files
+from project_paths import ROOT, SHARED_DATA
+
+from openpert.config.formats import FileFormat
+from openpert.config.task import Task
+from openpert.config.viash import read_config
+from openpert.run.component import run_component
+from pertsci import knowledge_graphs as kg
+
+KG_DIR = SHARED_DATA / "knowledge_graphs"
+needs_data = pytest.mark.skipif(not KG_DIR.is_dir(), reason=f"shared data not found at {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
+TASK = ROOT / "src/perturbation_effect"
+DATASET = ROOT / "resources_test/perturbation_effect/synthetic_simulation"
+
+
+def run_method(name: str, tmp_path, **extra) -> ad.AnnData:
+    config = read_config(TASK / f"methods/{name}/config.vsh.yaml")
+    args = {"input_train": DATASET / "train.h5ad", "input_test": DATASET / "test.h5ad",
+            "input_gene_knowledge": DATASET / "gene_knowledge.parquet", "output": tmp_path / "prediction.h5ad", **extra}
+    result = run_component(config, args, work_dir=tmp_path / "work", allowed_input_formats=Task(TASK).method_formats)
+    assert result.succeeded, result.reason + "\n" + result.log.read_text()[-2000:]
+    return ad.read_h5ad(tmp_path / "prediction.h5ad")
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["linear_huri", "linear_omnipath", "linear_go"])
+def test_knowledge_methods_equal_the_model_on_the_knowledge_graphs(name, tmp_path):
+    """The prediction from the dataset's gene-knowledge file is the one from the knowledge graphs themselves."""
+    train, test = ad.read_h5ad(DATASET / "train.h5ad"), ad.read_h5ad(DATASET / "test.h5ad")
+    genes = embeddings.genes_to_embed(train.var_names, [*train.obs_names, *test.obs_names])
+    table = {
+        "linear_huri": lambda: embeddings.spectral_embedding(kg.huri_edges(KG_DIR)),
+        "linear_omnipath": lambda: embeddings.spectral_embedding(kg.omnipath_edges(KG_DIR)),
+        "linear_go": lambda: embeddings.go_membership_embedding(genes, kg.gene_sets("go_bp", KG_DIR)),
+    }[name]()
+    expected, hardness = lsft.predict_test_perturbations(
+        prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
+        gene_embedding="pca", pert_embedding=table, lsft_fraction=0.0,
+    )
+    out = run_method(name, tmp_path)
+    # Up to rounding: ARPACK keeps state between calls, and this process may have called it before.
+    np.testing.assert_allclose(out.layers["prediction"], expected, rtol=1e-9, atol=1e-12)
+    pd.testing.assert_frame_equal(out.obs, hardness, rtol=1e-9, atol=1e-12)
+    assert out.uns["method_id"] == name
+
+
+def test_a_knowledge_method_without_the_file_says_what_it_needs(tmp_path):
+    config = read_config(TASK / "methods/linear_huri/config.vsh.yaml")
+    args = {"input_train": DATASET / "train.h5ad", "input_test": DATASET / "test.h5ad", "output": tmp_path / "prediction.h5ad"}
+    result = run_component(config, args, work_dir=tmp_path / "work")
+    assert not result.succeeded
+    assert "--input_gene_knowledge is required" in result.log.read_text()
+
+
+def test_every_method_may_read_the_gene_knowledge():
+    """The file is part of the method API, so the engine hands it to every method of a dataset."""
+    task = Task(TASK)
+    assert "file_gene_knowledge" in task.method_formats
+    assert "file_gene_knowledge" in task.dataset_formats
+    assert (DATASET / task.format_filename("file_gene_knowledge")).is_file()
+
+
+def test_synthetic_genes_without_the_shared_data_get_an_empty_gene_knowledge(tmp_path):
+    config = read_config(TASK / "datasets/synthetic/config.vsh.yaml")
+    out = {name: tmp_path / name for name in ("train.h5ad", "test.h5ad", "solution.h5ad", "gene_knowledge.parquet")}
+    args = {**config.test_defaults(), "gene_source": "synthetic", "output_train": out["train.h5ad"],
+            "output_test": out["test.h5ad"], "output_solution": out["solution.h5ad"],
+            "output_gene_knowledge": out["gene_knowledge.parquet"]}
+    result = run_component(config, args, work_dir=tmp_path / "work")
+    assert result.succeeded, result.reason + "\n" + result.log.read_text()[-2000:]
+    knowledge = gene_knowledge.read_gene_knowledge(out["gene_knowledge.parquet"])
+    assert knowledge.empty and list(knowledge.columns) == gene_knowledge.COLUMNS
+    assert ad.read_h5ad(out["train.h5ad"]).var_names[0].startswith("GENE")
+    # and it is still a valid gene-knowledge file
+    Task(TASK).file_formats["file_gene_knowledge"].validate(out["gene_knowledge.parquet"])
+    assert isinstance(Task(TASK).file_formats["file_gene_knowledge"], FileFormat)
+
+
+def test_k562_genes_need_the_shared_data(tmp_path):
+    config = read_config(TASK / "datasets/synthetic/config.vsh.yaml")
+    args = {**config.test_defaults(), **{f"output_{n}": tmp_path / f"{n}.out" for n in ("train", "test", "solution", "gene_knowledge")}}
+    result = run_component(config, args, work_dir=tmp_path / "work")
+    assert not result.succeeded
+    assert "--shared_data (the shared data folder) is required" in result.log.read_text()

@@ -1,0 +1,86 @@
+"""GEARS simulation and LOGO splits and the task's files (perturbation_effect_lib.holdout_splits)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from perturbation_effect_lib import holdout_splits as splits
+from perturbation_effect_lib import pseudobulk
+from project_paths import SHARED_DATA
+
+needs_data = pytest.mark.skipif(not (SHARED_DATA / "knowledge_graphs").is_dir(),
+                                reason=f"shared data not found at {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
+
+
+def test_simulation_split_follows_gears():
+    genes = [f"G{i:02d}" for i in range(40)]
+    combos = ["G00+G01", "G02+G39", "G38+G39", "G03+G04", "G05+G06", "G07+G08", "G09+G10", "G11+G12"]
+    perts = genes + combos
+    split = splits.simulation_split(perts, seed=1)
+    again = splits.simulation_split(list(reversed(perts)), seed=1)
+    assert split.equals(again.loc[split.index])  # independent of the input order
+    train_genes = {p for p in genes if split.loc[p, "split"] == "train"}
+    assert len(train_genes) == int(0.75 * 40)
+    for combo in combos:
+        n_seen = sum(g in train_genes for g in combo.split("+"))
+        row = split.loc[combo]
+        if n_seen < 2:
+            assert (row["split"], row["subgroup"]) == ("test", f"combo_seen{n_seen}")
+        else:
+            assert row["subgroup"] in ("train", "combo_seen2")
+    assert (split.loc[[g for g in genes if g not in train_genes], "subgroup"] == "unseen_single").all()
+    assert not splits.simulation_split(perts, seed=2).equals(split)
+
+
+def test_logo_split_holds_out_every_perturbation_touching_the_class():
+    perts = ["A", "B", "C", "A+C", "B+C", "D"]
+    split = splits.logo_split(perts, ["A", "B"])
+    assert split["split"].tolist() == ["test", "test", "train", "test", "test", "train"]
+    with pytest.raises(ValueError, match="no perturbation"):
+        splits.logo_split(perts, ["Z"])
+    with pytest.raises(ValueError, match="nothing is left"):
+        splits.logo_split(["A", "B"], ["A", "B"])
+
+
+def test_task_files_keep_test_profiles_in_the_solution_only(small_screen):
+    profiles, control = pseudobulk.pseudobulk(small_screen.cells)
+    profiles.obs["functional_class"] = small_screen.functional_class.reindex(profiles.obs_names).to_numpy()
+    train, test, solution = splits.split_profiles(profiles, control, lsft_fraction=0.05, uns={"dataset_id": "x"})
+    assert set(train.obs_names).isdisjoint(test.obs_names)
+    assert set(train.obs_names) | set(test.obs_names) == set(profiles.obs_names)
+    assert test.X is None and "n_cells" not in test.obs
+    np.testing.assert_array_equal(solution.layers["expression"], profiles[test.obs_names].X)
+    np.testing.assert_array_equal(train.X, profiles[train.obs_names].X)
+    assert train.uns["lsft_fraction"] == 0.05 and train.uns["split"] == "simulation"
+    logo_train, logo_test, _ = splits.split_profiles(profiles, control, split="logo", logo_source="functional_class")
+    held = logo_train.uns["heldout_class"]
+    assert held == splits.choose_logo_class(profiles.obs)
+    assert (logo_test.obs["functional_class"].str.contains(held, regex=False)).all()
+    assert not logo_train.obs["functional_class"].eq(held).any()
+
+
+@needs_data
+def test_class_genes_from_real_annotation():
+    tfs = splits.class_genes("tf", "", data_dir=SHARED_DATA)
+    assert len(tfs) > 1500 and "KLF1" in tfs and "GATA1" in tfs
+    translation = splits.class_genes("go_bp", "GO:0006412", data_dir=SHARED_DATA)
+    assert "RPL3" in translation
+    assert splits.class_genes("go_bp", "translation (GO:0006412)", data_dir=SHARED_DATA) == translation
+    with pytest.raises(KeyError):
+        splits.class_genes("go_bp", "GO:9999999", data_dir=SHARED_DATA)
+    classes = splits.annotate_functional_class(["KLF1", "RPL3", "GATA1+RPL3"], "tf", data_dir=SHARED_DATA)
+    assert classes == ["transcription factor", "other", "other + transcription factor"]
+
+
+def test_annotation_classes_need_the_shared_data_folder(tmp_path):
+    with pytest.raises(ValueError, match="needs the shared data folder"):
+        splits.class_genes("go_bp", "GO:0006412")
+    with pytest.raises(ValueError, match="needs the shared data folder"):
+        splits.tf_genes(None)
+    with pytest.raises(FileNotFoundError, match="human_TF_names_lambert2018.txt: transcription-factor list not found"):
+        splits.tf_genes(tmp_path)
+    # A class read from the perturbations' own metadata needs no shared data.
+    obs = pd.DataFrame({"functional_class": ["p1", "p1", "p2"], "n_targets": [1, 2, 1], "target_genes": ["B", "A+B", "C"]},
+                       index=["B", "A+B", "C"])
+    assert splits.class_genes("functional_class", "p1", obs=obs) == ["B"]

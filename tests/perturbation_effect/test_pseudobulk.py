@@ -1,0 +1,95 @@
+"""Conditions, readers and pseudobulks of Perturb-seq screens (perturbation_effect_lib.pseudobulk)."""
+
+from __future__ import annotations
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from perturbation_effect_lib import pseudobulk
+from project_paths import ROOT
+
+GEARS_FILE = ROOT / "resources_test/perturbation_effect/raw/gears_perturbseq.h5ad"
+
+
+@pytest.mark.parametrize("condition,targets", [
+    ("ctrl", ()), ("KLF1+ctrl", ("KLF1",)), ("ctrl+KLF1", ("KLF1",)), ("CBL+CNN1", ("CBL", "CNN1")), (" A + ctrl ", ("A",)),
+])
+def test_parse_condition(condition, targets):
+    assert pseudobulk.parse_condition(condition) == targets
+
+
+def test_condition_names_are_canonical():
+    assert pseudobulk.condition_key(("B", "A")) == "A+B"
+    assert pseudobulk.condition_name(["B", "A"]) == "A+B"
+    assert pseudobulk.condition_name(["A"]) == "A+ctrl"
+    assert pseudobulk.condition_name([]) == "ctrl"
+    with pytest.raises(ValueError, match="appears twice"):
+        pseudobulk.parse_condition("A+A")
+    with pytest.raises(ValueError, match="empty"):
+        pseudobulk.parse_condition("A+")
+
+
+def test_pseudobulk_is_the_mean_per_perturbation():
+    X = np.arange(24, dtype=float).reshape(8, 3)
+    obs = pd.DataFrame({"condition": ["ctrl", "ctrl", "A+ctrl", "ctrl+A", "A+B", "B+A", "C+ctrl", "B+ctrl"]},
+                       index=[f"c{i}" for i in range(8)])
+    cells = ad.AnnData(X=sp.csr_matrix(X), obs=obs, var=pd.DataFrame(index=["g1", "g2", "g3"]))
+    profiles, control = pseudobulk.pseudobulk(cells, min_cells=2)
+    np.testing.assert_array_equal(control.to_numpy(), X[:2].mean(axis=0))
+    assert list(profiles.obs_names) == ["A", "A+B"]  # C and B have one cell each
+    np.testing.assert_array_equal(profiles["A"].X[0], X[2:4].mean(axis=0))
+    np.testing.assert_array_equal(profiles["A+B"].X[0], X[4:6].mean(axis=0))
+    assert profiles.obs.loc["A+B", "condition"] == "A+B" and profiles.obs.loc["A", "condition"] == "A+ctrl"
+    assert profiles.obs["n_cells"].tolist() == [2, 2]
+    cells.obs["condition"] = "A+ctrl"
+    with pytest.raises(ValueError, match="no control cells"):
+        pseudobulk.pseudobulk(cells)
+
+
+def test_log_normalize():
+    counts = sp.csr_matrix(np.array([[1, 3, 0], [0, 0, 0], [5, 5, 10]]))
+    X = pseudobulk.log_normalize(counts).toarray()
+    np.testing.assert_allclose(X[0], np.log1p([2500.0, 7500.0, 0.0]), rtol=1e-6)
+    assert not X[1].any()
+    assert pseudobulk.is_count_matrix(counts) and not pseudobulk.is_count_matrix(X)
+
+
+def test_read_gears_resource():
+    cells = pseudobulk.read_gears(GEARS_FILE)
+    assert "ctrl" in set(cells.obs["condition"])
+    assert any("+" in c and "ctrl" not in c for c in cells.obs["condition"])  # combinations are kept
+    assert not pseudobulk.is_count_matrix(cells.X)  # log-normalised values, read as they are
+    assert pseudobulk.read_perturbseq(GEARS_FILE).obs["condition"].equals(cells.obs["condition"])
+
+
+def test_scperturb_and_gears_layouts_give_the_same_pseudobulk(small_screen, tmp_path):
+    cells = small_screen.cells
+    counts = cells.layers["counts"]
+    gears = ad.AnnData(X=counts.astype(np.float32), obs=cells.obs[["condition"]].copy(), var=cells.var.copy())
+    gears.write_h5ad(tmp_path / "gears.h5ad")
+    targets = [pseudobulk.parse_condition(c) for c in cells.obs["condition"]]
+    scp_obs = pd.DataFrame({"perturbation": ["_".join(t) if t else "control" for t in targets],
+                            "nperts": [len(t) for t in targets]}, index=cells.obs_names)
+    ad.AnnData(X=counts, obs=scp_obs, var=pd.DataFrame(index=cells.var_names)).write_h5ad(tmp_path / "scp.h5ad")
+    a, ctrl_a = pseudobulk.pseudobulk(pseudobulk.read_perturbseq(tmp_path / "gears.h5ad"))
+    b, ctrl_b = pseudobulk.pseudobulk(pseudobulk.read_perturbseq(tmp_path / "scp.h5ad"))
+    assert list(a.obs_names) == list(b.obs_names)
+    np.testing.assert_allclose(a.X, b.X, rtol=1e-6)
+    np.testing.assert_allclose(ctrl_a, ctrl_b, rtol=1e-6)
+    # counts were normalised on reading: identical to the log-normalised X of the simulation
+    direct, _ = pseudobulk.pseudobulk(cells)
+    np.testing.assert_allclose(a.X, direct.X, rtol=1e-5)
+    scp_obs.iloc[-1, 1] = 5
+    ad.AnnData(X=counts, obs=scp_obs, var=pd.DataFrame(index=cells.var_names)).write_h5ad(tmp_path / "bad.h5ad")
+    with pytest.raises(ValueError, match="bad.h5ad.*nperts"):
+        pseudobulk.read_scperturb(tmp_path / "bad.h5ad")
+
+
+def test_readers_name_the_file_when_the_layout_is_wrong(tmp_path):
+    ad.AnnData(X=np.ones((2, 2)), obs=pd.DataFrame({"x": ["a", "b"]}, index=["c1", "c2"])).write_h5ad(tmp_path / "odd.h5ad")
+    with pytest.raises(ValueError, match="odd.h5ad.*condition"):
+        pseudobulk.read_gears(tmp_path / "odd.h5ad")
+    with pytest.raises(ValueError, match="odd.h5ad: cannot tell the layout"):
+        pseudobulk.read_perturbseq(tmp_path / "odd.h5ad")
