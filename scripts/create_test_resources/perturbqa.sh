@@ -18,13 +18,15 @@ out=resources_test/perturbqa
 rm -rf "$out"
 mkdir -p "$out/raw"
 
-python - <<'PY'
+PYTHONPATH=src/perturbqa python - <<'PY'
 import numpy as np
 import pandas as pd
-from perturbqa_lib.labels import read_basal_baseline, subsample_published, synthetic_perturbseq
-from openpert.config.task import shared_data_dir
+from perturbqa_lib.published_subset import subsample_published
+from perturbqa_lib.synthetic_screen import read_basal_baseline, synthetic_perturbseq
 
-shared = shared_data_dir()
+from openpert.config.project import shared_data_dir
+
+shared = shared_data_dir(".")
 universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", "resources_test/perturbqa/raw", seed=0)
 # A synthetic screen over real genes of the subset, with K562 (Gasperini 2019) means and sizes.
 mapping = pd.read_json("resources_test/perturbqa/raw/perturbqa/k562_gw_mapping_full.json", typ="series")
@@ -71,6 +73,7 @@ if [ -f src/perturbqa/datasets/perturbseq/config.vsh.yaml ]; then
   mkdir -p "$d"
   openpert run-component src/perturbqa/datasets/perturbseq/config.vsh.yaml \
     --input "$out/raw/synthetic_perturbseq.h5ad" --kg_dir "$out/raw/knowledge_graphs" \
+    --ensembl_map "$out/raw/perturbqa/k562_gw_mapping_full.json" \
     --gene_symbol_column gene_name --n_negative_perturbations 3 --n_negatives 30 --subtasks de \
     --dataset_id perturbseq_de --seed 0 \
     --output_train "$d/train.h5ad" --output_test "$d/test.h5ad" --output_solution "$d/solution.h5ad" \

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 import torch
 from torch import nn
 
-from perturbqa_lib.labels import RESPONSES
+from perturbqa_lib.task_items import RESPONSES
 
 __all__ = ["Graph", "build_graph", "spectral_features", "ternary_targets", "subtask_scores",
            "GATLayer", "PairModel", "fit_predict", "predict_proba", "pair_item_scores", "device"]

@@ -11,7 +11,7 @@ meta = {"resources_dir": "src/perturbqa", "name": "ground_truth"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.labels import write_prediction  # noqa: E402
+from perturbqa_lib.dataset_files import write_prediction  # noqa: E402
 
 test = ad.read_h5ad(par["input_test"])
 solution = ad.read_h5ad(par["input_solution"])[test.obs_names]

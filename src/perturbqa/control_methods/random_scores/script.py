@@ -13,7 +13,7 @@ meta = {"resources_dir": "src/perturbqa", "name": "random_scores"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.labels import write_prediction  # noqa: E402
+from perturbqa_lib.dataset_files import write_prediction  # noqa: E402
 
 rng = np.random.default_rng(par["seed"])
 test = ad.read_h5ad(par["input_test"])

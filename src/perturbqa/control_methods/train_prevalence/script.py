@@ -9,7 +9,8 @@ meta = {"resources_dir": "src/perturbqa", "name": "train_prevalence"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.labels import prevalence_scores, read_dataset, write_prediction  # noqa: E402
+from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
+from perturbqa_lib.training_prevalence import prevalence_scores  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=prevalence_scores(train.obs, test.obs))

@@ -1,11 +1,9 @@
 import sys
 from pathlib import Path
 
-from openpert.config.task import shared_data_dir
-from openpert.config.viash import find_project_root
-
 ## VIASH START
 par = {
+    "shared_data": None,
     "data_dir": "resources_test/perturbqa/raw/perturbqa",
     "kg_dir": "resources_test/perturbqa/raw/knowledge_graphs",
     "screen": "k562",
@@ -17,28 +15,34 @@ par = {
     "output_kg_edges": "kg_edges.parquet",
     "output_gene_descriptions": "gene_descriptions.parquet",
 }
-meta = {"resources_dir": "src/perturbqa", "name": "perturbqa", "config": "src/perturbqa/datasets/perturbqa/config.vsh.yaml"}
+meta = {"resources_dir": "src/perturbqa", "name": "perturbqa"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.knowledge_text import knowledge_tables  # noqa: E402
-from perturbqa_lib.labels import perturbqa_dataset, write_dataset  # noqa: E402
+from perturbqa_lib.dataset_assembly import perturbqa_dataset  # noqa: E402
+from perturbqa_lib.dataset_files import write_dataset  # noqa: E402
+from perturbqa_lib.knowledge_graph import knowledge_tables  # noqa: E402
 
 
-def resolve(path: str, default: Path) -> Path:
-    """A folder given as an argument ("" for the default); a relative one is read from the project root."""
-    if not path:
-        return default
-    p = Path(path)
-    return p if p.is_absolute() else find_project_root(Path(meta["config"]).resolve()) / p
+def input_folder(argument: str, shared_name: str) -> Path:
+    """The folder given as --<argument>, else <shared_name>/ of --shared_data; exit naming what is missing."""
+    if par[argument]:
+        return Path(par[argument])
+    if not par["shared_data"]:
+        raise SystemExit(f"{meta['name']}: no --{argument} and no --shared_data to find {shared_name}/ in")
+    folder = Path(par["shared_data"]) / shared_name
+    if not folder.is_dir():
+        raise SystemExit(f"{meta['name']}: no --{argument}, and --shared_data has no {shared_name}/ ({folder})")
+    return folder
 
 
-data_dir = resolve(par["data_dir"], shared_data_dir() / "perturbqa")
-kg_dir = resolve(par["kg_dir"], shared_data_dir() / "knowledge_graphs")
+data_dir = input_folder("data_dir", "perturbqa")
+kg_dir = input_folder("kg_dir", "knowledge_graphs")
 subtasks = [s.strip() for s in par["subtasks"].split(",") if s.strip()]
 
 dataset = perturbqa_dataset(data_dir, par["screen"], subtasks, par["dataset_id"])
-edges, descriptions = knowledge_tables(kg_dir)
+# HuRI names genes by Ensembl id; the PerturbQA files map them to symbols.
+edges, descriptions = knowledge_tables(kg_dir, data_dir / "k562_gw_mapping_full.json")
 write_dataset(dataset, edges, descriptions, train=par["output_train"], test=par["output_test"],
               solution=par["output_solution"], kg_edges=par["output_kg_edges"],
               gene_descriptions=par["output_gene_descriptions"])

@@ -4,31 +4,37 @@ from pathlib import Path
 import anndata as ad
 import pandas as pd
 
-from openpert.config.task import shared_data_dir
-from openpert.config.viash import find_project_root
+from pertsci.normalisation import normalize_log_tp10k
 
 ## VIASH START
 par = {"input": "resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", "perturbation_column": "gene",
        "control_label": "non-targeting", "gene_symbol_column": "gene_name", "cell_line": "K562", "subtasks": "de",
        "min_degs": 5, "n_negative_perturbations": 3, "n_positives": 20, "n_negatives": 30, "test_fraction": 0.25,
-       "seed": 0, "kg_dir": "resources_test/perturbqa/raw/knowledge_graphs", "dataset_id": "perturbseq_de",
+       "seed": 0, "shared_data": None, "kg_dir": "resources_test/perturbqa/raw/knowledge_graphs",
+       "ensembl_map": "resources_test/perturbqa/raw/perturbqa/k562_gw_mapping_full.json", "dataset_id": "perturbseq_de",
        "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
        "output_kg_edges": "kg_edges.parquet", "output_gene_descriptions": "gene_descriptions.parquet"}
-meta = {"resources_dir": "src/perturbqa", "name": "perturbseq", "config": "src/perturbqa/datasets/perturbseq/config.vsh.yaml"}
+meta = {"resources_dir": "src/perturbqa", "name": "perturbseq"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.knowledge_text import knowledge_tables  # noqa: E402
-from perturbqa_lib.labels import (  # noqa: E402
-    CELL_LINES,
-    LICENSE,
-    dataset_from_responses,
-    perturbation_labels,
-    split_perturbations,
-    write_dataset,
-)
+from perturbqa_lib.dataset_assembly import dataset_from_responses, screen_metadata  # noqa: E402
+from perturbqa_lib.dataset_files import write_dataset  # noqa: E402
+from perturbqa_lib.knowledge_graph import knowledge_tables  # noqa: E402
+from perturbqa_lib.label_pipeline import perturbation_labels, split_perturbations  # noqa: E402
 
-from pertsci.normalisation import normalize_log_tp10k  # noqa: E402
+
+def shared_input(argument: str, shared_path: str) -> Path:
+    """The path given as --<argument>, else <shared_path> of --shared_data; exit naming what is missing."""
+    if par[argument]:
+        return Path(par[argument])
+    if not par["shared_data"]:
+        raise SystemExit(f"{meta['name']}: no --{argument} and no --shared_data to find {shared_path} in")
+    path = Path(par["shared_data"]) / shared_path
+    if not path.exists():
+        raise SystemExit(f"{meta['name']}: no --{argument}, and --shared_data has no {shared_path} ({path})")
+    return path
+
 
 screen = ad.read_h5ad(par["input"])
 column = par["perturbation_column"]
@@ -41,9 +47,12 @@ if par["gene_symbol_column"]:
 else:
     symbols = pd.Series(screen.var_names.astype(str), index=screen.var_names)
 unique = ~symbols.duplicated().to_numpy()  # a symbol measured twice keeps its first column
-if par["cell_line"] not in CELL_LINES:
-    raise ValueError(f"unknown cell line {par['cell_line']!r}; known: {sorted(CELL_LINES)}")
+subtasks = [s.strip() for s in par["subtasks"].split(",") if s.strip()]
+uns = screen_metadata(par["dataset_id"], par["input"], subtasks, par["cell_line"])
+kg_dir = shared_input("kg_dir", "knowledge_graphs")
+ensembl_map = shared_input("ensembl_map", "perturbqa/k562_gw_mapping_full.json")
 
+# Appendix A.2: Wilcoxon tests on log(TP10k+1) against the controls, then positives, negatives and a split.
 X = normalize_log_tp10k(screen.X)[:, unique]
 labels, summary = perturbation_labels(
     X, screen.obs[column].astype(str).to_numpy(), symbols[unique].to_numpy(), control=par["control_label"],
@@ -55,20 +64,8 @@ labels["split"] = labels["pert"].map(split)
 print(f"{len(summary)} perturbations tested, {len(kept)} kept ({int((kept['n_degs'] == 0).sum())} without DEG); "
       f"{len(labels)} labelled pairs, {int((labels['response'] != 'unchanged').sum())} DE")
 
-if par["kg_dir"]:
-    kg_dir = Path(par["kg_dir"])
-    kg_dir = kg_dir if kg_dir.is_absolute() else find_project_root(Path(meta["config"]).resolve()) / kg_dir
-else:
-    kg_dir = shared_data_dir() / "knowledge_graphs"
-subtasks = [s.strip() for s in par["subtasks"].split(",") if s.strip()]
-uns = {"dataset_id": par["dataset_id"], "dataset_name": f"{Path(par['input']).stem}: {', '.join(subtasks)}",
-       "dataset_summary": f"PerturbQA labels built from the Perturb-seq screen {Path(par['input']).name}.",
-       "dataset_description": "Labels from the PerturbQA pipeline (Wilcoxon rank-sum, Benjamini-Hochberg, appendix A.2).",
-       "dataset_reference": "10.48550/arXiv.2502.21290", "dataset_url": "", "dataset_organism": "homo_sapiens",
-       "dataset_license": LICENSE, "cell_line": par["cell_line"], "cell_line_description": CELL_LINES[par["cell_line"]],
-       "downstream_type": "gene"}
 dataset = dataset_from_responses(labels, subtasks, uns)
-edges, descriptions = knowledge_tables(kg_dir)
+edges, descriptions = knowledge_tables(kg_dir, ensembl_map)
 write_dataset(dataset, edges, descriptions, train=par["output_train"], test=par["output_test"],
               solution=par["output_solution"], kg_edges=par["output_kg_edges"],
               gene_descriptions=par["output_gene_descriptions"])

@@ -17,8 +17,9 @@ meta = {"resources_dir": "src/perturbqa", "name": "genept_lr"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
+from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
 from perturbqa_lib.knowledge_text import describe_gene  # noqa: E402
-from perturbqa_lib.labels import read_dataset, training_pairs, write_prediction  # noqa: E402
+from perturbqa_lib.task_items import training_pairs  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 descriptions = pd.read_parquet(par["input_gene_descriptions"]).drop_duplicates("gene").set_index("gene")["description"]

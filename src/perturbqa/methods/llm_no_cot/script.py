@@ -1,4 +1,10 @@
+import dataclasses
 import sys
+
+import numpy as np
+import pandas as pd
+
+from pertsci.llm import SamplingParams, client_from_params
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -11,6 +17,46 @@ meta = {"resources_dir": "src/perturbqa", "name": "llm_no_cot"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.retrieval import run_llm_method  # noqa: E402
+from perturbqa_lib.answer_parsing import parse_option_answer, question_scores  # noqa: E402
+from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
+from perturbqa_lib.gene_summaries import summarise_entities  # noqa: E402
+from perturbqa_lib.graph_retriever import Retriever, contrasting_examples  # noqa: E402
+from perturbqa_lib.question_prompts import no_cot_prompt  # noqa: E402
+from perturbqa_lib.task_items import training_pairs  # noqa: E402
+from perturbqa_lib.training_prevalence import gene_prevalence  # noqa: E402
 
-run_llm_method(par, "no_cot", meta["name"])
+train, test = read_dataset(par["input_train"], par["input_test"])
+edges, descriptions = pd.read_parquet(par["input_kg_edges"]), pd.read_parquet(par["input_gene_descriptions"])
+context, sets = str(train.uns["cell_line_description"]), train.uns["sets"]
+client = client_from_params(par)
+# Appendix A.3: several samples per question; summaries are written once per gene and role.
+sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"],
+                          n=par["n_samples"], seed=par["seed"])
+summary_sampling = dataclasses.replace(sampling, n=1)
+scores = {}
+for subtask in ("de", "dir"):
+    items = test.obs[test.obs["subtask"] == subtask]
+    if items.empty:
+        continue
+    perts, genes = items["pert"].astype(str).tolist(), items["gene"].astype(str).tolist()
+    # Two solved examples per question, one of each label, from SUMMER's retrieval (section 5.1).
+    pairs = training_pairs(train.obs, subtask)
+    retriever = Retriever(pairs, edges, sets, k=par["k"], per_criterion=par["per_criterion"])
+    retriever.prepare(perts, genes)
+    rng = np.random.default_rng(par["seed"])
+    retrieved = [retriever.retrieve(p, g, rng) for p, g in zip(perts, genes)]
+    examples = [contrasting_examples(ex, pairs, rng) for ex in retrieved]
+    # Genes enter the prompt as SUMMER's summaries (C.1).
+    s_p = summarise_entities(client, perts + [e.pert for ex in examples for e in ex], "pert", descriptions, edges,
+                             summary_sampling, sets)
+    s_g = summarise_entities(client, genes + [e.gene for ex in examples for e in ex], "gene", descriptions, edges,
+                             summary_sampling, sets)
+    # Ask for option A or B directly, without chain of thought (C.2), and parse each sample.
+    prompts = [no_cot_prompt(subtask, s_p[p], s_g[g], context, [(s_p[e.pert], s_g[e.gene], e.label) for e in ex])
+               for p, g, ex in zip(perts, genes, examples)]
+    labels = [[parse_option_answer(t, subtask) for t in samples] for samples in client.generate(prompts, sampling)]
+    values, stats = question_scores(labels, genes, *gene_prevalence(train.obs, subtask))
+    scores.update(zip(items.index, values))
+    print(f"{subtask}: {len(prompts)} prompts, {stats}")
+print(f"LLM client: {client.stats}")
+write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float))

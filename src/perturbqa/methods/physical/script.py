@@ -13,7 +13,7 @@ meta = {"resources_dir": "src/perturbqa", "name": "physical"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.labels import read_dataset, write_prediction  # noqa: E402
+from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 edges = pd.read_parquet(par["input_kg_edges"])

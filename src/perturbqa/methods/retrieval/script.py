@@ -12,8 +12,10 @@ meta = {"resources_dir": "src/perturbqa", "name": "retrieval"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.labels import gene_prevalence, read_dataset, training_pairs, write_prediction  # noqa: E402
-from perturbqa_lib.retrieval import Retriever  # noqa: E402
+from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
+from perturbqa_lib.graph_retriever import Retriever  # noqa: E402
+from perturbqa_lib.task_items import training_pairs  # noqa: E402
+from perturbqa_lib.training_prevalence import gene_prevalence  # noqa: E402
 
 train, test = read_dataset(par["input_train"], par["input_test"])
 edges = pd.read_parquet(par["input_kg_edges"])

@@ -11,7 +11,7 @@ meta = {"name": "auroc", "resources_dir": "src/perturbqa/metrics/auroc"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from auroc_lib import auroc, auroc_by_group  # noqa: E402
+from grouped_auroc import auroc, auroc_by_group  # noqa: E402
 
 solution = ad.read_h5ad(par["input_solution"])
 prediction = ad.read_h5ad(par["input_prediction"])

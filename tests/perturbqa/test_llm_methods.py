@@ -1,7 +1,7 @@
 """The LLM methods (SUMMER, LLM (No CoT), LLM (No retrieval)) end to end against a local OpenAI-format server.
 
 Each component runs through the harness's runner against :class:`openpert.testing.llm_server.OpenAIStubServer`
-answering with ``perturbqa_llm_stub.respond``. The tests rebuild, for every test pair, the prompt
+answering with ``src/perturbqa/llm_test_responder.py``'s ``respond`` (the responder of their component tests). The tests rebuild, for every test pair, the prompt
 the library should send (with the stub's summaries and SUMMER's retrieval under the same seed)
 and check the requests, then recompute every score from the stub's planned answers: the mean
 committed label over non-abstaining samples, or the gene's training prevalence when all of a
@@ -17,15 +17,13 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+from perturbqa_lib.answer_parsing import ABSTAIN, parse_option_answer, parse_summer_answer
+from perturbqa_lib.dataset_files import read_dataset
+from perturbqa_lib.graph_retriever import Example, Retriever
 from perturbqa_lib.knowledge_text import set_annotation
-from perturbqa_lib.labels import gene_prevalence, read_dataset, training_pairs
-from perturbqa_lib.retrieval import (
-    Example,
-    Retriever,
-    no_cot_prompt,
-    no_retrieval_prompt,
-    summer_prompt,
-)
+from perturbqa_lib.question_prompts import no_cot_prompt, no_retrieval_prompt, summer_prompt
+from perturbqa_lib.task_items import training_pairs
+from perturbqa_lib.training_prevalence import gene_prevalence
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
@@ -33,7 +31,8 @@ from openpert.testing.llm_server import OpenAIStubServer
 
 ROOT = find_project_root(Path(__file__).resolve())
 RESOURCES = ROOT / "resources_test" / "perturbqa"
-_spec = importlib.util.spec_from_file_location("perturbqa_llm_stub", Path(__file__).with_name("perturbqa_llm_stub.py"))
+# Loaded from its file: every task's src/<task> is on the path, and module names there may repeat.
+_spec = importlib.util.spec_from_file_location("perturbqa_llm_test_responder", ROOT / "src" / "perturbqa" / "llm_test_responder.py")
 stub = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(stub)
 
@@ -162,33 +161,8 @@ def test_llm_method_end_to_end_and_cache(tmp_path, name):
 
 def test_stub_answers_parse_as_planned():
     """The stub's committed answers parse to their label, its abstentions and garbage to ABSTAIN."""
-    from perturbqa_lib.retrieval import (
-        ABSTAIN,
-        parse_option_answer,
-        parse_summer_answer,
-    )
-
     for subtask in ("de", "dir"):
         for label, want in ((1, 1), (0, 0), ("abstain", ABSTAIN), ("garbage", ABSTAIN)):
             assert parse_summer_answer(stub.summer_answer(label, subtask, "P1", "G1"), subtask, "P1", "G1") == want
             for sections in (True, False):
                 assert parse_option_answer(stub.option_answer(label, subtask, sections), subtask) == want
-
-
-def test_local_edges_give_the_same_relations_text():
-    """The per-gene edge subsets SUMMER's summaries use leave every relations text unchanged."""
-    from perturbqa_lib.knowledge_text import _local_edges, relations_text
-
-    edges = pd.read_parquet(RESOURCES / "k562" / "kg_edges.parquet")
-    genes = sorted(set(edges["source"]))
-    local = _local_edges(edges, genes)
-    texts = [relations_text(g, edges) for g in genes]
-    assert sum(bool(t) for t in texts) > 10 and any("complex" in t for t in texts)
-    assert texts == [relations_text(g, local[g]) for g in genes]
-
-
-def test_sample_score_drops_abstentions():
-    from perturbqa_lib.retrieval import ABSTAIN, sample_score
-
-    assert sample_score([1, ABSTAIN, 0, 1]) == pytest.approx(2 / 3)
-    assert np.isnan(sample_score([ABSTAIN, ABSTAIN, ABSTAIN]))

@@ -1,10 +1,13 @@
-"""A deterministic stand-in for the language model of the PerturbQA LLM methods.
+"""A deterministic stand-in for the language model of the PerturbQA LLM methods (their component tests).
 
-It recognises the prompts of :mod:`perturbqa_lib.knowledge_text` (summaries, gene-set descriptions) and of
-:mod:`perturbqa_lib.retrieval` (SUMMER, No CoT, No retrieval) and answers in the paper's formats. The
-answers to a question depend on a hash of its prompt (:func:`plan`): some prompts get three
-committed answers, some a mix, some only abstentions ("insufficient evidence") and some only
-unparseable text, so that every path of the parsing and of the training-prevalence fallback runs.
+The component tests of SUMMER, LLM (No CoT) and LLM (No retrieval) serve :func:`respond` as an
+OpenAI-format server (``info.test_llm.responder`` of their configs). It recognises the prompts of
+:mod:`perturbqa_lib.summary_prompts` (summaries, gene-set descriptions) and of
+:mod:`perturbqa_lib.question_prompts` (SUMMER, No CoT, No retrieval) and answers in the paper's
+formats. The answers to a question depend on a hash of its prompt (:func:`plan`): some prompts
+get three committed answers, some a mix, some only abstentions ("insufficient evidence") and
+some only unparseable text, so that every path of the parsing and of the training-prevalence
+fallback runs.
 """
 
 from __future__ import annotations

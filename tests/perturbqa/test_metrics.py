@@ -6,7 +6,8 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from perturbqa_lib.labels import perturbqa_dataset, prediction_frame
+from perturbqa_lib.dataset_assembly import perturbqa_dataset
+from perturbqa_lib.dataset_files import prediction_frame
 from project_paths import SHARED_DATA
 from sklearn.metrics import roc_auc_score
 

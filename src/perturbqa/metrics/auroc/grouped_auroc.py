@@ -1,4 +1,4 @@
-"""AUROC from average ranks, per group and pooled."""
+"""AUROC from average ranks, within groups (the per-gene AUROC of the metric) and pooled."""
 
 from __future__ import annotations
 

@@ -1,0 +1,158 @@
+"""The language model's answers parsed by rule (appendix A.3), and a question's score from its samples.
+
+A sample that commits to exactly one label gets it; one that gives neither or both abstains
+(:data:`ABSTAIN`). A question is answered several times; its score is the mean label over the
+non-abstaining samples (:func:`sample_score`), or the training prevalence of its gene when all
+abstain (:func:`question_scores`). :func:`parse_gene_set_description` reads the sections of a
+gene-set description.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ABSTAIN", "parse_summer_answer", "parse_option_answer", "parse_gene_set_description", "sample_score",
+           "question_scores"]
+
+#: Parsed value of an answer that gives no usable label.
+ABSTAIN = -1
+_SECTION = re.compile(r"(?:^|\n)\s*(?:\d\)\s*)?(?:\*\*)?(Brief overview of gene set|Upstream pathways may affect this gene set|Name of gene set)(?:\*\*)?\s*:\s*",
+                      re.IGNORECASE)
+
+
+def _clean_answer(text: str) -> str:
+    """Drop what follows the answer: a trailing note line, the end marker, an echoed prompt."""
+    lines = text.strip().split("\n")
+    if lines and "Note" in lines[-1]:
+        lines = lines[:-1]
+    text = "\n".join(lines)
+    return text.split("[End of Output]")[0].split("Output:")[0]
+
+
+def _phrases(subtask: str, label: int, pert: str, gene: str) -> list[str]:
+    """Phrases that commit an answer to ``label`` (after removing "in <cell line> cells ")."""
+    p, g = re.escape(pert), re.escape(gene)
+    if subtask == "de":
+        if label == 0:
+            return [rf"knockdown of {p} does not (?:impact|affect|result in differential expression of) {g}",
+                    rf"knockdown of {p} (?:is|would be) (?:unlikely|not likely) to result in differential expression of {g}",
+                    rf"unlikely that (?:a )?crispri knockdown of {p}", rf"unlikely that knocking down {p}",
+                    r"(?:final )?answer:\s*(?:\*\*)?no\b", r"^\W*no\.", r"\*\*no\*\*"]
+        return [rf"knockdown of {p} results in differential expression of {g}",
+                rf"knockdown of {p} (?:is|would be) likely to result in differential expression of {g}",
+                rf"(?<!un)likely that (?:a )?crispri knockdown of {p} (?:will|would) result in differential expression of {g}",
+                r"(?:final )?answer:\s*(?:\*\*)?yes\b", r"^\W*yes\.", r"\*\*yes\*\*"]
+    if label == 0:
+        return [rf"knockdown of {p} results in a decrease in (?:the )?expression of {g}",
+                rf"(?<!un)likely (?:that )?(?:a )?crispri knockdown of {p} (?:will|would) result in a decrease",
+                r"(?:final )?answer:\s*(?:\*\*)?decrease\b", r"^\W*decrease\.", r"\*\*decrease\*\*"]
+    return [rf"knockdown of {p} results in an increase in (?:the )?expression of {g}",
+            rf"(?<!un)likely (?:that )?(?:a )?crispri knockdown of {p} (?:will|would) result in an increase",
+            r"(?:final )?answer:\s*(?:\*\*)?increase\b", r"^\W*increase\.", r"\*\*increase\*\*"]
+
+
+def parse_summer_answer(text: str, subtask: str, pert: str, gene: str, cell_line: str = "K562") -> int:
+    """Label of a SUMMER (or No CoT) answer: 0, 1, or :data:`ABSTAIN`.
+
+    As in the paper's rule-based parsing, the answer is searched for phrases committing to each
+    label (the answer options and their usual rewordings); a text with phrases of exactly one
+    label gets that label, any other text (both, neither, or "insufficient evidence") abstains.
+    """
+    body = _clean_answer(text).replace(f"in {cell_line} cells ", "")
+    hits = []
+    for label in (0, 1):
+        found = any(re.search(pat, body, flags=re.IGNORECASE | re.MULTILINE) for pat in _phrases(subtask, label, pert, gene))
+        hits.append(found)
+    if hits[0] and not hits[1]:
+        return 0
+    if hits[1] and not hits[0]:
+        return 1
+    return ABSTAIN
+
+
+def parse_option_answer(text: str, subtask: str) -> int:
+    """Label of an answer to the option prompts (No CoT, No retrieval): 0, 1 or :data:`ABSTAIN`.
+
+    The text after ``4) Answer:`` (when present) is searched for option A's and option B's
+    wording; exactly one of them gives the label.
+    """
+    body = _clean_answer(text)
+    if "4) Answer:" in body:
+        body = body.split("4) Answer:", 1)[1]
+    low = body.lower()
+    if subtask == "de":
+        neg, pos = ["does not impact", "a) knockdown"], ["in differential expression of", "b) knockdown"]
+    elif subtask == "dir":
+        neg, pos = ["down-regulation of", "a) knockdown"], ["up-regulation of", "b) knockdown"]
+    else:
+        raise ValueError(f"subtask must be 'de' or 'dir', got {subtask!r}")
+    found0 = any(s in low for s in neg)
+    found1 = any(s in low for s in pos)
+    if found0 and not found1:
+        return 0
+    if found1 and not found0:
+        return 1
+    return ABSTAIN
+
+
+def parse_gene_set_description(text: str) -> dict[str, str]:
+    """The sections of a gene-set description answer.
+
+    Returns
+    -------
+    dict
+        ``description`` ("Brief overview of gene set") and ``name`` ("Name of gene set"), each
+        ``""`` when the answer lacks the section (the paper parses these two for evaluation).
+    """
+    text = text.split("[End of Output]")[0]
+    parts = _SECTION.split(text)
+    found: dict[str, str] = {}
+    # split() alternates text and captured section titles: [pre, title, body, title, body, ...]
+    for title, body in zip(parts[1::2], parts[2::2]):
+        found.setdefault(title.lower(), body.strip())
+    return {"description": found.get("brief overview of gene set", ""), "name": found.get("name of gene set", "")}
+
+
+def sample_score(labels: Sequence[int]) -> float:
+    """Score of a question from its parsed samples: the mean label over non-abstaining samples.
+
+    Appendix A.3: each question is answered several times and the mean predicted label is kept
+    "after removing all abstaining outputs" (unparseable samples abstain too). NaN when every
+    sample abstains; the caller then substitutes the gene's training prevalence.
+    """
+    kept = [int(v) for v in labels if v != ABSTAIN]
+    return float(np.mean(kept)) if kept else float("nan")
+
+
+def question_scores(labels: Sequence[Sequence[int]], genes: Sequence[str],
+                    prevalence: Mapping[str, float] | pd.Series, overall: float) -> tuple[np.ndarray, dict[str, int]]:
+    """Score of each question from its parsed samples, or its gene's training prevalence.
+
+    Parameters
+    ----------
+    labels : sequence of sequence of int
+        Per question, the parsed label (0, 1 or :data:`ABSTAIN`) of each of its samples.
+    genes : sequence of str
+        The downstream gene of each question.
+    prevalence, overall
+        Training prevalence of each gene, and of all training pairs (for genes unseen in
+        training), e.g. from :func:`perturbqa_lib.training_prevalence.gene_prevalence`.
+
+    Returns
+    -------
+    scores : numpy.ndarray
+        :func:`sample_score` per question; when every sample abstained or was unparseable, the
+        gene's training prevalence (appendix A.3).
+    stats : dict
+        ``samples``, ``abstained`` (samples) and ``fallback`` (questions).
+    """
+    scores = np.array([sample_score(v) for v in labels], dtype=float)
+    missing = np.isnan(scores)
+    scores[missing] = [float(prevalence.get(genes[i], overall)) for i in np.flatnonzero(missing)]
+    stats = {"samples": sum(len(v) for v in labels), "abstained": sum(list(v).count(ABSTAIN) for v in labels),
+             "fallback": int(missing.sum())}
+    return scores, stats

@@ -1,0 +1,100 @@
+"""The knowledge graph and gene descriptions a dataset of the task ships, from the public files.
+
+PerturbQA gives models "harmonized and parsed knowledge graphs, with identifiers aligned to the
+perturbation data" (Wu et al. 2025, section 4.1). :func:`knowledge_tables` assembles them from
+:mod:`pertsci.knowledge_graphs` (HuRI physical interactions, CORUM complexes, Reactome pathways, GO
+biological processes, OmniPath signalling; each edge keeps its source database) and STRING's
+descriptions, as two tables that a dataset ships to its methods.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from pertsci import knowledge_graphs as kg
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DEFAULT_SOURCES", "SET_RELATIONS", "knowledge_tables", "huri_edges"]
+
+#: Knowledge-graph sources of a dataset (keys of :data:`pertsci.knowledge_graphs.LOADERS`).
+DEFAULT_SOURCES = ("huri", "corum", "reactome", "go_bp", "omnipath")
+#: Relations whose target is a set (complex, pathway, GO term) rather than a gene.
+SET_RELATIONS = ("complex", "pathway", "go_bp")
+
+
+def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Sequence[str] = DEFAULT_SOURCES,
+                     genes: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The knowledge graph and gene descriptions a dataset ships.
+
+    Parameters
+    ----------
+    kg_dir : path
+        A ``knowledge_graphs/`` folder (as in the shared data).
+    gene_map : path
+        PerturbQA's ``k562_gw_mapping_full.json`` (gene symbol -> Ensembl id), which names HuRI's
+        Ensembl ids by symbol (:func:`huri_edges`).
+    sources : sequence of str
+        Edge sources, see :data:`DEFAULT_SOURCES`.
+    genes : iterable of str, optional
+        Keep only these genes: gene-gene edges with both ends among them and memberships of them
+        (for small test resources). Default: everything.
+
+    Returns
+    -------
+    edges : pandas.DataFrame
+        :data:`pertsci.knowledge_graphs.EDGE_COLUMNS`; membership edges go from a gene to a set name.
+    descriptions : pandas.DataFrame
+        ``gene, description``: STRING v12's functional description of each gene.
+    """
+    kg_dir = kg.kg_dir(kg_dir)
+    frames = [huri_edges(kg_dir, gene_map) if name == "huri" else kg.load_edges(kg_dir, [name]) for name in sources]
+    edges = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=kg.EDGE_COLUMNS)
+    edges = edges.dropna(subset=["source", "target"])
+    edges = edges[(edges["source"].astype(str) != "") & (edges["target"].astype(str) != "")]
+    edges = edges.drop_duplicates(["source", "target", "relation", "database"]).reset_index(drop=True)
+    desc = kg.string_descriptions(str(kg_dir))
+    descriptions = pd.DataFrame({"gene": list(desc), "description": [str(v) for v in desc.values()]})
+    if genes is not None:
+        keep = set(map(str, genes))
+        is_set = edges["relation"].isin(SET_RELATIONS)
+        in_src = edges["source"].isin(keep)
+        edges = edges[in_src & (is_set | edges["target"].isin(keep))].reset_index(drop=True)
+        descriptions = descriptions[descriptions["gene"].isin(keep)].reset_index(drop=True)
+    edges["sign"] = edges["sign"].astype(int)
+    edges["directed"] = edges["directed"].astype(bool)
+    return edges, descriptions.drop_duplicates("gene").reset_index(drop=True)
+
+
+def huri_edges(kg_dir: str | Path, gene_map: str | Path) -> pd.DataFrame:
+    """HuRI's binary protein-protein interactions named by gene symbol (undirected).
+
+    As :func:`pertsci.knowledge_graphs.huri_edges`, but with the symbol map given: that function
+    looks for it next to ``kg_dir``, where a component that receives the two folders as separate
+    inputs does not have it. Interactions of genes without a symbol are dropped (logged).
+
+    Raises
+    ------
+    ValueError
+        When ``gene_map`` is not a JSON mapping of symbols to Ensembl ids.
+    """
+    gene_map = Path(gene_map)
+    mapping = json.loads(gene_map.read_text())
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{gene_map}: expected a JSON mapping of gene symbol -> Ensembl id")
+    # Later symbols of a shared Ensembl id win, as in pertsci.knowledge_graphs.ensembl_to_symbol.
+    symbol_of = {ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}
+    df = pd.read_csv(kg.kg_dir(kg_dir) / "huri_binary_ppi.tsv", sep="\t")
+    src, dst = df["protein1"].map(symbol_of), df["protein2"].map(symbol_of)
+    keep = src.notna() & dst.notna()
+    if (~keep).any():
+        log.info("HuRI: %d of %d interactions have a gene without a symbol in %s and are dropped",
+                 int((~keep).sum()), len(df), gene_map)
+    out = pd.DataFrame({"source": src[keep], "target": dst[keep]})
+    out["relation"], out["sign"], out["directed"], out["database"] = "physical", 0, False, "HuRI"
+    return out[kg.EDGE_COLUMNS].reset_index(drop=True)
