@@ -159,7 +159,8 @@ def cmd_test(ns: argparse.Namespace) -> int:
 
 def cmd_lint(ns: argparse.Namespace) -> int:
     from openpert.config.layout_rules import check_project
-    from openpert.config.lint import lint_paths
+    from openpert.config.lint import lint_paths, project_problems
+    from openpert.config.task import discover_tasks
 
     paths = [Path(p) for p in (ns.paths or [_root() / "src"])]
     missing = [str(p) for p in paths if not p.exists()]
@@ -168,6 +169,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     problems = lint_paths(paths)
     configs = [c for p in paths for c in ([p] if p.is_file() else sorted(q for q in p.rglob("config.vsh.yaml") if "api" not in q.parts))]
     layout = check_project(_root(), configs)
+    problems += project_problems(_root(), [c for task in discover_tasks(_root()) for c in task.components])
     for problem in [*problems, *map(str, layout.violations)]:
         print(problem)
     print(layout.summary())

@@ -105,11 +105,38 @@ def lint_config(config: ComponentConfig) -> list[str]:
         config.test_defaults()
     except ConfigError as err:
         problems.append(str(err))
+    problems.extend(schema_problems(config))
     for arg in config.file_inputs + config.file_outputs:
         # A dataset loader reads raw data in its original format (or a folder of it); everything
         # else exchanges files of the task's API.
         if arg.format_id is None and not (config.type == "dataset" and arg in config.file_inputs):
             bad(f"arguments --{arg.name}", "file arguments merge one of the task's api/file_*.yaml")
+    return problems
+
+
+def schema_problems(config: ComponentConfig) -> list[str]:
+    """Viash schema problems of a config; none when the schemas are not on this machine.
+
+    ``openpert lint`` says once when the schemas are missing (:func:`project_problems`); a component
+    test on such a machine checks everything else.
+    """
+    from openpert.config.viash_schema import schema_dir, validate_component
+
+    if not (schema_dir(config.root) / "config.schema.json").is_file():
+        return []
+    return validate_component(config)
+
+
+def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
+    """Problems of the project as a whole: ``_viash.yaml`` under Viash's schema, namespace clashes."""
+    from openpert.config.viash_schema import namespace_collisions, schema_dir, validate_project_file
+
+    problems = namespace_collisions(configs)
+    if not (schema_dir(root) / "package.schema.json").is_file():
+        problems.append(f"{schema_dir(root)}: Viash JSON schemas not found; configs were not checked against them "
+                        "(set OPENPERT_VIASH_SCHEMAS)")
+    else:
+        problems.extend(validate_project_file(root))
     return problems
 
 
