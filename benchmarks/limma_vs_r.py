@@ -1,4 +1,4 @@
-"""pertsci.limma_voom against R's limma/edgeR on the same pseudobulk counts: runtimes and agreement.
+"""pertsci's limma-voom port (edger, limma_voom, limma_ebayes) against R's limma/edgeR: runtimes and agreement.
 
 Both sides run the OP3 DE steps on the same simulated pseudobulk matrix: TMM factors, voom,
 weighted lmFit with the design ``~0 + cell_type:compound + plate``, one contrast per (cell type,
@@ -9,7 +9,8 @@ agreement (Pearson r of -log10 p, median relative difference of logFC).
 Run with ``PYTHONPATH=common python benchmarks/limma_vs_r.py [--compounds 40] [--genes 4000]``
 (needs ``Rscript`` with limma, edgeR and statmod). The default size is a reduced OP3 design;
 ``--compounds 0 --genes 0`` uses all 146 compounds and 18,211 simulated genes (the gene filter
-then keeps several thousand).
+then keeps several thousand). The real OP3 design is read from ``--data-dir`` (default: the
+project's shared data folder); without it the design has made-up names.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pertsci import limma_voom as limma
-from pertsci import op3_processing as pseudobulk_de
-from pertsci import op3_simulation as op3_sim
+from openpert.config.project import shared_data_dir
+from pertsci import edger, limma_ebayes, limma_voom, op3_processing, op3_simulation
 
-R_SCRIPT = Path(__file__).resolve().parents[1] / "tests" / "perturbation_prediction" / "limma_voom_reference.R"
+ROOT = Path(__file__).resolve().parents[1]
+R_SCRIPT = ROOT / "tests" / "pertsci" / "limma_voom_reference.R"
 
 
 def main() -> None:
@@ -37,27 +38,28 @@ def main() -> None:
     ap.add_argument("--genes", type=int, default=4000, help="simulated genes before filtering (0: all 18,211)")
     ap.add_argument("--cells-per-well", type=float, default=120)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-dir", type=Path, default=shared_data_dir(ROOT), help="folder holding op3/ (the real design)")
     ns = ap.parse_args()
     if shutil.which("Rscript") is None:
         raise SystemExit("Rscript not found: apt-get install r-base-core r-bioc-limma r-bioc-edger r-cran-statmod")
     try:
-        meta = op3_sim.load_op3_metadata()
+        meta = op3_simulation.load_op3_metadata(ns.data_dir)
     except FileNotFoundError:
-        meta = op3_sim.synthetic_metadata(n_genes=max(ns.genes, 1000), n_compounds=max(ns.compounds, 20))
-    pb = op3_sim.simulate_op3_pseudobulk(meta, n_genes=ns.genes or None, n_compounds=ns.compounds or None,
+        meta = op3_simulation.synthetic_metadata(n_genes=max(ns.genes, 1000), n_compounds=max(ns.compounds, 20))
+    pb = op3_simulation.simulate_op3_pseudobulk(meta, n_genes=ns.genes or None, n_compounds=ns.compounds or None,
                                          cells_per_well=ns.cells_per_well, seed=ns.seed, min_cells=10)
-    pb = pb[:, pseudobulk_de.filter_genes(pb)].copy()
-    rows = pseudobulk_de._row_table(pb, ["train", "control", "test"], pseudobulk_de.CONTROL_COMPOUND)
-    rows = pseudobulk_de.estimable_rows(pb, rows)
-    design, contrasts = pseudobulk_de.design_and_contrasts(pb, rows)
+    pb = pb[:, op3_processing.filter_genes(pb)].copy()
+    rows = op3_processing.row_table(pb, ["train", "control", "test"], op3_processing.CONTROL_COMPOUND)
+    rows = op3_processing.estimable_rows(pb, rows)
+    design, contrasts = op3_processing.design_and_contrasts(pb, rows)
     counts = np.asarray(pb.X).T
     print(f"pseudobulk: {counts.shape[0]} genes x {counts.shape[1]} samples, {design.shape[1]} coefficients, "
           f"{contrasts.shape[1]} contrasts")
 
     start = time.perf_counter()
-    nf = limma.calc_norm_factors(counts)
-    v = limma.voom(counts, design, lib_size=counts.sum(axis=0) * nf)
-    fit = limma.ebayes(limma.contrasts_fit(limma.lm_fit(v.E, design, v.weights), contrasts), robust=True)
+    nf = edger.calc_norm_factors(counts)
+    v = limma_voom.voom(counts, design, lib_size=counts.sum(axis=0) * nf)
+    fit = limma_ebayes.ebayes(limma_voom.contrasts_fit(limma_voom.lm_fit(v.E, design, v.weights), contrasts), robust=True)
     py_seconds = time.perf_counter() - start
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +86,7 @@ def main() -> None:
     print(f"{'step':45s} {'seconds':>10s}")
     print(f"{'R limma (TMM..eBayes, timed in R)':45s} {r_seconds:10.2f}")
     print(f"{'R total (Rscript incl. reading/writing CSV)':45s} {r_wall:10.2f}")
-    print(f"{'pertsci.limma_voom (TMM..eBayes)':45s} {py_seconds:10.2f}")
+    print(f"{'pertsci (TMM..eBayes)':45s} {py_seconds:10.2f}")
     print(f"ratio R / openpert: {r_seconds / py_seconds:.2f}")
     print(f"agreement: Pearson r of -log10 p = {r:.8f}; median relative difference of logFC = {np.median(rel):.2e}; "
           f"max |logFC difference| = {np.max(np.abs(fit.coefficients - r_logfc)):.2e}")

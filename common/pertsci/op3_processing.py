@@ -14,7 +14,8 @@ This is the processing of Szałata et al. 2024 (§3.3 and "Lessons learned" of �
 4. :func:`process_sc_counts`: ``de_train`` fitted on the train and control samples, ``de_test`` on
    all samples and restricted to the test rows, and ``id_map`` listing the test rows in order.
 
-The DE itself is :mod:`pertsci.limma_voom`.
+The DE itself is :mod:`pertsci.edger` (filterByExpr, TMM), :mod:`pertsci.limma_voom` (voom, lmFit,
+contrasts.fit) and :mod:`pertsci.limma_ebayes` (eBayes, Benjamini-Hochberg).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from pertsci import limma_voom as limma
+from pertsci import edger, limma_ebayes, limma_voom
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,18 @@ SC_REQUIRED_OBS = ["cell_type", "sm_name", "donor_id", "plate_name", "well", "sp
 
 def counts_matrix(adata: ad.AnnData, where: str = "single-cell counts") -> sp.csr_matrix:
     """The integer counts of an AnnData: ``layers["counts"]`` when present, else ``X``.
+
+    Parameters
+    ----------
+    adata
+        Cells (or samples) x genes.
+    where
+        Name of the input in error messages.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The counts.
 
     Raises
     ------
@@ -116,6 +129,18 @@ def filter_genes(pb: ad.AnnData, *, cell_type_key: str = "cell_type", factors: S
                  **filter_kwargs) -> np.ndarray:
     """Genes passing edgeR's ``filterByExpr`` in every cell type (design ``~0 + sm_name + plate_name``).
 
+    Parameters
+    ----------
+    pb
+        Pseudobulk samples x genes (counts).
+    cell_type_key
+        The ``obs`` column of the cell types.
+    factors
+        The ``obs`` columns of the design; a factor with one level in a cell type is left out
+        (except the first, which spans the intercept).
+    **filter_kwargs
+        Thresholds of :func:`pertsci.edger.filter_by_expr`.
+
     Returns
     -------
     numpy.ndarray
@@ -124,8 +149,8 @@ def filter_genes(pb: ad.AnnData, *, cell_type_key: str = "cell_type", factors: S
     keep = np.ones(pb.n_vars, dtype=bool)
     for ct in pd.unique(pb.obs[cell_type_key]):
         sub = pb[pb.obs[cell_type_key] == ct]
-        design = limma.design_matrix(sub.obs, [f for f in factors if sub.obs[f].nunique() > 1 or f == factors[0]])
-        keep &= limma.filter_by_expr(np.asarray(sub.X).T, design.to_numpy(), **filter_kwargs)
+        design = limma_voom.design_matrix(sub.obs, [f for f in factors if sub.obs[f].nunique() > 1 or f == factors[0]])
+        keep &= edger.filter_by_expr(np.asarray(sub.X).T, design.to_numpy(), **filter_kwargs)
     return keep
 
 
@@ -136,6 +161,15 @@ def _group_label(cell_type: str, sm_name: str) -> str:
 def design_and_contrasts(pb: ad.AnnData, rows: pd.DataFrame, control: str = CONTROL_COMPOUND
                          ) -> tuple[pd.DataFrame, sp.csc_matrix]:
     """The design ``~0 + cell_type:compound + plate`` of the samples and one contrast per row.
+
+    Parameters
+    ----------
+    pb
+        Pseudobulk samples with ``obs`` columns ``cell_type``, ``sm_name``, ``plate_name``.
+    rows
+        The rows to test (``cell_type``, ``sm_name``), in contrast order.
+    control
+        The reference compound.
 
     Returns
     -------
@@ -154,7 +188,7 @@ def design_and_contrasts(pb: ad.AnnData, rows: pd.DataFrame, control: str = CONT
                               index=obs.index)
     # ~0 + group + plate; plate drops its first level, and is left out when there is one plate.
     factors = ["group", "plate"] if design_obs["plate"].nunique() > 1 else ["group"]
-    design = limma.design_matrix(design_obs, factors)
+    design = limma_voom.design_matrix(design_obs, factors)
     coef_index = {name[len("group"):]: j for j, name in enumerate(design.columns) if name.startswith("group")}
     labels = [_group_label(c, s) for c, s in zip(rows["cell_type"].astype(str), rows["sm_name"].astype(str))]
     missing = [lab.replace("\t", ", ") for lab in labels if lab not in coef_index]
@@ -209,17 +243,17 @@ def limma_de(
     design, contrasts = design_and_contrasts(pb, rows, control=control)
     counts = np.asarray(pb.X, dtype=float).T  # genes x samples
     t0 = time.perf_counter()
-    norm = limma.calc_norm_factors(counts)
+    norm = edger.calc_norm_factors(counts)
     lib = counts.sum(axis=0) * norm
-    v = limma.voom(counts, design, lib_size=lib)
-    fit = limma.lm_fit(v.E, design, v.weights)
-    cfit = limma.ebayes(limma.contrasts_fit(fit, contrasts), robust=robust, lods=optional_layers)
+    v = limma_voom.voom(counts, design, lib_size=lib)
+    fit = limma_voom.lm_fit(v.E, design, v.weights)
+    cfit = limma_ebayes.ebayes(limma_voom.contrasts_fit(fit, contrasts), robust=robust, lods=optional_layers)
     log.info("limma-voom: %d genes x %d samples, %d coefficients, %d contrasts in %.1f s",
              counts.shape[0], counts.shape[1], design.shape[1], len(rows), time.perf_counter() - t0)
 
     logfc = cfit.coefficients.T
     pval = cfit.p_value.T
-    adj = limma.p_adjust_bh(pval)  # BH over every contrast and gene at once, as the paper does
+    adj = limma_ebayes.p_adjust_bh(pval)  # BH over every contrast and gene at once, as the paper does
     sign = np.sign(logfc)
     eps = np.finfo(float).eps
     layers = {
@@ -241,8 +275,24 @@ def limma_de(
     return ad.AnnData(obs=row_obs, var=pd.DataFrame(index=pb.var_names.copy()), layers=layers)
 
 
-def _row_table(pb: ad.AnnData, splits: Iterable[str], control: str) -> pd.DataFrame:
-    """One row per (cell type, compound) of the given splits (DMSO excluded), in sorted order."""
+def row_table(pb: ad.AnnData, splits: Iterable[str], control: str) -> pd.DataFrame:
+    """One row per (cell type, compound) of the given splits (the control excluded), sorted.
+
+    Parameters
+    ----------
+    pb
+        Pseudobulk samples with ``obs`` columns ``cell_type``, ``sm_name``, ``split``.
+    splits
+        The splits whose rows are listed.
+    control
+        The reference compound, which has no row.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``cell_type``, ``sm_name`` and the row metadata present among ``sm_lincs_id``, ``SMILES``,
+        ``split``, ``control``.
+    """
     obs = pb.obs
     mask = obs["split"].astype(str).isin(set(splits)) & (obs["sm_name"].astype(str) != control)
     cols = [c for c in ROW_COLUMNS if c in obs.columns]
@@ -258,7 +308,24 @@ def _row_table(pb: ad.AnnData, splits: Iterable[str], control: str) -> pd.DataFr
 
 def estimable_rows(pb: ad.AnnData, rows: pd.DataFrame, control: str = CONTROL_COMPOUND,
                    what: str = "rows") -> pd.DataFrame:
-    """The rows that have pseudobulk samples and DMSO samples of their cell type; logs the others."""
+    """The rows that have pseudobulk samples and DMSO samples of their cell type; logs the others.
+
+    Parameters
+    ----------
+    pb
+        Pseudobulk samples with ``obs`` columns ``cell_type``, ``sm_name``.
+    rows
+        Candidate rows (``cell_type``, ``sm_name``).
+    control
+        The reference compound.
+    what
+        What the rows are, in the log message.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The estimable rows, in their order.
+    """
     present = set(zip(pb.obs["cell_type"].astype(str), pb.obs["sm_name"].astype(str)))
     ok = np.array([(c, s) in present and (c, control) in present
                    for c, s in zip(rows["cell_type"].astype(str), rows["sm_name"].astype(str))], dtype=bool)
@@ -290,6 +357,10 @@ def process_sc_counts(
         Name of the input in error messages.
     **kwargs
         Passed to :func:`process_pseudobulk`.
+
+    Returns
+    -------
+    de_train, de_test, id_map
     """
     missing = [c for c in SC_REQUIRED_OBS if c not in sc.obs.columns]
     if missing:
@@ -346,8 +417,8 @@ def process_pseudobulk(
     log.info("filterByExpr: %d of %d genes kept (intersection over cell types)", int(keep.sum()), pb.n_vars)
     pb = pb[:, keep].copy()
     splits = pb.obs["split"].astype(str)
-    train_rows = _row_table(pb, train_splits, control)
-    test_rows = _row_table(pb, test_splits, control)
+    train_rows = row_table(pb, train_splits, control)
+    test_rows = row_table(pb, test_splits, control)
     if test_rows.empty:
         raise ValueError(f"{where}: no cells in the test splits {list(test_splits)}")
     if test_row_order is not None:

@@ -44,6 +44,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from pertsci import knowledge_graphs as kg
+from pertsci import op3_processing
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ def simulation_design(
     n_donors: int,
     plates_per_donor: int,
     dmso_wells: int,
-    cells_per_well: int,
+    cells_per_well: float,
     mean_library_size: float,
     seed: int,
 ) -> tuple[Op3Metadata, dict]:
@@ -199,7 +200,14 @@ def simulation_design(
     n_genes, n_compounds, n_test_compounds
         0 means all (or, for test compounds, half of the compounds).
     n_donors, plates_per_donor, dmso_wells, cells_per_well, mean_library_size, seed
-        The plate layout and sequencing depth (see :func:`simulate_op3`).
+        The plate layout and sequencing depth (see :func:`simulate_op3`; ``dmso_wells`` is its
+        ``dmso_wells_per_plate``).
+
+    Returns
+    -------
+    (Op3Metadata, dict)
+        The metadata, and the keyword arguments of :func:`simulate_op3` (and
+        :func:`simulate_op3_pseudobulk`) for it.
     """
     try:
         if data_dir is None:
@@ -228,6 +236,19 @@ def synthetic_metadata(n_genes: int = 2000, n_compounds: int = 40, n_test_compou
 
     Compounds are ``compound_000``...; two are positive controls. Test rows are the B and myeloid
     cells of ``n_test_compounds`` compounds, as in the real design.
+
+    Parameters
+    ----------
+    n_genes, n_compounds, n_test_compounds
+        Sizes of the design (``GENE00000``... are the genes; the first 40 act as transcription
+        factors of the made-up GRNs).
+    seed
+        Seed of the made-up GRN edges.
+
+    Returns
+    -------
+    Op3Metadata
+        Without expression priors (they are drawn at random by the simulation).
     """
     rng = np.random.default_rng(seed)
     names = [f"compound_{i:03d}" for i in range(n_compounds)]
@@ -305,7 +326,6 @@ def _fill_priors(meta: Op3Metadata, genes: list[str], rng: np.random.Generator) 
     base = meta.baseline.reindex(genes)
     known = base.dropna()
     n_ct = len(CELL_TYPES)
-    logb = np.empty((n_ct, len(genes)))
     if len(known) >= 50:
         # Unmapped genes take the profile of a random mapped gene, jittered.
         donor_rows = rng.integers(0, len(known), len(genes))
@@ -603,7 +623,7 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs)
 
     Each well's cells are drawn and summed per cell type at once, so a full-size screen needs the
     memory of its pseudobulk matrix only. The result equals
-    ``pseudobulk_de.pseudobulk(simulate_op3(meta, **kwargs), min_cells=min_cells)``.
+    ``op3_processing.pseudobulk(simulate_op3(meta, **kwargs), min_cells=min_cells)``.
 
     Parameters
     ----------
@@ -613,9 +633,13 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs)
         Pseudobulk samples with fewer cells are dropped.
     **kwargs
         The arguments of :func:`simulate_op3`.
-    """
-    from pertsci import op3_processing as pseudobulk_de
 
+    Returns
+    -------
+    anndata.AnnData
+        Samples (plate, well, cell type) x genes, summed counts in ``X``; ``obs`` as
+        :func:`pertsci.op3_processing.pseudobulk` writes it; ``uns["simulation"]`` with the ground truth.
+    """
     params = {"n_genes": None, "n_compounds": None, "n_test_compounds": None, "n_donors": 3, "plates_per_donor": 2,
               "dmso_wells_per_plate": 16, "cells_per_well": 180, "mean_library_size": 6000, "n_mechanisms": 24,
               "seed": 0}
@@ -625,7 +649,7 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs)
     params.update(kwargs)
     sim = _simulate(meta, **params)
     var = pd.DataFrame(index=pd.Index(sim.genes))
-    parts = [pseudobulk_de.pseudobulk(ad.AnnData(X=counts, obs=obs, var=var), min_cells=0)
+    parts = [op3_processing.pseudobulk(ad.AnnData(X=counts, obs=obs, var=var), min_cells=0)
              for obs, counts in sim.wells]
     pb = ad.concat(parts, merge="same")
     keep = (pb.obs["n_cells"].to_numpy() >= min_cells) & (np.asarray(pb.X).sum(axis=1) > 0)

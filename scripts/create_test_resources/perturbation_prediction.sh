@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Test resources of perturbation_prediction (OP3), deterministic (fixed seeds). Assumes the venv is
-# active and the real OP3 metadata in ../shared/data (or $OPENPERT_SHARED_DATA).
+# active and the real OP3 metadata in the shared data folder ($OPENPERT_SHARED_DATA or ../shared/data
+# beside the repository), passed to the simulators as --shared_data.
 #   op3_synthetic/   a reduced synthetic OP3 dataset (de_train, de_test, id_map) with a prediction
 #                    of the mean_across_compounds baseline and its score
 #   sc_counts/       tiny simulated single-cell counts, the input of datasets/process_sc_counts
@@ -8,12 +9,17 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+shared="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
+if [ ! -f "$shared/op3/id_map.csv" ]; then
+  echo "perturbation_prediction.sh: $shared/op3 not found: set OPENPERT_SHARED_DATA to the shared data folder" >&2
+  exit 1
+fi
 task=src/perturbation_prediction
 out=resources_test/perturbation_prediction
 rm -rf "$out"
 mkdir -p "$out/op3_synthetic" "$out/sc_counts" "$out/public_formats"
 
-openpert run-component "$task/datasets/synthetic/config.vsh.yaml" \
+openpert run-component "$task/datasets/synthetic/config.vsh.yaml" --shared_data "$shared" \
   --dataset_id op3_synthetic --seed 1 --n_genes 200 --n_compounds 16 --n_test_compounds 6 \
   --plates_per_donor 1 --dmso_wells 4 --cells_per_well 45 --mean_library_size 4000 --min_cells 5 \
   --optional_layers false \
@@ -21,7 +27,7 @@ openpert run-component "$task/datasets/synthetic/config.vsh.yaml" \
   --output_de_test "$out/op3_synthetic/de_test.h5ad" \
   --output_id_map "$out/op3_synthetic/id_map.csv"
 
-openpert run-component "$task/datasets/simulate_sc_counts/config.vsh.yaml" \
+openpert run-component "$task/datasets/simulate_sc_counts/config.vsh.yaml" --shared_data "$shared" \
   --dataset_id op3_sc_counts --seed 2 --n_genes 100 --n_compounds 8 --n_test_compounds 3 \
   --plates_per_donor 1 --dmso_wells 3 --cells_per_well 10 --mean_library_size 1500 \
   --output "$out/sc_counts/sc_counts.h5ad"
@@ -42,8 +48,8 @@ from pathlib import Path
 import anndata as ad
 import pandas as pd
 
-sys.path.append("src/perturbation_prediction/datasets/op3_public")
-import public_data
+sys.path.append("src/perturbation_prediction")
+from perturbation_prediction_lib import public_data
 
 out = Path(sys.argv[1])
 de_train = ad.read_h5ad(out / "op3_synthetic" / "de_train.h5ad")

@@ -11,19 +11,20 @@ par = {
     "layer": "clipped_sign_log10_pval",
     "output": "prediction.h5ad",
 }
-meta = {"name": "ground_truth", "resources_dir": "src/perturbation_prediction/utils"}
+meta = {"name": "ground_truth", "resources_dir": "src/perturbation_prediction"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import read_de, read_id_map, row_keys, write_prediction  # noqa: E402
 
+# The true values of the test rows, over the genes of de_train: the best possible prediction.
 de_train = ad.read_h5ad(par["de_train"], backed="r")
-id_map = u.read_id_map(par["id_map"])
-de_test, values = u.read_de(par["de_test"], par["layer"])
-keys = u.key_of(de_test.obs)
+id_map = read_id_map(par["id_map"])
+de_test, values = read_de(par["de_test"], par["layer"])
+keys = row_keys(de_test.obs)
 if not (keys["cell_type"].to_numpy() == id_map["cell_type"].astype(str).to_numpy()).all() or \
         not (keys["sm_name"].to_numpy() == id_map["sm_name"].astype(str).to_numpy()).all():
     raise ValueError(f"{par['de_test']}: rows are not in the order of {par['id_map']}")
 genes = list(de_train.var_names)
 pred = pd.DataFrame(values, columns=de_test.var_names)[genes].to_numpy()
-u.write_prediction(pred, id_map, genes, de_train.uns["dataset_id"], meta["name"], par["output"])
+write_prediction(pred, id_map, genes, de_train.uns["dataset_id"], meta["name"], par["output"])

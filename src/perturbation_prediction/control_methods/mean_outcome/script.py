@@ -10,13 +10,14 @@ par = {
     "layer": "clipped_sign_log10_pval",
     "output": "prediction.h5ad",
 }
-meta = {"name": "mean_outcome", "resources_dir": "src/perturbation_prediction/utils"}
+meta = {"name": "mean_outcome", "resources_dir": "src/perturbation_prediction"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import read_de, read_id_map, write_prediction  # noqa: E402
 
-de_train, values = u.read_de(par["de_train"], par["layer"])
-id_map = u.read_id_map(par["id_map"])
+# Every row: the mean of all training rows.
+de_train, values = read_de(par["de_train"], par["layer"])
+id_map = read_id_map(par["id_map"])
 pred = np.tile(values.mean(axis=0), (len(id_map), 1))
-u.write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])
+write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])

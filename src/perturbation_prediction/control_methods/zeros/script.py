@@ -11,13 +11,14 @@ par = {
     "layer": "clipped_sign_log10_pval",
     "output": "prediction.h5ad",
 }
-meta = {"name": "zeros", "resources_dir": "src/perturbation_prediction/utils"}
+meta = {"name": "zeros", "resources_dir": "src/perturbation_prediction"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import read_id_map, write_prediction  # noqa: E402
 
+# No effect anywhere.
 de_train = ad.read_h5ad(par["de_train"], backed="r")
-id_map = u.read_id_map(par["id_map"])
+id_map = read_id_map(par["id_map"])
 pred = np.zeros((len(id_map), de_train.n_vars))
-u.write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])
+write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])

@@ -19,49 +19,35 @@ par = {
     "output_de_test": "de_test.h5ad",
     "output_id_map": "id_map.csv",
 }
-meta = {"name": "op3_public", "resources_dir": "src/perturbation_prediction/datasets/op3_public", "temp_dir": "/tmp"}
+meta = {"name": "op3_public", "resources_dir": "src/perturbation_prediction", "temp_dir": "/tmp"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import public_data as pdata  # noqa: E402
+from perturbation_prediction_lib import public_data  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 download_dir = Path(meta.get("temp_dir") or ".") / "downloads"
 
 if par["source"] == "openproblems":
-    names = {"input_de_train": "de_train.h5ad", "input_de_test": "de_test.h5ad", "input_id_map": "id_map.csv"}
-    missing = [name for arg, name in names.items() if not par[arg]]
-    fetched = pdata.fetch(par["url_base"] or pdata.OPENPROBLEMS_URL, tuple(missing), download_dir) if missing else {}
-    paths = {arg: par[arg] or fetched[name] for arg, name in names.items()}
-    uns = {"dataset_id": par["dataset_id"] or "neurips-2023-data",
-           "dataset_name": "NeurIPS 2023 scPerturb DGE (Open Problems)",
-           "dataset_summary": "Real OP3 data: limma-voom DE of 146 compounds in PBMCs of three donors, Open Problems release.",
-           "dataset_description": "Differential expression of (cell type, compound) pairs against DMSO from the OP3 single-cell "
-                                  "perturbation screen, as published by Open Problems (public test merged into training).",
-           "dataset_url": pdata.OPENPROBLEMS_URL, "dataset_reference": "szalata2024benchmark",
-           "dataset_organism": "homo_sapiens", "dataset_license": "CC BY 4.0"}
-    de_train, de_test, id_map = pdata.load_openproblems(paths["input_de_train"], paths["input_de_test"],
-                                                        paths["input_id_map"], dataset_uns=uns)
+    # Open Problems' DE files, from its public bucket when not given.
+    files = public_data.fetch_missing({"de_train.h5ad": par["input_de_train"], "de_test.h5ad": par["input_de_test"],
+                                       "id_map.csv": par["input_id_map"]},
+                                      par["url_base"] or public_data.OPENPROBLEMS_URL, download_dir)
+    de_train, de_test, id_map = public_data.load_openproblems(
+        files["de_train.h5ad"], files["de_test.h5ad"], files["id_map.csv"],
+        dataset_uns=public_data.openproblems_uns(par["dataset_id"]))
 else:
-    names = {"input_de_train_parquet": "de_train.parquet", "input_id_map": "id_map.csv"}
-    missing = [name for arg, name in names.items() if not par[arg]]
-    fetched = pdata.fetch(par["url_base"] or pdata.KAGGLE_URL, tuple(missing), download_dir,
-                          auth=pdata.kaggle_auth()) if missing else {}
-    paths = {arg: par[arg] or fetched[name] for arg, name in names.items()}
-    uns = {"dataset_id": par["dataset_id"] or "neurips-2023-kaggle",
-           "dataset_name": "NeurIPS 2023 scPerturb DGE (Kaggle)",
-           "dataset_summary": "Real OP3 data in the Kaggle competition layout (sign(logFC) * -log10(p) only).",
-           "dataset_description": "The competition's de_train.parquet; "
-                                  + ("its test rows' values were given." if par["input_test_values"] else
-                                     f"held-out rows: {par['holdout_cell_types']} of {par['holdout_fraction']:.0%} of the "
-                                     f"compounds that have them (seed {par['seed']})."),
-           "dataset_url": "https://www.kaggle.com/competitions/open-problems-single-cell-perturbations",
-           "dataset_reference": "szalata2024benchmark", "dataset_organism": "homo_sapiens",
-           "dataset_license": "Kaggle competition data licence"}
-    de_train, de_test, id_map = pdata.load_kaggle(
-        paths["input_de_train_parquet"], paths["input_id_map"], test_values_path=par["input_test_values"],
+    # The competition's files (a Kaggle account is needed to download them). Their test rows have no
+    # published values: unless given, rows of the held-out cell types become the test rows.
+    files = public_data.fetch_missing({"de_train.parquet": par["input_de_train_parquet"], "id_map.csv": par["input_id_map"]},
+                                      par["url_base"] or public_data.KAGGLE_URL, download_dir, auth=public_data.kaggle_auth())
+    held_out = None if par["input_test_values"] else (
+        f"{par['holdout_cell_types']} of {par['holdout_fraction']:.0%} of the compounds that have them (seed {par['seed']})")
+    de_train, de_test, id_map = public_data.load_kaggle(
+        files["de_train.parquet"], files["id_map.csv"], test_values_path=par["input_test_values"],
         holdout_cell_types=tuple(s.strip() for s in par["holdout_cell_types"].split(",") if s.strip()),
-        holdout_fraction=par["holdout_fraction"], seed=par["seed"], dataset_uns=uns)
+        holdout_fraction=par["holdout_fraction"], seed=par["seed"],
+        dataset_uns=public_data.kaggle_uns(par["dataset_id"], held_out))
 
 print(f"de_train {de_train.shape}, de_test {de_test.shape}, {len(id_map)} test rows")
 de_train.write_h5ad(par["output_de_train"], compression="gzip")

@@ -24,14 +24,14 @@ par = {
 meta = {"name": "process_sc_counts"}
 ## VIASH END
 
-from pertsci import op3_processing as pseudobulk_de  # noqa: E402
+from pertsci import op3_processing  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
 sc = ad.read_h5ad(par["input"])
 uns = {k: par[k] for k in ("dataset_id", "dataset_name", "dataset_summary", "dataset_description", "dataset_url",
                            "dataset_reference", "dataset_organism") if par[k]}
-de_train, de_test, id_map = pseudobulk_de.process_sc_counts(
+de_train, de_test, id_map = op3_processing.process_sc_counts(
     sc,
     dataset_uns=uns,
     train_splits=[s.strip() for s in par["train_splits"].split(",") if s.strip()],

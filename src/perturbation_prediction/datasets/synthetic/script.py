@@ -2,6 +2,7 @@ import logging
 
 ## VIASH START
 par = {
+    "shared_data": "../shared/data",
     "dataset_id": "op3_synthetic",
     "seed": 0,
     "n_genes": 150,
@@ -21,19 +22,22 @@ par = {
 meta = {"name": "synthetic"}
 ## VIASH END
 
-from pertsci import op3_processing as pseudobulk_de  # noqa: E402
-from pertsci import op3_simulation as op3_sim
+from pertsci import op3_processing, op3_simulation  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])
 
-op3, params = op3_sim.setup_from_params(par)
-full = par["n_genes"] == 0 and par["n_compounds"] == 0
+# The real OP3 design (compounds, cell types, genes, test rows, GRNs) from the shared data folder;
+# without it, the same shape with made-up names.
+op3, params = op3_simulation.simulation_design(
+    par["shared_data"], n_genes=par["n_genes"], n_compounds=par["n_compounds"],
+    n_test_compounds=par["n_test_compounds"], n_donors=par["n_donors"], plates_per_donor=par["plates_per_donor"],
+    dmso_wells=par["dmso_wells"], cells_per_well=par["cells_per_well"], mean_library_size=par["mean_library_size"],
+    seed=par["seed"])
 # Wells are summed as they are drawn: the memory of the pseudobulk matrix suffices, also at full size.
-pb = op3_sim.simulate_op3_pseudobulk(op3, min_cells=par["min_cells"], **params)
-sim = pb.uns.get("simulation") or {}
+pb = op3_simulation.simulate_op3_pseudobulk(op3, min_cells=par["min_cells"], **params)
 n_cells = int(pb.obs["n_cells"].sum())
-size = "full-size" if full else "reduced"
+size = "full-size" if par["n_genes"] == 0 and par["n_compounds"] == 0 else "reduced"
 uns = {
     "dataset_id": par["dataset_id"],
     "dataset_name": f"OP3 synthetic ({size})",
@@ -44,14 +48,14 @@ uns = {
         f"{pb.obs['donor_id'].nunique()} donors, seed {par['seed']}. Compound effects act through shared, "
         "cell-type-specific mechanisms (pertsci.op3_simulation)."),
     "dataset_url": "https://github.com/openproblems-bio/task_perturbation_prediction",
-    "dataset_reference": "szalata2024benchmark",
-    "dataset_organism": "homo_sapiens",
+    "dataset_reference": "szalata2024benchmark", "dataset_organism": "homo_sapiens",
     "dataset_license": "CC BY 4.0 (metadata: Open Problems OP3)",
 }
 log.info("%d pseudobulk samples from %d cells", pb.n_obs, n_cells)
-de_train, de_test, id_map = pseudobulk_de.process_pseudobulk(
+# Pseudobulk limma-voom DE of every (cell type, compound) against DMSO; test rows in the real id_map's order.
+de_train, de_test, id_map = op3_processing.process_pseudobulk(
     pb, dataset_uns=uns, min_cells=par["min_cells"], optional_layers=par["optional_layers"],
-    test_row_order=sim.get("test_rows"), where="simulated counts")
+    test_row_order=(pb.uns.get("simulation") or {}).get("test_rows"), where="simulated counts")
 log.info("de_train %s, de_test %s, %d test rows", de_train.shape, de_test.shape, len(id_map))
 de_train.write_h5ad(par["output_de_train"], compression="gzip")
 de_test.write_h5ad(par["output_de_test"], compression="gzip")

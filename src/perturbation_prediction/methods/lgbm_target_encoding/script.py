@@ -19,19 +19,23 @@ par = {
     "seed": 0,
     "output": "prediction.h5ad",
 }
-meta = {"name": "lgbm_target_encoding", "resources_dir": "src/perturbation_prediction/utils", "cpus": None}
+meta = {"name": "lgbm_target_encoding", "resources_dir": "src/perturbation_prediction", "cpus": None}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import read_de, read_id_map, row_keys, write_prediction  # noqa: E402
+from perturbation_prediction_lib.svd_compression import svd_basis  # noqa: E402
+from perturbation_prediction_lib.target_encoding import oof_encoding_features  # noqa: E402
 
-de_train, y = u.read_de(par["de_train"], par["layer"])
-id_map = u.read_id_map(par["id_map"])
-train, query = u.key_of(de_train.obs), u.key_of(id_map)
+de_train, y = read_de(par["de_train"], par["layer"])
+id_map = read_id_map(par["id_map"])
+train, query = row_keys(de_train.obs), row_keys(id_map)
 
-mean, comps = u.svd_basis(y, par["n_components"])
+# Out-of-fold target encodings in the space of the targets' leading SVD components; one
+# gradient-boosted model per component, mapped back to every gene.
+mean, comps = svd_basis(y, par["n_components"])
 scores = (y - mean) @ comps.T
-x_tr, x_q = u.encoding_features(train, query, scores, mode="oof", n_folds=par["n_folds"], seed=par["seed"])
+x_tr, x_q = oof_encoding_features(train, query, scores, n_folds=par["n_folds"], seed=par["seed"])
 pred_scores = np.zeros((len(query), comps.shape[0]))
 for k in range(comps.shape[0]):
     model = lgb.LGBMRegressor(
@@ -44,4 +48,4 @@ for k in range(comps.shape[0]):
     pred_scores[:, k] = model.predict(x_q)
 pred = mean + pred_scores @ comps
 print(f"LightGBM: {comps.shape[0]} components, {x_tr.shape[1]} features, {len(train)} training rows")
-u.write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])
+write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])

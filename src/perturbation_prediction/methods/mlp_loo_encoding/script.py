@@ -19,22 +19,24 @@ par = {
     "seed": 0,
     "output": "prediction.h5ad",
 }
-meta = {"name": "mlp_loo_encoding", "resources_dir": "src/perturbation_prediction/utils", "cpus": None}
+meta = {"name": "mlp_loo_encoding", "resources_dir": "src/perturbation_prediction", "cpus": None}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import read_de, read_id_map, row_keys, write_prediction  # noqa: E402
+from perturbation_prediction_lib.mlp_regression import encoded_problem, train_mlp  # noqa: E402
 
+de_train, y = read_de(par["de_train"], par["layer"])
+id_map = read_id_map(par["id_map"])
 # Leave-one-out encoded features; the networks predict the targets' leading SVD components.
-problem = u.encoded_problem(par["de_train"], par["layer"], par["id_map"], par["n_components"], par["n_targets"])
-x_tr, x_q, targets = problem.x_train, problem.x_query, problem.targets
+problem = encoded_problem(y, row_keys(de_train.obs), row_keys(id_map), n_components=par["n_components"],
+                          n_targets=par["n_targets"])
 preds = []
 for s in range(par["n_seeds"]):
-    predict = u.train_mlp(x_tr, targets, hidden=par["hidden"], layers=par["layers"], dropout=par["dropout"],
-                          epochs=par["epochs"], lr=par["lr"], weight_decay=par["weight_decay"],
-                          seed=par["seed"] + s, threads=meta.get("cpus"))
-    preds.append(predict(x_q))
+    predict = train_mlp(problem.x_train, problem.targets, hidden=par["hidden"], layers=par["layers"],
+                        dropout=par["dropout"], epochs=par["epochs"], lr=par["lr"], weight_decay=par["weight_decay"],
+                        seed=par["seed"] + s, threads=meta.get("cpus"))
+    preds.append(predict(problem.x_query))
 pred = problem.to_genes(np.mean(preds, axis=0))
-print(f"MLP: {x_tr.shape[1]} features, {len(problem.train)} training rows, {par['n_seeds']} seeds")
-u.write_prediction(pred, problem.id_map, problem.de_train.var_names, problem.de_train.uns["dataset_id"], meta["name"],
-                  par["output"])
+print(f"MLP: {problem.x_train.shape[1]} features, {de_train.n_obs} training rows, {par['n_seeds']} seeds")
+write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])

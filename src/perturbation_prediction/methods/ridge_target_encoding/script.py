@@ -19,23 +19,24 @@ par = {
     "seed": 0,
     "output": "prediction.h5ad",
 }
-meta = {"name": "ridge_target_encoding", "resources_dir": "src/perturbation_prediction/utils"}
+meta = {"name": "ridge_target_encoding", "resources_dir": "src/perturbation_prediction"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import read_de, read_id_map, row_keys, write_prediction  # noqa: E402
+from perturbation_prediction_lib.svd_compression import svd_basis  # noqa: E402
+from perturbation_prediction_lib.target_encoding import one_hot, oof_encoding_features  # noqa: E402
 
-de_train, y = u.read_de(par["de_train"], par["layer"])
-id_map = u.read_id_map(par["id_map"])
-train, query = u.key_of(de_train.obs), u.key_of(id_map)
+de_train, y = read_de(par["de_train"], par["layer"])
+id_map = read_id_map(par["id_map"])
+train, query = row_keys(de_train.obs), row_keys(id_map)
 
-# Target encodings live in the space of the leading SVD components of the targets.
-mean, comps = u.svd_basis(y, par["n_components"])
-scores = (y - mean) @ comps.T
-x_tr_enc, x_q_enc = u.encoding_features(train, query, scores, mode="oof", n_folds=par["n_folds"], seed=par["seed"])
+# Out-of-fold target encodings in the space of the targets' leading SVD components, plus one-hot compounds.
+mean, comps = svd_basis(y, par["n_components"])
+x_tr_enc, x_q_enc = oof_encoding_features(train, query, (y - mean) @ comps.T, n_folds=par["n_folds"], seed=par["seed"])
 compounds = sorted(set(train["sm_name"]))
-x_tr = np.hstack([x_tr_enc, u.one_hot(train["sm_name"].to_numpy(), compounds)])
-x_q = np.hstack([x_q_enc, u.one_hot(query["sm_name"].to_numpy(), compounds)])
+x_tr = np.hstack([x_tr_enc, one_hot(train["sm_name"].to_numpy(), compounds)])
+x_q = np.hstack([x_q_enc, one_hot(query["sm_name"].to_numpy(), compounds)])
 scaler = StandardScaler().fit(x_tr)
 x_tr, x_q = scaler.transform(x_tr), scaler.transform(x_q)
 alphas = [float(a) for a in par["alphas"].split(",") if a.strip()]
@@ -50,4 +51,4 @@ else:
     chosen = model.alpha
 pred = model.predict(x_q) + mean
 print(f"{par['model']}: alpha {chosen:g}, {x_tr.shape[1]} features, {len(train)} training rows, {len(query)} predicted")
-u.write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])
+write_prediction(pred, id_map, de_train.var_names, de_train.uns["dataset_id"], meta["name"], par["output"])

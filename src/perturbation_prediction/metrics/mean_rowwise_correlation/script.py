@@ -7,13 +7,15 @@ par = {
     "de_test_layer": "clipped_sign_log10_pval",
     "output": "score.h5ad",
 }
-meta = {"name": "mean_rowwise_correlation", "resources_dir": "src/perturbation_prediction/utils"}
+meta = {"name": "mean_rowwise_correlation", "resources_dir": "src/perturbation_prediction"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-import op3_utils as u  # noqa: E402
+from perturbation_prediction_lib.de_files import aligned_truth_prediction  # noqa: E402
+from perturbation_prediction_lib.rowwise_metrics import rowwise_correlations, score_adata  # noqa: E402
 
-de_test, pred, truth, values = u.aligned_truth_prediction(par["de_test"], par["de_test_layer"], par["prediction"])
-per_row = u.rowwise_correlations(truth, values)
+# Per test row, Pearson, Spearman and cosine similarity over the genes of de_test; the scores are their means.
+de_test, pred, truth, values = aligned_truth_prediction(par["de_test"], par["de_test_layer"], par["prediction"])
+per_row = rowwise_correlations(truth, values)
 print(per_row.mean().to_string())
-u.score_adata(per_row, de_test, pred).write_h5ad(par["output"], compression="gzip")
+score_adata(per_row, de_test, pred).write_h5ad(par["output"], compression="gzip")

@@ -1,4 +1,4 @@
-"""Loaders and downloader of the published OP3 data, against a local HTTP server on 127.0.0.1.
+"""perturbation_prediction_lib.public_data (and the op3_public component), against a local HTTP server on 127.0.0.1.
 
 The server serves synthetic files in the published layouts (Open Problems h5ad, Kaggle parquet
 zipped as the Kaggle API serves it, behind basic authentication); nothing is downloaded from the
@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import http.server
 import io
-import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -19,6 +18,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
+from perturbation_prediction_lib import public_data as pdata
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
@@ -26,8 +26,6 @@ from openpert.run.component import run_component
 ROOT = find_project_root(Path(__file__).resolve())
 COMPONENT = ROOT / "src" / "perturbation_prediction" / "datasets" / "op3_public"
 DATA = ROOT / "resources_test" / "perturbation_prediction" / "op3_synthetic"
-sys.path.append(str(COMPONENT))
-import public_data as pdata  # noqa: E402
 
 USER, KEY = "someone", "s3cret"
 
@@ -146,3 +144,22 @@ def test_openproblems_loader_rejects_mismatched_files(served, tmp_path):
     bad_map.to_csv(tmp_path / "id_map.csv", index=False)
     with pytest.raises(ValueError, match=r"id_map.csv: 1 rows are not in .*de_test.h5ad"):
         pdata.load_openproblems(root / "op" / "de_train.h5ad", root / "op" / "de_test.h5ad", tmp_path / "id_map.csv")
+
+
+def test_fetch_missing_downloads_only_what_is_not_given(served, tmp_path):
+    base, root, _ = served
+    files = pdata.fetch_missing({"de_train.h5ad": root / "op" / "de_train.h5ad", "id_map.csv": None}, f"{base}/op", tmp_path)
+    assert files == {"de_train.h5ad": root / "op" / "de_train.h5ad", "id_map.csv": tmp_path / "id_map.csv"}
+    assert [p.name for p in tmp_path.iterdir()] == ["id_map.csv"]
+    assert pdata.fetch_missing({"id_map.csv": str(root / "op" / "id_map.csv")}, "http://127.0.0.1:9", tmp_path / "none") == {
+        "id_map.csv": root / "op" / "id_map.csv"}  # nothing to download: no request is made
+
+
+def test_dataset_metadata():
+    assert pdata.openproblems_uns()["dataset_id"] == "neurips-2023-data"
+    assert pdata.openproblems_uns("mine")["dataset_id"] == "mine"
+    given = pdata.kaggle_uns()
+    assert given["dataset_id"] == "neurips-2023-kaggle"
+    assert given["dataset_description"] == "The competition's de_train.parquet; its test rows' values were given."
+    held = pdata.kaggle_uns("k", "B cells of 50% of the compounds that have them (seed 0)")
+    assert held["dataset_description"].endswith("held-out rows: B cells of 50% of the compounds that have them (seed 0).")

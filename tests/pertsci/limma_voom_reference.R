@@ -1,4 +1,4 @@
-# Reference limma-voom run in R, for comparison with pertsci.limma_voom.
+# Reference limma-voom run in R, for comparison with pertsci.edger, pertsci.limma_voom and pertsci.limma_ebayes.
 # Usage: Rscript limma_voom_reference.R <dir>
 # <dir> holds counts.csv (genes x samples, first column gene names), design.csv (samples x
 # coefficients), contrasts.csv (coefficients x contrasts) and lowess.csv (x, y); results are

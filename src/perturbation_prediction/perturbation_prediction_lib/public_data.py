@@ -1,4 +1,4 @@
-"""Loaders and a downloader for the published OP3 data (Open Problems h5ad files, Kaggle files).
+"""The published OP3 data as the task's files: downloading it, loading it, describing the dataset.
 
 Two public layouts exist:
 
@@ -35,6 +35,8 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 
+from pertsci.multiple_testing import benjamini_hochberg
+
 log = logging.getLogger(__name__)
 
 OPENPROBLEMS_URL = "https://openproblems-data.s3.amazonaws.com/resources/perturbation_prediction/datasets/neurips-2023-data"
@@ -47,7 +49,13 @@ CLIP_P = 1e-4
 
 # --- downloading -----------------------------------------------------------------------------------
 def kaggle_auth() -> tuple[str, str] | None:
-    """Kaggle credentials from ``KAGGLE_USERNAME``/``KAGGLE_KEY`` (None when unset)."""
+    """Kaggle credentials from ``KAGGLE_USERNAME``/``KAGGLE_KEY``.
+
+    Returns
+    -------
+    (str, str) or None
+        ``(user, key)``, or None when either is unset.
+    """
     user, key = os.environ.get("KAGGLE_USERNAME"), os.environ.get("KAGGLE_KEY")
     return (user, key) if user and key else None
 
@@ -56,6 +64,22 @@ def download(url: str, dest: str | Path, *, auth: tuple[str, str] | None = None,
     """Download ``url`` to ``dest`` atomically (a temporary file renamed when complete).
 
     A zip archive holding one file (how Kaggle serves large files) is unpacked.
+
+    Parameters
+    ----------
+    url
+        What to download.
+    dest
+        Where to write it (its folder is created).
+    auth
+        ``(user, key)`` for HTTP basic authentication.
+    timeout
+        Seconds to wait for the server.
+
+    Returns
+    -------
+    pathlib.Path
+        ``dest``.
 
     Raises
     ------
@@ -96,9 +120,47 @@ def download(url: str, dest: str | Path, *, auth: tuple[str, str] | None = None,
 
 def fetch(base_url: str, names: tuple[str, ...], dest_dir: str | Path, *, auth: tuple[str, str] | None = None
           ) -> dict[str, Path]:
-    """Download every file of ``names`` from ``base_url`` into ``dest_dir``."""
+    """Download every file of ``names`` from ``base_url`` into ``dest_dir``.
+
+    Parameters
+    ----------
+    base_url
+        The folder URL the names are relative to.
+    names
+        File names.
+    dest_dir
+        The local folder.
+    auth
+        As :func:`download`.
+
+    Returns
+    -------
+    dict
+        File name -> local path.
+    """
     base = base_url.rstrip("/")
     return {name: download(f"{base}/{name}", Path(dest_dir) / name, auth=auth) for name in names}
+
+
+def fetch_missing(given: dict[str, str | Path | None], base_url: str, dest_dir: str | Path, *,
+                  auth: tuple[str, str] | None = None) -> dict[str, Path]:
+    """The local files of a dataset: those given, and the others downloaded (:func:`fetch`).
+
+    Parameters
+    ----------
+    given
+        File name -> local path, or None for a file to download.
+    base_url, dest_dir, auth
+        As :func:`fetch`.
+
+    Returns
+    -------
+    dict
+        File name -> local path, for every name of ``given``.
+    """
+    missing = tuple(name for name, path in given.items() if not path)
+    fetched = fetch(base_url, missing, dest_dir, auth=auth) if missing else {}
+    return {name: Path(path) if path else fetched[name] for name, path in given.items()}
 
 
 # --- shared conversion -----------------------------------------------------------------------------
@@ -120,10 +182,9 @@ def _clean_obs(obs: pd.DataFrame, where: str) -> pd.DataFrame:
 
 def _layers_from_signed_log10(values: np.ndarray) -> dict[str, np.ndarray]:
     """All p-value layers from sign(logFC) * -log10(p) (the Kaggle files hold nothing else)."""
-    from pertsci.limma_voom import p_adjust_bh
-
     pval = np.power(10.0, -np.abs(values))
-    adj = p_adjust_bh(pval)
+    # Over every row and gene at once, as the OP3 pipeline adjusts its p-values.
+    adj = benjamini_hochberg(pval.ravel()).reshape(pval.shape)
     sign = np.sign(values)
     return {
         "sign_log10_pval": values,
@@ -174,6 +235,23 @@ def load_openproblems(de_train_path: str | Path, de_test_path: str | Path, id_ma
 
     ``de_test`` rows are put in ``id_map`` order (matched by cell type and compound) and restricted
     to the genes of ``de_train``.
+
+    Parameters
+    ----------
+    de_train_path, de_test_path, id_map_path
+        The published files.
+    dataset_uns
+        ``dataset_*`` metadata set in both DE files where they lack it (``dataset_id`` always).
+
+    Returns
+    -------
+    de_train, de_test, id_map
+
+    Raises
+    ------
+    ValueError
+        Naming the file, when rows of id_map are not in de_test, genes of de_train are not in
+        de_test, or a file lacks columns or layers of the layout.
     """
     de_train = _standard_de(ad.read_h5ad(de_train_path), str(de_train_path))
     de_test = _standard_de(ad.read_h5ad(de_test_path), str(de_test_path))
@@ -200,7 +278,19 @@ def load_openproblems(de_train_path: str | Path, de_test_path: str | Path, id_ma
 
 # --- Kaggle ----------------------------------------------------------------------------------------
 def read_kaggle_table(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A Kaggle-layout table: (row metadata, rows x genes values)."""
+    """A Kaggle-layout table: (row metadata, rows x genes values).
+
+    Parameters
+    ----------
+    path
+        A parquet file in the layout of the competition's ``de_train.parquet``.
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame)
+        The metadata columns present among ``cell_type, sm_name, sm_lincs_id, SMILES, control, id``,
+        and the gene columns.
+    """
     table = pd.read_parquet(path)
     missing = {"cell_type", "sm_name"} - set(table.columns)
     if missing:
@@ -233,6 +323,23 @@ def load_kaggle(de_train_path: str | Path, id_map_path: str | Path | None = None
     without an ``id`` column) the competition's own split is used. Otherwise the held-out rows are
     those of ``holdout_cell_types`` for ``holdout_fraction`` of the non-control compounds that have
     them in ``de_train``, chosen with ``seed``; they leave the training data.
+
+    Parameters
+    ----------
+    de_train_path
+        The competition's ``de_train.parquet``.
+    id_map_path
+        Its ``id_map.csv`` (needed with ``test_values_path``).
+    test_values_path
+        Values of the id_map rows, when available.
+    holdout_cell_types, holdout_fraction, seed
+        The held-out rows without test values.
+    dataset_uns
+        As :func:`load_openproblems`.
+
+    Returns
+    -------
+    de_train, de_test, id_map
     """
     meta, values = read_kaggle_table(de_train_path)
     if test_values_path is not None:
@@ -273,9 +380,70 @@ def load_kaggle(de_train_path: str | Path, id_map_path: str | Path | None = None
 
 
 def to_kaggle_table(de: ad.AnnData, layer: str = "sign_log10_pval") -> pd.DataFrame:
-    """A DE file in the Kaggle layout (metadata columns, then one column per gene)."""
+    """A DE file in the Kaggle layout (metadata columns, then one column per gene).
+
+    Parameters
+    ----------
+    de
+        A DE file of the task.
+    layer
+        The values written (the competition's are ``sign_log10_pval``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per row of ``de``.
+    """
     meta = pd.DataFrame({c: de.obs[c].astype(str).to_numpy() if c != "control" else de.obs[c].astype(bool).to_numpy()
                          for c in KAGGLE_META_COLUMNS if c in de.obs.columns})
     values = pd.DataFrame(np.asarray(de.layers[layer], dtype=float), columns=de.var_names.astype(str))
     return pd.concat([meta, values], axis=1)
 
+
+# --- dataset metadata ------------------------------------------------------------------------------
+def openproblems_uns(dataset_id: str = "") -> dict:
+    """The ``dataset_*`` metadata of the Open Problems release.
+
+    Parameters
+    ----------
+    dataset_id
+        The dataset's id (default ``neurips-2023-data``).
+
+    Returns
+    -------
+    dict
+        ``dataset_id``, ``dataset_name``, ``dataset_summary``, ``dataset_description``,
+        ``dataset_url``, ``dataset_reference``, ``dataset_organism``, ``dataset_license``.
+    """
+    return {"dataset_id": dataset_id or "neurips-2023-data",
+            "dataset_name": "NeurIPS 2023 scPerturb DGE (Open Problems)",
+            "dataset_summary": "Real OP3 data: limma-voom DE of 146 compounds in PBMCs of three donors, Open Problems release.",
+            "dataset_description": "Differential expression of (cell type, compound) pairs against DMSO from the OP3 single-cell "
+                                   "perturbation screen, as published by Open Problems (public test merged into training).",
+            "dataset_url": OPENPROBLEMS_URL, "dataset_reference": "szalata2024benchmark",
+            "dataset_organism": "homo_sapiens", "dataset_license": "CC BY 4.0"}
+
+
+def kaggle_uns(dataset_id: str = "", held_out: str | None = None) -> dict:
+    """The ``dataset_*`` metadata of the Kaggle competition's files.
+
+    Parameters
+    ----------
+    dataset_id
+        The dataset's id (default ``neurips-2023-kaggle``).
+    held_out
+        How the test rows were held out, or None when the test rows' values were given.
+
+    Returns
+    -------
+    dict
+        As :func:`openproblems_uns`.
+    """
+    return {"dataset_id": dataset_id or "neurips-2023-kaggle",
+            "dataset_name": "NeurIPS 2023 scPerturb DGE (Kaggle)",
+            "dataset_summary": "Real OP3 data in the Kaggle competition layout (sign(logFC) * -log10(p) only).",
+            "dataset_description": "The competition's de_train.parquet; "
+                                   + (f"held-out rows: {held_out}." if held_out else "its test rows' values were given."),
+            "dataset_url": "https://www.kaggle.com/competitions/open-problems-single-cell-perturbations",
+            "dataset_reference": "szalata2024benchmark", "dataset_organism": "homo_sapiens",
+            "dataset_license": "Kaggle competition data licence"}

@@ -1,12 +1,11 @@
-"""Controls, metrics and the prediction format of perturbation_prediction.
+"""Components of perturbation_prediction run as jobs: controls, metrics and the prediction format.
 
-The metric and encoding functions are tested in-process (``utils/op3_utils.py``, which the
-components import); a few components run as jobs to check the wiring end to end.
+The library functions they call are tested in-process, one test file per module of
+``perturbation_prediction_lib``; here a few components run end to end.
 """
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import spearmanr
 
 from openpert.config.formats import FormatError
 from openpert.config.task import Task
@@ -26,8 +24,6 @@ ROOT = find_project_root(Path(__file__).resolve())
 TASK = Task(ROOT / "src" / "perturbation_prediction")
 DATA = ROOT / "resources_test" / "perturbation_prediction" / "op3_synthetic"
 FILES = {"file_de_train": DATA / "de_train.h5ad", "file_de_test": DATA / "de_test.h5ad", "file_id_map": DATA / "id_map.csv"}
-sys.path.append(str(TASK.dir / "utils"))
-import op3_utils as u  # noqa: E402
 
 
 def run(kind: str, name: str, tmp_path: Path, **args) -> Path:
@@ -46,68 +42,6 @@ def data():
     de_test = ad.read_h5ad(FILES["file_de_test"])
     id_map = pd.read_csv(FILES["file_id_map"])
     return de_train, de_test, id_map
-
-
-def test_metrics_of_perfect_and_zero_predictions(data):
-    _, de_test, _ = data
-    y = np.asarray(de_test.layers["clipped_sign_log10_pval"])
-    err = u.rowwise_errors(y, y)
-    assert (err.to_numpy() == 0).all()
-    cor = u.rowwise_correlations(y, y)
-    np.testing.assert_allclose(cor.to_numpy(), 1.0)
-    # Zeros: undefined correlations count as 0, errors are the rows' norms.
-    cor0 = u.rowwise_correlations(y, np.zeros_like(y))
-    assert (cor0.to_numpy() == 0).all()
-    np.testing.assert_allclose(u.rowwise_errors(y, np.zeros_like(y))["mean_rowwise_rmse"], np.sqrt(np.mean(y**2, axis=1)))
-
-
-def test_metrics_match_direct_computation(data):
-    _, de_test, _ = data
-    y = np.asarray(de_test.layers["clipped_sign_log10_pval"])
-    rng = np.random.default_rng(0)
-    yhat = 0.5 * y + rng.normal(0, 1, y.shape)
-    yhat[0] = np.round(yhat[0])  # ties in the ranks
-    err = u.rowwise_errors(y, yhat)
-    cor = u.rowwise_correlations(y, yhat)
-    for i in range(y.shape[0]):
-        assert err["mean_rowwise_rmse"].iloc[i] == pytest.approx(np.sqrt(np.mean((y[i] - yhat[i]) ** 2)))
-        assert err["mean_rowwise_mae"].iloc[i] == pytest.approx(np.mean(np.abs(y[i] - yhat[i])))
-        assert cor["mean_rowwise_pearson"].iloc[i] == pytest.approx(np.corrcoef(y[i], yhat[i])[0, 1])
-        assert cor["mean_rowwise_spearman"].iloc[i] == pytest.approx(spearmanr(y[i], yhat[i]).statistic)
-        cos = y[i] @ yhat[i] / np.linalg.norm(y[i]) / np.linalg.norm(yhat[i])
-        assert cor["mean_rowwise_cosine"].iloc[i] == pytest.approx(cos)
-
-
-def test_alignment_by_gene_name_and_row_id(data, tmp_path):
-    """The metrics read genes by name (de_test's genes) and rows by id."""
-    _, de_test, _ = data
-    y = np.asarray(de_test.layers["clipped_sign_log10_pval"])
-    pred = ad.AnnData(layers={"prediction": y[::-1, ::-1].copy()},
-                      obs=pd.DataFrame(index=[str(i) for i in range(de_test.n_obs)][::-1]),
-                      var=pd.DataFrame(index=de_test.var_names[::-1]), uns={"method_id": "m"})
-    path = tmp_path / "p.h5ad"
-    pred.write_h5ad(path)
-    _, _, truth, values = u.aligned_truth_prediction(str(FILES["file_de_test"]), "clipped_sign_log10_pval", str(path))
-    np.testing.assert_array_equal(values, truth)
-    short = pred[:, pred.var_names[1:]].copy()
-    short.write_h5ad(tmp_path / "short.h5ad")
-    with pytest.raises(ValueError, match="short.h5ad: lacks 1 genes of de_test"):
-        u.aligned_truth_prediction(str(FILES["file_de_test"]), "clipped_sign_log10_pval", str(tmp_path / "short.h5ad"))
-
-
-def test_baseline_encodings(data):
-    de_train, _, id_map = data
-    y = pd.DataFrame(de_train.layers["clipped_sign_log10_pval"], columns=de_train.var_names)
-    keys = u.key_of(de_train.obs)
-    for col in ("cell_type", "sm_name"):
-        expected = y.groupby(keys[col].to_numpy()).mean().loc[id_map[col]].to_numpy()
-        got = u.target_encode(keys[col].to_numpy(), y.to_numpy(), id_map[col].astype(str).to_numpy(), y.mean().to_numpy())
-        np.testing.assert_allclose(got, expected)
-    # Leave-one-out: a row's encoding excludes the row itself.
-    loo = u.loo_target_encode(keys["sm_name"].to_numpy(), y.to_numpy(), np.zeros(y.shape[1]))
-    same = (keys["sm_name"] == keys["sm_name"].iloc[0]).to_numpy()
-    same[0] = False
-    np.testing.assert_allclose(loo[0], y.to_numpy()[same].mean(axis=0))
 
 
 def test_controls_as_jobs_and_their_scores(tmp_path, data):

@@ -1,4 +1,4 @@
-"""pertsci.limma_voom against R's limma/edgeR, and against first principles where R is not needed."""
+"""pertsci.limma_voom against R's limma/edgeR (the whole DE pipeline, lowess), and against first principles."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pertsci import limma_voom as limma
-from pertsci import op3_processing as pseudobulk_de
-from pertsci import op3_simulation as op3_sim
+from pertsci import edger, limma_ebayes, limma_voom, op3_processing, op3_simulation
 
 R_SCRIPT = Path(__file__).with_name("limma_voom_reference.R")
 
@@ -34,15 +32,15 @@ needs_r = pytest.mark.skipif(not R_OK, reason=R_REASON)
 @pytest.fixture(scope="module")
 def pseudobulk_case():
     """Pseudobulk counts of a small simulated screen (made-up names: no shared data needed)."""
-    meta = op3_sim.synthetic_metadata(n_genes=400, n_compounds=10, n_test_compounds=3, seed=3)
-    sc = op3_sim.simulate_op3(meta, n_donors=3, plates_per_donor=2, dmso_wells_per_plate=3, cells_per_well=60,
-                              mean_library_size=3000, n_mechanisms=6, seed=3)
-    pb = pseudobulk_de.pseudobulk(sc, min_cells=5)
-    keep = pseudobulk_de.filter_genes(pb)
+    meta = op3_simulation.synthetic_metadata(n_genes=400, n_compounds=10, n_test_compounds=3, seed=3)
+    sc = op3_simulation.simulate_op3(meta, n_donors=3, plates_per_donor=2, dmso_wells_per_plate=3, cells_per_well=60,
+                                     mean_library_size=3000, n_mechanisms=6, seed=3)
+    pb = op3_processing.pseudobulk(sc, min_cells=5)
+    keep = op3_processing.filter_genes(pb)
     pb = pb[:, keep].copy()
-    rows = pseudobulk_de._row_table(pb, ["train", "control", "test"], pseudobulk_de.CONTROL_COMPOUND)
-    rows = pseudobulk_de.estimable_rows(pb, rows)
-    design, contrasts = pseudobulk_de.design_and_contrasts(pb, rows)
+    rows = op3_processing.row_table(pb, ["train", "control", "test"], op3_processing.CONTROL_COMPOUND)
+    rows = op3_processing.estimable_rows(pb, rows)
+    design, contrasts = op3_processing.design_and_contrasts(pb, rows)
     return sc, pb, rows, design, contrasts
 
 
@@ -60,7 +58,7 @@ def test_pipeline_agrees_with_r_limma(pseudobulk_case, tmp_path):
     res = subprocess.run(["Rscript", str(R_SCRIPT), str(tmp_path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
-    de = pseudobulk_de.limma_de(pb, rows)
+    de = op3_processing.limma_de(pb, rows)
     r_logfc = pd.read_csv(tmp_path / "r_logfc.csv", index_col=0).to_numpy().T
     r_p = pd.read_csv(tmp_path / "r_pvalue.csv", index_col=0).to_numpy().T
     py_logfc = de.layers["logFC"]
@@ -75,14 +73,15 @@ def test_pipeline_agrees_with_r_limma(pseudobulk_case, tmp_path):
     assert np.max(np.abs(py_logfc - r_logfc)) < 1e-8
     assert np.max(np.abs(np.log10(np.maximum(py_p, tiny)) - np.log10(np.maximum(r_p, tiny)))) < 1e-3
 
+    # Step by step: edgeR's TMM factors and filterByExpr, voom's weights, eBayes' hyperparameters.
     lib = counts.sum(axis=0)
-    nf = limma.calc_norm_factors(counts)
+    nf = edger.calc_norm_factors(counts)
     np.testing.assert_allclose(nf, pd.read_csv(tmp_path / "r_norm_factors.csv", index_col=0)["norm_factors"], rtol=1e-10)
-    keep = limma.filter_by_expr(counts, design.to_numpy())
+    keep = edger.filter_by_expr(counts, design.to_numpy())
     np.testing.assert_array_equal(keep, pd.read_csv(tmp_path / "r_keep.csv", index_col=0)["keep"].to_numpy())
-    v = limma.voom(counts, design, lib_size=lib * nf)
+    v = limma_voom.voom(counts, design, lib_size=lib * nf)
     np.testing.assert_allclose(v.weights, pd.read_csv(tmp_path / "r_weights.csv", index_col=0).to_numpy(), rtol=1e-8)
-    fit = limma.ebayes(limma.contrasts_fit(limma.lm_fit(v.E, design, v.weights), contrasts), robust=True)
+    fit = limma_ebayes.ebayes(limma_voom.contrasts_fit(limma_voom.lm_fit(v.E, design, v.weights), contrasts), robust=True)
     r_eb = pd.read_csv(tmp_path / "r_ebayes.csv", index_col=0)
     np.testing.assert_allclose(fit.df_prior, r_eb["df_prior"], rtol=1e-4)
     np.testing.assert_allclose(fit.s2_post, r_eb["s2_post"], rtol=1e-6)
@@ -104,7 +103,7 @@ def test_lowess_matches_r(tmp_path):
     res = subprocess.run(["Rscript", str(R_SCRIPT), str(tmp_path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     ref = pd.read_csv(tmp_path / "r_lowess.csv")
-    lx, ly = limma.lowess(x, y, f=0.3)
+    lx, ly = limma_voom.lowess(x, y, f=0.3)
     np.testing.assert_allclose(lx, ref["x"], rtol=0, atol=0)
     np.testing.assert_allclose(ly, ref["y"], rtol=1e-10, atol=1e-12)
 
@@ -118,7 +117,7 @@ def test_weighted_lm_fit_equals_per_gene_least_squares():
     design = np.column_stack([(groups == g).astype(float) for g in range(7)] + [rng.normal(size=60), (rng.random(60) < 0.5).astype(float)])
     y = rng.normal(size=(25, 60))
     w = rng.uniform(0.2, 3, size=(25, 60))
-    fit = limma.lm_fit(y, design, w, chunk_size=10)
+    fit = limma_voom.lm_fit(y, design, w, chunk_size=10)
     for g in range(25):
         sw = np.sqrt(w[g])
         xw = design * sw[:, None]
@@ -131,46 +130,46 @@ def test_weighted_lm_fit_equals_per_gene_least_squares():
 def test_lm_fit_rejects_rank_deficient_design():
     design = np.column_stack([np.ones(6), np.ones(6)])
     with pytest.raises(ValueError, match="not of full rank"):
-        limma.lm_fit(np.zeros((3, 6)), design)
-
-
-def test_p_adjust_bh_matches_r_values():
-    # p.adjust(c(0.001, 0.01, 0.5), "BH") == c(0.003, 0.015, 0.5) in R
-    np.testing.assert_allclose(limma.p_adjust_bh(np.array([0.001, 0.01, 0.5])), [0.003, 0.015, 0.5])
-    np.testing.assert_allclose(limma.p_adjust_bh(np.array([0.05, 0.01, 0.04, 0.02, 0.03])), [0.05] * 5)
-
-
-def test_fit_f_dist_recovers_prior_df():
-    """Variances drawn as s2_prior * F(d, d0): the moment estimator finds d0 and s2_prior."""
-    rng = np.random.default_rng(2)
-    d, d0, s0 = 6.0, 12.0, 0.7
-    x = s0 * rng.chisquare(d, 50_000) / d / (rng.chisquare(d0, 50_000) / d0)
-    scale, df2 = limma.fit_f_dist(x, d)
-    assert abs(df2 - d0) / d0 < 0.1
-    assert abs(scale - s0) / s0 < 0.05
-
-
-def test_robust_prior_shrinks_less_for_outlier_variances():
-    """Phipson et al. 2016: genes with outlying variances get smaller prior df than the rest."""
-    rng = np.random.default_rng(4)
-    d = 8.0
-    x = rng.chisquare(d, 5000) / d / (rng.chisquare(20, 5000) / 20)
-    x[:25] *= 40  # hypervariable genes
-    out = limma.fit_f_dist_robustly(x, d)
-    assert np.median(out["df2_shrunk"][:25]) < 0.5 * np.median(out["df2_shrunk"][25:])
-    assert 10 < out["df2"] < 40
+        limma_voom.lm_fit(np.zeros((3, 6)), design)
 
 
 def test_design_matrix_follows_model_matrix():
     obs = pd.DataFrame({"g": ["b", "a", "b", "c"], "p": ["x", "x", "y", "y"]})
-    d = limma.design_matrix(obs, ["g", "p"])
+    d = limma_voom.design_matrix(obs, ["g", "p"])
     assert list(d.columns) == ["ga", "gb", "gc", "py"]
     np.testing.assert_array_equal(d.to_numpy(), [[0, 1, 0, 0], [1, 0, 0, 0], [0, 1, 0, 1], [0, 0, 1, 1]])
 
 
-def test_filter_by_expr_threshold():
-    """A gene needs min_count reads per median library in as many samples as the smallest group."""
-    counts = np.array([[20, 20, 20, 0, 0, 0], [20, 20, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=float)
-    counts = np.vstack([counts, np.full((1, 6), 1e6)])  # library sizes ~1e6: 10 reads = 10 CPM
-    keep = limma.filter_by_expr(counts, group=["a", "a", "a", "b", "b", "b"])
-    assert keep.tolist() == [True, False, False, True]
+def test_contrasts_fit_of_an_unweighted_fit_is_the_exact_contrast():
+    """Without weights limma's approximation is exact: the contrast of coefficients and its standard error."""
+    rng = np.random.default_rng(5)
+    design = np.column_stack([np.repeat([1.0, 0.0], 5), np.repeat([0.0, 1.0], 5), rng.normal(size=10)])
+    y = rng.normal(size=(4, 10))
+    fit = limma_voom.lm_fit(y, design)
+    contrast = np.array([[1.0], [-1.0], [0.0]])
+    cfit = limma_voom.contrasts_fit(fit, contrast, contrast_names=["a_vs_b"])
+    np.testing.assert_allclose(cfit.coefficients[:, 0], fit.coefficients[:, 0] - fit.coefficients[:, 1])
+    cov = np.linalg.inv(design.T @ design)
+    np.testing.assert_allclose(cfit.stdev_unscaled[:, 0], np.sqrt(contrast[:, 0] @ cov @ contrast[:, 0]))
+    assert cfit.coef_names == ["a_vs_b"] and cfit.t is None
+
+
+def test_voom_weights_follow_the_mean_variance_trend():
+    """Counts of a lowly expressed gene are noisier on the log scale: voom gives them smaller weights."""
+    rng = np.random.default_rng(6)
+    means = np.r_[np.full(50, 5.0), np.full(50, 500.0)]
+    counts = rng.poisson(means[:, None] * np.ones((1, 8)))
+    design = np.column_stack([np.ones(8), np.repeat([0.0, 1.0], 4)])
+    v = limma_voom.voom(counts, design)
+    lib = counts.sum(axis=0)
+    np.testing.assert_allclose(v.E, np.log2((counts + 0.5) / (lib + 1) * 1e6))
+    assert v.weights.shape == counts.shape and np.all(v.weights > 0)
+    assert np.median(v.weights[:50]) < np.median(v.weights[50:])
+
+
+def test_lowess_fits_a_line_exactly():
+    """A local linear fit reproduces a straight line, whatever the span."""
+    x = np.linspace(0, 10, 60)[::-1]
+    lx, ly = limma_voom.lowess(x, 2 * x + 1, f=0.3)
+    np.testing.assert_array_equal(lx, np.sort(x))
+    np.testing.assert_allclose(ly, 2 * lx + 1, atol=1e-10)
