@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from project_paths import ROOT
 
 VENV = Path(sys.prefix)
