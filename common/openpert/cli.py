@@ -178,6 +178,15 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     return 1 if total else 0
 
 
+def cmd_changed(ns: argparse.Namespace) -> int:
+    from openpert.testing.changed_components import changed_files, touched_components
+
+    root = _root()
+    for folder in touched_components(root, changed_files(root, ns.base)):
+        print(folder.relative_to(root))
+    return 0
+
+
 def cmd_create_component(ns: argparse.Namespace) -> int:
     from openpert.config.scaffold import create_component
 
@@ -223,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lint", help="check component configs and the layout rules (import direction, declared resources)")
     p.add_argument("paths", nargs="*", help="folders or config files (default: src/)")
 
+    p = sub.add_parser("changed", help="component folders a change touches (for CI: test exactly these)")
+    p.add_argument("--base", default="origin/main", help="git ref the change is compared with (default: origin/main)")
+
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")
     p.add_argument("--task", required=True)
     p.add_argument("--type", required=True, choices=["method", "control_method", "metric", "dataset"])
@@ -246,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "test": lambda: cmd_test(ns),
         "lint": lambda: cmd_lint(ns),
         "create-component": lambda: cmd_create_component(ns),
+        "changed": lambda: cmd_changed(ns),
     }
     try:
         return handlers[ns.command]()

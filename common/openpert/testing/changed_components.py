@@ -1,0 +1,100 @@
+"""The components a change touches: what a pull request's component tests must run.
+
+A component is touched when a file in its own folder changed, or something it depends on did:
+
+- a resource it declares outside its folder (its task library, ``src/<task>/<task>_lib/``);
+- its task's API (``src/<task>/api/``): formats and interfaces every component of the task uses;
+- the task's test resources (``resources_test/<task>/``), which every component test reads;
+- the shared science package (``common/pertsci/``), which any component may import; and the shared
+  API pieces (``common/api/``) for the components that merge them.
+
+Changes to the harness alone touch no component: the harness's own tests cover it. The answer is a
+list of component folders, so that CI runs exactly their tests.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+from openpert.config.task import discover_tasks
+from openpert.config.viash import ComponentConfig, ConfigError, read_config
+
+
+def changed_files(root: Path, base: str) -> list[Path]:
+    """Files that differ between ``base`` (a git ref) and the working tree, plus untracked ones.
+
+    Raises
+    ------
+    ConfigError
+        When git cannot compare (not a checkout, unknown ref), with git's own message.
+    """
+    def git(*args: str) -> list[str]:
+        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ConfigError(f"{root}: git {' '.join(args)} failed: {proc.stderr.strip()}")
+        return [line for line in proc.stdout.splitlines() if line]
+
+    merge_base = git("merge-base", base, "HEAD")[0]
+    names = git("diff", "--name-only", merge_base) + git("ls-files", "--others", "--exclude-standard")
+    return sorted({(root / name).resolve() for name in names})
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def _depends_on(config: ComponentConfig, path: Path) -> bool:
+    folder = config.path.parent.resolve()
+    if _within(path, folder):
+        return True
+    task_dir = config.task_dir
+    if task_dir is not None and (_within(path, task_dir / "api")
+                                 or _within(path, config.root / "resources_test" / task_dir.name)):
+        return True
+    if _within(path, config.root / "common" / "pertsci"):
+        return True
+    if _within(path, config.root / "common" / "api") and path.name in config.path.read_text() + _merged_text(config):
+        return True
+    for res in config.resources:
+        try:
+            if _within(path, config.resource_path(res)):
+                return True
+        except ConfigError:
+            continue  # a bad resource is lint's to report; it cannot make a file a dependency
+    return False
+
+
+def _merged_text(config: ComponentConfig) -> str:
+    """The API files a component merges, as text (to see which shared pieces it names)."""
+    task_dir = config.task_dir
+    if task_dir is None:
+        return ""
+    return "".join(p.read_text() for p in sorted((task_dir / "api").glob("comp_*.yaml")))
+
+
+def touched_components(root: Path, paths: Iterable[Path]) -> list[Path]:
+    """Folders of the components that ``paths`` (changed files) touch, sorted.
+
+    A changed file that is a component's config makes that component touched even when the config
+    no longer reads (the test will say why); a deleted component is not listed.
+    """
+    root = Path(root).resolve()
+    paths = [Path(p).resolve() for p in paths]
+    touched: set[Path] = set()
+    for task in discover_tasks(root):
+        for config_path in sorted(task.dir.rglob("config.vsh.yaml")):
+            if "api" in config_path.relative_to(task.dir).parts:
+                continue
+            folder = config_path.parent
+            if any(_within(p, folder) for p in paths):
+                touched.add(folder)
+                continue
+            try:
+                config = read_config(config_path)
+            except ConfigError:
+                continue  # unreadable and unchanged: not this change's doing
+            if any(_depends_on(config, p) for p in paths):
+                touched.add(folder)
+    return sorted(touched)

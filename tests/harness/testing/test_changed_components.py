@@ -1,0 +1,77 @@
+"""The components a change touches, on a git checkout of the fixture project."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openpert.config.viash import ConfigError
+from openpert.testing.changed_components import changed_files, touched_components
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True, capture_output=True)
+
+
+@pytest.fixture
+def checkout(project_copy) -> Path:
+    (project_copy / "common" / "pertsci").mkdir(parents=True)
+    (project_copy / "common" / "pertsci" / "de.py").write_text("x = 1\n")
+    (project_copy / "common" / "openpert").mkdir(parents=True)
+    (project_copy / "common" / "openpert" / "report.py").write_text("x = 1\n")
+    _git(project_copy, "init", "-q", "-b", "main")
+    _git(project_copy, "add", "-A")
+    _git(project_copy, "commit", "-qm", "base")
+    return project_copy
+
+
+def _touched(root: Path) -> list[str]:
+    return [str(p.relative_to(root / "src" / "tiny")) for p in touched_components(root, changed_files(root, "main"))]
+
+
+def _append(path: Path) -> None:
+    path.write_text(path.read_text() + "\n# changed\n")
+
+
+def test_nothing_changed_touches_nothing(checkout):
+    assert _touched(checkout) == []
+
+
+def test_a_script_touches_its_component_only(checkout):
+    _append(checkout / "src/tiny/methods/group_mean/script.py")
+    assert _touched(checkout) == ["methods/group_mean"]
+
+
+def test_a_task_library_touches_the_components_that_declare_it(checkout):
+    _append(checkout / "src/tiny/tiny_lib/shrinkage.py")
+    assert _touched(checkout) == ["methods/shrunk_mean"]
+
+
+def test_the_api_and_the_science_package_touch_every_component_of_a_task(checkout):
+    every = sorted(str(p.parent.relative_to(checkout / "src/tiny")) for p in (checkout / "src/tiny").rglob("config.vsh.yaml")
+                   if "api" not in p.parts)
+    _append(checkout / "src/tiny/api/file_test.yaml")
+    assert _touched(checkout) == every
+    _git(checkout, "checkout", "-q", "--", ".")
+    _append(checkout / "common/pertsci/de.py")
+    assert _touched(checkout) == every
+
+
+def test_the_harness_touches_no_component(checkout):
+    _append(checkout / "common/openpert/report.py")
+    assert _touched(checkout) == []
+
+
+def test_a_new_component_is_touched(checkout):
+    shutil.copytree(checkout / "src/tiny/methods/group_mean", checkout / "src/tiny/methods/group_median")
+    config = checkout / "src/tiny/methods/group_median/config.vsh.yaml"
+    config.write_text(config.read_text().replace("name: group_mean", "name: group_median"))
+    assert _touched(checkout) == ["methods/group_median"]
+
+
+def test_an_unknown_base_is_an_error_naming_git(checkout):
+    with pytest.raises(ConfigError, match="git merge-base nope HEAD failed"):
+        changed_files(checkout, "nope")
