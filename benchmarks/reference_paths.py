@@ -1,6 +1,7 @@
 """Timings of the PertReasonQA reference-path pipeline (appendix B.2) on every K562 and RPE1 item.
 
-Run with ``PYTHONPATH=common python benchmarks/reference_paths.py [--chemical]`` (needs ../shared/data).
+Run with ``PYTHONPATH=common python benchmarks/reference_paths.py [--chemical]`` (needs the shared data
+folder, ``$OPENPERT_SHARED_DATA`` or ``../shared/data``; the task's library is put on the path here).
 
 Prints the wall time of each step for all items of both cells, then two ratios against references
 measured in the same run on a sample: the vectorised sparse PPR against networkx's ``pagerank``
@@ -16,12 +17,26 @@ from __future__ import annotations
 import heapq
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pertreasonqa_lib import chemical_items as pc
-from pertreasonqa_lib import items_and_splits as ps
-from pertreasonqa_lib import reasoning_paths as rp
+
+from openpert.config.project import shared_data_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+# The task's own library, as its components and tests import it.
+sys.path.insert(0, str(ROOT / "src" / "pertreasonqa"))
+from pertreasonqa_lib import chemical_items as pc  # noqa: E402
+from pertreasonqa_lib.basal_expression import load_basal_expression, load_blood_basal  # noqa: E402
+from pertreasonqa_lib.cell_state import cell_thresholds, gate_edge_weights  # noqa: E402
+from pertreasonqa_lib.genetic_items import CELLS, load_perturbqa_items  # noqa: E402
+from pertreasonqa_lib.pagerank import personalized_pagerank  # noqa: E402
+from pertreasonqa_lib.path_search import edge_costs, hop_limited_shortest_paths  # noqa: E402
+from pertreasonqa_lib.reference_paths import reference_paths_for_items  # noqa: E402
+from pertreasonqa_lib.signed_graph import SignedGraph, load_signed_graph, node_values  # noqa: E402
+
+DATA = shared_data_dir(ROOT)
 
 
 def _clock(label: str, func):
@@ -32,7 +47,7 @@ def _clock(label: str, func):
     return out, elapsed
 
 
-def adjacency_lists(graph: rp.SignedGraph) -> dict[int, list[tuple[int, int]]]:
+def adjacency_lists(graph: SignedGraph) -> dict[int, list[tuple[int, int]]]:
     """node -> [(next node, edge index)], built once for the reference search."""
     out: dict[int, list[tuple[int, int]]] = {}
     for e, (u, v) in enumerate(zip(graph.src.tolist(), graph.dst.tolist())):
@@ -58,26 +73,26 @@ def heap_dijkstra_hops(out: dict[int, list[tuple[int, int]]], cost: np.ndarray, 
 
 
 def main() -> None:
-    graph, _ = _clock("load signed graph (OmniPath + DoRothEA + TRRUST)", rp.load_signed_graph)
+    graph, _ = _clock("load signed graph (OmniPath + DoRothEA + TRRUST)", lambda: load_signed_graph(DATA / "knowledge_graphs"))
     items, _ = _clock("load PerturbQA items (K562, RPE1)",
-                      lambda: pd.concat([ps.load_perturbqa_items(c) for c in ps.CELLS], ignore_index=True))
-    (basal, profile, stats), _ = _clock("load HPA v20 basal expression", ps.load_basal_expression)
+                      lambda: pd.concat([load_perturbqa_items(c, DATA) for c in CELLS], ignore_index=True))
+    (basal, profile, stats), _ = _clock("load HPA v20 basal expression", lambda: load_basal_expression(DATA))
     basal, profile = np.log1p(basal), np.log1p(profile)
     print(f"  {len(items):,} items; {graph.n_nodes:,} genes, {graph.n_edges:,} edges; "
           f"{stats['n_mapped']:,} of {stats['n_hpa_genes']:,} HPA genes map to a symbol")
-    thresholds, _ = _clock("KS thresholds of both cells", lambda: rp.cell_thresholds(items, basal, profile))
+    thresholds, _ = _clock("KS thresholds of both cells", lambda: cell_thresholds(items, basal, profile))
     total = 0.0
-    for cell in ps.CELLS:
+    for cell in CELLS:
         sub = items[items["cell"] == cell]
-        node_b = rp.node_values(graph, basal[cell])
+        node_b = node_values(graph, basal[cell])
         tl = float(thresholds.loc[cell, "tau_low"])
-        w, _ = _clock(f"{cell}: gating", lambda: rp.gate_edge_weights(graph, node_b, tl))
+        w, _ = _clock(f"{cell}: gating", lambda: gate_edge_weights(graph, node_b, tl))
         perts = [p for p in sub["perturbation"].unique() if p in graph.nodes]
         starts = [[graph.nodes.get_loc(p)] for p in perts]
         ppr, t_ppr = _clock(f"{cell}: PPR of {len(perts)} perturbations (vectorised)",
-                            lambda: rp.personalized_pagerank(graph, w, starts))
+                            lambda: personalized_pagerank(graph, w, starts))
         out, t_all = _clock(f"{cell}: whole pipeline, {len(sub):,} items (search + filters)",
-                            lambda: rp.reference_paths_for_items(sub, graph, basal, thresholds))
+                            lambda: reference_paths_for_items(sub, graph, basal, thresholds))
         total += t_all
         print(f"  {cell}: {(out['n_candidate_paths'] > 0).sum():,} items with candidate paths, "
               f"{(out['n_reference_paths'] > 0).sum():,} with reference paths")
@@ -100,10 +115,10 @@ def main() -> None:
             pairs = [(graph.nodes.get_loc(p), graph.nodes.get_loc(g), ppr[:, col[p]]) for p, g in zip(rows["perturbation"], rows["gene"])]
             adj = adjacency_lists(graph)
             got, t_heap = _clock(f"{cell}: heap Dijkstra on (node, depth), {len(pairs)} items",
-                                 lambda: [heap_dijkstra_hops(adj, rp.edge_costs(graph, w, x), s, t, 4) for s, t, x in pairs])
+                                 lambda: [heap_dijkstra_hops(adj, edge_costs(graph, w, x), s, t, 4) for s, t, x in pairs])
             ours, t_layer = _clock(f"{cell}: layered search, same {len(pairs)} items",
-                                   lambda: [rp.hop_limited_shortest_paths(graph.src, graph.dst, graph.n_nodes,
-                                                                          rp.edge_costs(graph, w, x), [s], 4).best(0, t)[0]
+                                   lambda: [hop_limited_shortest_paths(graph.src, graph.dst, graph.n_nodes,
+                                                                       edge_costs(graph, w, x), [s], 4).best(0, t)[0]
                                             for s, t, x in pairs])
             assert np.allclose(got, ours), "the layered search disagrees with the heap Dijkstra"
             print(f"  shortest-path ratio heap Dijkstra / layered search (one item at a time): {t_heap / t_layer:.1f}x")
@@ -112,19 +127,19 @@ def main() -> None:
         chemical(graph)
 
 
-def chemical(graph: rp.SignedGraph) -> None:
+def chemical(graph: SignedGraph) -> None:
     """The chemical modality: simulation, labels and split, then paths of every compound item."""
     built, _ = _clock("OP3 simulation (full size), Wilcoxon labels, compound split",
-                      lambda: pc.chemical_items(graph.nodes, graph.to_frame()))
+                      lambda: pc.chemical_items(graph.nodes, graph.to_frame(), DATA))
     items = built["items"]
     with_drugs = graph.with_drug_targets(built["targets"], pc.TARGET_DATABASE)
-    (basal, profile, _), _ = _clock("load HPA v20 blood basal expression", pc.load_blood_basal)
+    (basal, profile, _), _ = _clock("load HPA v20 blood basal expression", lambda: load_blood_basal(DATA))
     basal, profile = np.log1p(basal), np.log1p(profile)
-    thresholds = rp.cell_thresholds(items, basal, profile)
+    thresholds = cell_thresholds(items, basal, profile)
     print(f"  {len(items):,} compound items of {items['perturbation'].nunique()} compounds in {items['cell'].nunique()} cell types; "
           f"{int(with_drugs.drug_edge.sum())} drug-target edges")
     out, _ = _clock("all cell types: whole pipeline (search + filters)",
-                    lambda: rp.reference_paths_for_items(items, with_drugs, basal, thresholds))
+                    lambda: reference_paths_for_items(items, with_drugs, basal, thresholds))
     print(f"  {(out['n_candidate_paths'] > 0).sum():,} items with candidate paths, "
           f"{(out['n_reference_paths'] > 0).sum():,} with reference paths")
 

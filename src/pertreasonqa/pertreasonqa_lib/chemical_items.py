@@ -12,10 +12,10 @@ drug-target edges are the simulation's ground truth rather than curated literatu
   compound's cells against the DMSO cells (:func:`pertsci.wilcoxon.rank_sum_test`) with
   Benjamini-Hochberg correction; up/down where the adjusted p < 0.01, unchanged where the p-value
   > 0.1.
-- :func:`load_blood_basal`: HPA v20 blood-cell NX profiles averaged for each OP3 cell type.
 - :func:`chemical_splits`: B.1's alignment of compounds to the functional gene split: a compound
   is OOD when more than 10% of its targets lie in OOD gene clusters.
-- :func:`chemical_items`: everything, from the simulation to items with their folds.
+- :func:`chemical_items`: everything, from the simulation (:func:`simulation_design`) to items with
+  their folds; :func:`dataset_uns` the metadata of a dataset built from them.
 
 Choices the paper leaves open
 -----------------------------
@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pertreasonqa_lib import items_and_splits as ps
+from pertreasonqa_lib.functional_splits import ID_SPLIT, N_CLUSTERS, fold_of_items, split_id_perturbations
+from pertreasonqa_lib.genetic_items import genetic_split
 from pertsci import op3_simulation as op3_sim
 from pertsci.normalisation import normalize_log_tp10k
 from pertsci.wilcoxon import rank_sum_test
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 
 #: OP3 cell types and whether they are in or out of distribution (B.1: T cells are OOD).
 CELLS = {ct: {"distribution": "OOD" if ct.startswith("T ") else "ID"} for ct in op3_sim.CELL_TYPES}
-BLOOD_FILE = "basal_expression/hpa_v20_rna_blood_cells_nx.tsv.gz"
 #: ``databases`` of the drug-target edges.
 TARGET_DATABASE = "OP3 simulation"
 #: B.1: a compound is OOD when more than this share of its targets lie in OOD clusters.
@@ -100,17 +100,6 @@ def compound_targets(simulation: Mapping) -> pd.DataFrame:
     out = grouped["sign"].agg(lambda s: int(s.iloc[0]) if s.nunique() == 1 else 0).to_frame()
     out["mechanisms"] = grouped["mechanism"].agg(lambda s: ";".join(sorted(set(s))))
     return out.reset_index()
-
-
-def load_blood_basal(data_dir: str | Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """HPA v20 blood-cell NX of each OP3 cell type (the simulator's own baseline columns, averaged).
-
-    Returns
-    -------
-    by_symbol, all_genes, stats
-        As :func:`pertreasonqa_lib.items_and_splits.hpa_profiles`.
-    """
-    return ps.hpa_profiles(BLOOD_FILE, op3_sim.HPA_COLUMNS, data_dir)
 
 
 def outcome_labels(sc, *, control: str = op3_sim.CONTROL_COMPOUND, alpha: float = 0.01, unchanged_min_p: float = 0.1,
@@ -188,7 +177,7 @@ def outcome_labels(sc, *, control: str = op3_sim.CONTROL_COMPOUND, alpha: float 
 
 
 def chemical_splits(targets: pd.DataFrame, drugs: Sequence[str], clusters: pd.Series, ood_clusters: Sequence[int], *,
-                    ood_target_share: float = OOD_TARGET_SHARE, id_split: Mapping[str, float] = ps.ID_SPLIT,
+                    ood_target_share: float = OOD_TARGET_SHARE, id_split: Mapping[str, float] = ID_SPLIT,
                     seed: int = 0) -> pd.DataFrame:
     """Compounds to ID/OOD by their targets' clusters, then ID compounds to train/valid/test (B.1).
 
@@ -220,13 +209,13 @@ def chemical_splits(targets: pd.DataFrame, drugs: Sequence[str], clusters: pd.Se
     share = ood.groupby(targets["drug"]).mean().reindex(drugs).fillna(0.0)
     n_targets = targets.groupby("drug").size().reindex(drugs).fillna(0).astype(int)
     is_ood = (share > ood_target_share).to_numpy()
-    split = ps.split_id_perturbations(is_ood, id_split, np.random.default_rng(seed))
+    split = split_id_perturbations(is_ood, id_split, np.random.default_rng(seed))
     return pd.DataFrame({"n_targets": n_targets.to_numpy(), "ood_target_share": share.to_numpy(),
                          "distribution": np.where(is_ood, "OOD", "ID"), "split": split}, index=drugs)
 
 
-def chemical_items(gene_nodes: Sequence[str], edges: pd.DataFrame, data_dir: str | Path | None = None, *,
-                   simulation: Mapping | None = None, n_clusters: int = ps.N_CLUSTERS, seed: int = 0,
+def chemical_items(gene_nodes: Sequence[str], edges: pd.DataFrame, data_dir: str | Path, *,
+                   simulation: Mapping | None = None, n_clusters: int = N_CLUSTERS, seed: int = 0,
                    label_params: Mapping | None = None) -> dict:
     """Chemical items with their folds, from a fresh simulation of the OP3 experiment.
 
@@ -237,7 +226,8 @@ def chemical_items(gene_nodes: Sequence[str], edges: pd.DataFrame, data_dir: str
     edges
         Directed gene edges for B.1's functional clusters (``source``, ``target``).
     data_dir
-        Shared data folder (default :func:`openpert.config.task.shared_data_dir`).
+        The shared data folder, holding ``op3/`` (the OP3 design), ``basal_expression/``,
+        ``perturbqa/`` and ``knowledge_graphs/`` (for the genetic split's clusters).
     simulation
         Arguments of :func:`pertsci.op3_simulation.simulate_op3` (default: the full-size experiment of
         the perturbation_prediction task's ``op3_synthetic_full`` dataset, seed 0).
@@ -257,12 +247,69 @@ def chemical_items(gene_nodes: Sequence[str], edges: pd.DataFrame, data_dir: str
     log.info("simulated %d cells x %d graph genes", sc.n_obs, sc.n_vars)
     targets = compound_targets(sc.uns["simulation"])
     items, summary = outcome_labels(sc, **dict(label_params or {}))
-    _, gene_splits, clusters = ps.genetic_split(edges, data_dir, n_clusters=n_clusters, seed=seed,
-                                                assign=sorted(targets["target"].unique()))
+    _, gene_splits, clusters = genetic_split(edges, data_dir, n_clusters=n_clusters, seed=seed,
+                                             assign=sorted(targets["target"].unique()))
     ood_clusters = sorted(gene_splits.loc[gene_splits["distribution"] == "OOD", "cluster"].unique())
     drugs = [d for d in sc.uns["simulation"]["compounds"]["sm_name"]]
     splits = chemical_splits(targets, drugs, clusters, ood_clusters, seed=seed)
-    items["fold"] = ps.fold_of_items(items, splits, CELLS).to_numpy()
+    items["fold"] = fold_of_items(items, splits, CELLS).to_numpy()
     items = items[items["fold"] != "unused"]
     items.index = pd.Index(items["cell"] + "|" + items["perturbation"] + "|" + items["gene"], name="item_id")
     return {"items": items, "splits": splits, "targets": targets, "summary": summary, "n_cells": int(sc.n_obs)}
+
+
+def simulation_design(n_compounds: int, plates_per_donor: int, dmso_wells: int, cells_per_well: float,
+                      seed: int) -> dict:
+    """Arguments of :func:`pertsci.op3_simulation.simulate_op3` for a screen of the given size.
+
+    Parameters
+    ----------
+    n_compounds
+        Compounds simulated, positive controls included; 0 for all 146 (the full-size design).
+    plates_per_donor, dmso_wells, cells_per_well
+        Plates per donor, DMSO wells per plate and mean cells per well.
+    seed
+        Seed of the simulation.
+
+    Returns
+    -------
+    dict
+        The keyword arguments; a reduced screen holds a third of its compounds (at least one) as
+        the simulator's test compounds, as the full design does.
+    """
+    design = {"n_compounds": n_compounds or None, "plates_per_donor": plates_per_donor,
+              "dmso_wells_per_plate": dmso_wells, "cells_per_well": cells_per_well, "seed": seed}
+    if design["n_compounds"] is not None:
+        design["n_test_compounds"] = max(1, design["n_compounds"] // 3)
+    return design
+
+
+def dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], n_compounds: int, seed: int, n_cells: int,
+                basal_stats: Mapping[str, int]) -> dict:
+    """The ``uns`` metadata of a chemical dataset (written to every file).
+
+    Parameters
+    ----------
+    dataset_id, fold
+        The dataset's id and its ``--fold`` (one fold or ``all``).
+    test_folds
+        The folds of its test file.
+    n_compounds, seed, n_cells
+        Size (0: full size) and seed of the simulation, and the cells it drew.
+    basal_stats
+        ``n_mapped`` and ``n_hpa_genes`` of the blood basal expression.
+    """
+    size = "full-size" if n_compounds == 0 else f"{n_compounds} compounds"
+    return {
+        "dataset_id": dataset_id,
+        "dataset_name": f"OP3 synthetic compounds, PBMC ({fold})",
+        "dataset_summary": "Compound outcomes of the synthetic OP3 experiment with drug-target-anchored, cell-conditioned reference paths.",
+        "dataset_description": f"Test fold(s): {', '.join(test_folds)}. Simulation ({size}, seed {seed}): "
+                               f"{n_cells} cells. Training: B, myeloid and NK cell items of the train and valid "
+                               f"compounds. HPA v20 blood: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol.",
+        "dataset_reference": "szalata2024benchmark",
+        "dataset_url": "https://github.com/openproblems-bio/task_perturbation_prediction",
+        "dataset_organism": "homo_sapiens",
+        "dataset_license": "CC BY 4.0 (OP3 metadata); HPA: CC BY-SA 3.0",
+        "fold": fold,
+    }

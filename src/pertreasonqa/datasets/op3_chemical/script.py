@@ -1,65 +1,61 @@
 import logging
 import sys
+from pathlib import Path
 
 import numpy as np
 
+from pertsci import knowledge_graphs as kg
+
 ## VIASH START
 par = {
+    "shared_data": "../shared/data",
     "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
-    "output_context": "context.h5ad", "output_graph": "graph.csv", "dataset_id": "pertreasonqa_chemical",
-    "fold": "all", "n_clusters": 30, "seed": 0, "n_compounds": 16, "plates_per_donor": 1, "dmso_wells": 4,
-    "cells_per_well": 40.0, "min_detection": 0.05, "max_changed": 100, "max_unchanged": 100,
-    "max_perturbations": 2, "max_items_per_perturbation": 20, "perturbations_in_graph_only": True, "graph_scope": "paths",
+    "output_context": "context.h5ad", "output_graph": "graph.csv", "output_gene_descriptions": "gene_descriptions.parquet",
+    "dataset_id": "pertreasonqa_chemical", "fold": "all", "n_clusters": 30, "seed": 0, "n_compounds": 16,
+    "plates_per_donor": 1, "dmso_wells": 4, "cells_per_well": 40.0, "min_detection": 0.05, "max_changed": 100,
+    "max_unchanged": 100, "max_perturbations": 2, "max_items_per_perturbation": 20, "perturbations_in_graph_only": True,
+    "graph_scope": "paths",
 }
 meta = {"resources_dir": "src/pertreasonqa", "name": "op3_chemical"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from pertreasonqa_lib import chemical_items as pc  # noqa: E402
-from pertreasonqa_lib import dataset_files as pertreason_dataset  # noqa: E402
-from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
+from pertreasonqa_lib import chemical_items, dataset_files, dataset_selection  # noqa: E402
+from pertreasonqa_lib.basal_expression import load_blood_basal  # noqa: E402
+from pertreasonqa_lib.cell_state import cell_thresholds  # noqa: E402
+from pertreasonqa_lib.signed_graph import load_signed_graph  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 log = logging.getLogger(meta["name"])
-test_folds = pertreason_dataset.test_folds(par["fold"], par["graph_scope"])
+if not par["shared_data"]:
+    raise ValueError("--shared_data: the shared data folder (OP3 metadata, HPA, knowledge graphs) is required")
+data_dir = Path(par["shared_data"])
+kg_dir = data_dir / "knowledge_graphs"
+test_folds = dataset_selection.folds_to_test(par["fold"], par["graph_scope"])
 rng = np.random.default_rng(par["seed"])
 
-genes_graph = rp.load_signed_graph()
-simulation = {"n_compounds": par["n_compounds"] or None, "plates_per_donor": par["plates_per_donor"],
-              "dmso_wells_per_plate": par["dmso_wells"], "cells_per_well": par["cells_per_well"], "seed": par["seed"]}
-if simulation["n_compounds"] is not None:
-    simulation["n_test_compounds"] = max(1, simulation["n_compounds"] // 3)
-built = pc.chemical_items(genes_graph.nodes, genes_graph.to_frame(), simulation=simulation, n_clusters=par["n_clusters"],
-                          seed=par["seed"], label_params={"min_detection": par["min_detection"], "seed": par["seed"],
-                                                          "max_changed": par["max_changed"], "max_unchanged": par["max_unchanged"]})
-items, splits, targets = built["items"], built["splits"], built["targets"]
-graph = genes_graph.with_drug_targets(targets, pc.TARGET_DATABASE)
-log.info("compounds per distribution and split:\n%s", splits.groupby(["distribution", "split"]).size())
-basal, profile, basal_stats = pc.load_blood_basal()
+# Simulate the compound screen, label its outcomes against DMSO (section 2.2) and split the compounds
+# by their targets' functional clusters (B.1); the targets become drug-target edges of the graph.
+genes_graph = load_signed_graph(kg_dir)
+simulation = chemical_items.simulation_design(par["n_compounds"], par["plates_per_donor"], par["dmso_wells"], par["cells_per_well"], par["seed"])
+built = chemical_items.chemical_items(
+    genes_graph.nodes, genes_graph.to_frame(), data_dir, simulation=simulation, n_clusters=par["n_clusters"], seed=par["seed"],
+    label_params={"seed": par["seed"], **{k: par[k] for k in ("min_detection", "max_changed", "max_unchanged")}})
+items, graph = built["items"], genes_graph.with_drug_targets(built["targets"], chemical_items.TARGET_DATABASE)
+log.info("compounds per distribution and split:\n%s", built["splits"].groupby(["distribution", "split"]).size())
+basal, profile, basal_stats = load_blood_basal(data_dir)
 basal, profile = np.log1p(basal), np.log1p(profile)  # the pipeline's scale: log1p(NX)
-thresholds = rp.cell_thresholds(items, basal, profile)  # every labelled item of each cell
+thresholds = cell_thresholds(items, basal, profile)  # every labelled item of each cell
 log.info("thresholds (NX): %s", np.expm1(thresholds[["tau_low", "tau_high"]]).round(2).to_dict("index"))
 
+# Candidate and reference paths from the compound through its targets (B.2.3), on the whole graph.
 sampling = {k: par[k] for k in ("max_perturbations", "max_items_per_perturbation", "perturbations_in_graph_only", "graph_scope")}
-items, graph = pertreason_dataset.items_with_paths(items, graph, basal, thresholds, test_folds, rng, **sampling)
+items, graph = dataset_selection.items_with_paths(items, graph, basal, thresholds, test_folds, rng, **sampling)
 log.info("items per fold and label:\n%s", items.groupby(["fold", "label"]).size().unstack(fill_value=0))
 
-size = "full-size" if par["n_compounds"] == 0 else f"{par['n_compounds']} compounds"
-uns = {
-    "dataset_id": par["dataset_id"],
-    "dataset_name": f"OP3 synthetic compounds, PBMC ({par['fold']})",
-    "dataset_summary": "Compound outcomes of the synthetic OP3 experiment with drug-target-anchored, cell-conditioned reference paths.",
-    "dataset_description": f"Test fold(s): {', '.join(test_folds)}. Simulation ({size}, seed {par['seed']}): "
-                           f"{built['n_cells']} cells. Training: B, myeloid and NK cell items of the train and valid "
-                           f"compounds. HPA v20 blood: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol.",
-    "dataset_reference": "szalata2024benchmark",
-    "dataset_url": "https://github.com/openproblems-bio/task_perturbation_prediction",
-    "dataset_organism": "homo_sapiens",
-    "dataset_license": "CC BY 4.0 (OP3 metadata); HPA: CC BY-SA 3.0",
-    "fold": par["fold"],
-}
-outputs = {k: par[f"output_{k}"] for k in ("train", "test", "solution", "context", "graph")}
-counts = pertreason_dataset.write_dataset(
-    items, graph, basal, thresholds, pc.CELLS, uns, test_folds, outputs,
+uns = chemical_items.dataset_uns(par["dataset_id"], par["fold"], test_folds, par["n_compounds"], par["seed"], built["n_cells"], basal_stats)
+counts = dataset_files.write_dataset(
+    items, graph, basal, thresholds, chemical_items.CELLS, uns, test_folds, {k: par[f"output_{k}"] for k in dataset_files.OUTPUTS},
+    go_sets=kg.gene_sets("go_bp", kg_dir), descriptions=kg.string_descriptions(kg_dir),
     basal_uns={"n_hpa_genes": basal_stats["n_hpa_genes"], "n_mapped_genes": basal_stats["n_mapped"]})
 log.info("wrote %(n_train)d train and %(n_test)d test items, %(n_genes)d genes of context, %(n_edges)d edges", counts)

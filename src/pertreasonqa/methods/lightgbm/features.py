@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pertreasonqa_lib import reasoning_paths as rp
+from pertreasonqa_lib.answer_parsing import LABELS
+from pertreasonqa_lib.path_params import DEFAULT_PARAMS, PathParams
+from pertreasonqa_lib.reference_paths import search_items
+from pertreasonqa_lib.sign_filters import INITIAL_SIGN, predict_from_paths, propagate_signs
+from pertreasonqa_lib.signed_graph import SignedGraph, hop_distances
 
 #: Order of the classes of the classifier.
-CLASSES = list(rp.LABELS)
+CLASSES = list(LABELS)
 
 
-def item_features(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFrame, thresholds: pd.DataFrame,
-                  params: rp.PathParams) -> tuple[pd.DataFrame, list[list[tuple[int, ...]]], pd.Series]:
+def item_features(items: pd.DataFrame, graph: SignedGraph, basal: pd.DataFrame, thresholds: pd.DataFrame,
+                  params: PathParams = DEFAULT_PARAMS) -> tuple[pd.DataFrame, list[list[tuple[int, ...]]], pd.Series]:
     """Basal, network and path features of each item.
 
     Returns
@@ -20,7 +24,7 @@ def item_features(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFram
         The feature frame (index of ``items``), each item's candidate paths (edge indices, cheapest
         first), and each path's vote as a list per item (``up``/``down``/``unchanged``/None).
     """
-    paths, search = rp.search_items(items, graph, basal, thresholds, params)
+    paths, search = search_items(items, graph, basal, thresholds, params)
     cell = items["cell"].astype(str).to_numpy()
     tl = thresholds.loc[cell, "tau_low"].to_numpy()
     th = thresholds.loc[cell, "tau_high"].to_numpy()
@@ -32,7 +36,7 @@ def item_features(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFram
     gene_pos = graph.nodes.get_indexer(items["gene"].astype(str))
     for pert, idx in pd.Series(np.arange(len(items))).groupby(items["perturbation"].astype(str).to_numpy()):
         if pert in graph.nodes:
-            dist = rp.hop_distances(graph, [graph.nodes.get_loc(pert)], 6, undirected=True)
+            dist = hop_distances(graph, [graph.nodes.get_loc(pert)], 6, undirected=True)
             ok = gene_pos[idx.to_numpy()] >= 0
             undirected[idx.to_numpy()[ok]] = dist[gene_pos[idx.to_numpy()[ok]]]
     kinds = items["perturbation_type"].astype(str).to_numpy()
@@ -43,7 +47,7 @@ def item_features(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFram
         for p in bag:
             signs = graph.sign[list(p)]
             amb += int((signs == 0).sum())
-            answer, which = rp.predict_from_paths([signs], kind, int(state), params.ambiguity_budget, "first")
+            answer, which = predict_from_paths([signs], kind, int(state), params.ambiguity_budget, "first")
             v.append(answer if which is not None and _votes(signs, kind, params) else None)
         votes.append(v)
         n_up.append(v.count("up"))
@@ -70,8 +74,8 @@ def item_features(items: pd.DataFrame, graph: rp.SignedGraph, basal: pd.DataFram
     return feats, paths, pd.Series(votes, index=items.index)
 
 
-def _votes(signs: np.ndarray, kind: str, params: rp.PathParams) -> bool:
-    states, ambiguous = rp.propagate_signs(signs, rp.INITIAL_SIGN[kind.lower()])
+def _votes(signs: np.ndarray, kind: str, params: PathParams) -> bool:
+    states, ambiguous = propagate_signs(signs, INITIAL_SIGN[kind.lower()])
     return ambiguous <= params.ambiguity_budget and len(states) == 1
 
 

@@ -10,24 +10,26 @@ import pandas as pd
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "input_test": "resources_test/pertreasonqa/k562_rpe1_small/test.h5ad",
        "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
-       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad",
+       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv",
+       "input_gene_descriptions": "resources_test/pertreasonqa/k562_rpe1_small/gene_descriptions.parquet", "output": "prediction.h5ad",
        "n_estimators": 300, "learning_rate": 0.05, "num_leaves": 31, "early_stopping_rounds": 30, "seed": 0}
 meta = {"name": "lightgbm", "resources_dir": "src/pertreasonqa/methods/lightgbm"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
 from features import CLASSES, gene_priors, item_features  # noqa: E402
-from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
+from pertreasonqa_lib.dataset_files import read_context, read_graph  # noqa: E402
+from pertreasonqa_lib.path_serialisation import path_triplets  # noqa: E402
+from pertreasonqa_lib.prediction_files import write_prediction  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"]).obs
 test = ad.read_h5ad(par["input_test"])
-basal, thresholds, _ = rp.read_context(ad.read_h5ad(par["input_context"]))
-graph = rp.read_graph(par["input_graph"])
-params = rp.PathParams()
+basal, thresholds, _ = read_context(ad.read_h5ad(par["input_context"]))
+graph = read_graph(par["input_graph"])
 
-x_train, _, _ = item_features(train, graph, basal, thresholds, params)
-x_train = x_train.join(gene_priors(train, seed=par["seed"]))
-x_test, test_paths, test_votes = item_features(test.obs, graph, basal, thresholds, params)
+# Basal, network and path features (appendix B.2's search with the paper's hyperparameters), plus gene priors.
+x_train = item_features(train, graph, basal, thresholds)[0].join(gene_priors(train, seed=par["seed"]))
+x_test, test_paths, test_votes = item_features(test.obs, graph, basal, thresholds)
 x_test = x_test.join(gene_priors(train, test.obs))
 y = train["label"].astype(str).map({c: i for i, c in enumerate(CLASSES)}).to_numpy()
 
@@ -50,6 +52,6 @@ triplets = []
 for answer, bag, votes in zip(answers, test_paths, test_votes):
     agree = [i for i, v in enumerate(votes) if v == answer]
     which = agree[0] if agree else (0 if bag else None)
-    triplets.append([] if which is None else [tuple(t) for t in rp.path_triplets(graph, bag[which])])
-rp.write_prediction(par["output"], test, answers, triplets, meta["name"])
+    triplets.append([] if which is None else [tuple(t) for t in path_triplets(graph, bag[which])])
+write_prediction(par["output"], test, answers, triplets, meta["name"])
 print(pd.Series(model.feature_importances_, index=x_train.columns).sort_values(ascending=False).head(10).to_string())

@@ -8,8 +8,9 @@ from pertsci.llm import SamplingParams, client_from_params
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
        "input_test": "resources_test/pertreasonqa/k562_rpe1_small/test.h5ad",
        "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
-       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "prediction.h5ad",
-       "path_context": "cell_conditioned", "n_neighbours": 10, "per_group": 5, "gene_descriptions": False,
+       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv",
+       "input_gene_descriptions": "resources_test/pertreasonqa/k562_rpe1_small/gene_descriptions.parquet", "output": "prediction.h5ad",
+       "path_context": "cell_conditioned", "n_neighbours": 10, "per_group": 5, "gene_descriptions": True,
        "temperature": 0.7, "top_p": 0.8, "max_tokens": 1024, "seed": 0,
        "llm_base_url": None, "llm_model": None, "llm_api_key": None, "llm_backend": None, "llm_cache_dir": None,
        "llm_max_concurrency": 8}
@@ -17,36 +18,37 @@ meta = {"name": "summer_retrieval", "resources_dir": "src/pertreasonqa/methods/s
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
-from retrieval import Retriever, examples_text  # noqa: E402
+from neighbour_retrieval import Retriever, examples_text  # noqa: E402
+from pertreasonqa_lib.cell_state import gene_states  # noqa: E402
+from pertreasonqa_lib.dataset_files import read_context, read_gene_descriptions, read_graph  # noqa: E402
+from pertreasonqa_lib.path_serialisation import paths_from_json  # noqa: E402
+from pertreasonqa_lib.prediction_files import write_prediction  # noqa: E402
+from pertreasonqa_lib.prompts import answer_with_llm, question_prompt  # noqa: E402
+from pertreasonqa_lib.signed_graph import compound_targets  # noqa: E402
 
 if par["path_context"] not in ("cell_conditioned", "none"):
     raise ValueError(f"--path_context {par['path_context']!r}: expected cell_conditioned or none")
 train = ad.read_h5ad(par["input_train"]).obs
 test = ad.read_h5ad(par["input_test"])
-basal, thresholds, _ = rp.read_context(ad.read_h5ad(par["input_context"]))
-graph = rp.read_graph(par["input_graph"])
+basal, thresholds, _ = read_context(ad.read_h5ad(par["input_context"]))
+graph = read_graph(par["input_graph"])
+descriptions = read_gene_descriptions(par["input_gene_descriptions"]) if par["gene_descriptions"] else {}
 retriever = Retriever(train, graph, k=par["n_neighbours"], per_group=par["per_group"], seed=par["seed"])
 retriever.prepare(set(test.obs["perturbation"].astype(str)), set(test.obs["gene"].astype(str)))
-descriptions = {}
-if par["gene_descriptions"]:
-    from pertsci.knowledge_graphs import string_descriptions
 
-    descriptions = string_descriptions()
-
+# Each question carries the descriptions of p and g and the retrieved training outcomes, then the cell context.
 prompts = []
 for item in test.obs.itertuples():
     p, g, cell = str(item.perturbation), str(item.gene), str(item.cell)
-    paths = rp.paths_from_json(str(item.candidate_paths)) if par["path_context"] == "cell_conditioned" else None
+    paths = paths_from_json(str(item.candidate_paths)) if par["path_context"] == "cell_conditioned" else None
     genes = {p, g} | {x for path in (paths or []) for t in path for x in (t[0], t[2])}
     extra = [f"Description of {x}: {descriptions[x][:400]}" for x in (p, g) if descriptions.get(x)]
     extra.append(examples_text(retriever.retrieve(p, g)))
-    prompts.append(rp.question_prompt(cell, p, str(item.perturbation_type), g,
-                                      rp.gene_states(genes, cell, basal, thresholds), paths, "\n".join(extra),
-                                      targets=rp.compound_targets(graph, p)))
+    prompts.append(question_prompt(cell, p, str(item.perturbation_type), g, gene_states(genes, cell, basal, thresholds),
+                                   paths, "\n".join(extra), targets=compound_targets(graph, p)))
 
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
-table = rp.answer_with_llm(client_from_params(par), prompts, sampling)
+table = answer_with_llm(client_from_params(par), prompts, sampling)
 print(f"{(table['parse_error'] != '').sum()} of {len(table)} responses could not be parsed")
-rp.write_prediction(par["output"], test, table["answer"], table["triplets"], meta["name"],
-                    extra={"response": table["response"], "parse_error": table["parse_error"]})
+write_prediction(par["output"], test, table["answer"], table["triplets"], meta["name"],
+                 extra={"response": table["response"], "parse_error": table["parse_error"]})

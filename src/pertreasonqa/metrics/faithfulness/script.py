@@ -10,12 +10,13 @@ meta = {"resources_dir": "src/pertreasonqa", "name": "faithfulness"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from pertreasonqa_lib import reasoning_paths as rp  # noqa: E402
+from pertreasonqa_lib.dataset_files import read_context  # noqa: E402
+from pertreasonqa_lib.faithfulness import faithfulness_table  # noqa: E402
 
 solution = ad.read_h5ad(par["input_solution"])
 prediction = ad.read_h5ad(par["input_prediction"])
-_, _, go = rp.read_context(ad.read_h5ad(par["input_context"]))
-table = rp.faithfulness_table(solution.obs, prediction.obs, go, where=par["input_prediction"])
+_, _, go = read_context(ad.read_h5ad(par["input_context"]))
+table = faithfulness_table(solution.obs, prediction.obs, go, where=par["input_prediction"])
 scored = table[table["has_reference"]]
 if scored.empty:
     raise ValueError(f"{par['input_solution']}: no test item has a reference path; faithfulness is undefined")

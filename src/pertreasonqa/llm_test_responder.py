@@ -1,20 +1,17 @@
 """The stand-in model of pertreasonqa's LLM tests: answers like a model that follows the first path.
 
-Used as the component tests' responder (``info.test_llm``) and by the task tests, served by
-:class:`openpert.testing.llm_server.OpenAIStubServer` on 127.0.0.1.
+The component tests' responder (``info.test_llm``, loaded by the harness with ``src/pertreasonqa``
+on the path) and the task tests' model, served by the harness's local OpenAI-format test server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pertreasonqa_lib.reasoning_paths import (
-    STATE_NAMES,
-    STATE_UNKNOWN,
-    format_response,
-    parse_serialized_paths,
-    predict_from_paths,
-)
+from pertreasonqa_lib.answer_parsing import format_response
+from pertreasonqa_lib.cell_state import STATE_NAMES, STATE_UNKNOWN
+from pertreasonqa_lib.path_serialisation import parse_serialized_paths
+from pertreasonqa_lib.sign_filters import predict_from_paths
 
 
 def respond(request: Mapping) -> str:

@@ -3,15 +3,21 @@ answers and scores are known, and on the bundled test resources."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import anndata as ad
 import numpy as np
 import pandas as pd
-import pertreasonqa_stub  # noqa: E402 - the task's stand-in model, next to this file
 import pytest
-from pertreasonqa_lib import reasoning_paths as rp
+from pertreasonqa_lib.answer_parsing import format_response
+from pertreasonqa_lib.balanced_accuracy import balanced_accuracy_items
+from pertreasonqa_lib.dataset_files import read_context, read_graph
+from pertreasonqa_lib.faithfulness import GOProfiles, failure_modes, faithfulness_table
+from pertreasonqa_lib.prediction_files import write_prediction
+from pertreasonqa_lib.reference_paths import reference_paths_for_items
+from pertreasonqa_lib.signed_graph import build_signed_graph, compound_targets
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
@@ -19,7 +25,12 @@ from openpert.run.component import run_component
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "pertreasonqa"
 RESOURCES = ROOT / "resources_test" / "pertreasonqa" / "k562_rpe1_small"
-FILES = {"train": "train.h5ad", "test": "test.h5ad", "solution": "solution.h5ad", "context": "context.h5ad", "graph": "graph.csv"}
+# The task's stand-in model, loaded by path: every task has an llm_test_responder.py of its own.
+_spec = importlib.util.spec_from_file_location("pertreasonqa_llm_test_responder", TASK / "llm_test_responder.py")
+llm_test_responder = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(llm_test_responder)
+FILES = {"train": "train.h5ad", "test": "test.h5ad", "solution": "solution.h5ad", "context": "context.h5ad", "graph": "graph.csv",
+         "gene_descriptions": "gene_descriptions.parquet"}
 
 
 def run(component: str, args: dict, work: Path) -> Path:
@@ -35,7 +46,7 @@ def run(component: str, args: dict, work: Path) -> Path:
 
 
 def dataset_args(folder: Path, solution: bool = False) -> dict:
-    keys = ["train", "test", "context", "graph"] + (["solution"] if solution else [])
+    keys = ["train", "test", "context", "graph", "gene_descriptions"] + (["solution"] if solution else [])
     return {f"input_{k}": folder / FILES[k] for k in keys}
 
 
@@ -50,12 +61,12 @@ def scores(prediction: Path, folder: Path, work: Path | None = None) -> dict:
         return out
     sol = ad.read_h5ad(folder / "solution.h5ad").obs
     pred = ad.read_h5ad(prediction).obs
-    _, _, go = rp.read_context(ad.read_h5ad(folder / "context.h5ad"))
-    table = rp.faithfulness_table(sol, pred, go)
-    out["balanced_accuracy"] = float(rp.balanced_accuracy_items(sol["label"].astype(str), pred.loc[sol.index, "answer"]).mean())
+    _, _, go = read_context(ad.read_h5ad(folder / "context.h5ad"))
+    table = faithfulness_table(sol, pred, go)
+    out["balanced_accuracy"] = float(balanced_accuracy_items(sol["label"].astype(str), pred.loc[sol.index, "answer"]).mean())
     scored = table[table["has_reference"]]
     out.update({m: float(scored[m].mean()) for m in ("edge_recall", "path_connectivity", "go_similarity")})
-    out.update(rp.failure_modes(table).mean().to_dict())
+    out.update(failure_modes(table).mean().to_dict())
     return out
 
 
@@ -66,17 +77,19 @@ def write_hand_dataset(folder: Path) -> pd.DataFrame:
     Basal (log1p scale): tau_low 1, tau_high 8; G1 medium, G2 medium, G1s silent twin, G2h saturated twin.
     """
     folder.mkdir(parents=True)
-    graph = rp.build_signed_graph(pd.DataFrame(
+    graph = build_signed_graph(pd.DataFrame(
         [("P", 1, "A"), ("A", 1, "G1"), ("P", 1, "B"), ("B", -1, "G2"), ("A", 0, "G3"), ("A", 1, "G1s"),
          ("B", -1, "G2h"), ("Q", 1, "A")], columns=["source", "sign", "target"]).assign(database="OmniPath"))
     graph.to_frame().to_csv(folder / "graph.csv", index=False)
     genes = pd.Index(["A", "B", "G1", "G1s", "G2", "G2h", "G3", "G5", "P", "Q"])
     basal = pd.Series({"A": 5.0, "B": 5.0, "G1": 4.0, "G1s": 0.5, "G2": 4.0, "G2h": 9.0, "G3": 4.0, "G5": 4.0, "P": 5.0, "Q": 5.0})
-    go = rp.GOProfiles.from_gene_sets({"t_a": ["A", "G1"], "t_b": ["B", "G2"], "t_all": list(genes)}, genes=genes)
+    go = GOProfiles.from_gene_sets({"t_a": ["A", "G1"], "t_b": ["B", "G2"], "t_all": list(genes)}, genes=genes)
     ad.AnnData(X=basal[genes].to_numpy()[None, :], obs=pd.DataFrame({"tau_low": [1.0], "tau_high": [8.0], "distribution": ["ID"]}, index=["K562"]),
                var=pd.DataFrame({"in_graph": genes.isin(graph.nodes)}, index=genes), varm={"go_bp": go.membership},
                uns={"dataset_id": "hand", "go_bp_idf": go.idf, "go_bp_terms": np.array(["t_a", "t_b", "t_all"], dtype=object)}
                ).write_h5ad(folder / "context.h5ad")
+    pd.DataFrame({"gene": ["G1", "P"], "description": ["G1 is an enzyme.", "P is a kinase."]}).to_parquet(
+        folder / "gene_descriptions.parquet", index=False)
     items = pd.DataFrame([("P", "G1", "down"), ("P", "G1s", "unchanged"), ("P", "G2", "up"), ("P", "G2h", "unchanged"),
                           ("P", "G3", "up"), ("P", "G5", "unchanged")], columns=["perturbation", "gene", "label"])
     items["cell"], items["perturbation_type"], items["fold"] = "K562", "CRISPRi", "id_cell_id_pert"
@@ -84,8 +97,8 @@ def write_hand_dataset(folder: Path) -> pd.DataFrame:
     thresholds = pd.DataFrame({"tau_low": [1.0], "tau_high": [8.0]}, index=["K562"])
     train = items.assign(split="train", perturbation="Q")  # Q -> A -> G1 (+,+) etc.: labels as for P
     train.index = pd.Index("K562|Q|" + train["gene"], name="item_id")
-    items = items.join(rp.reference_paths_for_items(items, graph, basal.to_frame("K562"), thresholds))
-    train = train.join(rp.reference_paths_for_items(train, graph, basal.to_frame("K562"), thresholds))
+    items = items.join(reference_paths_for_items(items, graph, basal.to_frame("K562"), thresholds))
+    train = train.join(reference_paths_for_items(train, graph, basal.to_frame("K562"), thresholds))
     keys = ["cell", "perturbation", "perturbation_type", "gene"]
     uns = {"dataset_id": "hand", "dataset_name": "hand", "dataset_summary": "hand-made"}
     ad.AnnData(obs=train[keys + ["split", "label", "candidate_paths", "reference_paths", "n_reference_paths"]],
@@ -143,7 +156,7 @@ def test_metrics_reject_bad_predictions(hand, tmp_path):
     folder, items = hand
     test = ad.read_h5ad(folder / "test.h5ad")
     bad = tmp_path / "bad.h5ad"
-    rp.write_prediction(bad, test, ["up"] * test.n_obs, [[]] * test.n_obs, "x")
+    write_prediction(bad, test, ["up"] * test.n_obs, [[]] * test.n_obs, "x")
     p = ad.read_h5ad(bad)
     p.obs["answer"] = ["sideways"] + ["up"] * (test.n_obs - 1)
     p.write_h5ad(bad)
@@ -154,7 +167,7 @@ def test_metrics_reject_bad_predictions(hand, tmp_path):
     assert not result.succeeded
     assert "answers must be one of" in result.log.read_text()
     with pytest.raises(ValueError, match="answers must be one of"):
-        rp.write_prediction(tmp_path / "x.h5ad", test, ["sideways"] * test.n_obs, [[]] * test.n_obs, "x")
+        write_prediction(tmp_path / "x.h5ad", test, ["sideways"] * test.n_obs, [[]] * test.n_obs, "x")
 
 
 # --- the bundled test resources --------------------------------------------------------------------
@@ -186,8 +199,8 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
         if "Effect gene: G3 " in prompt:
             return "I believe G3 goes up."  # breaks the format: must become an invalid answer
         if "Effect gene: G5 " in prompt:
-            return rp.format_response("no path", "unchanged", []) + "\nThanks!"  # text outside the blocks
-        return pertreasonqa_stub.respond(request)
+            return format_response("no path", "unchanged", []) + "\nThanks!"  # text outside the blocks
+        return llm_test_responder.respond(request)
 
     with OpenAIStubServer(responder) as server:
         llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
@@ -195,8 +208,7 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
         requests = list(server.requests)
         none_ctx = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(folder), **llm, "path_context": "none"},
                                     tmp_path / "none")).obs
-        summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(folder), **llm, "gene_descriptions": "false"},
-                                  tmp_path / "summer")).obs
+        summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(folder), **llm}, tmp_path / "summer")).obs
         summer_requests = list(server.requests)[len(requests) + n_test_items(folder):]
 
     assert len(requests) == len(items)
@@ -219,6 +231,10 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
     prompt = next(r["messages"][1]["content"] for r in summer_requests if "Effect gene: G1 " in r["messages"][1]["content"])
     assert "knockdown of Q in K562: G1 went down. Mechanism: (Q, +1, A); (A, +1, G1)\n" in prompt
     assert "knockdown of Q in K562: G2 went up.\n" in prompt  # Q does not reach G2: no mechanism shown
+    # the dataset's gene descriptions of p and g come first; a gene without one (G2) has none
+    assert "Description of P: P is a kinase.\nDescription of G1: G1 is an enzyme.\nRelated experiments" in prompt
+    prompt_g2 = next(r["messages"][1]["content"] for r in summer_requests if "Effect gene: G2 " in r["messages"][1]["content"])
+    assert "Description of P: P is a kinase.\nRelated experiments" in prompt_g2 and "Description of G2" not in prompt_g2
     assert summer["answer"].tolist() == pred["answer"].tolist()
 
 
@@ -233,7 +249,7 @@ def test_methods_on_chemical_items(tmp_path):
 
     solution = ad.read_h5ad(CHEMICAL / "solution.h5ad").obs
     assert set(solution["perturbation_type"]) == {"chemical"}
-    graph = rp.read_graph(CHEMICAL / "graph.csv")
+    graph = read_graph(CHEMICAL / "graph.csv")
     compounds = set(graph.nodes[graph.src[graph.drug_edge]])
     assert set(solution["perturbation"]) <= compounds
 
@@ -246,7 +262,7 @@ def test_methods_on_chemical_items(tmp_path):
     lgbm = scores(run("methods/lightgbm", dataset_args(CHEMICAL), tmp_path), CHEMICAL)
     assert lgbm["path_connectivity"] == 1.0 and 0 <= lgbm["balanced_accuracy"] <= 1
 
-    with OpenAIStubServer(pertreasonqa_stub.respond) as server:
+    with OpenAIStubServer(llm_test_responder.respond) as server:
         llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
         pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(CHEMICAL), **llm}, tmp_path)).obs
         summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(CHEMICAL), **llm, "gene_descriptions": "false"},
@@ -256,7 +272,7 @@ def test_methods_on_chemical_items(tmp_path):
     assert (pred["parse_error"] == "").all() and (summer["parse_error"] == "").all()
     first = solution.iloc[0]
     action = {1: "activates", -1: "inhibits", 0: "acts on"}
-    targets = ", ".join(f"{action[s]} {t}" for t, s in rp.compound_targets(graph, str(first.perturbation)))
+    targets = ", ".join(f"{action[s]} {t}" for t, s in compound_targets(graph, str(first.perturbation)))
     assert any(f"Perturbation: treatment with the compound {first.perturbation} (known targets: {targets})." in p for p in prompts)
     assert any("Example 1: treatment with the compound " in p for p in prompts[len(pred):])
     s = scores(tmp_path / "out" / "methods_llm_zero_shot" / "prediction.h5ad", CHEMICAL)

@@ -1,13 +1,11 @@
-"""PertReasonQA items, basal expression and splits (Kim et al. 2026, section 2.2 and appendix B.1).
+"""Functional gene clusters and the ID/OOD splits built on them (PertReasonQA, Kim et al. 2026, appendix B.1).
 
-- :func:`load_perturbqa_items`: outcome items (cell, perturbation, effect gene, label) from the
-  PerturbQA labels: ``de`` label 0 -> *unchanged*; ``de`` 1 with ``dir`` 1 -> *up*, 0 -> *down*.
-- :func:`load_basal_expression`: HPA v20 NX basal expression of the cell lines, Ensembl ids mapped
-  to symbols with the K562 genome-wide screen's map.
 - :func:`functional_clusters`: B.1's functional gene clusters: PPR over the gene network aggregated
-  onto GO biological-process terms, cosine geometry, k-means with k = 30.
-- :func:`assign_splits`: whole clusters to ID or OOD, ID perturbations to train/valid/test, and the
-  four test folds (ID/OOD cell x ID/OOD perturbation).
+  onto GO biological-process terms (:func:`functional_vectors`), cosine geometry, k-means with k = 30.
+- :func:`assign_splits`: whole clusters to ID or OOD, ID perturbations to train/valid/test
+  (:func:`split_id_perturbations`).
+- :func:`fold_of_items`: the split of every item, with the four test folds (ID/OOD cell x ID/OOD
+  perturbation).
 
 Choices the paper leaves open
 -----------------------------
@@ -22,118 +20,35 @@ Choices the paper leaves open
 - Clusters are scanned in a seeded random order and go to OOD whenever that brings the share of
   OOD perturbations closer to ``ood_fraction`` (default 0.26, the share of OOD genetic
   perturbations in Table 1: 518 / (1172+137+131+518)); ID perturbations are split 80/10/10 into train/valid/test (Table 1: 1172/137/131).
-- Cells: K562 is the ID cell (train, valid, ID-cell tests), RPE1 the OOD cell (tests only, as in
-  Table 1); RPE1 items of train/valid perturbations are not used. PerturbQA's own split column is
-  ignored.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from openpert.config.task import shared_data_dir
-from pertsci import knowledge_graphs as kg
+from pertreasonqa_lib.pagerank import personalized_pagerank
+from pertreasonqa_lib.path_params import PathParams
+from pertreasonqa_lib.signed_graph import SignedGraph
 
-log = logging.getLogger(__name__)
-
-#: PerturbQA file prefix and HPA column of each cell line.
-CELLS = {"K562": {"prefix": "k562", "hpa": "K-562", "distribution": "ID"},
-         "RPE1": {"prefix": "rpe1", "hpa": "hTERT-RPE1", "distribution": "OOD"}}
-HPA_FILE = "basal_expression/hpa_v20_rna_celline_tissue_blood_nx.tsv.gz"
+#: The four test folds: ID/OOD cell x ID/OOD perturbation.
 FOLDS = ("id_cell_id_pert", "id_cell_ood_pert", "ood_cell_id_pert", "ood_cell_ood_pert")
+#: k of the functional k-means (B.1).
 N_CLUSTERS = 30
+#: Share of OOD genetic perturbations in Table 1.
 OOD_FRACTION = 518 / (1172 + 137 + 131 + 518)
+#: Shares of the ID perturbations in train, valid and test (Table 1: 1172/137/131).
 ID_SPLIT = {"train": 0.8, "valid": 0.1, "test": 0.1}
-
-
-def load_perturbqa_items(cell: str, data_dir: str | Path | None = None) -> pd.DataFrame:
-    """Outcome items of one cell line from PerturbQA's ``<cell>-de.csv`` and ``<cell>-dir.csv``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``cell``, ``perturbation``, ``perturbation_type`` (``CRISPRi``), ``gene``, ``label``
-        (up/down/unchanged), ``perturbqa_split``.
-    """
-    if cell not in CELLS:
-        raise KeyError(f"unknown cell {cell!r}; known: {sorted(CELLS)}")
-    base = Path(data_dir) if data_dir is not None else shared_data_dir()
-    de_path = base / "perturbqa" / f"{CELLS[cell]['prefix']}-de.csv"
-    dir_path = base / "perturbqa" / f"{CELLS[cell]['prefix']}-dir.csv"
-    de, dr = pd.read_csv(de_path), pd.read_csv(dir_path)
-    for path, df in ((de_path, de), (dir_path, dr)):
-        missing = {"pert", "gene", "label", "split"} - set(df.columns)
-        if missing:
-            raise ValueError(f"{path}: missing columns {sorted(missing)}")
-        if df.duplicated(["pert", "gene"]).any():
-            raise ValueError(f"{path}: duplicated (pert, gene) rows")
-    merged = de.merge(dr[["pert", "gene", "label"]].rename(columns={"label": "dir"}), on=["pert", "gene"], how="left")
-    bad = (merged["label"] == 1) & merged["dir"].isna()
-    if bad.any():
-        raise ValueError(f"{dir_path}: {int(bad.sum())} DE pairs of {de_path.name} have no direction")
-    label = np.where(merged["label"] == 0, "unchanged", np.where(merged["dir"] == 1, "up", "down"))
-    return pd.DataFrame({"cell": cell, "perturbation": merged["pert"].astype(str), "perturbation_type": "CRISPRi",
-                         "gene": merged["gene"].astype(str), "label": label, "perturbqa_split": merged["split"]})
-
-
-def load_basal_expression(data_dir: str | Path | None = None, cells: Sequence[str] = ("K562", "RPE1")) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """HPA v20 NX basal expression of the cell lines (see :func:`hpa_profiles`)."""
-    return hpa_profiles(HPA_FILE, {c: [CELLS[c]["hpa"]] for c in cells}, data_dir)
-
-
-def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str | Path | None = None
-                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """Basal expression per cell from a Human Protein Atlas NX table.
-
-    Parameters
-    ----------
-    file
-        The table, relative to the shared data folder (``GeneID`` = Ensembl id, one column per sample).
-    columns
-        Cell -> HPA columns averaged for it (e.g. the naive and memory B-cell columns for B cells).
-    data_dir
-        Shared data folder (default :func:`openpert.config.task.shared_data_dir`).
-
-    Returns
-    -------
-    by_symbol : pandas.DataFrame
-        Genes (symbols, via ``k562_gw_mapping_full.json``) x cells, NX values.
-    all_genes : pandas.DataFrame
-        Every HPA gene (Ensembl ids) x cells: the whole profile, for ``tau_high``.
-    stats : dict
-        ``n_hpa_genes``, ``n_mapped`` (genes with a symbol).
-    """
-    base = Path(data_dir) if data_dir is not None else shared_data_dir()
-    path = base / file
-    wanted = sorted({c for cols in columns.values() for c in cols})
-    df = pd.read_csv(path, sep="\t")
-    missing = sorted(set(["GeneID", *wanted]) - set(df.columns))
-    if missing:
-        raise ValueError(f"{path}: missing columns {missing}")
-    if df["GeneID"].duplicated().any():
-        raise ValueError(f"{path}: duplicated GeneID rows")
-    table = df.set_index("GeneID")
-    all_genes = pd.DataFrame({cell: table[list(cols)].mean(axis=1) for cell, cols in columns.items()})
-    sym = df["GeneID"].map(kg.ensembl_to_symbol(str(base)))
-    by_symbol = all_genes[sym.notna().to_numpy()].copy()
-    by_symbol.index = pd.Index(sym.dropna().to_numpy(), name="gene")
-    by_symbol = by_symbol[~by_symbol.index.duplicated()]
-    stats = {"n_hpa_genes": int(len(df)), "n_mapped": int(len(by_symbol))}
-    log.info("%s: %d of %d genes map to a symbol", path.name, stats["n_mapped"], stats["n_hpa_genes"])
-    return by_symbol, all_genes, stats
 
 
 def gene_network_ppr(src: np.ndarray, dst: np.ndarray, n_nodes: int, start_nodes: np.ndarray, alpha: float = 0.85,
                      max_iter: int = 50, tol: float = 1e-4, batch: int = 512) -> sp.csr_matrix:
     """Unweighted directed PPR from each start node (one column per start), entries below 1e-6 dropped.
 
-    The power iteration of :func:`pertreasonqa_lib.reasoning_paths.personalized_pagerank` with unit edge
+    The power iteration of :func:`pertreasonqa_lib.pagerank.personalized_pagerank` with unit edge
     weights (dangling nodes return their mass to the start node), in float32 since the vectors only
     feed a clustering, in batches of start nodes so that memory stays bounded.
 
@@ -142,8 +57,6 @@ def gene_network_ppr(src: np.ndarray, dst: np.ndarray, n_nodes: int, start_nodes
     scipy.sparse.csr_matrix
         ``n_nodes x len(start_nodes)``.
     """
-    from pertreasonqa_lib.reasoning_paths import PathParams, SignedGraph, personalized_pagerank
-
     graph = SignedGraph(nodes=pd.RangeIndex(n_nodes), src=np.asarray(src), dst=np.asarray(dst),
                         sign=np.zeros(len(src), dtype=np.int8), databases=np.full(len(src), "", dtype=object))
     params = PathParams(alpha=alpha, ppr_max_iter=max_iter, ppr_tol=tol)
@@ -307,7 +220,7 @@ def split_id_perturbations(is_ood: np.ndarray, id_split: Mapping[str, float], rn
     return split
 
 
-def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame, cells: Mapping[str, Mapping] = CELLS) -> pd.Series:
+def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame, cells: Mapping[str, Mapping]) -> pd.Series:
     """Split of every item: ``train``, ``valid``, one of :data:`FOLDS`, or ``unused``.
 
     Items of ID cells follow their perturbation's split (test items get ``id_cell_id_pert`` or
@@ -321,7 +234,8 @@ def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame, cells: Mapping[str,
     splits
         Per perturbation: ``distribution`` (ID/OOD) and ``split`` (train/valid/test).
     cells
-        Cell -> ``{"distribution": "ID" | "OOD"}`` (default: K562 ID, RPE1 OOD).
+        Cell -> ``{"distribution": "ID" | "OOD"}`` (e.g. :data:`pertreasonqa_lib.genetic_items.CELLS`:
+        K562 ID, RPE1 OOD).
     """
     info = splits.reindex(items["perturbation"])
     dist = info["distribution"].to_numpy()
@@ -335,54 +249,3 @@ def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame, cells: Mapping[str,
                    np.where(split == "test", "ood_cell_" + pert_part, "unused"))
     out = np.where(pd.isna(dist), "unused", out)
     return pd.Series(out, index=items.index, name="fold")
-
-
-def genetic_split(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_clusters: int = N_CLUSTERS,
-                  seed: int = 0, ood_fraction: float = OOD_FRACTION, assign: Sequence[str] = ()
-                  ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
-    """The functional split of the CRISPRi perturbations (B.1) and the clusters it rests on.
-
-    Parameters
-    ----------
-    edges
-        Directed gene edges of the network used by B.1 (``source``, ``target``).
-    data_dir
-        Shared data folder (default :func:`openpert.config.task.shared_data_dir`).
-    n_clusters, seed, ood_fraction
-        See :func:`functional_clusters` and :func:`assign_splits`.
-    assign
-        Further genes to place in the fitted clusters (:func:`functional_clusters`).
-
-    Returns
-    -------
-    items, splits, clusters
-        Every K562 and RPE1 item (:func:`load_perturbqa_items`), the per-perturbation split table,
-        and gene -> cluster for the perturbation genes and ``assign``.
-    """
-    items = pd.concat([load_perturbqa_items(c, data_dir) for c in CELLS], ignore_index=True)
-    perts = sorted(items["perturbation"].unique())
-    go = kg.gene_sets("go_bp", None if data_dir is None else Path(data_dir) / "knowledge_graphs")
-    clusters = functional_clusters(perts, edges, go, n_clusters=n_clusters, seed=seed, assign=assign)
-    splits = assign_splits(perts, clusters.loc[perts], ood_fraction=ood_fraction, seed=seed)
-    return items, splits, clusters
-
-
-def genetic_items(edges: pd.DataFrame, data_dir: str | Path | None = None, *, n_clusters: int = N_CLUSTERS,
-                  seed: int = 0, ood_fraction: float = OOD_FRACTION) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Every K562 and RPE1 CRISPRi item with its fold, and the split of every perturbation.
-
-    Parameters
-    ----------
-    edges, data_dir, n_clusters, seed, ood_fraction
-        See :func:`genetic_split`.
-
-    Returns
-    -------
-    items, splits
-        Items with ``fold`` (:func:`fold_of_items`) and an ``item_id`` index ``cell|perturbation|gene``;
-        the per-perturbation split table.
-    """
-    items, splits, _ = genetic_split(edges, data_dir, n_clusters=n_clusters, seed=seed, ood_fraction=ood_fraction)
-    items["fold"] = fold_of_items(items, splits).to_numpy()
-    items.index = pd.Index(items["cell"] + "|" + items["perturbation"] + "|" + items["gene"], name="item_id")
-    return items, splits

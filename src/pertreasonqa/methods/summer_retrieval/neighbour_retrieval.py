@@ -1,4 +1,8 @@
-"""SUMMER-style retrieval of training outcomes for PertReasonQA (Wu et al. 2025, section 4.2)."""
+"""SUMMER-style retrieval of training outcomes of knowledge-graph neighbours for PertReasonQA (Wu et al. 2025, section 4.2).
+
+:class:`Retriever` draws training items whose perturbation and effect gene are graph neighbours
+(:func:`shared_neighbour_sets`) of a question's; :func:`examples_text` writes them into the prompt.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,13 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
-from pertreasonqa_lib import reasoning_paths as rp
+from pertreasonqa_lib.answer_parsing import format_triplet
+from pertreasonqa_lib.path_serialisation import paths_from_json
+from pertreasonqa_lib.prompts import perturbation_phrase
+from pertreasonqa_lib.signed_graph import SignedGraph
 
 
-def shared_neighbour_sets(graph: rp.SignedGraph, genes: Iterable[str], k: int = 10,
+def shared_neighbour_sets(graph: SignedGraph, genes: Iterable[str], k: int = 10,
                           candidates: Iterable[str] | None = None) -> dict[str, list[str]]:
     """N(v): the ``k`` nodes sharing the most (undirected) neighbours with ``v``; ties by name.
 
@@ -48,7 +55,7 @@ class Retriever:
     its effect gene usually was measured in training.
     """
 
-    def __init__(self, train: pd.DataFrame, graph: rp.SignedGraph, k: int = 10, per_group: int = 5, seed: int = 0):
+    def __init__(self, train: pd.DataFrame, graph: SignedGraph, k: int = 10, per_group: int = 5, seed: int = 0):
         self.train = train.reset_index(drop=True)
         self.by_pert = self.train.groupby("perturbation", observed=True).indices
         self.by_gene = self.train.groupby("gene", observed=True).indices
@@ -86,12 +93,12 @@ def examples_text(rows: pd.DataFrame, with_mechanism: bool = True) -> str:
         return "Related experiments: none found in the training data."
     lines = ["Related experiments from the training data (observed outcomes):"]
     for i, row in enumerate(rows.itertuples(), 1):
-        event = rp.perturbation_phrase(str(row.perturbation), str(row.perturbation_type))
+        event = perturbation_phrase(str(row.perturbation), str(row.perturbation_type))
         line = f"Example {i}: {event} in {row.cell}: {row.gene} {_verb(str(row.label))}."
         if with_mechanism:
-            refs = rp.paths_from_json(str(row.reference_paths))
+            refs = paths_from_json(str(row.reference_paths))
             if refs:
-                line += " Mechanism: " + "; ".join(rp.format_triplet(t) for t in refs[0])
+                line += " Mechanism: " + "; ".join(format_triplet(t) for t in refs[0])
         lines.append(line)
     return "\n".join(lines)
 

@@ -1,0 +1,100 @@
+"""Basal expression of PertReasonQA's cells from the Human Protein Atlas v20 NX tables (Kim et al. 2026, appendix B.2.1).
+
+- :func:`load_basal_expression`: the K562 and RPE1 cell lines;
+- :func:`load_blood_basal`: the OP3 PBMC cell types, each the average of its HPA blood populations
+  (the simulator's own baseline columns).
+
+Ensembl ids are mapped to symbols with the K562 genome-wide screen's map (:func:`hpa_profiles`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from pertsci import knowledge_graphs as kg
+from pertsci import op3_simulation as op3_sim
+
+log = logging.getLogger(__name__)
+
+#: HPA v20 NX of the cell lines, below the shared data folder.
+HPA_FILE = "basal_expression/hpa_v20_rna_celline_tissue_blood_nx.tsv.gz"
+#: HPA v20 NX of the blood cell populations, below the shared data folder.
+BLOOD_FILE = "basal_expression/hpa_v20_rna_blood_cells_nx.tsv.gz"
+#: HPA column of each cell line of the genetic items.
+CELL_LINE_COLUMNS = {"K562": "K-562", "RPE1": "hTERT-RPE1"}
+
+
+def load_basal_expression(data_dir: str | Path, cells: Sequence[str] = ("K562", "RPE1")
+                          ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """HPA v20 NX basal expression of the cell lines (see :func:`hpa_profiles`).
+
+    Parameters
+    ----------
+    data_dir
+        The shared data folder, holding :data:`HPA_FILE` and ``perturbqa/`` (the symbol map).
+    cells
+        Cell lines of :data:`CELL_LINE_COLUMNS`.
+    """
+    return hpa_profiles(HPA_FILE, {c: [CELL_LINE_COLUMNS[c]] for c in cells}, data_dir)
+
+
+def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str | Path
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Basal expression per cell from a Human Protein Atlas NX table.
+
+    Parameters
+    ----------
+    file
+        The table, relative to the shared data folder (``GeneID`` = Ensembl id, one column per sample).
+    columns
+        Cell -> HPA columns averaged for it (e.g. the naive and memory B-cell columns for B cells).
+    data_dir
+        The shared data folder, holding ``file`` and ``perturbqa/k562_gw_mapping_full.json``.
+
+    Returns
+    -------
+    by_symbol : pandas.DataFrame
+        Genes (symbols, via ``k562_gw_mapping_full.json``) x cells, NX values.
+    all_genes : pandas.DataFrame
+        Every HPA gene (Ensembl ids) x cells: the whole profile, for ``tau_high``.
+    stats : dict
+        ``n_hpa_genes``, ``n_mapped`` (genes with a symbol).
+    """
+    base = Path(data_dir)
+    path = base / file
+    wanted = sorted({c for cols in columns.values() for c in cols})
+    df = pd.read_csv(path, sep="\t")
+    missing = sorted(set(["GeneID", *wanted]) - set(df.columns))
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}")
+    if df["GeneID"].duplicated().any():
+        raise ValueError(f"{path}: duplicated GeneID rows")
+    table = df.set_index("GeneID")
+    all_genes = pd.DataFrame({cell: table[list(cols)].mean(axis=1) for cell, cols in columns.items()})
+    sym = df["GeneID"].map(kg.ensembl_to_symbol(str(base)))
+    by_symbol = all_genes[sym.notna().to_numpy()].copy()
+    by_symbol.index = pd.Index(sym.dropna().to_numpy(), name="gene")
+    by_symbol = by_symbol[~by_symbol.index.duplicated()]
+    stats = {"n_hpa_genes": int(len(df)), "n_mapped": int(len(by_symbol))}
+    log.info("%s: %d of %d genes map to a symbol", path.name, stats["n_mapped"], stats["n_hpa_genes"])
+    return by_symbol, all_genes, stats
+
+
+def load_blood_basal(data_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """HPA v20 blood-cell NX of each OP3 cell type (the simulator's own baseline columns, averaged).
+
+    Parameters
+    ----------
+    data_dir
+        The shared data folder, holding :data:`BLOOD_FILE` and ``perturbqa/`` (the symbol map).
+
+    Returns
+    -------
+    by_symbol, all_genes, stats
+        As :func:`hpa_profiles`.
+    """
+    return hpa_profiles(BLOOD_FILE, op3_sim.HPA_COLUMNS, data_dir)

@@ -1,0 +1,45 @@
+"""Basal expression of the cells from the Human Protein Atlas v20 NX tables."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+from pertreasonqa_lib.basal_expression import BLOOD_FILE, hpa_profiles, load_basal_expression, load_blood_basal
+from project_paths import SHARED_DATA
+
+from pertsci import op3_simulation as op3_sim
+
+needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
+
+
+def test_hpa_profiles_average_columns_and_map_symbols(tmp_path):
+    (tmp_path / "perturbqa").mkdir()
+    (tmp_path / "perturbqa" / "k562_gw_mapping_full.json").write_text(json.dumps({"GA": "ENSG01", "GB": "ENSG02"}))
+    pd.DataFrame({"GeneID": ["ENSG01", "ENSG02", "ENSG03"], "x1": [1.0, 2.0, 3.0], "x2": [3.0, 4.0, 5.0], "y": [0.0, 1.0, 9.0]}
+                 ).to_csv(tmp_path / "hpa.tsv", sep="\t", index=False)
+    by_symbol, all_genes, stats = hpa_profiles("hpa.tsv", {"X": ["x1", "x2"], "Y": ["y"]}, tmp_path)
+    assert all_genes.loc["ENSG03"].tolist() == [4.0, 9.0]  # every gene, mapped or not
+    assert by_symbol.to_dict("index") == {"GA": {"X": 2.0, "Y": 0.0}, "GB": {"X": 3.0, "Y": 1.0}}
+    assert stats == {"n_hpa_genes": 3, "n_mapped": 2}
+    with pytest.raises(ValueError, match=r"hpa.tsv: missing columns \['z'\]"):
+        hpa_profiles("hpa.tsv", {"Z": ["z"]}, tmp_path)
+
+
+@needs_data
+def test_load_basal_expression_of_the_cell_lines():
+    basal, profile, stats = load_basal_expression(SHARED_DATA)
+    assert stats == {"n_hpa_genes": 19670, "n_mapped": 8163}
+    assert list(basal.columns) == ["K562", "RPE1"] and len(profile) == 19670
+
+
+@needs_data
+def test_blood_basal_averages_the_simulators_columns():
+    by_symbol, all_genes, stats = load_blood_basal(SHARED_DATA)
+    assert list(by_symbol.columns) == op3_sim.CELL_TYPES and stats["n_mapped"] > 5000
+    with gzip.open(SHARED_DATA / BLOOD_FILE, "rt") as fh:
+        raw = pd.read_csv(fh, sep="\t").set_index("GeneID")
+    gene = raw.index[raw["naive_B_cell"] != raw["memory_B_cell"]][0]
+    assert all_genes.loc[gene, "B cells"] == pytest.approx(raw.loc[gene, ["naive_B_cell", "memory_B_cell"]].mean())
