@@ -7,9 +7,9 @@ Every loader returns a tidy :class:`pandas.DataFrame` of edges with the columns
 or 0 when unknown/unsigned), ``directed`` (bool) and ``database`` (where the edge comes from), so
 that edges from several sources can be concatenated and each keeps its origin.
 
-Identifiers: HuRI lists Ensembl gene ids, mapped to symbols with the K562 genome-wide screen's map
-(``perturbqa/k562_gw_mapping_full.json``; interactions of genes outside it are dropped, with the
-count logged). Gene sets (GMT) are read as published. CORUM is filtered to human complexes.
+Identifiers: HuRI lists Ensembl gene ids, mapped to symbols with a map the caller gives
+(:func:`ensembl_to_symbol` of PerturbQA's ``k562_gw_mapping_full.json``, say); interactions of genes
+outside it are dropped, with the count logged. Gene sets (GMT) are read as published. CORUM is filtered to human complexes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -81,19 +81,41 @@ def gene_sets_to_edges(sets: dict[str, list[str]], relation: str, database: str)
     return df[EDGE_COLUMNS]
 
 
-@lru_cache(maxsize=2)
-def ensembl_to_symbol(data_dir: str) -> dict[str, str]:
-    """Ensembl gene id -> symbol, from the K562 genome-wide screen's map below the data folder ``data_dir``."""
-    base = Path(data_dir)
-    mapping = json.loads((base / "perturbqa" / "k562_gw_mapping_full.json").read_text())
-    return {ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}
+def ensembl_to_symbol(gene_map: str | Path) -> dict[str, str]:
+    """Ensembl gene id -> symbol, from a JSON map of symbol -> Ensembl id.
+
+    PerturbQA's ``k562_gw_mapping_full.json`` is such a map. When several symbols share an Ensembl
+    id, the last one in the file wins.
+
+    Raises
+    ------
+    ValueError
+        When the file is not a JSON mapping.
+    """
+    return dict(_ensembl_to_symbol(str(Path(gene_map).resolve())))
 
 
-def huri_edges(data_dir: str | Path) -> pd.DataFrame:
-    """HuRI binary protein-protein interactions, as symbols (undirected)."""
+@lru_cache(maxsize=4)
+def _ensembl_to_symbol(path: str) -> tuple[tuple[str, str], ...]:
+    mapping = json.loads(Path(path).read_text())
+    if not isinstance(mapping, dict):
+        raise ValueError(f"{path}: expected a JSON mapping of gene symbol -> Ensembl id")
+    return tuple({ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}.items())
+
+
+def huri_edges(data_dir: str | Path, symbols: Mapping[str, str]) -> pd.DataFrame:
+    """HuRI binary protein-protein interactions, as symbols (undirected).
+
+    Parameters
+    ----------
+    data_dir
+        The knowledge-graph folder.
+    symbols
+        Ensembl gene id -> symbol (HuRI lists Ensembl ids), e.g. :func:`ensembl_to_symbol`.
+        Interactions of a gene without a symbol are dropped, and the count logged.
+    """
     df = pd.read_csv(kg_dir(data_dir) / "huri_binary_ppi.tsv", sep="\t")
-    mapping = ensembl_to_symbol(str(Path(data_dir).parent))
-    src, dst = df["protein1"].map(mapping), df["protein2"].map(mapping)
+    src, dst = df["protein1"].map(symbols), df["protein2"].map(symbols)
     keep = src.notna() & dst.notna()
     if (~keep).any():
         log.info("HuRI: %d of %d interactions have a gene without a symbol and are dropped", int((~keep).sum()), len(df))
@@ -158,7 +180,6 @@ def go_term_names(data_dir: str | Path) -> pd.DataFrame:
 
 
 LOADERS = {
-    "huri": huri_edges,
     "omnipath": omnipath_edges,
     "dorothea": dorothea_edges,
     "trrust": trrust_edges,
@@ -168,13 +189,22 @@ LOADERS = {
 }
 
 
-def load_edges(data_dir: str | Path, sources: Iterable[str] = ("huri", "corum", "reactome", "go_bp", "omnipath")) -> pd.DataFrame:
-    """Concatenate the edges of several sources (see :data:`LOADERS`)."""
+def load_edges(data_dir: str | Path, sources: Iterable[str] = ("huri", "corum", "reactome", "go_bp", "omnipath"),
+               symbols: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Concatenate the edges of several sources (see :data:`LOADERS`, and ``huri``).
+
+    ``symbols`` (Ensembl id -> symbol) is needed for ``huri``, which lists Ensembl ids.
+    """
     frames = []
     for name in sources:
-        if name not in LOADERS:
-            raise KeyError(f"unknown knowledge-graph source {name!r}; known: {sorted(LOADERS)}")
-        frames.append(LOADERS[name](data_dir))
+        if name == "huri":
+            if symbols is None:
+                raise ValueError("HuRI lists Ensembl ids: pass symbols=ensembl_to_symbol(<gene map>) to load it")
+            frames.append(huri_edges(data_dir, symbols))
+        elif name in LOADERS:
+            frames.append(LOADERS[name](data_dir))
+        else:
+            raise KeyError(f"unknown knowledge-graph source {name!r}; known: {sorted([*LOADERS, 'huri'])}")
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=EDGE_COLUMNS)
 
 

@@ -146,7 +146,9 @@ def load_op3_metadata(data_dir: str | Path) -> Op3Metadata:
             grn[ct] = pd.read_csv(path)[["source", "target", "coef_mean"]]
     baseline, nb_size = _expression_priors(root, genes)
     return Op3Metadata(compounds=compounds, control_compound=control, cell_types=list(CELL_TYPES), genes=genes,
-                       test_rows=test_rows, grn=grn, baseline=baseline, nb_size=nb_size, source=str(op3))
+                       test_rows=test_rows, grn=grn, baseline=baseline, nb_size=nb_size,
+                       # Where the metadata came from, without the (possibly temporary) folder it was read in.
+                       source="OP3 metadata files (op3/ of the shared data)")
 
 
 def _expression_priors(root: Path, genes: Sequence[str]) -> tuple[pd.DataFrame, pd.Series]:
@@ -159,7 +161,7 @@ def _expression_priors(root: Path, genes: Sequence[str]) -> tuple[pd.DataFrame, 
     if not mapping_path.is_file():
         log.warning("%s not found: expression priors are drawn at random", mapping_path)
         return baseline, nb_size
-    symbol_of = kg.ensembl_to_symbol(str(root))
+    symbol_of = kg.ensembl_to_symbol(mapping_path)
     wanted = set(genes)
     if hpa_path.is_file():
         with gzip.open(hpa_path, "rt") as fh:

@@ -33,7 +33,9 @@ def test_gene_sets_read_from_the_given_folder(data_dir):
 
 
 def test_huri_maps_ensembl_ids_and_drops_unmapped_interactions(data_dir):
-    edges = kg.huri_edges(data_dir / "knowledge_graphs")
+    symbols = kg.ensembl_to_symbol(data_dir / "perturbqa" / "k562_gw_mapping_full.json")
+    assert symbols == {"ENSG1": "TP53", "ENSG2": "MDM2"}
+    edges = kg.huri_edges(data_dir / "knowledge_graphs", symbols)
     assert edges[["source", "target"]].values.tolist() == [["TP53", "MDM2"]]
     assert (edges["database"] == "HuRI").all() and not edges["directed"].any()
 
@@ -44,8 +46,16 @@ def test_signed_edges_and_adjacency(data_dir):
     dense = pd.DataFrame(matrix.toarray(), index=index, columns=index)
     assert dense.loc["MDM2", "TP53"] == -1 and dense.loc["TP53", "CDKN1A"] == 1
     assert dense.loc["TP53", "MDM2"] == 0  # directed edges are not mirrored
-    undirected, _ = kg.adjacency(kg.huri_edges(data_dir / "knowledge_graphs"))
+    undirected, _ = kg.adjacency(kg.huri_edges(data_dir / "knowledge_graphs", {"ENSG1": "TP53", "ENSG2": "MDM2"}))
     assert np.array_equal(undirected.toarray(), undirected.toarray().T)
+
+
+def test_huri_needs_a_symbol_map_and_the_map_must_be_one(data_dir, tmp_path):
+    with pytest.raises(ValueError, match="HuRI lists Ensembl ids"):
+        kg.load_edges(data_dir / "knowledge_graphs", ["huri"])
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="bad.json: expected a JSON mapping"):
+        kg.ensembl_to_symbol(tmp_path / "bad.json")
 
 
 def test_a_missing_folder_is_an_error_naming_it(tmp_path):

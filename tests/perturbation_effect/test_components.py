@@ -37,7 +37,7 @@ def test_knowledge_methods_equal_the_model_on_the_knowledge_graphs(name, tmp_pat
     train, test = ad.read_h5ad(DATASET / "train.h5ad"), ad.read_h5ad(DATASET / "test.h5ad")
     genes = embeddings.genes_to_embed(train.var_names, [*train.obs_names, *test.obs_names])
     table = {
-        "linear_huri": lambda: embeddings.spectral_embedding(kg.huri_edges(KG_DIR)),
+        "linear_huri": lambda: embeddings.spectral_embedding(kg.huri_edges(KG_DIR, kg.ensembl_to_symbol(KG_DIR.parent / "perturbqa" / "k562_gw_mapping_full.json"))),
         "linear_omnipath": lambda: embeddings.spectral_embedding(kg.omnipath_edges(KG_DIR)),
         "linear_go": lambda: embeddings.go_membership_embedding(genes, kg.gene_sets("go_bp", KG_DIR)),
     }[name]()

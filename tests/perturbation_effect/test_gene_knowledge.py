@@ -35,6 +35,11 @@ def same_up_to_sign(a: pd.DataFrame, b: pd.DataFrame) -> None:
     np.testing.assert_allclose(x * signs, y, rtol=1e-8, atol=1e-10)
 
 
+def _map(kg_dir):
+    """The gene map beside a knowledge_graphs/ folder, as the shared data lays them out."""
+    return kg_dir.parent / "perturbqa" / "k562_gw_mapping_full.json"
+
+
 @pytest.fixture(scope="module")
 def toy_kg(tmp_path_factory):
     """A knowledge_graphs/ folder in the shared data layout: HuRI (Ensembl ids), OmniPath, GO BP."""
@@ -63,7 +68,7 @@ def toy_kg(tmp_path_factory):
 
 def test_the_file_holds_whole_graphs_and_memberships_of_the_dataset_genes(toy_kg, tmp_path):
     genes = [f"S{i}" for i in range(0, 16, 2)] + ["S1", "NOT_A_GENE"]
-    knowledge = gene_knowledge.build_gene_knowledge(toy_kg, genes)
+    knowledge = gene_knowledge.build_gene_knowledge(toy_kg, genes, gene_map=_map(toy_kg))
     assert list(knowledge.columns) == gene_knowledge.COLUMNS
     assert knowledge["database"].value_counts()[["HuRI", "OmniPath"]].tolist() == [18, 20]
     assert set(knowledge.loc[knowledge["database"] == "HuRI", "relation"]) == {"physical"}
@@ -88,11 +93,11 @@ def test_the_file_holds_whole_graphs_and_memberships_of_the_dataset_genes(toy_kg
 def test_embeddings_from_the_file_equal_those_from_the_knowledge_graphs(toy_kg, tmp_path):
     genes = [f"S{i}" for i in range(16)] + ["NOT_A_GENE"]
     path = tmp_path / "gene_knowledge.parquet"
-    gene_knowledge.build_gene_knowledge(toy_kg, genes).to_parquet(path, index=False)
+    gene_knowledge.build_gene_knowledge(toy_kg, genes, gene_map=_map(toy_kg)).to_parquet(path, index=False)
     knowledge = gene_knowledge.read_gene_knowledge(path)
     pairs = [
         (embeddings.spectral_embedding(gene_knowledge.graph_edges(knowledge, gene_knowledge.HURI), 3),
-         embeddings.spectral_embedding(kg.huri_edges(toy_kg), 3)),
+         embeddings.spectral_embedding(kg.huri_edges(toy_kg, kg.ensembl_to_symbol(_map(toy_kg))), 3)),
         (embeddings.spectral_embedding(gene_knowledge.graph_edges(knowledge, gene_knowledge.OMNIPATH), 3),
          embeddings.spectral_embedding(kg.omnipath_edges(toy_kg), 3)),
         (embeddings.go_membership_embedding(genes, gene_knowledge.gene_sets(knowledge), 3),
@@ -116,7 +121,7 @@ def test_errors_name_what_is_missing(tmp_path):
 
 @pytest.fixture(scope="module")
 def real_genes():
-    huri = sorted(set(kg.huri_edges(KG_DIR)["source"]))[:20]
+    huri = sorted(set(kg.huri_edges(KG_DIR, kg.ensembl_to_symbol(_map(KG_DIR)))["source"]))[:20]
     omnipath = sorted(set(kg.omnipath_edges(KG_DIR)["source"]))[:20]
     go_bp = ["TP53", "MDM2", "CDK1", "CCNB1", "RPL3", "RPS6"]
     return {"huri": huri, "omnipath": omnipath, "go_bp": go_bp}
@@ -126,7 +131,7 @@ def real_genes():
 @pytest.mark.parametrize("source", ["huri", "omnipath", "go_bp"])
 def test_knowledge_graph_embeddings(source, real_genes):
     genes = real_genes[source] + ["NOT_A_GENE"]
-    knowledge = gene_knowledge.build_gene_knowledge(KG_DIR, genes)
+    knowledge = gene_knowledge.build_gene_knowledge(KG_DIR, genes, gene_map=_map(KG_DIR))
     if source == "go_bp":
         table = embeddings.go_membership_embedding(genes, gene_knowledge.gene_sets(knowledge))
     else:
@@ -147,4 +152,4 @@ def test_the_test_resource_is_the_knowledge_of_its_genes():
     train, test = ad.read_h5ad(TEST_DATASET / "train.h5ad"), ad.read_h5ad(TEST_DATASET / "test.h5ad")
     genes = embeddings.genes_to_embed(train.var_names, [*train.obs_names, *test.obs_names])
     stored = gene_knowledge.read_gene_knowledge(TEST_DATASET / "gene_knowledge.parquet")
-    pd.testing.assert_frame_equal(stored, gene_knowledge.build_gene_knowledge(KG_DIR, genes))
+    pd.testing.assert_frame_equal(stored, gene_knowledge.build_gene_knowledge(KG_DIR, genes, gene_map=_map(KG_DIR)))

@@ -41,7 +41,7 @@ def test_simulated_screen_structure(small_screen):
 
 @needs_data
 def test_simulated_counts_follow_the_k562_baseline():
-    baseline = perturb_sim.load_baseline(SHARED_DATA / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(str(SHARED_DATA)))
+    baseline = perturb_sim.load_baseline(SHARED_DATA / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(SHARED_DATA / "perturbqa" / "k562_gw_mapping_full.json"))
     sim = perturb_sim.simulate_screen(n_genes=300, n_perturbations=10, n_combinations=0, n_programs=2,
                                       program_size=(5, 10), cells_per_perturbation=10, n_control_cells=400,
                                       seed=0, baseline=baseline)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from perturbqa_lib.knowledge_graph import huri_edges, knowledge_tables
-
-from pertsci import knowledge_graphs as kg
+from perturbqa_lib.knowledge_graph import knowledge_tables
 
 RESOURCES = Path(__file__).resolve().parents[2] / "resources_test" / "perturbqa"
 RAW = RESOURCES / "raw"
@@ -22,20 +19,6 @@ def test_tables_are_those_the_test_datasets_ship():
     pd.testing.assert_frame_equal(descriptions, pd.read_parquet(RESOURCES / "k562" / "gene_descriptions.parquet"))
     assert set(edges["database"]) == {"HuRI", "CORUM", "Reactome", "GO_BP", "OmniPath"}
     assert not edges.duplicated(["source", "target", "relation", "database"]).any()
-
-
-def test_huri_edges_equal_pertsci_wherever_the_map_lies(tmp_path):
-    # pertsci finds the map beside the knowledge-graph folder; a component's staged inputs need not be.
-    expected = kg.huri_edges(RAW / "knowledge_graphs")
-    moved = tmp_path / "kg"
-    shutil.copytree(RAW / "knowledge_graphs", moved)
-    shutil.copy(GENE_MAP, tmp_path / "symbols.json")
-    got = huri_edges(moved, tmp_path / "symbols.json")
-    assert len(got) > 0
-    pd.testing.assert_frame_equal(got, expected)
-    (tmp_path / "bad.json").write_text("[1, 2]")
-    with pytest.raises(ValueError, match="bad.json: expected a JSON mapping"):
-        huri_edges(moved, tmp_path / "bad.json")
 
 
 def test_sources_and_gene_filter():

@@ -75,7 +75,7 @@ def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str 
         raise ValueError(f"{path}: duplicated GeneID rows")
     table = df.set_index("GeneID")
     all_genes = pd.DataFrame({cell: table[list(cols)].mean(axis=1) for cell, cols in columns.items()})
-    sym = df["GeneID"].map(kg.ensembl_to_symbol(str(base)))
+    sym = df["GeneID"].map(kg.ensembl_to_symbol(base / "perturbqa" / "k562_gw_mapping_full.json"))
     by_symbol = all_genes[sym.notna().to_numpy()].copy()
     by_symbol.index = pd.Index(sym.dropna().to_numpy(), name="gene")
     by_symbol = by_symbol[~by_symbol.index.duplicated()]

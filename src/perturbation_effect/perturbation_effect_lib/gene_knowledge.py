@@ -32,18 +32,20 @@ COLUMNS = ["source", "target", "relation", "database"]
 HURI, OMNIPATH, GO_BP = "HuRI", "OmniPath", "GO_BP"
 
 
-def build_gene_knowledge(kg_dir: str | Path | None, genes: Iterable[str]) -> pd.DataFrame:
+def build_gene_knowledge(kg_dir: str | Path | None, genes: Iterable[str], gene_map: str | Path | None = None) -> pd.DataFrame:
     """The gene-knowledge table of a dataset.
 
     Parameters
     ----------
     kg_dir
-        The ``knowledge_graphs/`` folder of the shared data (HuRI symbols come from the map in the
-        folder beside it, see :func:`pertsci.knowledge_graphs.huri_edges`); ``None`` gives an empty
-        table (a dataset of synthetic genes that no graph knows).
+        The ``knowledge_graphs/`` folder of the shared data; ``None`` gives an empty table (a
+        dataset of synthetic genes that no graph knows).
     genes
         The dataset's genes: measured genes and every perturbation target. GO memberships are kept
         for these only.
+    gene_map
+        JSON map of gene symbol -> Ensembl id naming HuRI's Ensembl ids (PerturbQA's
+        ``k562_gw_mapping_full.json``); required with ``kg_dir``.
 
     Returns
     -------
@@ -52,10 +54,12 @@ def build_gene_knowledge(kg_dir: str | Path | None, genes: Iterable[str]) -> pd.
     """
     if kg_dir is None:
         return pd.DataFrame({c: pd.Series([], dtype=object) for c in COLUMNS})
+    if gene_map is None:
+        raise ValueError(f"{kg_dir}: HuRI lists Ensembl ids; give the gene map that names them (gene_map)")
     wanted = set(genes)
     memberships = {name: [g for g in members if g in wanted] for name, members in kg.gene_sets("go_bp", kg_dir).items()}
     parts = [
-        kg.huri_edges(kg_dir),
+        kg.huri_edges(kg_dir, kg.ensembl_to_symbol(gene_map)),
         kg.omnipath_edges(kg_dir),
         kg.gene_sets_to_edges({name: members for name, members in memberships.items() if members}, "go_bp", GO_BP),
     ]

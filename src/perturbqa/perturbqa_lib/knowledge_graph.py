@@ -9,7 +9,6 @@ descriptions, as two tables that a dataset ships to its methods.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from pertsci import knowledge_graphs as kg
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_SOURCES", "SET_RELATIONS", "knowledge_tables", "huri_edges"]
+__all__ = ["DEFAULT_SOURCES", "SET_RELATIONS", "knowledge_tables"]
 
 #: Knowledge-graph sources of a dataset (keys of :data:`pertsci.knowledge_graphs.LOADERS`).
 DEFAULT_SOURCES = ("huri", "corum", "reactome", "go_bp", "omnipath")
@@ -38,7 +37,7 @@ def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Seque
         A ``knowledge_graphs/`` folder (as in the shared data).
     gene_map : path
         PerturbQA's ``k562_gw_mapping_full.json`` (gene symbol -> Ensembl id), which names HuRI's
-        Ensembl ids by symbol (:func:`huri_edges`).
+        Ensembl ids by symbol (:func:`pertsci.knowledge_graphs.ensembl_to_symbol`).
     sources : sequence of str
         Edge sources, see :data:`DEFAULT_SOURCES`.
     genes : iterable of str, optional
@@ -53,7 +52,7 @@ def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Seque
         ``gene, description``: STRING v12's functional description of each gene.
     """
     kg_dir = kg.kg_dir(kg_dir)
-    frames = [huri_edges(kg_dir, gene_map) if name == "huri" else kg.load_edges(kg_dir, [name]) for name in sources]
+    frames = [kg.load_edges(kg_dir, [name], symbols=kg.ensembl_to_symbol(gene_map)) for name in sources]
     edges = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=kg.EDGE_COLUMNS)
     edges = edges.dropna(subset=["source", "target"])
     edges = edges[(edges["source"].astype(str) != "") & (edges["target"].astype(str) != "")]
@@ -69,32 +68,3 @@ def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Seque
     edges["sign"] = edges["sign"].astype(int)
     edges["directed"] = edges["directed"].astype(bool)
     return edges, descriptions.drop_duplicates("gene").reset_index(drop=True)
-
-
-def huri_edges(kg_dir: str | Path, gene_map: str | Path) -> pd.DataFrame:
-    """HuRI's binary protein-protein interactions named by gene symbol (undirected).
-
-    As :func:`pertsci.knowledge_graphs.huri_edges`, but with the symbol map given: that function
-    looks for it next to ``kg_dir``, where a component that receives the two folders as separate
-    inputs does not have it. Interactions of genes without a symbol are dropped (logged).
-
-    Raises
-    ------
-    ValueError
-        When ``gene_map`` is not a JSON mapping of symbols to Ensembl ids.
-    """
-    gene_map = Path(gene_map)
-    mapping = json.loads(gene_map.read_text())
-    if not isinstance(mapping, dict):
-        raise ValueError(f"{gene_map}: expected a JSON mapping of gene symbol -> Ensembl id")
-    # Later symbols of a shared Ensembl id win, as in pertsci.knowledge_graphs.ensembl_to_symbol.
-    symbol_of = {ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}
-    df = pd.read_csv(kg.kg_dir(kg_dir) / "huri_binary_ppi.tsv", sep="\t")
-    src, dst = df["protein1"].map(symbol_of), df["protein2"].map(symbol_of)
-    keep = src.notna() & dst.notna()
-    if (~keep).any():
-        log.info("HuRI: %d of %d interactions have a gene without a symbol in %s and are dropped",
-                 int((~keep).sum()), len(df), gene_map)
-    out = pd.DataFrame({"source": src[keep], "target": dst[keep]})
-    out["relation"], out["sign"], out["directed"], out["database"] = "physical", 0, False, "HuRI"
-    return out[kg.EDGE_COLUMNS].reset_index(drop=True)

@@ -45,7 +45,8 @@ train, test, solution = splits.split_profiles(
     logo_class=par["logo_class"], seed=par["split_seed"], uns=uns, data_dir=shared,
 )
 # Prior knowledge of the screen's genes (measured genes and targets) for the methods that embed by it.
-knowledge = gene_knowledge.build_gene_knowledge(shared / "knowledge_graphs", embeddings.genes_to_embed(profiles.var_names, profiles.obs_names))
+knowledge = gene_knowledge.build_gene_knowledge(shared / "knowledge_graphs", embeddings.genes_to_embed(profiles.var_names, profiles.obs_names),
+                                                 gene_map=shared / "perturbqa" / "k562_gw_mapping_full.json")
 print(f"{train.n_obs} training and {test.n_obs} test perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
 train.write_h5ad(par["output_train"], compression="gzip")
 test.write_h5ad(par["output_test"], compression="gzip")

@@ -30,7 +30,7 @@ screen = perturb_sim.simulate_screen(
     n_programs=par["n_programs"], program_size=(par["program_min_size"], par["program_max_size"]),
     frac_unassigned=par["frac_unassigned"], cells_per_perturbation=par["cells_per_perturbation"],
     n_control_cells=par["n_control_cells"], seed=par["seed"],
-    baseline=perturb_sim.load_baseline(shared / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(str(shared))) if real else None,
+    baseline=perturb_sim.load_baseline(shared / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(shared / "perturbqa" / "k562_gw_mapping_full.json")) if real else None,
     gene_sets=kg.gene_sets("go_bp", kg_dir) if real else None,
 )
 profiles, control = pseudobulk.pseudobulk(screen.cells)
@@ -59,7 +59,8 @@ train, test, solution = splits.split_profiles(
     seed=par["split_seed"], uns=uns, data_dir=shared,
 )
 # Prior knowledge of the screen's genes (measured genes and targets) for the methods that embed by it.
-knowledge = gene_knowledge.build_gene_knowledge(kg_dir, embeddings.genes_to_embed(profiles.var_names, profiles.obs_names))
+knowledge = gene_knowledge.build_gene_knowledge(kg_dir, embeddings.genes_to_embed(profiles.var_names, profiles.obs_names),
+                                                 gene_map=shared / "perturbqa" / "k562_gw_mapping_full.json" if shared else None)
 print(f"{train.n_obs} training and {test.n_obs} test perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
 train.write_h5ad(par["output_train"], compression="gzip")
 test.write_h5ad(par["output_test"], compression="gzip")
