@@ -58,7 +58,7 @@ __all__ = [
     "LLMError",
     "LLMConfigError",
     "LLMRequestError",
-    "client_from_params",
+    "client_from_arguments",
     "normalize_prompt",
     "ENV_CACHE",
 ]
@@ -671,40 +671,47 @@ def _retry_after(exc: urllib.error.HTTPError) -> float | None:
 _DISABLED = {"none", "off", "false", "no", "0", "disabled"}
 
 
-def client_from_params(par: Mapping[str, Any], **kwargs: Any) -> LLMClient:
-    """Build a client from a component's ``par`` dictionary.
+def client_from_arguments(
+    *,
+    llm_base_url: str | None = None,
+    llm_model: str | None = None,
+    llm_api_key: str | None = None,
+    llm_backend: str | None = None,
+    llm_cache_dir: str | None = None,
+    llm_max_concurrency: int | None = None,
+    **options: Any,
+) -> LLMClient:
+    """Build a client from the values of the shared LLM argument group (``--llm_*``).
+
+    A component passes its ``llm_*`` arguments, e.g.
+    ``client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})``.
 
     Parameters
     ----------
-    par : mapping
-        May hold ``llm_base_url``, ``llm_model``, ``llm_api_key``,
-        ``llm_backend``, ``llm_cache_dir`` and ``llm_max_concurrency``. A
-        missing or ``None`` value falls back to the environment variable (or
-        default) of :class:`LLMClient`. ``llm_cache_dir`` set to ``"none"``
-        (or ``"off"``, ``"false"``) disables the cache.
-    **kwargs
+    llm_base_url, llm_model, llm_api_key, llm_backend
+        As :class:`LLMClient`'s ``base_url``, ``model``, ``api_key``, ``backend``; a missing or
+        ``None`` value falls back to the environment variable (or default) of :class:`LLMClient`.
+    llm_cache_dir
+        The generation cache; ``"none"`` (or ``"off"``, ``"false"``) disables it, empty or ``None``
+        keeps the default.
+    llm_max_concurrency
+        Requests in flight at once.
+    **options
         Passed on to :class:`LLMClient` (``max_retries``, ``timeout``, ...).
 
     Returns
     -------
     LLMClient
     """
-    cache_value = par.get("llm_cache_dir")
-    if cache_value is None or cache_value == "":
+    if llm_cache_dir is None or llm_cache_dir == "":
         cache_dir: Any = _DEFAULT
-    elif str(cache_value).strip().lower() in _DISABLED:
+    elif str(llm_cache_dir).strip().lower() in _DISABLED:
         cache_dir = None
     else:
-        cache_dir = cache_value
-    concurrency = par.get("llm_max_concurrency")
-    options: dict[str, Any] = {
-        "base_url": par.get("llm_base_url"),
-        "model": par.get("llm_model"),
-        "api_key": par.get("llm_api_key"),
-        "backend": par.get("llm_backend"),
-        "cache_dir": cache_dir,
-    }
-    if concurrency is not None:
-        options["max_concurrency"] = int(concurrency)
-    options.update(kwargs)
-    return LLMClient(**options)
+        cache_dir = llm_cache_dir
+    settings: dict[str, Any] = {"base_url": llm_base_url, "model": llm_model, "api_key": llm_api_key,
+                                "backend": llm_backend, "cache_dir": cache_dir}
+    if llm_max_concurrency is not None:
+        settings["max_concurrency"] = int(llm_max_concurrency)
+    settings.update(options)
+    return LLMClient(**settings)

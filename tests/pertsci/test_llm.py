@@ -16,7 +16,7 @@ from pertsci.llm import (
     LLMConfigError,
     LLMRequestError,
     SamplingParams,
-    client_from_params,
+    client_from_arguments,
 )
 
 
@@ -186,7 +186,7 @@ def test_missing_configuration_is_a_clear_error(monkeypatch):
         LLMClient(base_url="http://127.0.0.1:1/v1", backend="tgi")
 
 
-def test_client_from_params(monkeypatch, tmp_path):
+def test_client_from_arguments(monkeypatch, tmp_path):
     monkeypatch.setenv(llm.ENV_API_KEY, "from-env")
     par = {
         "llm_base_url": "http://127.0.0.1:9/v1/",
@@ -196,11 +196,13 @@ def test_client_from_params(monkeypatch, tmp_path):
         "llm_cache_dir": str(tmp_path),
         "llm_max_concurrency": "3",
     }
-    client = client_from_params(par, max_retries=0)
+    client = client_from_arguments(**par, max_retries=0)
     assert (client.base_url, client.model, client.api_key) == ("http://127.0.0.1:9/v1", "m", "from-env")
     assert (client.backend, client.cache_dir, client.max_concurrency, client.max_retries) == (
         "openai", tmp_path, 3, 0)
-    assert client_from_params({**par, "llm_cache_dir": "none"}).cache_dir is None
+    assert client_from_arguments(**{**par, "llm_cache_dir": "none"}).cache_dir is None
+    with pytest.raises(TypeError):
+        client_from_arguments(**{**par, "llm_temperature": 0.5})  # not an argument of the group
 
 
 def test_generate_rejects_a_bare_prompt():

@@ -1,7 +1,7 @@
 import sys
 
 from pertsci.embeddings import embed
-from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
 
 ## VIASH START
 par = {
@@ -27,7 +27,7 @@ if par["n_examples"] < 1:
 train, _ = read_items(par["input_train"])
 test, uns = read_items(par["input_test"])
 try:
-    client = client_from_params(par)
+    client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
 except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a language model: {err}") from None
 conversations: list = [None] * len(test)

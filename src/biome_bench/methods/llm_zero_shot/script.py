@@ -1,6 +1,6 @@
 import sys
 
-from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
 
 ## VIASH START
 par = {
@@ -19,7 +19,7 @@ from biome_bench_lib.llm_calls import generate_answers  # noqa: E402
 
 test, uns = read_items(par["input_test"])
 try:
-    client = client_from_params(par)
+    client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
 except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a language model: {err}") from None
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])

@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
 
 ## VIASH START
 par = {
@@ -28,7 +28,7 @@ from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, TASK_MECHANISM  # noqa:
 solution, uns = read_items(par["input_solution"])
 _, pred_uns = read_items(par["input_prediction"])
 try:
-    client = client_from_params(par)
+    client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
 except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a judge model and checks nothing without one: {err}") from None
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])

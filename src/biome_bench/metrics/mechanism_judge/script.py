@@ -3,7 +3,7 @@ import sys
 
 import numpy as np
 
-from pertsci.llm import LLMConfigError, SamplingParams, client_from_params
+from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
 from pertsci.text_metrics import cosine_similarity_texts
 
 ## VIASH START
@@ -28,7 +28,7 @@ from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, TASK_MECHANISM, TASK_RE
 solution, uns = read_items(par["input_solution"])
 prediction, pred_uns = read_items(par["input_prediction"])
 try:
-    client = client_from_params(par)
+    client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
 except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a judge model and scores nothing without one: {err}") from None
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])

@@ -2,7 +2,7 @@ import sys
 
 import anndata as ad
 
-from pertsci.llm import SamplingParams, client_from_params
+from pertsci.llm import SamplingParams, client_from_arguments
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -39,7 +39,7 @@ for item in test.obs.itertuples():
                                       str(item.gene), states, paths, targets=compound_targets(graph, str(item.perturbation))))
 
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
-table = answer_with_llm(client_from_params(par), prompts, sampling)
+table = answer_with_llm(client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")}), prompts, sampling)
 print(f"{(table['parse_error'] != '').sum()} of {len(table)} responses could not be parsed")
 write_prediction(par["output"], test, table["answer"], table["triplets"], meta["name"],
                     extra={"response": table["response"], "parse_error": table["parse_error"]})

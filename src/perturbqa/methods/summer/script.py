@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from pertsci.llm import SamplingParams, client_from_params
+from pertsci.llm import SamplingParams, client_from_arguments
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -28,7 +28,7 @@ from perturbqa_lib.training_prevalence import gene_prevalence  # noqa: E402
 train, test = read_dataset(par["input_train"], par["input_test"])
 edges, descriptions = pd.read_parquet(par["input_kg_edges"]), pd.read_parquet(par["input_gene_descriptions"])
 cell_line, context, sets = str(train.uns["cell_line"]), str(train.uns["cell_line_description"]), train.uns["sets"]
-client = client_from_params(par)
+client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
 # Appendix A.3: several samples per question; summaries are written once per gene and role.
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"],
                           n=par["n_samples"], seed=par["seed"])
