@@ -46,5 +46,15 @@ def test_pathway_split_keeps_both_sides_and_checks_its_arguments():
         pathway_split(["a", "a"], 0.5, 0)
     with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\)"):
         pathway_split(["a", "b"], 1.0, 0)
-    with pytest.raises(ValueError, match="no Task A or Task B items for species 'rno'"):
+    with pytest.raises(ValueError, match="task_b: no Task B items for species 'rno'"):
         build_dataset([], None, species="rno")
+    with pytest.raises(ValueError, match="neither file was given"):
+        build_dataset(None, None, species="rno")
+
+
+def test_a_species_missing_from_a_given_file_is_an_error_naming_it(kg_record, task_b_record):
+    """rat with the human-and-mouse Task B file: the subtask must not vanish without a word."""
+    with pytest.raises(ValueError, match=r"tb.jsonl: no Task B items for species 'rno'"):
+        build_dataset([task_b_record()], None, species="rno", source_names=("tb.jsonl", "kg.jsonl"))
+    with pytest.raises(ValueError, match=r"kg.jsonl: no Task A items for species 'rno'"):
+        build_dataset(None, [kg_record()], species="rno", source_names=("tb.jsonl", "kg.jsonl"))

@@ -94,7 +94,7 @@ def build_dataset(
     Raises
     ------
     ValueError
-        When the species has no items at all.
+        When a file given has no items of the species (naming the file), or no file is given.
     """
     parts = []
     counts: dict[str, int] = {"n_edges": 0, "n_out_of_vocabulary": 0, "n_duplicates": 0}
@@ -103,10 +103,16 @@ def build_dataset(
         relation = relation[relation["species"] == species]
         counts.update({k: v for k, v in kg_counts.items() if k != "n_items"})
         parts.append(relation)
+        if relation.empty:
+            # A subtask asked for must not vanish from a dataset without a word.
+            raise ValueError(f"{source_names[1]}: no Task A items for species {species!r}")
     if task_b_records is not None:
-        parts.append(mechanism_items(task_b_records, species=species, source_name=source_names[0]))
-    if not parts or sum(len(p) for p in parts) == 0:
-        raise ValueError(f"no Task A or Task B items for species {species!r} in {', '.join(source_names)}")
+        mechanisms = mechanism_items(task_b_records, species=species, source_name=source_names[0])
+        if mechanisms.empty:
+            raise ValueError(f"{source_names[0]}: no Task B items for species {species!r}; give a Task B file that has them")
+        parts.append(mechanisms)
+    if not parts:
+        raise ValueError(f"no Task A or Task B items for species {species!r}: neither file was given")
     items = pd.concat(parts)
     if n_pathways > 0:
         pathways = sorted(items["pathway_id"].unique())
