@@ -17,8 +17,10 @@ from openpert.config.viash import (
 )
 from openpert.run.viash_block import BLOCK
 
-#: Length bounds of descriptive fields, as Open Problems' task template checks them.
-LABEL_MAX = 50
+#: Length bounds of descriptive fields, as Open Problems' task template checks them. Labels are
+#: shorter than Open Problems' 50: they head the columns of the results website's overview and
+#: name the rows and axes of its figures (the report cuts longer ones with an ellipsis).
+LABEL_MAX = 30
 SUMMARY_MIN, SUMMARY_MAX = 15, 400
 DESCRIPTION_MIN = 30
 CONTROL_ROLES = ("positive", "negative", "baseline")
@@ -78,6 +80,9 @@ def lint_config(config: ComponentConfig) -> list[str]:
                 bad(f"info.metrics[{i}]", f"missing {', '.join(missing)}")
             elif not isinstance(metric["maximize"], bool):
                 bad(f"info.metrics[{i}].maximize", "must be true or false")
+            metric_label = metric.get("label") if isinstance(metric, dict) else None
+            if isinstance(metric_label, str) and len(metric_label) > LABEL_MAX:
+                bad(f"info.metrics[{i}].label", f"{len(metric_label)} characters; at most {LABEL_MAX}")
     try:
         script = config.script
     except ConfigError as err:

@@ -8,22 +8,33 @@ from openpert.report.formatting import (
     MISSING,
     describe_failure,
     failure_label,
+    format_bool,
     format_ci,
+    format_count,
     format_duration,
     format_memory,
     format_number,
+    format_p_value,
+    format_rank,
+    format_score,
     format_timestamp,
 )
-from openpert.report.site import render_site
+from openpert.report.site import page_weight, render_site
 
 __all__ = [
     "MISSING",
     "describe_failure",
     "failure_label",
+    "format_bool",
     "format_ci",
+    "format_count",
     "format_duration",
     "format_memory",
     "format_number",
+    "format_p_value",
+    "format_rank",
+    "format_score",
     "format_timestamp",
+    "page_weight",
     "render_site",
 ]

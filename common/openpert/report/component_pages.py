@@ -11,20 +11,24 @@ from typing import Any
 from openpert.report.formatting import (
     MISSING,
     failure_label,
+    format_bool,
     format_ci,
     format_duration,
     format_memory,
-    format_number,
+    format_p_value,
     format_parameter,
+    format_rank,
+    format_score,
 )
-from openpert.report.leaderboards import method_kind
+from openpert.report.leaderboards import TIERS, method_kind, overview_rows
+from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.markup import (
     badge,
     definition_list,
     esc,
+    label_span,
     links,
     page,
-    paragraphs,
     references,
     section,
     simple_table,
@@ -59,10 +63,15 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
     eyebrow = "Control method" if is_control(method) else "Method"
     overall = results.overall(mid)
     facts = [("Id", f"<code>{esc(mid)}</code>"), ("Kind", badge(kind, str(method.get("control") or kind)))]
-    if not is_control(method) and overall.get("rank") is not None:
-        facts.append(("Overall rank", esc(overall.get("rank"))))
+    # The rank among methods, as the task page shows it (results.json also ranks the controls).
+    row = next((r for r in overview_rows(results) if r.method.get("id") == method.get("id")), None)
+    if row is not None and not is_control(method) and row.row.rank is not None:
+        facts.append(("Overall rank", f"{esc(format_rank(row.row.rank))} of {len(results.methods)}"))
     if overall.get("score") is not None:
-        facts.append(("Mean score", esc(format_number(overall.get("score")))))
+        facts.append(("Mean score", esc(format_score(overall.get("score")))))
+    if row is not None and row.tier is not None:
+        tier = next((title for key, title, _ in TIERS if key == row.tier), row.tier)
+        facts.append(("Tests", f"{esc(tier)} (top group in {row.top_group} of {row.n_tests} tests)"))
     if method.get("config"):
         facts.append(("Config", f"<code>{esc(method.get('config'))}</code>"))
 
@@ -133,19 +142,21 @@ def _page(results: TaskResults, label: str, blocks: list[str], summary: Any) -> 
         body="\n".join(b for b in blocks if b),
         root=ROOT,
         crumbs=[("All tasks", f"{ROOT}index.html"), (results.label, "../index.html"), (label, None)],
-        description=str(summary or ""),
+        description=plain_text(summary),
     )
 
 
 def _header(eyebrow: str, label: str, summary: Any, facts: str) -> str:
+    lead = render_inline(summary)
     return (
         f'<header class="page-header"><p class="eyebrow">{esc(eyebrow)}</p><h1>{esc(label)}</h1>'
-        f"{paragraphs(summary, 'lead')}{facts}</header>"
+        + (f'<p class="lead md">{lead}</p>' if lead else "")
+        + f"{facts}</header>"
     )
 
 
 def _about(entry: dict[str, Any]) -> str:
-    parts = [paragraphs(entry.get("description"))]
+    parts = [render_markdown(entry.get("description"))]
     refs = references(entry.get("references"))
     if refs:
         parts.append(f"<h3>References</h3>{refs}")
@@ -219,12 +230,12 @@ def _resources(results: TaskResults, jobs: list[dict[str, Any]]) -> str:
         rows.append(
             [
                 f"<code>{esc(r.get('job_id'))}</code>",
-                esc(results.dataset_label(r.get("dataset_id"))),
+                label_span(results.dataset_label(r.get("dataset_id"))),
                 (badge(status, "ok" if status == "succeeded" else "failed"), status),
                 (esc(MISSING if code is None else code), "" if code is None else str(code)),
                 (esc(format_duration(r.get("duration_s"))), _key(r.get("duration_s"))),
                 (esc(format_memory(r.get("peak_memory_mb"))), _key(r.get("peak_memory_mb"))),
-                "yes" if r.get("cached") else "no",
+                (_bool_mark(r.get("cached")), "1" if r.get("cached") else "0"),
             ]
         )
     return simple_table(
@@ -240,7 +251,7 @@ def _failures(results: TaskResults, failures: list[dict[str, Any]]) -> str:
     if not failures:
         return '<p class="empty">No job of this component failed.</p>'
     items = "".join(
-        f"<li><code>{esc(f.get('job_id'))}</code> on {esc(results.dataset_label(f.get('dataset_id')))}: "
+        f"<li><code>{esc(f.get('job_id'))}</code> on {label_span(results.dataset_label(f.get('dataset_id')))}: "
         f"<strong>{esc(failure_label(f.get('exit_code'), f.get('reason')))}</strong>"
         + (f' <span class="muted">({esc(f.get("reason"))})</span>'
            if f.get("reason") and f.get("exit_code") in (137, 143) else "")
@@ -261,11 +272,11 @@ def _method_scores(results: TaskResults, paths: TaskPaths, method_id: str) -> st
                 continue
             rows.append(
                 [
-                    esc(results.dataset_label(did)),
-                    f'<a href="../{esc(paths.metric_page(mid))}">{esc(metric.get("label") or mid)}</a>',
+                    label_span(results.dataset_label(did)),
+                    f'<a href="../{esc(paths.metric_page(mid))}">{label_span(metric.get("label") or mid)}</a>',
                     (esc(format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high"))),
                      _key(score.get("raw"))),
-                    (esc(format_number(score.get("scaled"))), _key(score.get("scaled"))),
+                    (esc(format_score(score.get("scaled"))), _key(score.get("scaled"))),
                     esc(_versus_best(results, did, mid, method_id)),
                 ]
             )
@@ -293,12 +304,12 @@ def _metric_scores(results: TaskResults, paths: TaskPaths, metric_id: str) -> st
             extra = f" {badge(kind, str(method.get('control') or kind))}" if kind != "method" else ""
             rows.append(
                 [
-                    esc(results.dataset_label(did)),
-                    (f'<a href="../{esc(paths.method_page(method))}">{esc(method.get("label") or mid)}</a>{extra}',
+                    label_span(results.dataset_label(did)),
+                    (f'<a href="../{esc(paths.method_page(method))}">{label_span(method.get("label") or mid)}</a>{extra}',
                      str(method.get("label") or mid)),
                     (esc(format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high"))),
                      _key(score.get("raw"))),
-                    (esc(format_number(score.get("scaled"))), _key(score.get("scaled"))),
+                    (esc(format_score(score.get("scaled"))), _key(score.get("scaled"))),
                     esc(_versus_best(results, did, metric_id, mid)),
                 ]
             )
@@ -322,11 +333,17 @@ def _versus_best(results: TaskResults, dataset_id: Any, metric_id: Any, method_i
     comparison = results.comparison(dataset_id, metric_id, method_id)
     if not comparison:
         return MISSING
-    p = format_number(comparison.get("p_value"))
+    p = format_p_value(comparison.get("p_value"))
     name = results.method_label(best)
     if comparison.get("significant") is False:
         return f"≈ {name} (p = {p})"
     return f"differs from {name} (p = {p})"
+
+
+def _bool_mark(value: Any) -> str:
+    word = "yes" if value else "no"
+    return (f'<span class="bool bool-{word}" aria-hidden="true">{format_bool(bool(value))}</span>'
+            f'<span class="visually-hidden">{word}</span>')
 
 
 def _bound(value: Any, unbounded: str) -> str:

@@ -19,7 +19,7 @@ from openpert.report.formatting import (
     format_number,
 )
 from openpert.report.leaderboards import dataset_rows, method_kind
-from openpert.report.markup import esc
+from openpert.report.markup import esc, short_label
 from openpert.report.task_results import TaskResults
 
 _FONT = 12
@@ -93,6 +93,22 @@ def score_colour(value: float | None) -> str:
     return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b))
 
 
+def text_colour(fill: str) -> str:
+    """The text colour readable on a fill: white on dark fills, the page's text colour otherwise.
+
+    Parameters
+    ----------
+    fill
+        A ``#rrggbb`` colour.
+
+    Returns
+    -------
+    str
+        ``"#ffffff"`` or the text colour.
+    """
+    return "#ffffff" if _luminance(fill) < 0.45 else _TEXT
+
+
 def nice_ticks(vmax: float, target: int = 4) -> list[float]:
     """Round axis ticks from 0 to at least ``vmax``.
 
@@ -143,7 +159,7 @@ def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> str:
     """
     rows = dataset_rows(results, dataset_id)
     metrics = results.metrics
-    columns = [str(m.get("label") or m.get("id")) for m in metrics] + ["Dataset score"]
+    columns = [short_label(m.get("label") or m.get("id")) for m in metrics] + ["Dataset score"]
     groups: list[tuple[str, list[HeatRow]]] = []
     for group, members in (
         ("Methods", [r for r in rows if not r.control]),
@@ -440,20 +456,23 @@ def bar_chart_svg(
                     f'<text x="{_f(x0 + length + 5)}" y="{_f(by + bar_h - 1)}" font-size="10.5" '
                     f'fill="{text_colour}">{esc(bar.text)}</text></g>'
                 )
-    # Legend.
+    # Legend: short dataset labels (full names in their tooltips), wrapped to the chart's width.
+    width = label_w + 2 * panel_w + panel_gap + 12
     y = body_bottom + 22
     x = 0.0
-    for i, name in enumerate(series_names):
-        colour = _CATEGORY[i % len(_CATEGORY)]
-        parts.append(f'<rect x="{_f(x)}" y="{_f(y - 10)}" width="12" height="12" rx="2" fill="{colour}"/>')
-        parts.append(f'<text x="{_f(x + 18)}" y="{_f(y)}" fill="{_TEXT}">{esc(name)}</text>')
-        x += 18 + len(name) * _CHAR_W + 22
-    parts.append(
-        f'<rect x="{_f(x)}" y="{_f(y - 10)}" width="12" height="12" rx="2" fill="#ffffff" '
-        f'stroke="{_FAIL}" stroke-width="1.5"/>'
-    )
-    parts.append(f'<text x="{_f(x + 18)}" y="{_f(y)}" fill="{_TEXT}">failed job</text>')
-    width = label_w + 2 * panel_w + panel_gap + 12
+    entries = [(short_label(name), name, _CATEGORY[i % len(_CATEGORY)], False) for i, name in enumerate(series_names)]
+    entries.append(("failed job", "failed job", "#ffffff", True))
+    for shown, full, colour, failed in entries:
+        step = 18 + len(shown) * _CHAR_W + 22
+        if x > 0 and x + step - 22 > width:
+            x, y = 0.0, y + 20
+        stroke = f' stroke="{_FAIL}" stroke-width="1.5"' if failed else ""
+        parts.append(
+            f"<g><title>{esc(full)}</title>"
+            f'<rect x="{_f(x)}" y="{_f(y - 10)}" width="12" height="12" rx="2" fill="{colour}"{stroke}/>'
+            f'<text x="{_f(x + 18)}" y="{_f(y)}" fill="{_TEXT}">{esc(shown)}</text></g>'
+        )
+        x += step
     return _svg(fig_id, title, desc, width, y + 10, "".join(parts))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,22 +23,22 @@ EXIT_INVALID = -1
 
 
 def format_number(value: float | int | None, digits: int = 3) -> str:
-    """Format a score or metric value for display.
+    """Format a score or metric value to a number of significant digits.
 
     Parameters
     ----------
     value
         The number; ``None`` stands for a missing value.
     digits
-        Decimals shown for ordinary magnitudes (significant digits for very small or very
-        large ones).
+        Significant digits shown. Trailing zeros are kept (``0.500``), so a column of scores
+        reads at one precision.
 
     Returns
     -------
     str
-        ``"0.612"`` for ordinary values, scientific notation (``"1.23e-05"``) for values whose
-        fixed-point form would hide every significant digit or be unreadably long, and
-        :data:`MISSING` for ``None``.
+        ``"0.612"``, ``"24.4"``, ``"0.0123"`` for ordinary magnitudes; scientific notation
+        (``"1.23e-05"``, ``"1.23e+05"``) when fixed-point would need more than ``digits``
+        significant digits or hide them all; :data:`MISSING` for ``None``.
     """
     if value is None:
         return MISSING
@@ -47,11 +48,180 @@ def format_number(value: float | int | None, digits: int = 3) -> str:
     if math.isinf(x):
         return "∞" if x > 0 else "−∞"
     if x == 0:
-        # Also folds -0.0, which would otherwise print as "-0.000".
-        return f"{0:.{digits}f}"
-    if 10.0**-digits <= abs(x) < 1e5:
-        return f"{x:.{digits}f}"
-    return f"{x:.{digits}g}"
+        # Also folds -0.0, which would otherwise print as "-0.00".
+        return f"{0:.{max(digits - 1, 0)}f}"
+    text = f"{x:#.{digits}g}"
+    # "#" keeps trailing zeros but also leaves a bare point ("100."); drop it.
+    mantissa, sep, exponent = text.partition("e")
+    return mantissa.rstrip(".") + sep + exponent
+
+
+def format_score(value: float | int | None) -> str:
+    """Format a score (raw metric value, scaled score, difference) to three significant digits.
+
+    Parameters
+    ----------
+    value
+        The score; ``None`` when missing.
+
+    Returns
+    -------
+    str
+        See :func:`format_number`.
+    """
+    return format_number(value, 3)
+
+
+def format_count(value: float | int | None) -> str:
+    """Format a count (items, permutations, jobs) as an integer with thousands separators.
+
+    Parameters
+    ----------
+    value
+        The count. JSON writers may store it as a float (``21.0``); a value that is not a whole
+        number is not a count and falls back to :func:`format_score`.
+
+    Returns
+    -------
+    str
+        ``"21"``, ``"10,000"``; :data:`MISSING` for ``None``.
+    """
+    if value is None or isinstance(value, bool):
+        return MISSING if value is None else format_bool(value)
+    x = float(value)
+    if not math.isfinite(x) or x != round(x):
+        return format_score(x)
+    return f"{int(round(x)):,}"
+
+
+def format_rank(value: float | int | None) -> str:
+    """Format a rank as an integer (``1.0`` in ``results.json`` reads ``"1"``).
+
+    Parameters
+    ----------
+    value
+        The rank; ``None`` for unranked (control) methods.
+
+    Returns
+    -------
+    str
+        The rank, :data:`MISSING` for ``None``.
+    """
+    if value is None or isinstance(value, bool):
+        return MISSING
+    x = float(value)
+    if not math.isfinite(x):
+        return MISSING
+    return str(int(round(x)))
+
+
+def format_p_value(value: float | None) -> str:
+    """Format a p-value in scientific notation with three significant digits.
+
+    Parameters
+    ----------
+    value
+        The p-value.
+
+    Returns
+    -------
+    str
+        ``"2.49e-01"``, ``"1.00e-04"``: one notation whatever the magnitude, so very small
+        p-values never round to zero; :data:`MISSING` for ``None``.
+    """
+    if value is None or isinstance(value, bool):
+        return MISSING
+    x = float(value)
+    if math.isnan(x):
+        return "NaN"
+    return f"{x:.2e}"
+
+
+def format_bool(value: Any) -> str:
+    """Format a boolean as a mark: ``"✓"`` for true, ``"✗"`` for false.
+
+    Parameters
+    ----------
+    value
+        A boolean; ``None`` when missing.
+
+    Returns
+    -------
+    str
+        The mark, :data:`MISSING` for ``None``.
+    """
+    if value is None:
+        return MISSING
+    return "✓" if value else "✗"
+
+
+#: Column names (or their last ``_`` part) that hold p-values, counts and ranks in free-form tables.
+_P_VALUE_NAMES = {"p", "p_value", "pvalue", "pval", "p_adj", "padj", "q_value", "qvalue", "fdr", "p_value_adjusted"}
+_COUNT_NAMES = {"n", "count", "n_items", "n_permutations", "n_bootstrap", "n_genes", "n_cells", "n_perturbations",
+                "n_methods", "n_datasets", "n_pairs", "n_test", "n_train", "seed", "size", "k", "top_k"}
+_RANK_NAMES = {"rank", "ranking"}
+
+
+def value_kind(column: str, values: Sequence[Any] = ()) -> str:
+    """Tell how a column of a free-form table is to be formatted.
+
+    Parameters
+    ----------
+    column
+        The column's name (e.g. ``p_value``, ``n_items``, ``slope``).
+    values
+        The column's values; booleans and all-integer columns are recognised from them.
+
+    Returns
+    -------
+    str
+        ``"bool"``, ``"p_value"``, ``"rank"``, ``"count"``, ``"score"`` or ``"text"``.
+    """
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "bool"
+    if present and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        return "text"
+    name = column.lower()
+    if name in _P_VALUE_NAMES or name.endswith(("_p_value", "_pvalue", "_pval", "_q_value", "_fdr")) or name.startswith("p_value"):
+        return "p_value"
+    if name in _RANK_NAMES or name.endswith("_rank"):
+        return "rank"
+    if name in _COUNT_NAMES or name.startswith("n_") or name.endswith(("_count", "_n")):
+        return "count"
+    if present and all(isinstance(v, int) for v in present):
+        return "count"
+    return "score"
+
+
+def format_value(value: Any, kind: str) -> str:
+    """Format a value of a free-form table by its kind (see :func:`value_kind`).
+
+    Parameters
+    ----------
+    value
+        The value.
+    kind
+        ``"bool"``, ``"p_value"``, ``"rank"``, ``"count"``, ``"score"`` or ``"text"``.
+
+    Returns
+    -------
+    str
+        The value for display; :data:`MISSING` for ``None``.
+    """
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return format_bool(value)
+    if kind == "p_value" and isinstance(value, (int, float)):
+        return format_p_value(value)
+    if kind == "rank" and isinstance(value, (int, float)):
+        return format_rank(value)
+    if kind == "count" and isinstance(value, (int, float)):
+        return format_count(value)
+    if isinstance(value, (int, float)):
+        return format_score(value)
+    return format_parameter(value)
 
 
 def format_ci(
@@ -99,6 +269,31 @@ def format_duration(seconds: float | None) -> str:
     if total < 3600:
         return f"{total // 60} min {total % 60:02d} s"
     return f"{total // 3600} h {(total % 3600) // 60:02d} min"
+
+
+def format_duration_short(seconds: float | None) -> str:
+    """Format a wall time compactly for a narrow cell: ``"12 s"``, ``"2.1 min"``, ``"1.2 h"``.
+
+    Parameters
+    ----------
+    seconds
+        The duration; ``None`` when it was not measured.
+
+    Returns
+    -------
+    str
+        The duration, :data:`MISSING` for ``None``.
+    """
+    if seconds is None or not math.isfinite(float(seconds)):
+        return MISSING
+    s = float(seconds)
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 60:
+        return f"{s:.0f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
 
 
 def format_memory(megabytes: float | None) -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from openpert.report.formatting import MISSING, format_number, format_timestamp
+from openpert.report.formatting import MISSING, format_score, format_timestamp
 from openpert.report.leaderboards import overall_rows
-from openpert.report.markup import esc, page, paragraphs
+from openpert.report.markdown import render_inline
+from openpert.report.markup import esc, page
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults
 
@@ -53,15 +54,18 @@ def _card(results: TaskResults, paths: TaskPaths) -> str:
         names = ", ".join(str(r.method.get("label") or r.method.get("id")) for r in ranked)
         leader = (
             f'<p class="leader">Top method: <strong>{esc(names)}</strong> '
-            f"(mean score {esc(format_number(ranked[0].score))})</p>"
+            f"(mean score {esc(format_score(ranked[0].score))})</p>"
         )
     created = data.get("created")
+    summary = render_inline(results.task.get("summary"))
+    sha = results.provenance.get("commit")
+    commit = f' · commit <code title="{esc(sha)}">{esc(str(sha)[:10])}</code>' if sha else ""
     return (
         '<li class="card task-card">'
         f'<h2><a href="{esc(href)}">{esc(results.label)}</a></h2>'
-        f"{paragraphs(results.task.get('summary'), 'summary')}"
-        f'<dl class="stats">{stats_html}</dl>{leader}'
+        + (f'<p class="summary md">{summary}</p>' if summary else "")
+        + f'<dl class="stats">{stats_html}</dl>{leader}'
         f'<p class="run-meta">Run <time datetime="{esc(created)}">{esc(format_timestamp(created))}</time>'
-        f" · openpert {esc(data.get('openpert_version') or MISSING)}</p>"
+        f" · openpert {esc(data.get('openpert_version') or MISSING)}{commit}</p>"
         "</li>"
     )

@@ -1,4 +1,4 @@
-"""The leaderboard tables of a task page: overall and per dataset.
+"""The leaderboard tables of a task page, one per dataset (the overview replaces an overall one).
 
 Methods and controls sit in separate ``<tbody>`` bands, each opened by a heading row, so the page
 script can sort inside a band and hide the controls band without touching the ranking. Every cell
@@ -15,17 +15,19 @@ from openpert.report.formatting import (
     brief_failure_label,
     failure_label,
     format_ci,
+    format_count,
     format_number,
+    format_p_value,
+    format_rank,
 )
 from openpert.report.leaderboards import (
     DatasetRow,
     MetricCell,
-    OverallRow,
     dataset_rows,
     method_kind,
-    overall_rows,
 )
-from openpert.report.markup import badge, esc, table_region
+from openpert.report.markdown import plain_text
+from openpert.report.markup import badge, esc, label_span, short_label, table_region
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults
 
@@ -37,59 +39,6 @@ SIGNIFICANCE_LEGEND = (
     "shown with their 95% bootstrap confidence interval; ↑ higher is better, ↓ lower is better. "
     "Scaled scores put the negative control at 0 and the positive control at 1.</p>"
 )
-
-
-def overall_table(results: TaskResults, paths: TaskPaths, table_id: str) -> str:
-    """The overall leaderboard: rank, per-dataset scores, mean score and status.
-
-    Parameters
-    ----------
-    results
-        The task's results.
-    paths
-        Where the task's pages are.
-    table_id
-        The table's id (the controls toggle points at it).
-
-    Returns
-    -------
-    str
-        HTML: tools (controls toggle, CSV link) and the table in a scrollable region.
-    """
-    datasets = results.datasets
-    rows = overall_rows(results)
-    header = ['<th scope="col" class="num" data-col="0" data-type="number" aria-sort="ascending">Rank</th>',
-              '<th scope="col" data-col="1">Method</th>']
-    for i, d in enumerate(datasets):
-        header.append(
-            f'<th scope="col" class="num" data-col="{2 + i}" data-type="number" data-first="desc">'
-            f"{esc(results.dataset_label(d.get('dataset_id')))}</th>"
-        )
-    n = len(datasets)
-    header.append(
-        f'<th scope="col" class="num" data-col="{2 + n}" data-type="number" data-first="desc">Mean score</th>'
-    )
-    header.append(f'<th scope="col" data-col="{3 + n}">Status</th>')
-    ncols = 4 + n
-
-    def render(r: OverallRow) -> str:
-        cells = [_rank_cell(r.rank, r.control), _method_cell(r.method, paths)]
-        for d in datasets:
-            did = d.get("dataset_id")
-            value = r.dataset_scores.get(did)
-            failed = r.dataset_status.get(did) == "failed"
-            cells.append(_score_cell(value, bar=False, failed=failed))
-        cells.append(_score_cell(r.score, bar=True))
-        cells.append(_status_cell(r.status, r.failures, results))
-        return f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>'
-
-    caption = (
-        f"Overall leaderboard of {esc(results.label)}: mean scaled score over "
-        f"{n} dataset{'s' if n != 1 else ''}"
-    )
-    table = _table(table_id, caption, "".join(header), rows, render, ncols)
-    tools = _tools(table_id, paths.overall_csv(), any(r.control for r in rows))
-    return tools + table_region(table, f"Overall leaderboard of {results.label}")
 
 
 def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table_id: str) -> str:
@@ -124,9 +73,10 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
         maximize = metric.get("maximize", True) is not False
         arrow = "↑" if maximize else "↓"
         direction = "higher is better" if maximize else "lower is better"
+        tip = plain_text(metric.get("summary")) or None
         top.append(
             f'<th scope="colgroup" colspan="2" class="metric-head">'
-            f"{esc(metric.get('label') or metric.get('id'))} "
+            f"{label_span(metric.get('label') or metric.get('id'), tip)} "
             f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
             f'<span class="visually-hidden">({direction})</span></th>'
         )
@@ -154,10 +104,10 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
         cells.append(_status_cell(r.status, failures, results, with_dataset=False))
         return f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>'
 
-    name = results.dataset_label(dataset_id)
+    name = short_label(results.dataset_label(dataset_id))
     caption = f"Leaderboard on {esc(name)}: raw metric values with 95% CI and scaled scores"
     table = _table(table_id, caption, header, rows, render, ncols, colgroups)
-    tools = _tools(table_id, paths.dataset_csv(dataset_id), any(r.control for r in rows))
+    tools = controls_toggle_tools(table_id, paths.dataset_csv(dataset_id), any(r.control for r in rows))
     return tools + table_region(table, f"Leaderboard on {name}") + SIGNIFICANCE_LEGEND
 
 
@@ -193,7 +143,23 @@ def _table(
     )
 
 
-def _tools(table_id: str, csv_href: str, has_controls: bool) -> str:
+def controls_toggle_tools(table_id: str, csv_href: str, has_controls: bool) -> str:
+    """The tools above a leaderboard: the "Show controls" toggle and the CSV download.
+
+    Parameters
+    ----------
+    table_id
+        The table the toggle hides the controls of.
+    csv_href
+        The table's CSV download.
+    has_controls
+        Whether there are controls to toggle.
+
+    Returns
+    -------
+    str
+        HTML; the toggle is hidden until the page script shows it.
+    """
     toggle = ""
     if has_controls:
         # Hidden until the script runs: without scripts the controls stay visible.
@@ -210,18 +176,19 @@ def _tools(table_id: str, csv_href: str, has_controls: bool) -> str:
 def _rank_cell(rank: int | None, control: bool) -> str:
     if control or rank is None:
         return f'<td class="num rank" data-sort="">{MISSING}</td>'
-    return f'<td class="num rank" data-sort="{rank}">{rank}</td>'
+    return f'<td class="num rank" data-sort="{rank}">{format_rank(rank)}</td>'
 
 
 def _method_cell(method: dict[str, Any], paths: TaskPaths) -> str:
-    label = method.get("label") or method.get("id")
+    label = str(method.get("label") or method.get("id"))
     kind = method_kind(method)
     extra = f" {badge(kind, str(method.get('control') or kind))}" if kind != "method" else ""
-    summary = method.get("summary")
-    title = f' title="{esc(summary)}"' if summary else ""
+    summary = plain_text(method.get("summary"))
+    hover = f"{label}: {summary}" if summary else (label if short_label(label) != label else "")
+    title = f' title="{esc(hover)}"' if hover else ""
     return (
         f'<th scope="row" data-sort="{esc(label)}"><a href="{esc(paths.method_page(method))}"{title}>'
-        f"{esc(label)}</a>{extra}</th>"
+        f"{esc(short_label(label))}</a>{extra}</th>"
     )
 
 
@@ -257,11 +224,11 @@ def _metric_cells(c: MetricCell, row: DatasetRow, results: TaskResults) -> list[
             note = '<span class="visually-hidden"> (best)</span>'
         elif c.tied_with_best:
             best = results.method_label(c.best_method_id)
-            p = format_number(c.p_value)
+            p = format_p_value(c.p_value)
             tip = f"not significantly different from the best method, {best} (p = {p})"
             mark = f'<span class="mark" title="{esc(tip)}" aria-hidden="true">≈</span> '
             note = f'<span class="visually-hidden"> ({esc(tip)})</span>'
-        n_items = f' data-n="{c.n_items}"' if c.n_items is not None else ""
+        n_items = f' data-n="{format_count(c.n_items)}"' if c.n_items is not None else ""
         raw = f'<td class="{cls}" data-sort="{c.raw!r}"{n_items}>{mark}{text}{note}</td>'
     sort = "" if c.scaled is None else repr(float(c.scaled))
     scaled = f'<td class="num scaled" data-sort="{sort}">{format_number(c.scaled)}</td>'

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 from typing import Any
 
 from openpert.report.formatting import failure_label
@@ -70,6 +71,75 @@ class OverallRow:
     def control(self) -> bool:
         """True for control methods, which sit in their own band."""
         return is_control(self.method)
+
+
+#: Outcomes of one method on one tested (dataset, metric), from ``comparisons``.
+BEST, TIED, WORSE, MISSING, UNTESTED = "best", "tied", "worse", "missing", "untested"
+
+#: Tiers of the overview, in display order: key, heading, what puts a method there.
+TIERS: tuple[tuple[str, str, str], ...] = (
+    ("top", "Indistinguishable from the best",
+     "on every tested dataset and metric, the best method or not significantly different from it"),
+    ("some", "Behind the best on some tests",
+     "significantly worse than the best (p < 0.05), or without a value, on some tested datasets and metrics"),
+    ("all", "Behind the best on every test",
+     "significantly worse than the best (p < 0.05), or without a value, on every tested dataset and metric"),
+    ("untested", "Not tested",
+     "no paired test against the best was possible"),
+)
+
+
+@dataclasses.dataclass
+class TestOutcome:
+    """How one method fared in the permutation test against the best on one (dataset, metric)."""
+
+    dataset_id: str
+    metric_id: str
+    #: :data:`BEST`, :data:`TIED`, :data:`WORSE`, :data:`MISSING` (no value) or :data:`UNTESTED`.
+    outcome: str
+    best_method_id: str | None = None
+    p_value: float | None = None
+    mean_difference: float | None = None
+
+    @property
+    def in_top_group(self) -> bool:
+        """True when the method is the best or not significantly different from it."""
+        return self.outcome in (BEST, TIED)
+
+
+@dataclasses.dataclass
+class OverviewRow:
+    """One method's line in the task overview: scores by dataset and by metric, tests, resources."""
+
+    row: OverallRow
+    #: metric_id -> mean over datasets of the clipped scaled score (None when never scored).
+    metric_scores: dict[str, float | None]
+    #: metric_id -> datasets on which the method's value of the metric is missing by a failure.
+    metric_failed: dict[str, list[str]]
+    tests: list[TestOutcome]
+    tier: str | None
+    max_duration_s: float | None
+    max_memory_mb: float | None
+
+    @property
+    def method(self) -> dict[str, Any]:
+        """The method entry."""
+        return self.row.method
+
+    @property
+    def control(self) -> bool:
+        """True for control methods."""
+        return self.row.control
+
+    @property
+    def top_group(self) -> int:
+        """Tests in which the method is the best or not significantly different from it."""
+        return sum(t.in_top_group for t in self.tests)
+
+    @property
+    def n_tests(self) -> int:
+        """Tested (dataset, metric) pairs that count for the method (untested ones left out)."""
+        return sum(t.outcome != UNTESTED for t in self.tests)
 
 
 def competition_ranks(scores: list[float | None]) -> list[int | None]:
@@ -168,6 +238,127 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
     return methods + [row(m) for m in results.controls]
 
 
+def method_tests(results: TaskResults, method_id: str) -> list[TestOutcome]:
+    """A method's outcome in every permutation test against the best.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    method_id
+        The method.
+
+    Returns
+    -------
+    list of TestOutcome
+        One per tested (dataset, metric), in page order. A method without a value where others
+        were tested is :data:`MISSING` (it failed, or does not address that metric); a method
+        with a value but no comparison (positive and negative controls) is :data:`UNTESTED`.
+    """
+    out = []
+    for dataset_id, metric_id in results.tested_pairs():
+        best = results.best_method_id(dataset_id, metric_id)
+        score = results.score(dataset_id, method_id, metric_id)
+        has_value = bool(score) and score.get("raw") is not None
+        comparison = results.comparison(dataset_id, metric_id, method_id) or {}
+        p_value = comparison.get("p_value")
+        diff = comparison.get("mean_difference")
+        if not has_value:
+            outcome = MISSING
+        elif best == method_id:
+            outcome = BEST
+        elif comparison:
+            significant = comparison.get("significant")
+            if not isinstance(significant, bool):
+                significant = isinstance(p_value, (int, float)) and p_value < 0.05
+            outcome = WORSE if significant else TIED
+        else:
+            outcome = UNTESTED
+        out.append(TestOutcome(dataset_id, metric_id, outcome, best, p_value, diff))
+    return out
+
+
+def tier_of(tests: list[TestOutcome]) -> str:
+    """The overview tier of a method from its test outcomes (a key of :data:`TIERS`).
+
+    Parameters
+    ----------
+    tests
+        The method's outcomes (:func:`method_tests`).
+
+    Returns
+    -------
+    str
+        ``"top"`` when it is in the top group (best or p >= 0.05) of every tested pair,
+        ``"all"`` when of none, ``"some"`` in between, ``"untested"`` without any test.
+    """
+    counted = [t for t in tests if t.outcome != UNTESTED]
+    if not counted:
+        return "untested"
+    top = sum(t.in_top_group for t in counted)
+    if top == len(counted):
+        return "top"
+    return "all" if top == 0 else "some"
+
+
+def overview_rows(results: TaskResults) -> list[OverviewRow]:
+    """The task overview: every method's scores by dataset and by metric, its tests and resources.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    list of OverviewRow
+        Methods by rank, then control methods (as :func:`overall_rows`). A metric's score is
+        the mean over datasets of its scaled value clipped to [0, 1], with a missing value
+        counting 0, over the datasets where the metric has scaled values at all: the same
+        convention as the dataset score. Methods get a tier only when the task has tests.
+    """
+    dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
+    has_tests = bool(results.tested_pairs())
+    out = []
+    for row in overall_rows(results):
+        mid = str(row.method.get("id"))
+        metric_scores: dict[str, float | None] = {}
+        metric_failed: dict[str, list[str]] = {}
+        for metric in results.metrics:
+            metric_id = str(metric.get("id"))
+            values: list[float] = []
+            failed: list[str] = []
+            for did in dataset_ids:
+                if not results.scalable(did, metric_id):
+                    continue
+                score = results.score(did, mid, metric_id) or {}
+                scaled = score.get("scaled")
+                if row.dataset_status.get(did) == "failed" or results.metric_failure(did, mid, metric_id):
+                    failed.append(did)
+                if isinstance(scaled, (int, float)) and math.isfinite(scaled):
+                    values.append(min(1.0, max(0.0, float(scaled))))
+                else:
+                    values.append(0.0)
+            metric_scores[metric_id] = sum(values) / len(values) if values else None
+            metric_failed[metric_id] = failed
+        tests = method_tests(results, mid) if has_tests else []
+        jobs = results.method_resources(mid)
+        durations = [float(j["duration_s"]) for j in jobs if isinstance(j.get("duration_s"), (int, float))]
+        memory = [float(j["peak_memory_mb"]) for j in jobs if isinstance(j.get("peak_memory_mb"), (int, float))]
+        out.append(
+            OverviewRow(
+                row=row,
+                metric_scores=metric_scores,
+                metric_failed=metric_failed,
+                tests=tests,
+                tier=None if row.control or not has_tests else tier_of(tests),
+                max_duration_s=max(durations) if durations else None,
+                max_memory_mb=max(memory) if memory else None,
+            )
+        )
+    return out
+
+
 def overall_csv(results: TaskResults) -> str:
     """The overall leaderboard as CSV, numbers at full precision.
 
@@ -180,13 +371,18 @@ def overall_csv(results: TaskResults) -> str:
     -------
     str
         Columns ``rank, method_id, method_label, type, control, score, status,
-        score_<dataset_id>..., failures``.
+        score_<dataset_id>..., metric_<metric_id>..., tier, tests_in_top_group, tests, failures``
+        (``metric_<id>``: the metric's mean clipped scaled score over datasets; ``tier`` and the
+        test counts as in the overview).
     """
     dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
+    metric_ids = [str(m.get("id")) for m in results.metrics]
     header = ["rank", "method_id", "method_label", "type", "control", "score", "status"]
-    header += [f"score_{d}" for d in dataset_ids] + ["failures"]
+    header += [f"score_{d}" for d in dataset_ids] + [f"metric_{m}" for m in metric_ids]
+    header += ["tier", "tests_in_top_group", "tests", "failures"]
     lines = []
-    for r in overall_rows(results):
+    for o in overview_rows(results):
+        r = o.row
         lines.append(
             [
                 r.rank,
@@ -197,6 +393,10 @@ def overall_csv(results: TaskResults) -> str:
                 r.score,
                 r.status,
                 *[r.dataset_scores.get(d) for d in dataset_ids],
+                *[o.metric_scores.get(m) for m in metric_ids],
+                o.tier,
+                o.top_group if o.tests else None,
+                o.n_tests if o.tests else None,
                 _failures_text(results, r.failures),
             ]
         )

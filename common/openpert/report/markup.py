@@ -16,6 +16,10 @@ import openpert
 
 SITE_NAME = "openpert results"
 
+#: Longest label shown in table headers and figures; longer ones are cut with an ellipsis and
+#: shown whole on hover (``openpert lint`` holds component and metric labels to this length).
+LABEL_MAX = 30
+
 
 def esc(value: Any) -> str:
     """Escape a value for HTML text or a quoted attribute (``None`` becomes ``""``).
@@ -33,6 +37,56 @@ def esc(value: Any) -> str:
     if value is None:
         return ""
     return html.escape(str(value), quote=True)
+
+
+def short_label(text: Any, limit: int = LABEL_MAX) -> str:
+    """Cut a label to ``limit`` characters, ending it with an ellipsis when cut.
+
+    Parameters
+    ----------
+    text
+        The label.
+    limit
+        Longest result, ellipsis included.
+
+    Returns
+    -------
+    str
+        The label, unescaped.
+    """
+    text = " ".join(str(text if text is not None else "").split())
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 1)].rstrip(" ,;:-/(") + "…"
+
+
+def label_span(label: Any, tooltip: Any = None, limit: int = LABEL_MAX) -> str:
+    """A short label with its full text (and a description) on hover.
+
+    Parameters
+    ----------
+    label
+        The full label.
+    tooltip
+        A longer description appended to the hover text (plain text).
+    limit
+        Longest label shown.
+
+    Returns
+    -------
+    str
+        ``<span title="...">short</span>``, or the escaped label alone when it is short and has
+        no description.
+    """
+    full = " ".join(str(label if label is not None else "").split())
+    shown = short_label(full, limit)
+    if tooltip and str(tooltip) != full:
+        hover = f"{full}: {tooltip}"
+    else:
+        hover = full if shown != full else ""
+    if not hover:
+        return esc(shown)
+    return f'<span title="{esc(hover)}">{esc(shown)}</span>'
 
 
 def safe_url(url: Any) -> str | None:
@@ -101,12 +155,14 @@ def doi_link(doi: Any) -> str:
 
 
 def paragraphs(text: Any, css_class: str | None = None) -> str:
-    """Split text on blank lines into escaped ``<p>`` elements.
+    """Split the report's own text on blank lines into escaped ``<p>`` elements.
+
+    Texts from ``results.json`` go through :mod:`openpert.report.markdown` instead.
 
     Parameters
     ----------
     text
-        Plain text (markdown is shown as written, never interpreted).
+        Plain text.
     css_class
         Class of every paragraph.
 
@@ -198,7 +254,7 @@ def definition_list(pairs: Iterable[tuple[str, str]], css_class: str = "facts") 
     return f'<dl class="{esc(css_class)}">{items}</dl>' if items else ""
 
 
-def table_region(table_html: str, label: str) -> str:
+def table_region(table_html: str, label: str, css_class: str = "table-wrap") -> str:
     """Wrap a table in a keyboard-scrollable region, so wide tables scroll instead of overflow.
 
     Parameters
@@ -207,13 +263,18 @@ def table_region(table_html: str, label: str) -> str:
         The ``<table>``.
     label
         What screen readers announce for the region.
+    css_class
+        Classes of the region.
 
     Returns
     -------
     str
         HTML.
     """
-    return f'<div class="table-wrap" role="region" tabindex="0" aria-label="{esc(label)}">{table_html}</div>'
+    return (
+        f'<div class="{esc(css_class)}" role="region" tabindex="0" aria-label="{esc(label)}">'
+        f"{table_html}</div>"
+    )
 
 
 def simple_table(

@@ -90,6 +90,8 @@ class TaskPaths:
         # Dataset slugs name tables ("table-<slug>") next to the page's fixed ones.
         fixed = ["overall", "failures", "qc", "resources", "parameters", "scores"]
         self._datasets = dict(zip(dataset_ids, unique_slugs(dataset_ids, taken=fixed)))
+        keys = [key for key, _ in results.statistics]
+        self._statistics = dict(zip(keys, unique_slugs(keys)))
 
     def method_page(self, method: dict[str, Any]) -> str:
         """Page of a method or control method, e.g. ``methods/mlp.html``."""
@@ -119,3 +121,11 @@ class TaskPaths:
     def dataset_csv(self, dataset_id: Any) -> str:
         """A dataset leaderboard's CSV."""
         return f"leaderboard_{self.dataset_slug(dataset_id)}.csv"
+
+    def statistic_slug(self, key: Any) -> str:
+        """The slug of a task-specific statistic, used in anchors and CSV names."""
+        return self._statistics.get(str(key), slugify(key))
+
+    def statistic_csv(self, key: Any) -> str:
+        """A task-specific statistic's table as CSV."""
+        return f"statistic_{self.statistic_slug(key)}.csv"

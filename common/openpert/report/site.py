@@ -8,15 +8,18 @@ folder remove pages of tasks or components that are gone, without touching anyth
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from openpert.report.component_pages import render_method_page, render_metric_page
 from openpert.report.index_page import render_index
 from openpert.report.leaderboards import dataset_csv, overall_csv
 from openpert.report.paths import TaskPaths, slugify, unique_slugs
+from openpert.report.statistics import statistic_csv, table_rows
 from openpert.report.task_page import render_task_page
 from openpert.report.task_results import TaskResults, find_results_files, load_results
 
@@ -25,6 +28,10 @@ STATIC_FILES = ("report.css", "report.js", "favicon.svg")
 MANIFEST = ".openpert-report.json"
 #: Failure logs larger than this are linked by path only, to keep the site small.
 MAX_LOG_BYTES = 2_000_000
+#: Most bytes a task page may make a browser load (its HTML and the site files it embeds).
+PAGE_WEIGHT_LIMIT = 2_000_000
+#: Elements whose address a browser loads with the page (links and anchors are only followed).
+_ASSET = re.compile(r"<(?:link|script|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"", re.IGNORECASE)
 
 
 class _Writer:
@@ -71,6 +78,11 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
         When a folder holds no ``results.json``.
     ValueError
         When no folder is given.
+
+    Warns
+    -----
+    UserWarning
+        When a task page with its assets weighs more than :data:`PAGE_WEIGHT_LIMIT`.
     """
     files: list[Path] = []
     for d in results_dirs:
@@ -95,7 +107,47 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
         _render_task(writer, results, paths, source)
     writer.text("index.html", render_index(site_tasks))
     _prune(out_dir, writer.written)
+    for _, paths in site_tasks:
+        page_path = out_dir / paths.slug / "index.html"
+        weight = page_weight(page_path)
+        if weight > PAGE_WEIGHT_LIMIT:
+            # A warning, not a failure: a heavy page is still better than no page.
+            warnings.warn(f"{page_path}: {weight:,} bytes with its assets, over {PAGE_WEIGHT_LIMIT:,}", stacklevel=2)
     return out_dir / "index.html"
+
+
+def page_weight(page_path: Path) -> int:
+    """Bytes a browser loads to show a page: its HTML and the local assets it embeds.
+
+    Parameters
+    ----------
+    page_path
+        An HTML page of the site.
+
+    Returns
+    -------
+    int
+        The size of the page plus that of every stylesheet, script, icon and image it loads
+        from the site (each counted once).
+
+    Raises
+    ------
+    ValueError
+        When the page loads anything from another origin: the site makes no external request.
+    """
+    page_path = Path(page_path)
+    source = page_path.read_text(encoding="utf-8")
+    total = len(source.encode("utf-8"))
+    seen: set[Path] = set()
+    for url in _ASSET.findall(source):
+        parsed = urlparse(url)
+        if parsed.scheme or parsed.netloc:
+            raise ValueError(f"{page_path}: loads {url} from outside the site")
+        asset = (page_path.parent / unquote(parsed.path)).resolve()
+        if asset not in seen and asset.is_file():
+            seen.add(asset)
+            total += asset.stat().st_size
+    return total
 
 
 def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source: Path) -> None:
@@ -105,6 +157,9 @@ def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source
     for d in results.datasets:
         did = d.get("dataset_id")
         writer.text(f"{base}/{paths.dataset_csv(did)}", dataset_csv(results, did))
+    for key, entry in results.statistics:
+        if table_rows(entry):
+            writer.text(f"{base}/{paths.statistic_csv(key)}", statistic_csv(entry))
     log_links = _copy_logs(writer, results, base)
     writer.text(f"{base}/index.html", render_task_page(results, paths, log_links))
     for method in results.all_methods:

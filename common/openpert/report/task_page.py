@@ -8,29 +8,34 @@ from openpert.report.figures import dataset_heatmap, resource_chart
 from openpert.report.formatting import (
     MISSING,
     describe_failure,
+    format_bool,
+    format_count,
     format_duration,
     format_memory,
-    format_number,
-    format_parameter,
-    format_timestamp,
 )
-from openpert.report.leaderboard_html import dataset_table, overall_table
+from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
+from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.markup import (
     badge,
     definition_list,
     doi_link,
     esc,
     external_link,
+    label_span,
     links,
     page,
     paragraphs,
     references,
     safe_url,
     section,
+    short_label,
     simple_table,
 )
-from openpert.report.paths import TaskPaths, slugify
+from openpert.report.overview import overview
+from openpert.report.paths import TaskPaths
+from openpert.report.provenance import provenance_line, provenance_section
+from openpert.report.statistics import statistic_section, table_rows
 from openpert.report.task_results import TaskResults
 
 
@@ -59,39 +64,41 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         toc.append((section_id, title))
         blocks.append(section(section_id, title, content, intro=intro))
 
+    add(
+        "overview",
+        "Overview",
+        overview(results, paths),
+        intro=paragraphs(
+            "Every method's scaled scores at a glance: 0 is the negative control's level and 1 the "
+            "positive control's. Methods are grouped by the statistical tests against the best "
+            "method; controls sit apart below them."
+        ),
+    )
     about = _about(task)
     if about:
         add("about", "About the task", about)
-    add(
-        "leaderboard",
-        "Overall leaderboard",
-        overall_table(results, paths, "table-overall"),
-        intro=paragraphs(
-            "Each method's score on a dataset is the mean over metrics of its scaled score, "
-            "clipped to [0, 1]; a failed method scores 0 there. The overall score is the mean "
-            "over datasets."
-        ),
-    )
     for i, dataset in enumerate(results.datasets):
         did = str(dataset.get("dataset_id"))
         add(
             paths.dataset_anchor(did),
-            f"Dataset: {results.dataset_label(did)}",
+            f"Dataset: {short_label(results.dataset_label(did))}",
             _dataset_section(results, paths, dataset, i),
         )
+    for key, entry in results.statistics:
+        add(f"stat-{paths.statistic_slug(key)}", str(entry.get("label") or key),
+            statistic_section(results, paths, key, entry))
     add("failures", "Failures", _failures(results, log_links))
-    if results.skipped:
-        add("skipped", "Skipped components", _skipped(results))
+    if results.skipped or results.config_errors:
+        add("skipped", "Components not run", _skipped(results))
     add("qc", "Quality-control flags", _qc(results))
     add("resources", "Resource use", _resources(results))
-    for key, entry in results.statistics:
-        add(f"stat-{slugify(key)}", str(entry.get("label") or key), _statistic(entry))
     add("components", "Components", _components(results, paths))
+    add("provenance", "Provenance", provenance_section(results))
     add("downloads", "Downloads", _downloads(results, paths))
 
     nav = (
         '<nav class="toc" aria-label="On this page"><ul>'
-        + "".join(f'<li><a href="#{esc(sid)}">{esc(title)}</a></li>' for sid, title in toc)
+        + "".join(f'<li><a href="#{esc(sid)}">{esc(short_label(title, 40))}</a></li>' for sid, title in toc)
         + "</ul></nav>"
     )
     blocks.insert(1, nav)
@@ -100,36 +107,35 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         body="\n".join(blocks),
         root="../",
         crumbs=[("All tasks", "../index.html"), (results.label, None)],
-        description=str(task.get("summary") or ""),
+        description=plain_text(task.get("summary")),
     )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{format_count(n)} {word}{'' if n == 1 else 's'}"
 
 
 def _header(results: TaskResults) -> str:
-    data = results.data
     chips = [
-        f"{len(results.datasets)} datasets",
-        f"{len(results.methods)} methods",
-        f"{len(results.controls)} controls",
-        f"{len(results.metrics)} metrics",
+        _count(len(results.datasets), "dataset"),
+        _count(len(results.methods), "method"),
+        _count(len(results.controls), "control"),
+        _count(len(results.metrics), "metric"),
     ]
-    run = (
-        f'Run <time datetime="{esc(data.get("created"))}">{esc(format_timestamp(data.get("created")))}</time>'
-        f" · openpert {esc(data.get('openpert_version') or MISSING)}"
-        f" · engine {esc(data.get('engine') or MISSING)}"
-    )
+    summary = render_inline(results.task.get("summary"))
     return (
         '<header class="page-header"><p class="eyebrow">Task</p>'
         f"<h1>{esc(results.label)}</h1>"
-        f"{paragraphs(results.task.get('summary'), 'lead')}"
-        '<ul class="chips">' + "".join(f"<li>{esc(c)}</li>" for c in chips) + "</ul>"
-        f'<p class="run-meta">{run}</p></header>'
+        + (f'<p class="lead md">{summary}</p>' if summary else "")
+        + '<ul class="chips">' + "".join(f"<li>{esc(c)}</li>" for c in chips) + "</ul>"
+        f"{provenance_line(results)}</header>"
     )
 
 
 def _about(task: dict[str, Any]) -> str:
-    parts = [paragraphs(task.get("description"))]
+    parts = [render_markdown(task.get("description"))]
     if task.get("motivation"):
-        parts.append(f"<h3>Motivation</h3>{paragraphs(task.get('motivation'))}")
+        parts.append(f"<h3>Motivation</h3>{render_markdown(task.get('motivation'))}")
     refs = references(task.get("references"))
     if refs:
         parts.append(f"<h3>References</h3>{refs}")
@@ -141,8 +147,10 @@ def _about(task: dict[str, Any]) -> str:
 
 def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> str:
     did = str(dataset.get("dataset_id"))
+    name = results.dataset_label(did)
     facts = definition_list(
         [
+            ("Name", esc(name) if short_label(name) != name else ""),
             ("Id", f"<code>{esc(did)}</code>"),
             ("Organism", esc(str(dataset.get("dataset_organism") or "").replace("_", " "))),
             ("License", esc(dataset.get("dataset_license"))),
@@ -154,17 +162,18 @@ def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, 
     if dataset.get("dataset_description"):
         details = (
             "<details><summary>Dataset description</summary>"
-            f"{paragraphs(dataset.get('dataset_description'))}</details>"
+            f"{render_markdown(dataset.get('dataset_description'))}</details>"
         )
     heatmap = dataset_heatmap(results, did, f"fig-heat-{index}")
-    name = results.dataset_label(did)
     figure = (
         f'<figure class="figure"><div class="figure-scroll">{heatmap}</div>'
-        f"<figcaption>Scaled scores on {esc(name)}: methods and controls by metric, and the "
+        f"<figcaption>Scaled scores on {esc(short_label(name))}: methods and controls by metric, and the "
         "dataset score. Hover a cell for its raw value.</figcaption></figure>"
     )
+    summary = render_inline(dataset.get("dataset_summary"))
     return (
-        f"{paragraphs(dataset.get('dataset_summary'), 'lead-small')}{facts}{details}"
+        (f'<p class="lead-small md">{summary}</p>' if summary else "")
+        + f"{facts}{details}"
         f"{dataset_table(results, paths, did, f'table-{paths.dataset_slug(did)}')}{figure}"
     )
 
@@ -198,7 +207,7 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> str:
         rows.append(
             [
                 f"<code>{esc(f.get('job_id'))}</code>",
-                esc(results.dataset_label(f.get("dataset_id"))),
+                label_span(results.dataset_label(f.get("dataset_id"))),
                 esc(f.get("stage")),
                 esc(f.get("component")),
                 (esc(f.get("exit_code")), "" if f.get("exit_code") is None else str(f.get("exit_code"))),
@@ -218,8 +227,19 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> str:
 
 
 def _skipped(results: TaskResults) -> str:
-    rows = [[f"<code>{esc(s.get('id'))}</code>", esc(s.get("type") or MISSING), esc(s.get("reason"))] for s in results.skipped]
-    return simple_table(f"Components not run ({len(rows)})", ["Component", "Type", "Reason"], rows, table_id="table-skipped")
+    parts = []
+    if results.skipped:
+        rows = [[f"<code>{esc(s.get('id'))}</code>", esc(s.get("type") or MISSING), esc(s.get("reason"))]
+                for s in results.skipped]
+        parts.append(simple_table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
+                                  table_id="table-skipped"))
+    if results.config_errors:
+        rows = [[f"<code>{esc(e.get('component'))}</code>", esc(e.get("type") or MISSING),
+                 f"<code>{esc(e.get('config') or MISSING)}</code>", f'<span class="reason">{esc(e.get("reason"))}</span>']
+                for e in results.config_errors]
+        parts.append(simple_table(f"Components left out for config errors ({len(rows)})",
+                                  ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
+    return "".join(parts)
 
 
 def _qc(results: TaskResults) -> str:
@@ -232,9 +252,9 @@ def _qc(results: TaskResults) -> str:
         rows.append(
             [
                 f"<code>{esc(q.get('flag'))}</code>",
-                esc(results.dataset_label(q.get("dataset_id")) if q.get("dataset_id") else MISSING),
-                esc((metric or {}).get("label") or q.get("metric_id") or MISSING),
-                esc(results.method_label(q.get("method_id")) if q.get("method_id") else MISSING),
+                label_span(results.dataset_label(q.get("dataset_id"))) if q.get("dataset_id") else MISSING,
+                label_span((metric or {}).get("label") or q.get("metric_id") or MISSING),
+                label_span(results.method_label(q.get("method_id"))) if q.get("method_id") else MISSING,
                 esc(q.get("message")),
             ]
         )
@@ -267,13 +287,13 @@ def _resources(results: TaskResults) -> str:
                 f"<code>{esc(r.get('job_id'))}</code>",
                 esc(r.get("stage")),
                 esc(r.get("component")),
-                esc(results.dataset_label(r.get("dataset_id"))),
-                esc(results.method_label(r.get("method_id")) if r.get("method_id") else MISSING),
+                label_span(results.dataset_label(r.get("dataset_id"))),
+                label_span(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING,
                 (badge(status, "ok" if status == "succeeded" else "failed"), status),
                 (esc(MISSING if exit_code is None else exit_code), "" if exit_code is None else str(exit_code)),
                 (esc(format_duration(r.get("duration_s"))), _key(r.get("duration_s"))),
                 (esc(format_memory(r.get("peak_memory_mb"))), _key(r.get("peak_memory_mb"))),
-                "yes" if r.get("cached") else "no",
+                (_bool_mark(r.get("cached")), "1" if r.get("cached") else "0"),
             ]
         )
     if rows:
@@ -289,37 +309,12 @@ def _resources(results: TaskResults) -> str:
     return "".join(parts)
 
 
-def _statistic(entry: dict[str, Any]) -> str:
-    table_rows = [r for r in entry.get("table") or [] if isinstance(r, dict)]
-    parts = [paragraphs(entry.get("description"))]
-    if table_rows:
-        columns: list[str] = []
-        for r in table_rows:
-            columns += [str(k) for k in r if str(k) not in columns]
-        numeric = [all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in table_rows)
-                   and any(isinstance(r.get(c), (int, float)) for r in table_rows) for c in columns]
-        rows = []
-        for r in table_rows:
-            cells = []
-            for c, is_num in zip(columns, numeric):
-                value = r.get(c)
-                if is_num:
-                    cells.append((esc(format_number(value)), _key(value)))
-                else:
-                    cells.append(esc(MISSING if value is None else format_parameter(value)))
-            rows.append(cells)
-        parts.append(
-            simple_table(str(entry.get("label") or "Statistics"), columns, rows, numeric=numeric)
-        )
-    return "".join(parts)
-
-
 def _components(results: TaskResults, paths: TaskPaths) -> str:
     def card_list(title: str, entries: list[tuple[str, str, str, str]]) -> str:
         if not entries:
             return ""
         items = "".join(
-            f'<li><a href="{esc(href)}">{esc(label)}</a>{extra}<span class="summary">{esc(summary)}</span></li>'
+            f'<li><a href="{esc(href)}">{esc(label)}</a>{extra}<span class="summary md">{render_inline(summary)}</span></li>'
             for href, label, extra, summary in entries
         )
         return f'<div class="component-group"><h3>{esc(title)}</h3><ul class="component-list">{items}</ul></div>'
@@ -349,7 +344,8 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> str:
     items = [
         '<li><a href="results.json" download><code>results.json</code></a>: everything on this '
         "page, as written by the benchmark run</li>",
-        f'<li><a href="{esc(paths.overall_csv())}" download>{esc(paths.overall_csv())}</a>: overall leaderboard</li>',
+        f'<li><a href="{esc(paths.overall_csv())}" download>{esc(paths.overall_csv())}</a>: the overview '
+        "(overall, dataset and metric scores, tests)</li>",
     ]
     for d in results.datasets:
         did = d.get("dataset_id")
@@ -358,7 +354,17 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> str:
             f'<li><a href="{esc(href)}" download>{esc(href)}</a>: leaderboard on '
             f"{esc(results.dataset_label(did))}</li>"
         )
+    for key, entry in results.statistics:
+        if table_rows(entry):
+            href = paths.statistic_csv(key)
+            items.append(f'<li><a href="{esc(href)}" download>{esc(href)}</a>: {esc(entry.get("label") or key)}</li>')
     return f'<ul class="downloads">{"".join(items)}</ul>'
+
+
+def _bool_mark(value: Any) -> str:
+    word = "yes" if value else "no"
+    return (f'<span class="bool bool-{word}" aria-hidden="true">{format_bool(bool(value))}</span>'
+            f'<span class="visually-hidden">{word}</span>')
 
 
 def _key(value: Any) -> str:

@@ -117,6 +117,13 @@ class TaskResults:
         for c in self._list("comparisons"):
             if c.get("best_method_id"):
                 self._best.setdefault((c.get("dataset_id"), c.get("metric_id")), c["best_method_id"])
+        # (dataset, metric) pairs on which some method has a scaled value: the pairs that count
+        # in the dataset score (the others have no controls or no values at all).
+        self._scalable = {
+            (s.get("dataset_id"), s.get("metric_id"))
+            for s in self._list("scores")
+            if isinstance(s.get("scaled"), (int, float)) and not isinstance(s.get("scaled"), bool)
+        }
 
     # -- plain fields ---------------------------------------------------------------------------
 
@@ -171,9 +178,20 @@ class TaskResults:
         return self._list("skipped")
 
     @property
+    def config_errors(self) -> list[dict[str, Any]]:
+        """Components left out because their config could not be used, with the reason."""
+        return self._list("config_errors")
+
+    @property
     def resources(self) -> list[dict[str, Any]]:
         """Resource use of every job."""
         return self._list("resources")
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """The optional ``provenance`` block (commit, digests); an empty dict when absent."""
+        value = self.data.get("provenance")
+        return value if isinstance(value, dict) else {}
 
     @property
     def statistics(self) -> list[tuple[str, dict[str, Any]]]:
@@ -231,6 +249,31 @@ class TaskResults:
             if d.get("dataset_id") == dataset_id:
                 return str(d.get("dataset_name") or dataset_id)
         return str(dataset_id)
+
+    def dataset(self, dataset_id: str | None) -> dict[str, Any]:
+        """The ``datasets`` entry with this id, or an empty dict."""
+        for d in self.datasets:
+            if d.get("dataset_id") == dataset_id:
+                return d
+        return {}
+
+    def metric_label(self, metric_id: str | None) -> str:
+        """The label of a metric, its id when it has none."""
+        metric = self.metric(metric_id)
+        return _label(metric) if metric else str(metric_id)
+
+    def scalable(self, dataset_id: str, metric_id: str) -> bool:
+        """Tell whether some method has a scaled value of a metric on a dataset."""
+        return (dataset_id, metric_id) in self._scalable
+
+    def tested_pairs(self) -> list[tuple[str, str]]:
+        """(dataset, metric) pairs with a permutation test against the best, in page order."""
+        return [
+            (str(d.get("dataset_id")), str(m.get("id")))
+            for d in self.datasets
+            for m in self.metrics
+            if (d.get("dataset_id"), m.get("id")) in self._best
+        ]
 
     def score(self, dataset_id: str, method_id: str, metric_id: str) -> dict[str, Any] | None:
         """The ``scores`` row of one (dataset, method, metric), or None."""

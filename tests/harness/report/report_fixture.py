@@ -3,8 +3,10 @@
 Two datasets; a positive control, a negative control and a baseline; three methods, of which one
 runs out of memory (exit 137) on one dataset and one runs out of time (exit 143) on the other; three
 metrics, one to minimise; bootstrap CIs, permutation comparisons, QC flags, resources, a failed
-metric job and a task-specific statistic. Scores are derived from the controls exactly as the
-schema says, so the numbers are internally consistent. Some texts carry HTML to test escaping.
+metric job, task-specific statistics (one of them pairwise tests between methods) and the run's
+provenance. Scores are derived from the controls exactly as the schema says, so the numbers are
+internally consistent. Some texts carry HTML to test escaping, and Markdown to test its rendering;
+one dataset name is longer than a label may be.
 """
 
 from __future__ import annotations
@@ -17,10 +19,24 @@ from typing import Any
 #: Text that must never reach a page unescaped.
 HOSTILE = '<script>alert("pwned")</script>'
 
+#: A dataset name longer than the 30 characters a label may have.
+LONG_DATASET_NAME = "RPE1 essential genes, day-7 knockdown, every perturbation"
+
 DATASETS = [
     ("k562", "K562 essential", 412),
-    ("rpe1", "RPE1 essential", 280),
+    ("rpe1", LONG_DATASET_NAME, 280),
 ]
+
+#: The task description, in Markdown; no marker of it may show on a page.
+TASK_DESCRIPTION = (
+    "Given a perturbation and a downstream gene, predict whether knocking the **perturbation** "
+    "down changes the gene's expression, and in which *direction*:\n\n"
+    "- `de`: is the gene differentially expressed?\n"
+    "- `dir`: does it go up or down?\n\n"
+    "See [the paper](https://doi.org/10.1016/j.cell.2022.05.013) and "
+    "[a crafted link](javascript:alert(1)).\n\n"
+    "Tasks with <b>markup</b> & ampersands are shown as text."
+)
 
 #: id, label, control kind (None for methods), quality (0 = negative control, 1 = positive).
 METHODS: list[tuple[str, str, str | None, float]] = [
@@ -52,7 +68,7 @@ METRIC_FAILURES = {
 
 
 def build_results(
-    task_name: str = "perturbqa", label: str = "PerturbQA", seed: int = 7
+    task_name: str = "perturbqa", label: str = "PerturbQA", seed: int = 7, provenance: bool = True
 ) -> dict[str, Any]:
     """Build the content of a ``results.json``.
 
@@ -62,6 +78,8 @@ def build_results(
         The task's name and label (several tasks can be built for one site).
     seed
         Seed of the noise added to the method values.
+    provenance
+        Add the optional ``provenance`` block (a file without it shows "not recorded").
 
     Returns
     -------
@@ -241,7 +259,9 @@ def build_results(
         o["rank"] = 1 + sum(other["score"] > o["score"] for other in overall)
     overall.sort(key=lambda o: (o["rank"], o["method_id"]))
 
-    return {
+    for r in resources:
+        r["sandbox"] = "bubblewrap"
+    data = {
         "schema_version": 1,
         "openpert_version": "0.1.0",
         "created": "2026-11-21T10:00:00+00:00",
@@ -250,11 +270,7 @@ def build_results(
             "name": task_name,
             "label": label,
             "summary": f"Predict which genetic perturbations change a gene's expression ({label}).",
-            "description": (
-                "Given a perturbation and a downstream gene, predict whether knocking the "
-                "perturbation down changes the gene's expression, and in which direction.\n\n"
-                "Tasks with <b>markup</b> & ampersands are shown as text."
-            ),
+            "description": TASK_DESCRIPTION,
             "motivation": "Perturbation screens are expensive; models that generalise save experiments.",
             "references": {
                 "doi": ["10.1016/j.cell.2022.05.013"],
@@ -307,14 +323,43 @@ def build_results(
         "statistics": {
             "hardness": {
                 "label": "Performance vs perturbation hardness",
-                "description": "Slope of per-item correctness against the perturbation's hardness.",
+                "description": "Slope of per-item correctness against the perturbation's *hardness*.",
                 "table": [
-                    {"method_id": "mlp", "slope": -0.121, "p_value": 0.003},
-                    {"method_id": "gat", "slope": -0.087, "p_value": 0.04},
+                    {"method_id": "mlp", "slope": -0.121, "p_value": 0.003, "n_items": 412.0, "significant": True},
+                    {"method_id": "gat", "slope": -0.087, "p_value": 0.04, "n_items": 412.0, "significant": True},
                 ],
-            }
+            },
+            "pairwise": {
+                "label": "Paired tests between methods",
+                "description": "Two-sided sign-flip tests of `method_a` minus `method_b`.",
+                "table": _pairwise(rng),
+            },
         },
     }
+    if provenance:
+        data["provenance"] = {
+            "commit": "4234136e0c1f2b3a4d5e6f708192a3b4c5d6e7f8",
+            "dirty": True,
+            "component_digests": {m[0]: f"sha256:{i:064x}" for i, m in enumerate(METHODS)},
+            "dataset_digests": {did: {"train.h5ad": f"sha256:{i + 100:064x}"} for i, (did, _, _) in enumerate(DATASETS)},
+        }
+    return data
+
+
+def _pairwise(rng: random.Random) -> list[dict[str, Any]]:
+    """Pairwise tests on K562 accuracy between every two methods and controls (controls included)."""
+    ids = [m[0] for m in METHODS]
+    quality = {m[0]: m[3] for m in METHODS}
+    rows = []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1 :]:
+            diff = (quality[a] - quality[b]) * 0.68 + rng.uniform(-0.005, 0.005)
+            p_value = 0.5 if abs(diff) < 0.03 else 0.0001
+            rows.append(
+                {"dataset_id": "k562", "metric_id": "accuracy", "method_a": a, "method_b": b,
+                 "mean_difference": diff, "p_value": p_value, "significant": p_value < 0.05, "n_items": 412}
+            )
+    return rows
 
 
 def write_results_dir(path: Path, **kwargs: Any) -> Path:
@@ -358,12 +403,13 @@ def _method(mid: str, label: str, control: str | None) -> dict[str, Any]:
     }[mid]
     summary = {
         "gat": f"Graph attention over a gene network {HOSTILE}.",
+        "mlp": "A **multilayer** perceptron on `gene` embeddings.",
     }.get(mid, f"{label}: predicts perturbation effects.")
     return {
         "id": mid,
         "label": label,
         "summary": summary,
-        "description": f"{label} is run with the parameters below on every dataset.",
+        "description": f"{label} is run with the parameters below on *every* dataset:\n\n1. train\n2. predict\n",
         "type": "control_method" if control else "method",
         "control": control,
         "references": {"doi": ["10.48550/arXiv.1710.10903"] if mid == "gat" else [], "bibtex": []},

@@ -1,13 +1,15 @@
 """The results website in a real browser: headless Chromium driven by Playwright.
 
 Needs Debian's ``chromium`` on PATH and the ``playwright`` Python package; Playwright only drives
-that binary (no browser download).
+that binary (no browser download). Screenshots go to ``$OPENPERT_SCREENSHOTS`` when it is set (CI
+keeps that folder as an artifact), else to the test's temporary folder.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -40,7 +42,17 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 TASKS = ["perturbqa", "perturbseq"]
-SCREENSHOT = Path("/tmp/report_screenshot.png")
+#: Viewport widths the pages must read at: a laptop and a phone.
+WIDTHS = {"desktop": 1400, "phone": 390}
+#: Markdown markers that must not survive into a rendered description.
+MARKDOWN_MARKERS = ["**", "__", "`", "](", "![", "\n- ", "\n* ", "\n# ", "\n## "]
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    """Where screenshots go: ``$OPENPERT_SCREENSHOTS`` (kept by CI) or the test's own folder."""
+    folder = Path(os.environ.get("OPENPERT_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -53,7 +65,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("browser")
     dirs = [
         write_results_dir(base / "results" / "perturbqa"),
-        write_results_dir(base / "results" / "perturbseq", task_name="perturbseq", label="Perturb-seq", seed=3),
+        write_results_dir(base / "results" / "perturbseq", task_name="perturbseq", label="Perturb-seq", seed=3,
+                          provenance=False),
     ]
     return render_site(dirs, base / "site").parent
 
@@ -88,22 +101,77 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 class Watched:
-    """A page that records console errors, script errors and failed requests."""
+    """A page that records console errors, script errors, failed requests and requests elsewhere."""
 
     def __init__(self, context: Any) -> None:
         self.page = context.new_page()
         self.problems: list[str] = []
+        self.origin = ""
         self.page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
         self.page.on("pageerror", lambda e: self.problems.append(f"script error: {e}"))
         self.page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url} {r.failure}"))
         self.page.on(
             "response", lambda r: r.status >= 400 and self.problems.append(f"HTTP {r.status}: {r.url}")
         )
+        # The site makes no external request: every request stays on the site's own origin.
+        self.page.on("request", self._check_origin)
+
+    def _check_origin(self, request: Any) -> None:
+        if self.origin and not request.url.startswith(self.origin) and not request.url.startswith("data:"):
+            self.problems.append(f"external request: {request.url}")
 
     def open(self, url: str) -> Any:
+        self.origin = "file://" if url.startswith("file://") else "/".join(url.split("/")[:3]) + "/"
         # networkidle: the favicon loads after the load event, and a failure there counts too.
         self.page.goto(url, wait_until="networkidle")
         return self.page
+
+
+def check_layout(page: Any, width: int, *, task_page: bool) -> None:
+    """The layout rules every page keeps at every width (see the website's issue).
+
+    Descriptions show no Markdown markers; nothing overflows the page sideways; every figure has
+    a text alternative; on a task page the overview's first score column is in view and, on a
+    desktop screen, the overview fits its box without scrolling.
+    """
+    page.set_viewport_size({"width": width, "height": 900})
+    texts = page.eval_on_selector_all(".md", "nodes => nodes.map(n => n.innerText)")
+    if task_page:
+        assert texts, "a task page renders its descriptions (class md)"
+    for text in texts:
+        for marker in MARKDOWN_MARKERS:
+            assert marker not in "\n" + text, f"literal {marker!r} in a description: {text[:120]!r}"
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
+    unnamed = page.evaluate(
+        """() => [...document.querySelectorAll('svg, img')].filter(e => !e.parentElement.closest('svg')).filter(e => {
+            if (e.tagName.toLowerCase() === 'img') return !(e.getAttribute('alt') || '').trim();
+            if ((e.getAttribute('aria-label') || '').trim()) return false;
+            const ids = (e.getAttribute('aria-labelledby') || '').split(' ').filter(Boolean);
+            return !ids.some(id => (document.getElementById(id)?.textContent || '').trim());
+        }).map(e => e.outerHTML.slice(0, 80))"""
+    )
+    assert unnamed == [], unnamed
+    if not task_page:
+        return
+    box = page.evaluate(
+        """() => {
+            const cell = document.querySelector('#table-overview tbody tr[data-method] td');
+            const wrap = document.querySelector('#table-overview').closest('.table-wrap');
+            const r = cell.getBoundingClientRect();
+            return {left: r.left, right: r.right, scroll: wrap.scrollWidth, client: wrap.clientWidth};
+        }"""
+    )
+    assert 0 <= box["left"] and box["right"] <= width, f"first score column out of view at {width} px: {box}"
+    if width >= 1400:
+        assert box["scroll"] <= box["client"], f"the overview scrolls sideways at {width} px: {box}"
+
+
+def shoot(page: Any, folder: Path, name: str) -> Path:
+    """Save a full-page screenshot and check it is not blank."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 20_000, path
+    return path
 
 
 def _order(page: Any, selector: str) -> list[str]:
@@ -115,6 +183,7 @@ def _results(site: Path, task: str = "perturbqa") -> dict[str, Any]:
 
 
 def test_pages_load_cleanly_over_http(browser: Any, server: str, tmp_path: Path) -> None:
+    folder = screenshot_dir(tmp_path)
     pages = [("index.html", None)] + [(f"{t}/index.html", t) for t in TASKS]
     pages += [("perturbqa/methods/gat.html", None), ("perturbqa/metrics/brier.html", None)]
     for path, task in pages:
@@ -125,12 +194,11 @@ def test_pages_load_cleanly_over_http(browser: Any, server: str, tmp_path: Path)
         # The script ran: sortable headers got their buttons.
         if page.locator("table.sortable").count():
             assert page.locator("table.sortable th[data-col] button.sort").count() > 0, path
-        if task is not None:
-            shot = tmp_path / f"{task}.png"
-            page.screenshot(path=str(shot), full_page=True)
-            assert shot.stat().st_size > 50_000
-            if task == TASKS[0]:
-                shutil.copyfile(shot, SCREENSHOT)
+        for name, width in WIDTHS.items():
+            check_layout(page, width, task_page=task is not None)
+            if task is not None or path == "index.html":
+                shoot(page, folder, f"fixture-{(task or 'index')}-{name}")
+        assert watched.problems == [], path
         page.close()
 
 
@@ -141,8 +209,11 @@ def test_page_works_from_file_url(browser: Any, site: Path) -> None:
     # The stylesheet applied: the site header is dark, not the browser default.
     assert page.eval_on_selector(".site-header", "e => getComputedStyle(e).backgroundColor") == "rgb(20, 35, 61)"
     assert page.locator("label.toggle").first.is_visible()
-    page.locator("#table-overall th[data-col='1'] button").click()
-    assert page.get_attribute("#table-overall th[data-col='1']", "aria-sort") == "ascending"
+    page.locator("#table-k562 th[data-col='1'] button").click()
+    assert page.get_attribute("#table-k562 th[data-col='1']", "aria-sort") == "ascending"
+    # The method column of the overview stays pinned while the table scrolls on a phone.
+    page.set_viewport_size({"width": 390, "height": 800})
+    assert page.eval_on_selector("#table-overview tbody th.m", "e => getComputedStyle(e).position") == "sticky"
     assert watched.problems == []
     page.close()
 
@@ -150,34 +221,33 @@ def test_page_works_from_file_url(browser: Any, site: Path) -> None:
 def test_clicking_a_header_sorts_within_bands(browser: Any, server: str, site: Path) -> None:
     data = _results(site)
     labels = {m["id"]: m["label"] for m in data["methods"]}
-    overall = {o["method_id"]: o["score"] for o in data["overall"]}
+    scores = {s["method_id"]: s["score"] for s in data["dataset_scores"] if s["dataset_id"] == "k562"}
     watched = Watched(browser)
     page = watched.open(f"{server}/perturbqa/index.html")
-    methods_rows = "#table-overall tbody.band-methods tr[data-method]"
-    control_rows = "#table-overall tbody.band-controls tr[data-method]"
+    methods_rows = "#table-k562 tbody.band-methods tr[data-method]"
+    control_rows = "#table-k562 tbody.band-controls tr[data-method]"
     ranked = _order(page, methods_rows)
-    mean_col = 2 + len(data["datasets"])
-    header = f"#table-overall th[data-col='{mean_col}']"
+    header = "#table-k562 th[data-col='2']"
 
     page.locator(f"{header} button").click()  # scores sort best first on the first click
     assert page.get_attribute(header, "aria-sort") == "descending"
     by_score = _order(page, methods_rows)
-    assert by_score == sorted(by_score, key=lambda m: -overall[m])
-    assert _order(page, control_rows) == sorted(_order(page, control_rows), key=lambda m: -overall[m])
-    assert page.get_attribute("#table-overall th[data-col='0']", "aria-sort") is None
+    assert by_score == sorted(by_score, key=lambda m: -scores[m])
+    assert _order(page, control_rows) == sorted(_order(page, control_rows), key=lambda m: -scores[m])
+    assert page.get_attribute("#table-k562 th[data-col='0']", "aria-sort") is None
 
     page.locator(f"{header} button").click()
     assert page.get_attribute(header, "aria-sort") == "ascending"
-    assert _order(page, methods_rows) == sorted(by_score, key=lambda m: overall[m])
+    assert _order(page, methods_rows) == sorted(by_score, key=lambda m: scores[m])
 
-    page.locator("#table-overall th[data-col='1'] button").click()
+    page.locator("#table-k562 th[data-col='1'] button").click()
     by_label = _order(page, methods_rows)
     assert by_label == sorted(by_label, key=lambda m: labels[m].lower())
     assert by_label != ranked or ranked == sorted(ranked, key=lambda m: labels[m].lower())
     assert page.get_attribute(header, "aria-sort") is None
     # The band headings stay first in their bands.
     first = page.eval_on_selector_all(
-        "#table-overall tbody", "bodies => bodies.map(b => b.rows[0].classList.contains('band'))"
+        "#table-k562 tbody", "bodies => bodies.map(b => b.rows[0].classList.contains('band'))"
     )
     assert first == [True, True]
 
@@ -187,7 +257,7 @@ def test_clicking_a_header_sorts_within_bands(browser: Any, server: str, site: P
     page.locator(f"{raw_header} button").click()
     assert page.get_attribute(raw_header, "aria-sort") == "ascending"
     raw = {s["method_id"]: s["raw"] for s in data["scores"] if (s["dataset_id"], s["metric_id"]) == ("k562", "brier")}
-    order = _order(page, "#table-k562 tbody.band-methods tr[data-method]")
+    order = _order(page, methods_rows)
     scored = [m for m in order if m in raw]
     assert scored == sorted(scored, key=lambda m: raw[m])
     assert order[len(scored):] == [m for m in order if m not in raw] == ["big_llm"]
@@ -200,13 +270,13 @@ def test_controls_toggle_hides_and_shows_controls(browser: Any, server: str, sit
     controls = [m["id"] for m in data["methods"] if m["type"] == "control_method"]
     watched = Watched(browser)
     page = watched.open(f"{server}/perturbqa/index.html")
-    toggle = page.locator("input[data-controls-for='table-overall']")
+    toggle = page.locator("input[data-controls-for='table-overview']")
     assert toggle.is_visible() and toggle.is_checked()
-    rows = [page.locator(f"#table-overall tr[data-method='{c}']") for c in controls]
+    rows = [page.locator(f"#table-overview tr[data-method='{c}']") for c in controls]
     assert all(r.is_visible() for r in rows)
     toggle.uncheck()
     assert all(r.is_hidden() for r in rows)
-    assert page.locator("#table-overall tr[data-method='mlp']").is_visible()
+    assert page.locator("#table-overview tr[data-method='mlp']").is_visible()
     # Other tables keep their own setting.
     assert page.locator(f"#table-k562 tr[data-method='{controls[0]}']").is_visible()
     toggle.check()

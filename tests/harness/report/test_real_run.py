@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
+import os
 import re
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -37,19 +40,75 @@ def test_every_method_metric_and_failure_appears(real_site):
     assert (site / "tiny" / "leaderboard_overall.csv").is_file()
 
 
-def test_real_run_page_loads_in_chromium(real_site, tmp_path):
-    # the browser set-up of the website's own browser tests (skips the same way without chromium)
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, Watched, sync_api
+def test_real_run_page_weight(real_site):
+    from openpert.report.site import PAGE_WEIGHT_LIMIT, page_weight
 
     _, site = real_site
+    assert page_weight(site / "tiny" / "index.html") < PAGE_WEIGHT_LIMIT
+
+
+def test_real_run_pages_in_chromium(real_site, tmp_path):
+    # the browser set-up of the website's own browser tests (skips the same way without chromium)
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, WIDTHS, Watched, check_layout, screenshot_dir, shoot, sync_api
+
+    _, site = real_site
+    folder = screenshot_dir(tmp_path)
     with sync_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
                                                         args=CHROMIUM_ARGS)
         try:
-            watched = Watched(context)
-            page = watched.open((site / "tiny" / "index.html").as_uri())
-            assert watched.problems == []
-            assert page.locator("table.sortable").count() > 0
-            page.screenshot(path=str(tmp_path / "tiny.png"), full_page=True)
+            for name, task_page in (("index.html", False), ("tiny/index.html", True)):
+                watched = Watched(context)
+                page = watched.open((site / name).as_uri())
+                assert watched.problems == []
+                if task_page:
+                    assert page.locator("table.sortable").count() > 0
+                    # Failed methods are marked in the overview.
+                    assert page.locator("#table-overview td.sc.failed").count() > 0
+                for label, width in WIDTHS.items():
+                    check_layout(page, width, task_page=task_page)
+                    shoot(page, folder, f"real-run-{'task' if task_page else 'index'}-{label}")
+                assert watched.problems == []
+                page.close()
+        finally:
+            context.close()
+
+
+@pytest.mark.skipif(not os.environ.get("OPENPERT_REPORT_RESULTS"),
+                    reason="set OPENPERT_REPORT_RESULTS to a results/ folder of a benchmark run")
+def test_benchmark_results_site(tmp_path, capsys):
+    """The site of a full benchmark run (``$OPENPERT_REPORT_RESULTS``): page weight, layout, no external request.
+
+    Prints each task page's weight (HTML and the assets it loads) so CI logs keep the figure.
+    """
+    from test_browser import CHROMIUM, CHROMIUM_ARGS, WIDTHS, Watched, check_layout, screenshot_dir, shoot, sync_api
+
+    from openpert.report.site import PAGE_WEIGHT_LIMIT, page_weight
+
+    results = Path(os.environ["OPENPERT_REPORT_RESULTS"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a page over the weight limit fails here
+        site = render_site([results], tmp_path / "site").parent
+    pages = sorted(site.glob("*/index.html"))
+    weights = {p.parent.name: page_weight(p) for p in pages}
+    with capsys.disabled():
+        for task, weight in sorted(weights.items(), key=lambda kv: -kv[1]):
+            print(f"\npage weight {task}: {weight:,} bytes")
+    assert max(weights.values()) < PAGE_WEIGHT_LIMIT
+    folder = screenshot_dir(tmp_path)
+    with sync_api.sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
+                                                        args=CHROMIUM_ARGS)
+        try:
+            for page_path in [site / "index.html", *pages]:
+                watched = Watched(context)
+                page = watched.open(page_path.as_uri())
+                task_page = page_path.parent != site
+                for label, width in WIDTHS.items():
+                    check_layout(page, width, task_page=task_page)
+                    name = page_path.parent.name if task_page else "index"
+                    shoot(page, folder, f"benchmark-{name}-{label}")
+                assert watched.problems == [], page_path
+                page.close()
         finally:
             context.close()

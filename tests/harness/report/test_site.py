@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from report_fixture import HOSTILE, write_results_dir  # noqa: E402
+from report_fixture import HOSTILE, LONG_DATASET_NAME, write_results_dir  # noqa: E402
 
 from openpert.report import (  # noqa: E402
     describe_failure,
@@ -25,8 +25,19 @@ from openpert.report import (  # noqa: E402
     format_timestamp,
     render_site,
 )
-from openpert.report.formatting import format_parameter  # noqa: E402
+from openpert.report.formatting import (  # noqa: E402
+    format_bool,
+    format_count,
+    format_p_value,
+    format_parameter,
+    format_rank,
+    format_score,
+    format_value,
+    value_kind,
+)
+from openpert.report.leaderboards import TIERS, method_tests, tier_of  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
+from openpert.report.task_results import TaskResults  # noqa: E402
 
 # -- a minimal DOM, enough to read tables and attributes -------------------------------------
 
@@ -133,7 +144,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     dirs = [
         write_results_dir(base / "results" / "perturbqa"),
         write_results_dir(
-            base / "results" / "perturbseq", task_name="perturbseq", label="Perturb-seq expression", seed=3
+            base / "results" / "perturbseq", task_name="perturbseq", label="Perturb-seq expression", seed=3,
+            provenance=False,
         ),
     ]
     index = render_site(dirs, base / "site")
@@ -163,10 +175,13 @@ def _row_cells(table: Node, method_id: str) -> list[Node]:
 
 def test_formatting_functions() -> None:
     assert format_number(0.61234) == "0.612"
-    assert format_number(-0.0) == "0.000"
+    assert format_number(-0.0) == "0.00"
     assert format_number(None) == "–"
     assert format_number(1.234e-5) == "1.23e-05"
     assert format_number(123456.0) == "1.23e+05"
+    # Scores keep three significant digits whatever their magnitude, trailing zeros included.
+    assert [format_score(x) for x in (0.5, 24.4271, 4.84, 0.0123456, 100.0, -1.79)] == [
+        "0.500", "24.4", "4.84", "0.0123", "100", "-1.79"]
     assert format_ci(0.612, 0.59, 0.634) == "0.612 [0.590, 0.634]"
     assert format_ci(0.612, None, 0.634) == "0.612"
     assert format_duration(12.34) == "12.3 s"
@@ -179,6 +194,32 @@ def test_formatting_functions() -> None:
     assert describe_failure(1, "ValueError: bad") == "ValueError: bad"
     assert failure_label(137, "") == "memory limit exceeded (exit 137)"
     assert format_timestamp("2026-11-21T11:00:00+01:00") == "2026-11-21 10:00 UTC"
+
+
+def test_numbers_are_formatted_by_kind() -> None:
+    # Counts and ranks as integers (results.json may store them as floats), p-values in scientific
+    # notation, booleans as marks.
+    assert format_count(21.0) == "21" and format_count(10000) == "10,000" and format_count(2.5) == "2.50"
+    assert format_rank(1.0) == "1" and format_rank(None) == "–"
+    assert format_p_value(0.24887) == "2.49e-01" and format_p_value(1e-6) == "1.00e-06"
+    assert (format_bool(True), format_bool(False), format_bool(None)) == ("✓", "✗", "–")
+    kinds = {
+        ("n_items", (21.0, 30.0)): "count",
+        ("n_permutations", (10000,)): "count",
+        ("p_value", (0.2, 1.0)): "p_value",
+        ("slope_p_value", (0.2,)): "p_value",
+        ("significant", (True, False)): "bool",
+        ("rank", (1.0, 2.0)): "rank",
+        ("slope", (-0.1, 2.0)): "score",
+        ("top_k", (5, 10)): "count",
+        ("note", ("a", None)): "text",
+    }
+    for (column, values), kind in kinds.items():
+        assert value_kind(column, values) == kind, column
+    assert format_value(21.0, "count") == "21"
+    assert format_value(True, "bool") == "✓"
+    assert format_value(0.003, "p_value") == "3.00e-03"
+    assert format_value(-0.1213, "score") == "-0.121"
 
 
 # -- index -----------------------------------------------------------------------------------
@@ -261,28 +302,93 @@ def test_dataset_ranks_follow_scores(site: Site) -> None:
     assert [norm(r.elements()[0].text()) for r in rows] == ["1", "2", "3"]
 
 
-def test_overall_table_shows_mean_scores_and_ranks(site: Site) -> None:
+def _overview_rows(table: Node) -> dict[str, list[Node]]:
+    return {r.attrs["data-method"]: r.elements() for r in table.find_all("tr") if "data-method" in r.attrs}
+
+
+def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
     data = site.data["perturbqa"]
-    table = site.task_page().find("table", id="table-overall")
+    doc = site.task_page()
+    # The overview opens the page: it is the first section.
+    first = next(n for n in doc.find("main").elements() if n.tag == "section")
+    assert first.attrs["id"] == "overview"
+    table = doc.find("table", id="table-overview")
+    rows = _overview_rows(table)
+    assert set(rows) == {m["id"] for m in data["methods"]}
     dataset_ids = [d["dataset_id"] for d in data["datasets"]]
     methods = {m["id"] for m in _methods(data, False)}
+    results = TaskResults(data, site.results_dirs[0])
     for row in data["overall"]:
-        cells = _row_cells(table, row["method_id"])
+        cells = rows[row["method_id"]]
+        rank = cells[0].find_all("span", class_="rk")
         if row["method_id"] in methods:
             # Ranked among methods: results.json also ranks the controls.
             expected = 1 + sum(o["score"] > row["score"] for o in data["overall"] if o["method_id"] in methods)
-            assert norm(cells[0].text()) == str(expected)
+            assert norm(rank[0].text()) == str(expected)
         else:
-            assert norm(cells[0].text()) == "–"
+            assert rank == []
+        assert norm(cells[1].text()).startswith(format_score(row["score"]))
         for i, did in enumerate(dataset_ids):
             ds = next(s for s in data["dataset_scores"] if (s["dataset_id"], s["method_id"]) == (did, row["method_id"]))
-            assert norm(cells[2 + i].text()) == format_number(ds["score"])
-        assert norm(cells[2 + len(dataset_ids)].text()) == format_number(row["score"])
-    band = table.find("tbody", class_="band-methods")
-    order = [r.attrs["data-method"] for r in band.elements() if "data-method" in r.attrs]
-    ranked = sorted((o for o in data["overall"] if o["method_id"] in methods), key=lambda o: o["rank"])
-    assert order == [o["method_id"] for o in ranked]
-    assert [norm(_row_cells(table, m)[0].text()) for m in order] == ["1", "2", "3"]
+            cell = cells[2 + i]
+            if ds["status"] == "failed":
+                assert "failed" in cell.classes() and norm(cell.text()) == "✕failed"
+            else:
+                assert norm(cell.text()).startswith(format_score(ds["score"]))
+                assert cell.attrs["style"].startswith("background:#")
+    # Metric columns: the mean over datasets of the clipped scaled value, a failure counting 0.
+    for k, metric in enumerate(data["metrics"]):
+        for mid in methods:
+            values = []
+            for did in dataset_ids:
+                s = _score(data, did, mid, metric["id"])
+                values.append(min(1.0, max(0.0, s["scaled"])) if s else 0.0)
+            cell = rows[mid][2 + len(dataset_ids) + k]
+            assert norm(cell.text()).startswith(format_score(sum(values) / len(values)))
+    # Tiers: each methods band holds the methods of one tier, in rank order.
+    titles = dict((key, title) for key, title, _ in TIERS)
+    seen = set()
+    for band in table.find_all("tbody"):
+        members = [r.attrs["data-method"] for r in band.find_all("tr") if "data-method" in r.attrs]
+        heading = norm(band.find("tr", class_="band").text())
+        if "band-controls" in band.classes():
+            assert set(members) == {m["id"] for m in _methods(data, True)}
+            continue
+        tier = next(k for k in band.classes() if k.startswith("tier-"))[5:]
+        assert heading.startswith(titles[tier].upper()) or heading.startswith(titles[tier])
+        for m in members:
+            assert tier_of(method_tests(results, m)) == tier
+        ranks = [int(norm(rows[m][0].find("span", class_="rk").text())) for m in members]
+        assert ranks == sorted(ranks)
+        seen.update(members)
+    assert seen == methods
+    # The controls band comes last and the legend explains the marks.
+    assert "band-controls" in table.find_all("tbody")[-1].classes()
+    legend = norm(doc.find("section", id="overview").text())
+    assert "failed" in legend and "scaled score" in legend
+
+
+def test_tiers_follow_the_tests() -> None:
+    data = {
+        "datasets": [{"dataset_id": "d"}],
+        "metrics": [{"id": "m1"}, {"id": "m2"}],
+        "methods": [{"id": i, "type": "method"} for i in ("a", "b", "c", "e", "f")],
+        "scores": [{"dataset_id": "d", "method_id": i, "metric_id": m, "raw": 1.0, "scaled": 0.5}
+                   for i in ("a", "b", "c", "f") for m in ("m1", "m2")],
+        "comparisons": [
+            {"dataset_id": "d", "metric_id": "m1", "method_id": "b", "best_method_id": "a", "p_value": 0.3, "significant": False},
+            {"dataset_id": "d", "metric_id": "m2", "method_id": "b", "best_method_id": "a", "p_value": 0.01, "significant": True},
+            {"dataset_id": "d", "metric_id": "m1", "method_id": "c", "best_method_id": "a", "p_value": 0.5, "significant": False},
+            {"dataset_id": "d", "metric_id": "m2", "method_id": "c", "best_method_id": "a", "p_value": 0.2},
+            {"dataset_id": "d", "metric_id": "m1", "method_id": "f", "best_method_id": "a", "p_value": 0.001},
+            {"dataset_id": "d", "metric_id": "m2", "method_id": "f", "best_method_id": "a", "p_value": 0.001},
+        ],
+    }
+    results = TaskResults(data, Path("."))
+    tiers = {m: tier_of(method_tests(results, m)) for m in ("a", "b", "c", "e", "f")}
+    # a is the best, c never differs from it (significance from p when the flag is absent), b once,
+    # e has no value where the others were tested, f is worse everywhere.
+    assert tiers == {"a": "top", "b": "some", "c": "top", "e": "all", "f": "all"}
 
 
 def test_marks_follow_comparisons(site: Site) -> None:
@@ -303,7 +409,7 @@ def test_marks_follow_comparisons(site: Site) -> None:
             not_significant += 1
             mark = cell.find("span", class_="mark")
             assert norm(mark.text()) == "≈"
-            assert format_number(c["p_value"]) in mark.attrs["title"]
+            assert f"p = {format_p_value(c['p_value'])}" in mark.attrs["title"]
     assert not_significant > 0, "the fixture should hold a non-significant comparison"
     assert "not significantly different" in norm(doc.find("p", class_="legend").text())
 
@@ -332,8 +438,13 @@ def test_failures_shown_with_exit_code_and_reason(site: Site) -> None:
     assert norm(_row_cells(k562, "big_llm")[3].text()) == "failed"
     rpe1 = doc.find("table", id="table-rpe1")
     assert "time limit exceeded (exit 143)" in norm(_row_cells(rpe1, "gat")[-1].text())
-    overall = doc.find("table", id="table-overall")
-    assert "K562 essential: memory limit exceeded (exit 137)" in norm(_row_cells(overall, "big_llm")[-1].text())
+    # The overview marks the failed cell and counts the failure in the status column.
+    overview = _overview_rows(doc.find("table", id="table-overview"))
+    failed = overview["big_llm"][2]
+    assert "failed" in failed.classes() and "memory limit exceeded (exit 137)" in failed.attrs["title"]
+    status = overview["big_llm"][-1]
+    assert "K562 essential: method memory limit exceeded (exit 137)" in status.attrs["title"]
+    assert norm(status.text()).startswith("✕ 1")
 
 
 def test_controls_sit_in_their_own_band(site: Site) -> None:
@@ -342,15 +453,16 @@ def test_controls_sit_in_their_own_band(site: Site) -> None:
     methods = {m["id"] for m in _methods(data, False)}
     doc = site.task_page()
     tables = doc.find_all("table", class_="leaderboard")
-    assert len(tables) == 1 + len(data["datasets"])
+    assert len(tables) == len(data["datasets"])
+    tables.append(doc.find("table", id="table-overview"))
     for table in tables:
         band = table.find("tbody", data_band="controls")
         heading = band.elements()[0]
         assert "band" in heading.classes() and norm(heading.text()).startswith("Controls")
         assert heading.find("th").attrs["scope"] == "rowgroup"
         assert {r.attrs["data-method"] for r in band.find_all("tr") if "data-method" in r.attrs} == controls
-        rest = table.find("tbody", class_="band-methods")
-        assert {r.attrs["data-method"] for r in rest.find_all("tr") if "data-method" in r.attrs} == methods
+        rest = table.find_all("tbody", class_="band-methods")
+        assert {r.attrs["data-method"] for b in rest for r in b.find_all("tr") if "data-method" in r.attrs} == methods
         # The toggle exists, points at the table, and is hidden until the script shows it.
         toggle = doc.find("input", data_controls_for=table.attrs["id"])
         assert "hidden" in toggle.parent.attrs
@@ -368,12 +480,15 @@ def test_csv_downloads_match_results(site: Site) -> None:
     task = site.root / "perturbqa"
     doc = site.task_page()
     hrefs = {a.attrs["href"] for a in doc.find("section", id="downloads").find_all("a")}
-    assert hrefs == {"results.json", "leaderboard_overall.csv", "leaderboard_k562.csv", "leaderboard_rpe1.csv"}
+    assert hrefs == {"results.json", "leaderboard_overall.csv", "leaderboard_k562.csv", "leaderboard_rpe1.csv",
+                     "statistic_hardness.csv", "statistic_pairwise.csv"}
     assert (task / "results.json").read_bytes() == (site.results_dirs[0] / "results.json").read_bytes()
 
     overall = pd.read_csv(task / "leaderboard_overall.csv", float_precision="round_trip")
     assert set(overall["method_id"]) == {m["id"] for m in data["methods"]}
-    page_ranks = {m: norm(_row_cells(doc.find("table", id="table-overall"), m)[0].text()) for m in overall["method_id"]}
+    overview = _overview_rows(doc.find("table", id="table-overview"))
+    page_ranks = {m: norm("".join(n.text() for n in overview[m][0].find_all("span", class_="rk"))) or "–"
+                  for m in overall["method_id"]}
     for row in data["overall"]:
         line = overall.set_index("method_id").loc[row["method_id"]]
         assert line["score"] == row["score"]
@@ -381,6 +496,10 @@ def test_csv_downloads_match_results(site: Site) -> None:
         for ds in (s for s in data["dataset_scores"] if s["method_id"] == row["method_id"]):
             assert line[f"score_{ds['dataset_id']}"] == ds["score"]
     assert "exit 137" in overall.set_index("method_id").loc["big_llm", "failures"]
+    assert set(overall["tier"].dropna()) <= {key for key, _, _ in TIERS}
+    stats = pd.read_csv(task / "statistic_pairwise.csv")
+    assert len(stats) == len(data["statistics"]["pairwise"]["table"])
+    assert set(stats["significant"]) <= {True, False}
 
     for d in data["datasets"]:
         did = d["dataset_id"]
@@ -544,3 +663,158 @@ def test_skipped_components_are_listed(tmp_path: Path) -> None:
     render_site([results_dir], tmp_path / "site")
     page = (tmp_path / "site" / "perturbqa" / "index.html").read_text()
     assert 'id="table-skipped"' in page and "summer" in page and "needs a language model" in page
+
+
+# -- descriptions, labels, statistics, provenance --------------------------------------------
+
+
+def test_markdown_in_descriptions_is_rendered_safely(site: Site) -> None:
+    doc = site.task_page()
+    about = doc.find("section", id="about").find("div", class_="md")
+    assert norm(about.find("strong").text()) == "perturbation"
+    assert [norm(c.text()) for c in about.find_all("code")] == ["de", "dir"]
+    assert len(about.find("ul").find_all("li")) == 2
+    assert about.find("a", href="https://doi.org/10.1016/j.cell.2022.05.013").attrs["rel"] == "noopener noreferrer"
+    text = norm(about.text())
+    # The javascript: link keeps its text and loses its target; raw HTML shows as text.
+    assert "a crafted link" in text and "javascript" not in text
+    assert "<b>markup</b> & ampersands" in text
+    for marker in ("**", "`", "](", "- `"):
+        assert marker not in text, marker
+    # Summaries are rendered inline (here in a tooltip-free card list and on the method page).
+    mlp = parse(site.root / "perturbqa" / "methods" / "mlp.html")
+    lead = mlp.find("p", class_="lead")
+    assert norm(lead.find("strong").text()) == "multilayer" and "**" not in lead.text()
+    assert mlp.find("section", id="about").find("ol")
+    # Tooltips and the meta description carry plain text.
+    assert mlp.find("meta", name="description").attrs["content"] == "A multilayer perceptron on gene embeddings."
+
+
+def test_markdown_safety_rules() -> None:
+    from openpert.report.markdown import allowed_href, plain_text, render_inline, render_markdown
+
+    for bad in ("javascript:alert(1)", "JAVASCRIPT:alert(1)", "data:text/html,x", "//evil.example/x", "file:///etc/passwd",
+                "vbscript:x", "/\\evil.example"):
+        assert not allowed_href(bad), bad
+    for good in ("https://a.example/x", "http://a.example", "mailto:a@b.example", "docs/page.html", "#anchor", "../x"):
+        assert allowed_href(good), good
+    out = render_markdown("[x](javascript:alert(1)) [y](&#106;avascript:alert(1)) <img src=x onerror=alert(1)> "
+                          "![pic](https://img.example/p.png) [ok](https://ok.example)")
+    assert "javascript" not in out.replace("&#106;", "") and "<img" not in out and "onerror=alert(1)>" not in out
+    assert '<a href="https://img.example/p.png" rel="noopener noreferrer">pic</a>' in out
+    assert '<a href="https://ok.example" rel="noopener noreferrer">ok</a>' in out
+    assert "&lt;img" in out
+    assert render_markdown("# Title") == '<div class="md"><h4>Title</h4></div>'
+    assert "<th scope=\"col\">" in render_markdown("| a |\n|---|\n| 1 |")
+    assert render_inline("**a**\nb") == "<strong>a</strong> b"
+    assert plain_text("**a** `b` [c](https://x.example)") == "a b c"
+    assert render_markdown("") == "" and render_inline(None) == ""
+
+
+def test_long_labels_are_cut_with_the_full_text_on_hover(site: Site) -> None:
+    doc = site.task_page()
+    overview = doc.find("table", id="table-overview")
+    heads = [h for h in overview.find_all("th") if "v" in h.classes()]
+    spans = [s for h in heads for s in h.find_all("span") if LONG_DATASET_NAME in (s.attrs.get("title") or "")]
+    assert spans, "the long dataset name is on hover"
+    shown = norm(spans[0].text())
+    assert len(shown) <= 30 and shown.endswith("…") and LONG_DATASET_NAME.startswith(shown[:-1])
+    # The leaderboard headers and the on-page navigation are cut too; the dataset's section says it whole.
+    toc = norm(doc.find("nav", class_="toc").text())
+    assert LONG_DATASET_NAME not in toc
+    section = doc.find("section", id="dataset-rpe1")
+    assert LONG_DATASET_NAME in norm(section.find("dl", class_="facts").text())
+    # Metric headers carry the metric's summary on hover.
+    macro = next(s for h in heads for s in h.find_all("span") if norm(s.text()) == "Macro AUROC" and "title" in s.attrs)
+    assert "Macro AUROC of the predicted classes" in macro.attrs["title"]
+
+
+def test_statistics_format_numbers_by_kind(site: Site) -> None:
+    doc = site.task_page()
+    table = doc.find("table", id="table-stat-hardness")
+    header = [norm(th.text()) for th in table.find("thead").find_all("th")]
+    assert header == ["Method", "Slope", "p-value", "Items", "Significant"]
+    first = [norm(td.text()) for td in table.find("tbody").find_all("tr")[0].elements()]
+    assert first == ["MLP", "-0.121", "3.00e-03", "412", "✓yes"]
+
+
+def test_pairwise_tests_as_a_matrix_without_controls(site: Site) -> None:
+    data = site.data["perturbqa"]
+    section = site.task_page().find("section", id="stat-pairwise")
+    matrix = section.find("table", class_="pairwise")
+    methods = [m for m in _methods(data, False)]
+    row_labels = [norm(r.find("th").text()) for r in matrix.find("tbody").find_all("tr")]
+    assert sorted(row_labels) == sorted(m["label"] for m in methods)
+    assert len(matrix.find_all("td")) == len(methods) ** 2
+    cells = [c for c in matrix.find_all("td") if "pm-self" not in c.classes()]
+    # MLP vs Graph attention differ by less than the threshold: not significant; Big LLM beats both.
+    tips = {c.attrs["title"].split(":")[0]: c for c in cells}
+    assert "pm-tie" in tips["MLP is not significantly different from Graph attention"].classes()
+    assert "pm-better" in tips["Big LLM & co is significantly better than MLP"].classes()
+    assert "pm-worse" in tips["MLP is significantly worse than Big LLM & co"].classes()
+    assert "p = 1.00e-04" in tips["MLP is significantly worse than Big LLM & co"].attrs["title"]
+    # The full table, controls included, is one click away.
+    details = [d for d in section.find_all("details") if d.find_all("table")]
+    full = details[0].find("table")
+    assert len(full.find("tbody").find_all("tr")) == len(data["statistics"]["pairwise"]["table"])
+    assert "Ground truth" in norm(full.text())
+
+
+def test_provenance_on_every_task_page(site: Site) -> None:
+    doc = site.task_page("perturbqa")
+    header = norm(doc.find("header", class_="page-header").find("p", class_="run-meta").text())
+    assert "commit 4234136e0c (modified)" in header and "engine local" in header and "sandbox bubblewrap" in header
+    facts = doc.find("section", id="provenance").find("dl", class_="facts")
+    values = dict(zip([norm(t.text()) for t in facts.find_all("dt")], [norm(d.text()) for d in facts.find_all("dd")]))
+    assert values["Commit"] == "4234136e0c1f2b3a4d5e6f708192a3b4c5d6e7f8 uncommitted changes"
+    assert values["openpert version"] == "0.1.0" and values["Engine"] == "local"
+    assert values["Ran"].startswith("2026-11-21 10:00 UTC")
+    n_jobs = len(site.data["perturbqa"]["resources"])
+    assert values["Sandbox"] == f"bubblewrap ({n_jobs} jobs)"
+    digests = doc.find("table", id="table-dataset-digests")
+    assert "train.h5ad" in norm(digests.text()) and f"sha256:{100:064x}" in norm(digests.text())
+    assert len(doc.find("table", id="table-component-digests").find("tbody").find_all("tr")) == 6
+    # A run that recorded no provenance says so for each field.
+    other = site.task_page("perturbseq").find("section", id="provenance")
+    values = dict(zip([norm(t.text()) for t in other.find_all("dt")], [norm(d.text()) for d in other.find_all("dd")]))
+    assert values["Commit"] == values["Dataset digests"] == values["Component digests"] == "not recorded"
+    bare = TaskResults({"task": {"name": "x"}}, Path("."))
+    from openpert.report.provenance import provenance_section
+
+    assert provenance_section(bare).count("not recorded") == 7
+
+
+def test_method_page_numbers(site: Site) -> None:
+    data = site.data["perturbqa"]
+    page = parse(site.root / "perturbqa" / "methods" / "mlp.html")
+    facts = page.find("header", class_="page-header").find("dl", class_="facts")
+    values = dict(zip([norm(t.text()) for t in facts.find_all("dt")], [norm(d.text()) for d in facts.find_all("dd")]))
+    assert values["Overall rank"] == f"1 of {len(_methods(data, False))}"
+    assert values["Mean score"] == format_score(next(o["score"] for o in data["overall"] if o["method_id"] == "mlp"))
+    versus = norm(page.find("table", id="table-scores").text())
+    assert "(p = 4.10e-01)" in versus or "(p = 2.00e-03)" in versus
+
+
+def test_config_errors_are_listed(tmp_path: Path) -> None:
+    results_dir = write_results_dir(tmp_path / "results" / "perturbqa")
+    data = json.loads((results_dir / "results.json").read_text())
+    data["config_errors"] = [{"config": "src/perturbqa/methods/broken/config.vsh.yaml", "component": "broken",
+                              "type": "method", "reason": "invalid YAML: <oops>"}]
+    (results_dir / "results.json").write_text(json.dumps(data))
+    render_site([results_dir], tmp_path / "site")
+    table = parse(tmp_path / "site" / "perturbqa" / "index.html").find("table", id="table-config-errors")
+    assert "invalid YAML: <oops>" in norm(table.text()) and "broken" in norm(table.text())
+
+
+def test_page_weight_stays_small(site: Site) -> None:
+    from openpert.report.site import PAGE_WEIGHT_LIMIT, page_weight
+
+    for task in site.data:
+        weight = page_weight(site.root / task / "index.html")
+        html_size = (site.root / task / "index.html").stat().st_size
+        assert html_size < weight < PAGE_WEIGHT_LIMIT
+    bad = site.root / "bad.html"
+    bad.write_text('<link rel="stylesheet" href="https://cdn.example/x.css">')
+    with pytest.raises(ValueError, match="outside the site"):
+        page_weight(bad)
+    bad.unlink()

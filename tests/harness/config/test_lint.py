@@ -1,0 +1,22 @@
+"""``openpert lint``'s label rule: component and metric labels fit a results-website column."""
+
+from __future__ import annotations
+
+from openpert.config.lint import LABEL_MAX, lint_config
+from openpert.config.viash import read_config
+
+
+def test_labels_at_most_30_characters(project_copy):
+    assert LABEL_MAX == 30
+    method = project_copy / "src/tiny/methods/group_mean/config.vsh.yaml"
+    metric = project_copy / "src/tiny/metrics/errors/config.vsh.yaml"
+    # Exactly 30 characters is fine, for a component and for one of its metrics.
+    method.write_text(method.read_text().replace("label: Group mean", "label: " + "G" * 30))
+    metric.write_text(metric.read_text().replace("label: RMSE", "label: " + "R" * 30))
+    assert not [p for p in lint_config(read_config(method)) if "label" in p]
+    assert not [p for p in lint_config(read_config(metric)) if "label" in p]
+    # One more is flagged, with the key to fix.
+    method.write_text(method.read_text().replace("label: " + "G" * 30, "label: " + "G" * 31))
+    metric.write_text(metric.read_text().replace("label: " + "R" * 30, "label: " + "R" * 31))
+    assert f"{method}: label: 31 characters; at most 30" in lint_config(read_config(method))
+    assert f"{metric}: info.metrics[0].label: 31 characters; at most 30" in lint_config(read_config(metric))
