@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # System packages some tests need, installed when missing (Debian):
+#   bubblewrap                            the job sandbox (bwrap); without it jobs run unsandboxed, with a warning
 #   chromium                              the website's browser test
 #   r-base-core r-bioc-limma r-bioc-edger r-cran-statmod   the agreement test of the limma-voom port with R
 # Without root or apt-get (a user's machine) it says what is missing and goes on: those tests skip
-# with the reason. As root, a failed install is an error.
+# with the reason (and jobs run without a sandbox). As root, a failed install is an error.
 set -euo pipefail
 need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ! command -v Rscript >/dev/null 2>&1 || ! Rscript -e "suppressMessages({library(limma); library(edgeR); library(statmod)})" >/dev/null 2>&1; then
   need+=(r-base-core r-bioc-limma r-bioc-edger r-cran-statmod)

@@ -169,7 +169,11 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     problems = lint_paths(paths)
     configs = [c for p in paths for c in ([p] if p.is_file() else sorted(q for q in p.rglob("config.vsh.yaml") if "api" not in q.parts))]
     layout = check_project(_root(), configs)
-    problems += project_problems(_root(), [c for task in discover_tasks(_root()) for c in task.components])
+    tasks = discover_tasks(_root())
+    problems += project_problems(_root(), [c for task in tasks for c in task.components])
+    # Errors that leave a component out of its task (type not matching its folder, a name used twice)
+    # are found when the task is read, not in one config alone.
+    problems += [e.reason for task in tasks for e in task.config_errors if e.reason not in problems]
     for problem in [*problems, *map(str, layout.violations)]:
         print(problem)
     print(layout.summary())

@@ -30,6 +30,11 @@ Slot types: ``integer``, ``double`` (any real number), ``string``, ``boolean``, 
 (a mapping or any value). Numeric matrices (``X``, ``layers``, ``obsm``...) must be finite unless the
 slot says ``finite: false``; other slots are checked for finiteness only with ``finite: true``.
 
+``min_rows`` (a non-negative integer, default 0) is the least number of rows a file must hold:
+``obs`` of an h5ad file, rows of a csv/tsv/parquet table, records of a jsonl file, entries of a
+json/yaml list or mapping. ``min_rows: 1`` on the file methods predict on makes a dataset that
+yields no items fail (its job, naming the file) instead of scoring nothing.
+
 ``matches`` are the shape rules a task declares between files of one dataset/job: ``this`` and
 ``that`` name an attribute (``obs_names``, ``var_names``, ``obs:<col>``, ``var:<col>``, ``uns:<key>``,
 ``column:<col>``, ``n_rows``, ``n_obs``, ``n_vars``, ``keys``) of this file and of the file with
@@ -95,6 +100,8 @@ class FileFormat:
         Slot group (``X``, ``layers``, ``obs``, ``columns``, ``keys``...) -> declared slots.
     matches
         Shape rules against other files.
+    min_rows
+        The least number of rows (obs, table rows, records) the file must hold.
     """
 
     format_id: str
@@ -102,6 +109,7 @@ class FileFormat:
     slots: dict[str, list[Slot]]
     matches: list[MatchRule]
     source: str = ""
+    min_rows: int = 0
 
     @classmethod
     def from_spec(cls, spec: Mapping, *, source: str, format_id: str) -> FileFormat:
@@ -121,8 +129,11 @@ class FileFormat:
             "yaml": ("keys",),
         }[ftype]
         slots: dict[str, list[Slot]] = {}
+        min_rows = spec.get("min_rows", 0)
+        if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0:
+            raise FormatError(f"{source}.min_rows: expected a non-negative integer, got {min_rows!r}")
         for key, value in spec.items():
-            if key in ("type", "matches"):
+            if key in ("type", "matches", "min_rows"):
                 continue
             if key not in groups:
                 raise FormatError(f"{source}.{key}: not a slot of a {ftype} file; expected one of {groups}")
@@ -140,7 +151,7 @@ class FileFormat:
             if relation not in RELATIONS:
                 raise FormatError(f"{where}.relation: {relation!r} is not one of {RELATIONS}")
             matches.append(MatchRule(rule["this"], rule["file"], rule.get("that", rule["this"]), relation))
-        return cls(format_id=format_id, type=ftype, slots=slots, matches=matches, source=source)
+        return cls(format_id=format_id, type=ftype, slots=slots, matches=matches, source=source, min_rows=min_rows)
 
     # ------------------------------------------------------------------------------------------
     def validate(self, path: str | Path, context: Mapping[str, str | Path] | None = None) -> None:
@@ -169,7 +180,7 @@ class FileFormat:
             raise
         except Exception as err:  # any reader error means the file is not of this type
             raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
-        problems = self._check_slots(obj)
+        problems = self._check_rows(obj) + self._check_slots(obj)
         for rule in self.matches:
             other = (context or {}).get(rule.file)
             if other is None or Path(other) == path:
@@ -177,6 +188,18 @@ class FileFormat:
             problems.extend(self._check_match(obj, rule, Path(other)))
         if problems:
             raise FormatError(f"{label}: " + "; ".join(problems))
+
+    def _check_rows(self, obj: Any) -> list[str]:
+        if not self.min_rows:
+            return []
+        try:
+            n_rows = int(attribute(obj, self.type, "n_rows"))
+        except (KeyError, TypeError):
+            return [f"min_rows: cannot count the rows of this {self.type} file (its top level is {type(obj).__name__})"]
+        if n_rows < self.min_rows:
+            unit = {"h5ad": "rows (obs)", "jsonl": "records"}.get(self.type, "rows")
+            return [f"has {n_rows} {unit}; the format asks for at least {self.min_rows} (min_rows)"]
+        return []
 
     def _check_slots(self, obj: Any) -> list[str]:
         problems: list[str] = []
@@ -192,10 +215,14 @@ class FileFormat:
         return problems
 
     def _check_match(self, obj: Any, rule: MatchRule, other_path: Path) -> list[str]:
-        other_type = _type_from_suffix(other_path)
+        try:
+            other_type = _type_from_suffix(other_path)
+            other = load_file(other_path, other_type)
+        except Exception as err:  # any reader error: the rule cannot hold, and the message says why
+            return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: cannot read {other_path}: {type(err).__name__}: {err}"]
         try:
             mine = attribute(obj, self.type, rule.this)
-            theirs = attribute(load_file(other_path, other_type), other_type, rule.that)
+            theirs = attribute(other, other_type, rule.that)
         except KeyError as err:
             return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err.args[0]}"]
         mine_s = pd.Index(np.asarray(mine).astype(str)) if not np.isscalar(mine) else mine
@@ -375,7 +402,7 @@ def attribute(obj: Any, ftype: str, name: str) -> Any:
     elif ftype in ("json", "yaml", "jsonl"):
         if name == "keys" and isinstance(obj, Mapping):
             return list(obj)
-        if name in ("n_rows", "length"):
+        if name in ("n_rows", "length") and isinstance(obj, (list, Mapping)):
             return len(obj)
         group, _, key = name.partition(":")
         if group == "column" and isinstance(obj, list):

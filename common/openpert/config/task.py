@@ -15,7 +15,7 @@ import dataclasses
 from functools import cached_property
 from pathlib import Path
 
-from openpert.config.formats import FileFormat
+from openpert.config.formats import FileFormat, FormatError
 from openpert.config.viash import (
     ComponentConfig,
     ConfigError,
@@ -26,6 +26,31 @@ from openpert.config.viash import (
 
 #: The folder of a task each component type lives in.
 FOLDER_TYPES = {"datasets": "dataset", "control_methods": "control_method", "methods": "method", "metrics": "metric"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigProblem:
+    """A component config left out of its task, and why.
+
+    Attributes
+    ----------
+    config
+        Path of the ``config.vsh.yaml``, relative to the project root.
+    component
+        The component's folder name (its name, when the config is sound enough to tell).
+    type
+        The component type its folder implies (``method``...), empty outside the type folders.
+    reason
+        The error, naming the file and the key.
+    """
+
+    config: str
+    component: str
+    type: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -73,24 +98,100 @@ class Task:
     # --- components ---------------------------------------------------------------------------------
     @cached_property
     def components(self) -> list[ComponentConfig]:
-        """Every component below the task folder, sorted by type and name."""
+        """Every valid component below the task folder, sorted by path.
+
+        A component whose config cannot be used (invalid YAML, a merge that fails, a bad name, a
+        type that does not match its folder, a name used twice...) is left out and listed in
+        :attr:`config_errors` instead: one broken contribution must not stop the rest of the task.
+        """
+        return self._components[0]
+
+    @property
+    def config_errors(self) -> list[ConfigProblem]:
+        """Components left out of :attr:`components`, each with the reason (naming the file)."""
+        return self._components[1]
+
+    @cached_property
+    def _components(self) -> tuple[list[ComponentConfig], list[ConfigProblem]]:
+        from openpert.engines.resource_labels import parse_label_resources
+
+        try:
+            labels: dict | None = parse_label_resources(self.root / "_viash.yaml")
+        except (OSError, ValueError):
+            # A project-level problem, not a component's: the planner reports it when a run needs labels.
+            labels = None
         configs = sorted(p for p in self.dir.rglob("config.vsh.yaml") if "api" not in p.relative_to(self.dir).parts)
-        comps = [read_config(p) for p in configs]
-        names: dict[tuple[str, str], Path] = {}
+        comps: list[ComponentConfig] = []
+        errors: list[ConfigProblem] = []
+        for path in configs:
+            try:
+                comp = read_config(path)
+                self._check_component(comp, labels)
+            except (ConfigError, FormatError) as err:
+                errors.append(self._problem(path, str(err)))
+                continue
+            except Exception as err:  # a contributor's config is untrusted input: any failure to read it is its own
+                errors.append(self._problem(path, f"{path}: cannot read the config: {type(err).__name__}: {err}"))
+                continue
+            comps.append(comp)
+        # A name used twice leaves out every holder: whichever sorts first must not win (a new
+        # folder could otherwise shadow an existing component by taking its name).
+        holders: dict[tuple[str, str], list[ComponentConfig]] = {}
         for comp in comps:
-            folder = comp.path.relative_to(self.dir).parts[0]
-            expected = FOLDER_TYPES.get(folder)
-            if expected is None:
-                raise ConfigError(f"{comp.path}: components live in {', '.join(FOLDER_TYPES)}/ of the task, not in {folder}/")
-            if comp.type != expected:
-                # The folder decides what a component may read: a method cannot pose as a control.
-                raise ConfigError(f"{comp.path}: info.type is {comp.type!r} but the component is in {folder}/; "
-                                  f"merge api/comp_{expected}.yaml")
-            key = (comp.type, comp.name)
-            if key in names:
-                raise ConfigError(f"{comp.path}: name {comp.name!r} is already used by {names[key]}")
-            names[key] = comp.path
-        return comps
+            holders.setdefault((comp.type, comp.name), []).append(comp)
+        for (_, name), same in holders.items():
+            if len(same) > 1:
+                for comp in same:
+                    others = ", ".join(str(c.path) for c in same if c is not comp)
+                    errors.append(self._problem(comp.path, f"{comp.path}: name {name!r} is also used by {others}"))
+        comps = [c for c in comps if len(holders[(c.type, c.name)]) == 1]
+        return comps, sorted(errors, key=lambda e: e.config)
+
+    def _problem(self, path: Path, reason: str) -> ConfigProblem:
+        rel = path.relative_to(self.dir)
+        return ConfigProblem(config=str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path),
+                             component=rel.parts[-2] if len(rel.parts) > 1 else "",
+                             type=FOLDER_TYPES.get(rel.parts[0], ""), reason=reason)
+
+    def _check_component(self, comp: ComponentConfig, known_labels: dict | None) -> None:
+        """Raise :class:`ConfigError` for what would break the run outside the component's own jobs.
+
+        The type must match the folder (the folder decides what a component may read), and the
+        fields the harness reads when planning and collecting (resource labels, references, links,
+        metrics, datasets) must have the right shape: a malformed one would otherwise fail the
+        whole run. ``known_labels`` are the project's resource labels (``None``: not checked).
+        """
+        folder = comp.path.relative_to(self.dir).parts[0]
+        expected = FOLDER_TYPES.get(folder)
+        if expected is None:
+            raise ConfigError(f"{comp.path}: components live in {', '.join(FOLDER_TYPES)}/ of the task, not in {folder}/")
+        if comp.type != expected:
+            # The folder decides what a component may read: a method cannot pose as a control.
+            raise ConfigError(f"{comp.path}: info.type is {comp.type!r} but the component is in {folder}/; "
+                              f"merge api/comp_{expected}.yaml")
+        runners = comp.runners
+        if not isinstance(runners, list) or not all(isinstance(r, dict) for r in runners):
+            raise ConfigError(f"{comp.path}: runners must be a list of mappings")
+        labels = comp.labels
+        if any(not isinstance(label, str) for label in labels):
+            raise ConfigError(f"{comp.path}: runners.directives.label: labels are strings, got {labels!r}")
+        unknown = [label for label in labels if known_labels is not None and label not in known_labels]
+        if unknown:
+            raise ConfigError(f"{comp.path}: runners.directives.label: unknown label(s) {unknown}; known: {sorted(known_labels or {})}")
+        for key in ("references", "links"):
+            if not isinstance(comp.data.get(key) or {}, dict):
+                raise ConfigError(f"{comp.path}: {key} must be a mapping")
+        if comp.type == "metric":
+            metrics = comp.metrics
+            if not isinstance(metrics, list) or not all(isinstance(m, dict) and isinstance(m.get("name"), str) for m in metrics):
+                raise ConfigError(f"{comp.path}: info.metrics must be a list of mappings, each with a name")
+        if comp.type == "dataset":
+            entries = comp.info.get("datasets") or []
+            if not isinstance(entries, list):
+                raise ConfigError(f"{comp.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
+            for i, entry in enumerate(entries):
+                if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                    raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
 
     def of_type(self, *types: str) -> list[ComponentConfig]:
         return [c for c in self.components if c.type in types]

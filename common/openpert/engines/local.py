@@ -9,8 +9,15 @@ Every job is cached under ``<outdir>/work/<key>``, where the key hashes the comp
 config, its declared resources and the shared science package), its parameters and the content of
 its inputs, as Nextflow's ``-resume`` does (:mod:`openpert.engines.cache_keys`).
 A job is finished when its ``record.json`` exists; that file is written last and atomically, so an
-interrupted job is simply run again. Failed jobs are not cached (again as Nextflow): a resumed run
-tries them again.
+interrupted job is simply run again. The record keeps the SHA-256 of every output, and ``--resume``
+reuses a job only if its record reads and every output still has that digest; otherwise the job
+runs again and the progress output and its log say why. Failed jobs are not cached (again as
+Nextflow): a resumed run tries them again.
+
+Outputs are published into ``outputs/`` (and ``datasets/``) as copies of the cached files, never
+hard links, so that editing a published file cannot edit the cache. Ready-made datasets are
+checked against the task's file formats first; one with a corrupt file becomes a failed dataset
+job and the other datasets run.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -33,12 +41,13 @@ from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import component_digest
 from openpert.engines.plan import (
     Job,
+    check_datasets,
     dataset_jobs,
     label_resources,
     make_plan,
     plan_jobs,
 )
-from openpert.files import write_text_atomic
+from openpert.files import hash_file, write_text_atomic
 from openpert.run.component import run_component
 from openpert.run.process import kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
@@ -94,15 +103,23 @@ class LocalEngine:
         record.key = key
         job_dir = self.outdir / "work" / key[:2] / key
         record_path = job_dir / "record.json"
-        if self.resume and record_path.is_file():
-            cached = JobRecord.read(record_path)
-            outputs = {k: Path(v) for k, v in cached.outputs.items()}
-            if cached.succeeded and all(p.exists() for p in outputs.values()):
-                cached.cached = True
-                cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
-                cached.outputs = {k: str(self._publish(job, p)) for k, p in outputs.items()}
-                cached.log = record.log
-                return cached
+        note = ""
+        if self.resume:
+            cached, why = self._reusable(record_path, job_dir)
+            if cached is not None:
+                try:
+                    published = {k: str(self._publish(job, Path(p))) for k, p in cached.outputs.items()}
+                except OSError as err:
+                    why = f"cannot publish cached outputs: {err}"
+                else:
+                    cached.cached = True
+                    cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
+                    cached.outputs = published
+                    cached.log = record.log
+                    return cached
+            if why:
+                note = f"re-running {job.job_id}: {why}".replace(f"{self.outdir}/", "")
+                self._notice(note)
         attempt = job_dir / f"attempt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         out_dir = attempt / "out"
         args: dict[str, Any] = {name: str(path) for name, path in job.inputs.items()}
@@ -118,21 +135,30 @@ class LocalEngine:
         except ConfigError as err:
             # The call itself is wrong (e.g. a method that asks for the solution): nothing ran.
             record.exit_code, record.reason = EXIT_INVALID, str(err)
-            log_dest.parent.mkdir(parents=True, exist_ok=True)
-            log_dest.write_text(str(err) + "\n")
+            _write_log(log_dest, note, text=str(err) + "\n")
+            return record
+        except Exception as err:  # staging or validating this job's files broke: that job fails, the run goes on
+            record.exit_code = EXIT_INVALID
+            record.reason = f"the harness could not run the job: {type(err).__name__}: {err}".replace(f"{self.outdir}/", "")
+            _write_log(log_dest, note, text=traceback.format_exc())
             return record
         finally:
             with self._lock:
                 self._running.discard(job.job_id)
-        log_dest.parent.mkdir(parents=True, exist_ok=True)
-        if result.log.exists():
-            shutil.copyfile(result.log, log_dest)
+        _write_log(log_dest, note, source=result.log)
         record.exit_code = result.exit_code
         # Work paths in messages are long and machine-specific; the results folder is their root.
         record.reason = result.reason.replace(f"{self.outdir}/", "")
         record.duration_s = round(result.duration_s, 4)
         record.peak_memory_mb = round(result.peak_memory_mb, 2)
+        record.sandbox = result.sandbox
         if result.succeeded:
+            try:
+                # The digests are what a resumed run checks the cached files against.
+                record.output_sha256 = {k: hash_file(p) for k, p in result.outputs.items()}
+            except OSError as err:
+                record.exit_code, record.reason = EXIT_INVALID, f"cannot read its output: {err}".replace(f"{self.outdir}/", "")
+                return record
             record.status = "succeeded"
             # The cache entry points at the attempt's files; what the results show are published copies.
             cached_record = JobRecord.from_dict(record.to_dict())
@@ -142,15 +168,62 @@ class LocalEngine:
             shutil.rmtree(attempt / "run", ignore_errors=True)
         return record
 
+    def _reusable(self, record_path: Path, job_dir: Path) -> tuple[JobRecord | None, str]:
+        """The cached record of a job if its outputs are exactly those it finished with.
+
+        Returns ``(record, "")`` when the job can be reused, else ``(None, why)``; ``why`` is empty
+        when there is simply no cache entry. A record or an output that cannot be read, an output
+        that vanished or whose SHA-256 differs from the one recorded means the job runs again: the
+        cache must never hand on a file that someone (or something) edited after the job wrote it.
+        """
+        if not record_path.exists():
+            return None, ""
+        try:
+            cached = JobRecord.read(record_path)
+        except (OSError, ValueError) as err:
+            return None, f"cached record.json is unreadable ({err})"
+        if not cached.succeeded:
+            return None, "cached record.json is not of a finished job"
+        if not cached.outputs or set(cached.output_sha256) != set(cached.outputs):
+            return None, "cached record.json has no checksum of its outputs"
+        root = job_dir.resolve()
+        for name, value in sorted(cached.outputs.items()):
+            path = Path(value)
+            if not path.resolve().is_relative_to(root):
+                return None, f"cached output --{name} ({path}) lies outside the job's cache folder"
+            if not path.exists():
+                return None, f"cached output {path.name} vanished"
+            try:
+                digest = hash_file(path)
+            except OSError as err:
+                return None, f"cached output {path.name} is unreadable ({err.strerror or err})"
+            if digest != cached.output_sha256[name]:
+                return None, f"cached output {path.name} changed"
+        return cached, ""
+
     def _publish(self, job: Job, path: Path) -> Path:
+        """Copy an output into the results folder, atomically.
+
+        A copy, never a hard link: the published file is for people (and later jobs) to read, and
+        editing it must not edit the cache entry a resumed run trusts.
+        """
         dest = job.publish_dir / path.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
         try:
-            os.link(path, tmp)
-        except OSError:
-            shutil.copy2(path, tmp)
-        os.replace(tmp, dest)
+            if path.is_dir():
+                shutil.copytree(path, tmp)
+                if dest.is_dir() and not dest.is_symlink():
+                    shutil.rmtree(dest)  # os.replace cannot replace a non-empty folder
+            else:
+                shutil.copyfile(path, tmp)
+            os.replace(tmp, dest)
+        except BaseException:
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.unlink(missing_ok=True)
+            raise
         return dest
 
     # -- many jobs ---------------------------------------------------------------------------------------
@@ -192,6 +265,17 @@ class LocalEngine:
             with self._lock:
                 sys.stderr.write(text + "\n")
                 sys.stderr.flush()
+
+    def _notice(self, text: str) -> None:
+        """A line that must not be lost in the progress display (e.g. why a cached job runs again)."""
+        if self.mode == "lines":
+            self._log_line(text)
+        elif self.mode == "bar":
+            width = shutil.get_terminal_size((100, 20)).columns
+            with self._lock:
+                sys.stderr.write("\r" + text.ljust(width - 1) + "\n")
+                sys.stderr.flush()
+            self._show()
 
     def _show(self, final: bool = False) -> None:
         """Redraw the progress line on a terminal."""
@@ -257,6 +341,9 @@ def run_benchmark(
             if unknown:
                 raise ConfigError(f"{input_dir}: no dataset(s) {', '.join(unknown)}; found: {', '.join(d.id for d in found)}")
             found = [d for d in found if d.id in set(datasets)]
+        # A corrupt file costs its dataset (a failed dataset job naming it), not the run.
+        found, unusable = check_datasets(task, found, outdir, jobs=jobs)
+        records += unusable
     else:
         stage = dataset_jobs(task, outdir, resources, datasets)
         if not stage:
@@ -271,6 +358,10 @@ def run_benchmark(
                     if arg.name in rec.outputs:
                         files[arg.format_id] = Path(rec.outputs[arg.name])
                 found.append(Dataset(id=rec.dataset_id, files=files, dir=Path(next(iter(rec.outputs.values()))).parent))
+    if not found and records:
+        # Nothing to benchmark is the task's error; the reasons of the dataset jobs say what to fix.
+        reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records if not r.succeeded)
+        raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
     plan = make_plan(task, found, outdir, methods=methods, controls=controls, metrics=metrics)
     write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
     if engine == "local":
@@ -289,6 +380,18 @@ def run_benchmark(
     else:
         raise ConfigError(f"unknown engine {engine!r}; expected local or nextflow")
     return write_results(task, plan, records, outdir, engine=engine)
+
+
+def _write_log(dest: Path, note: str, *, source: Path | None = None, text: str = "") -> None:
+    """Write a job's log: the engine's note (why it re-ran), then the job's own output."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest, "wb") as fh:
+        if note:
+            fh.write(f"[openpert] {note}\n".encode())
+        if source is not None and source.exists():
+            with open(source, "rb") as src:
+                shutil.copyfileobj(src, fh)
+        fh.write(text.encode())
 
 
 def install_signal_handlers() -> None:

@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from openpert.config.formats import FormatError
 from openpert.config.project import shared_data_input
 from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import file_digest
 from openpert.engines.resource_labels import parse_label_resources
-from openpert.files import hash_text
+from openpert.files import hash_text, write_text_atomic
 from openpert.run.process import Limits
-from openpert.run.records import JobRecord
+from openpert.run.records import EXIT_INVALID, JobRecord
 
 PLAN_VERSION = 1
 
@@ -148,6 +150,57 @@ class Job:
         inputs = {name: file_digest(path) for name, path in sorted(self.inputs.items())}
         return hash_text(component_hash, json.dumps(self.params, sort_keys=True, default=str),
                          json.dumps(inputs, sort_keys=True), json.dumps(self.outputs, sort_keys=True))
+
+
+def check_datasets(task: Task, datasets: Sequence[Dataset], outdir: Path, *, jobs: int = 1) -> tuple[list[Dataset], list[JobRecord]]:
+    """Validate ready-made datasets (``--input``) against the task's file formats.
+
+    A dataset with a file that cannot be read or does not match its format is left out of the
+    plan and recorded as a failed dataset job (``datasets/<id>``) naming the file and the problem,
+    so that one corrupt file costs that dataset only, not the run.
+
+    Parameters
+    ----------
+    task
+        The task whose ``api/file_*.yaml`` formats apply.
+    datasets
+        The datasets found in the input folder.
+    outdir
+        The run's results folder; each failure's reason is also written to its log there.
+    jobs
+        How many datasets are checked at once.
+
+    Returns
+    -------
+    The datasets that passed, in their order, and a failed record per dataset that did not.
+    """
+    formats = task.file_formats
+
+    def problem(ds: Dataset) -> str:
+        for format_id, path in ds.files.items():
+            fmt = formats.get(format_id)
+            if fmt is None:
+                continue
+            try:
+                fmt.validate(path, ds.files)
+            except (FormatError, OSError) as err:
+                return f"invalid dataset file: {err}"
+        return ""
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        problems = list(pool.map(problem, datasets))
+    good, failed = [], []
+    for ds, reason in zip(datasets, problems):
+        if not reason:
+            good.append(ds)
+            continue
+        record = JobRecord(job_id=f"datasets/{ds.id}", stage="dataset", component="input", component_type="dataset",
+                           dataset_id=ds.id, exit_code=EXIT_INVALID, reason=reason)
+        log = Path(outdir) / "logs" / "datasets" / f"{ds.id}.log"
+        write_text_atomic(log, reason + "\n")
+        record.log = str(log.relative_to(outdir))
+        failed.append(record)
+    return good, failed
 
 
 def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None) -> list[Job]:

@@ -23,6 +23,7 @@ from openpert import __version__
 from openpert.config.task import Task
 from openpert.config.viash import read_config
 from openpert.files import write_text_atomic, write_yaml_atomic
+from openpert.results.provenance import run_provenance
 from openpert.results.scoring import aggregate_scores, scale_scores
 from openpert.run.records import JobRecord
 
@@ -77,24 +78,33 @@ def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]
     return raw, items, uns
 
 
-def _dataset_uns(files: dict[str, str]) -> dict:
-    """``dataset_*`` entries of the first h5ad file of a dataset that has them."""
+def _dataset_uns(files: dict[str, str]) -> tuple[dict, list[str]]:
+    """``dataset_*`` entries of the first h5ad file of a dataset that has them.
+
+    Returns the entries and a message per file that could not be read: a corrupt dataset file
+    costs its metadata (and its dataset's jobs, which fail on it), never the results file.
+    """
     import h5py
 
+    problems = []
     for path in files.values():
         if not str(path).endswith(".h5ad"):
             continue
-        with h5py.File(path, "r") as fh:
-            if "uns" not in fh:
-                continue
-            out = {}
-            for key in fh["uns"]:
-                if key.startswith("dataset_") and isinstance(fh["uns"][key], h5py.Dataset):
-                    value = fh["uns"][key][()]
-                    out[key] = value.decode() if isinstance(value, bytes) else _clean(value)
-            if out:
-                return out
-    return {}
+        try:
+            with h5py.File(path, "r") as fh:
+                if "uns" not in fh:
+                    continue
+                out = {}
+                for key in fh["uns"]:
+                    if key.startswith("dataset_") and isinstance(fh["uns"][key], h5py.Dataset):
+                        value = fh["uns"][key][()]
+                        out[key] = value.decode() if isinstance(value, bytes) else _clean(value)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            problems.append(f"{path}: cannot read the dataset's uns: {type(err).__name__}: {err}")
+            continue
+        if out:
+            return out, problems
+    return {}, problems
 
 
 def _component_meta(config_path: str, params: dict) -> dict:
@@ -158,8 +168,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         (path,) = rec.outputs.values()
         try:
             raw, per_item, uns = read_score(Path(path))
-        except (ValueError, OSError) as err:
-            rec.status, rec.reason, rec.exit_code = "failed", str(err), -1
+        except Exception as err:  # a score file is a component's output: any error reading it fails that job only
+            reason = str(err) if str(path) in str(err) else f"{path}: {type(err).__name__}: {err}"
+            rec.status, rec.reason, rec.exit_code = "failed", reason, -1
             failures.append(rec)
             continue
         declared = {m["name"] for m in read_config(task.component(rec.component).path).metrics}
@@ -226,10 +237,14 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         }
 
     datasets_meta = []
+    unreadable = []
     for ds in plan["datasets"]:
-        meta = {"dataset_id": ds["id"], **_dataset_uns(ds["files"])}
+        uns, problems = _dataset_uns(ds["files"])
+        meta = {"dataset_id": ds["id"], **uns}
         meta["dataset_id"] = ds["id"]
         datasets_meta.append(meta)
+        unreadable += [{"flag": "dataset_file_unreadable", "message": m, "dataset_id": ds["id"], "metric_id": None, "method_id": None}
+                       for m in problems]
 
     limits = {}
     for entry in [*plan["methods"], *plan["metrics"]]:
@@ -241,12 +256,13 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                   "method_id": r.method_id, "metric_component": r.component if r.stage == "metric" else None,
                   "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
                   "peak_memory_mb": r.peak_memory_mb, "time_limit_s": limits.get(r.component, {}).get("time_s"),
-                  "memory_limit_mb": limits.get(r.component, {}).get("memory_mb")} for r in records]
+                  "memory_limit_mb": limits.get(r.component, {}).get("memory_mb"), "sandbox": r.sandbox} for r in records]
     results = {
         "schema_version": SCHEMA_VERSION,
         "openpert_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "engine": engine,
+        "provenance": run_provenance(task, plan),
         "task": {k: task.info.get(k) for k in ("name", "label", "summary", "description", "motivation", "references", "links")}
         | {"name": task.name},
         "datasets": datasets_meta,
@@ -258,8 +274,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         "comparisons": comparisons,
         "failures": [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
                       "method_id": r.method_id, "exit_code": r.exit_code, "reason": r.reason, "log": r.log} for r in failures],
-        "qc": [f.to_dict() for f in flags],
+        "qc": [f.to_dict() for f in flags] + unreadable,
         "skipped": plan.get("skipped", []),
+        "config_errors": [e.to_dict() for e in task.config_errors],
         "resources": resources,
         "statistics": statistics,
     }
@@ -316,12 +333,16 @@ def regression_table(specs: Sequence[dict], items: dict, dataset_ids: Sequence[s
 def format_summary(results: dict, *, width: int = 24) -> str:
     """A plain-text table per dataset: each method's raw metric values with 95% CIs and its score.
 
-    Methods are sorted by their dataset score; controls are marked with their role.
+    Methods are sorted by their dataset score; controls are marked with their role. Components
+    left out for a malformed config are listed first, so that nobody mistakes their absence from
+    the tables for a run that did not include them.
     """
     metrics = [m["id"] for m in results["metrics"]]
     roles = {m["id"]: m.get("control") for m in results["methods"]}
     cells = {(s["dataset_id"], s["method_id"], s["metric_id"]): s for s in results["scores"]}
     lines = []
+    for error in results.get("config_errors", []):
+        lines.append(f"config error, {error.get('type') or 'component'} {error.get('component')} left out: {error.get('reason')}")
     for ds in results["datasets"]:
         dataset_id = ds["dataset_id"]
         rows = sorted((r for r in results["dataset_scores"] if r["dataset_id"] == dataset_id),

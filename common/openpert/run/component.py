@@ -6,11 +6,17 @@ holds only its declared inputs (hard links, or copies across file systems: never
 would reveal where the other files of the dataset lie), under a time and a memory limit, with its
 output captured to a log. Inputs are validated before, outputs after; an output only reaches its
 destination once it is valid.
+
+Where bubblewrap works, the script runs in a sandbox (:mod:`openpert.run.sandbox`): the work
+directory appears at ``/job``, the staged inputs and resources read-only, and ``par``/``meta``
+carry those sandbox paths. Where it does not, the script runs unsandboxed, with a warning in the
+log (and once per process in Python's log); ``RunResult.sandbox`` says which.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import shutil
 import sys
@@ -23,9 +29,17 @@ import yaml
 
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.run import sandbox as sandboxing
 from openpert.run.process import Limits, execute
 from openpert.run.records import EXIT_INVALID
 from openpert.run.viash_block import substitute_block
+
+log_ = logging.getLogger(__name__)
+
+#: ``RunResult.sandbox`` of a job run in a bubblewrap sandbox, and of one run without.
+SANDBOX_BWRAP = "bubblewrap"
+SANDBOX_NONE = "none"
+_warned_unsandboxed = False
 
 
 @dataclasses.dataclass
@@ -38,6 +52,8 @@ class RunResult:
     peak_memory_mb: float
     outputs: dict[str, Path]
     log: Path
+    #: How the job was isolated: ``"bubblewrap"`` or ``"none"`` (ran unsandboxed).
+    sandbox: str = "none"
 
     @property
     def succeeded(self) -> bool:
@@ -75,6 +91,12 @@ def _link_or_copy(src: str | Path, dest: str | Path) -> None:
         shutil.copy2(src, dest)
 
 
+def _component_id(config: ComponentConfig) -> str:
+    """``<task>/<component>`` (the component's name alone outside a task): names its LLM cache."""
+    task_dir = config.task_dir
+    return f"{task_dir.name}/{config.name}" if task_dir is not None else config.name
+
+
 def _move(src: Path, dest: Path) -> None:
     """Publish an output: rename when possible (atomic), else copy to a temp name and rename."""
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +111,36 @@ def _move(src: Path, dest: Path) -> None:
         os.replace(tmp, dest)
 
 
+def sandbox_mode(sandbox: bool | None) -> tuple[str, str]:
+    """How a job will be isolated: ``(mode, warning)``, the warning empty unless it runs unsandboxed.
+
+    Parameters
+    ----------
+    sandbox
+        ``None``: bubblewrap when it works here, else none (with a warning); ``True``: bubblewrap
+        or an error; ``False``: none.
+
+    Raises
+    ------
+    ConfigError
+        ``sandbox=True`` where bubblewrap does not work.
+    """
+    global _warned_unsandboxed
+    if sandbox is False:
+        return SANDBOX_NONE, ""
+    if sandboxing.available():
+        return SANDBOX_BWRAP, ""
+    why = sandboxing.unavailable_reason()
+    if sandbox:
+        raise ConfigError(f"a sandbox was required but bubblewrap cannot be used here: {why}")
+    warning = (f"openpert: WARNING: this job runs WITHOUT a sandbox ({why}): it can read and write everything "
+               "this user can. Install bubblewrap (scripts/install_system_deps.sh) to isolate jobs.")
+    if not _warned_unsandboxed:
+        _warned_unsandboxed = True
+        log_.warning(warning)
+    return SANDBOX_NONE, warning
+
+
 def run_component(
     config: ComponentConfig,
     args: Mapping[str, Any],
@@ -99,6 +151,7 @@ def run_component(
     context: Mapping[str, str | Path] | None = None,
     allowed_input_formats: set[str] | None = None,
     validate: bool = True,
+    sandbox: bool | None = None,
 ) -> RunResult:
     """Run a component on the given arguments.
 
@@ -123,6 +176,9 @@ def run_component(
         engines pass the task's method formats for components of type ``method``.
     validate
         Validate inputs and outputs against their formats.
+    sandbox
+        ``None`` (the default): run in a bubblewrap sandbox when bubblewrap works here, else
+        without one, with a warning; ``True``: require the sandbox; ``False``: run without.
 
     Returns
     -------
@@ -134,9 +190,10 @@ def run_component(
     ------
     ConfigError
         For errors in the call itself (unknown arguments, missing required ones, a method given
-        a file it may not read): nothing ran.
+        a file it may not read, a sandbox required where bubblewrap does not work): nothing ran.
     """
     limits = limits if limits is not None else Limits()
+    mode, warning = sandbox_mode(sandbox)
     work_dir = Path(work_dir).resolve()
     if work_dir.exists() and any(work_dir.iterdir()):
         raise ConfigError(f"{work_dir}: the work directory must be new or empty")
@@ -153,12 +210,16 @@ def run_component(
     temp_dir = work_dir / ".tmp"
     temp_dir.mkdir()
     start = time.perf_counter()
+    llm = sandboxing.needs_llm(config)
+    box = sandboxing.Sandbox(work_dir, network=sandboxing.needs_network(config)) if mode == SANDBOX_BWRAP else None
+    # The script sees sandbox paths (/job/...) in a sandbox, host paths without one.
+    seen_as = box.inside if box is not None else str
 
     def failed(code: int, reason: str) -> RunResult:
         if not log.exists():
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(reason + "\n")
-        return RunResult(code, reason, time.perf_counter() - start, 0.0, {}, log)
+        return RunResult(code, reason, time.perf_counter() - start, 0.0, {}, log, mode)
 
     # Stage inputs: validate, then link into the work dir under their own names.
     validation_context: dict[str, Path] = {k: Path(v) for k, v in (context or {}).items()}
@@ -176,7 +237,10 @@ def run_component(
             name = src.name if src.name not in used_names else f"{arg.name}_{src.name}"
             used_names.add(name)
             _link_or_copy(src, work_dir / name)
-            staged.append(str(work_dir / name))
+            staged.append(seen_as(work_dir / name))
+            if box is not None:
+                # A hard link shares the dataset's inode: only a read-only mount keeps writes out.
+                box.read_only.append(work_dir / name)
             if arg.format_id:
                 validation_context.setdefault(arg.format_id, src)
         script_par[arg.name] = staged if arg.multiple else staged[0]
@@ -196,7 +260,7 @@ def run_component(
             continue
         dest = Path(value).resolve()
         destinations[arg.name] = dest
-        script_par[arg.name] = str(work_dir / dest.name)
+        script_par[arg.name] = seen_as(work_dir / dest.name)
 
     # Copy the component's resources; the script gets the real values in place of its VIASH block.
     resources_dir.mkdir()
@@ -216,11 +280,11 @@ def run_component(
     meta = {
         "name": config.name,
         "functionality_name": config.name,
-        "resources_dir": str(resources_dir),
-        "executable": str(script),
+        "resources_dir": seen_as(resources_dir),
+        "executable": seen_as(script),
         # As in a Viash build: the merged config beside the script, not the repository's file.
-        "config": str(resources_dir / ".config.vsh.yaml"),
-        "temp_dir": str(temp_dir),
+        "config": seen_as(resources_dir / ".config.vsh.yaml"),
+        "temp_dir": seen_as(temp_dir),
         "cpus": limits.cpus,
         "memory_b": memory_b,
         "memory_kb": memory_b // 2**10 if memory_b else None,
@@ -229,35 +293,57 @@ def run_component(
     }
     if config.script_type != "python_script":
         return failed(EXIT_INVALID, f"{config.path}: only python_script components run natively (got {config.script_type!r})")
+    llm_cache = None
+    if box is not None and llm:
+        llm_cache = sandboxing.llm_cache_folder(par.get("llm_cache_dir"), _component_id(config))
+        if llm_cache is not None:
+            try:
+                llm_cache.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                return failed(EXIT_INVALID, f"{llm_cache}: cannot create the LLM generation cache: {err}")
+            box.writable[sandboxing.LLM_CACHE_DIR] = llm_cache
+        box.shared += sandboxing.local_model_paths(par.get("llm_model"), os.environ.get("OPENPERT_LLM_MODEL"))
+        if par.get("llm_cache_dir") is not None:
+            # An explicit folder is bound at the sandbox's cache path; "none" stays "none".
+            script_par["llm_cache_dir"] = str(sandboxing.LLM_CACHE_DIR) if llm_cache is not None else par["llm_cache_dir"]
     script.write_text(substitute_block(config.script.read_text(), script_par, meta, path=config.script))
 
-    env = dict(os.environ)
-    env["TMPDIR"] = str(temp_dir)
-    env["VIASH_TEMP"] = str(temp_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    if limits.cpus:
-        # Numerical libraries otherwise start a thread per core in every parallel job.
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-            env.setdefault(var, str(limits.cpus))
-    code, reason, duration, peak_mb = execute([sys.executable, str(script)], cwd=work_dir, log=log, limits=limits, env=env)
+    if box is not None:
+        box.read_only.append(resources_dir)
+        box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None)
+        cmd = box.command([str(sandboxing.python_environment().executable), seen_as(script)])
+        env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
+    else:
+        cmd = [sys.executable, str(script)]
+        env = dict(os.environ)
+        env["TMPDIR"] = str(temp_dir)
+        env["VIASH_TEMP"] = str(temp_dir)
+        env["PYTHONUNBUFFERED"] = "1"
+        if limits.cpus:
+            # Numerical libraries otherwise start a thread per core in every parallel job.
+            for var in sandboxing.THREAD_VARIABLES:
+                env.setdefault(var, str(limits.cpus))
+    header = warning + "\n" if warning else ""
+    code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
+                                              sandboxed=box is not None, header=header)
     if code != 0:
-        return RunResult(code, reason, duration, peak_mb, {}, log)
+        return RunResult(code, reason, duration, peak_mb, {}, log, mode)
 
     produced: dict[str, Path] = {}
     for arg in config.file_outputs:
         if arg.name not in destinations:
             continue
-        out = Path(script_par[arg.name])
+        out = work_dir / destinations[arg.name].name  # where the script wrote it (par may name /job/...)
         if not out.exists():
             if arg.required:
-                return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log)
+                return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log, mode)
             continue
         if validate and arg.file_format is not None:
             try:
                 arg.file_format.validate(out, validation_context)
             except FormatError as err:
-                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log)
+                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log, mode)
         produced[arg.name] = out
     for name, out in produced.items():
         _move(out, destinations[name])
-    return RunResult(0, "", duration, peak_mb, {n: destinations[n] for n in produced}, log)
+    return RunResult(0, "", duration, peak_mb, {n: destinations[n] for n in produced}, log, mode)

@@ -1,7 +1,10 @@
 """Run a command as a job: a time and a memory limit, its output captured, its peak memory measured.
 
 Every job gets its own process group (its own session), so that the job and everything it starts
-can be stopped together.
+can be stopped together. The command may be a sandbox launcher (``bwrap``, see
+:mod:`openpert.run.sandbox`) whose descendants are the job: memory is then measured over the whole
+tree under it, and the time limit's ``SIGTERM`` goes to those descendants (the launcher itself
+would die at once and take the job down without its grace period).
 """
 
 from __future__ import annotations
@@ -31,12 +34,16 @@ class Limits:
     cpus: int | None = None
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    """``proc`` and its descendants now (only ``proc`` when they cannot be listed)."""
     try:
-        procs = [proc, *proc.children(recursive=True)]
+        return [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return [proc]  # the process has ended: it has no children to list
+
+
+def _tree_rss(procs: list[psutil.Process]) -> int:
+    total = 0
     for p in procs:
         try:
             total += p.memory_info().rss
@@ -57,6 +64,38 @@ def _high_water_mark_kb(pid: int) -> int:
     return 0
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Whether a process still runs (a zombie has ended: it only waits for its parent to reap it)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False  # gone between the two questions
+
+
+def _signal(procs: list[psutil.Process], sig: int) -> None:
+    for p in procs:
+        try:
+            p.send_signal(sig)  # psutil checks that the pid still names the same process
+        except psutil.Error:
+            continue  # it has ended meanwhile: nothing to signal
+
+
+def _sweep(seen: set[psutil.Process], timeout_s: float = 2.0) -> None:
+    """Kill every process seen in the job's tree that still runs, and wait until they have ended.
+
+    A child that left the job's process group (``setsid``) escapes ``killpg``; one seen while
+    polling is killed here. In a sandbox the kernel kills the whole PID namespace when its PID 1
+    ends; waiting for that PID 1 (which the launcher does not wait for) makes the job's end the
+    end of all of its processes.
+    """
+    left = [p for p in seen if _alive(p)]
+    _signal(left, signal.SIGKILL)
+    deadline = time.perf_counter() + timeout_s
+    while left and time.perf_counter() < deadline:
+        time.sleep(0.002)
+        left = [p for p in left if _alive(p)]
+
+
 def _last_error_line(log: Path) -> str:
     try:
         text = log.read_text(errors="replace")
@@ -74,8 +113,26 @@ def execute(
     limits: Limits,
     env: Mapping[str, str] | None = None,
     poll_s: float = 0.1,
+    sandboxed: bool = False,
+    header: str = "",
 ) -> tuple[int, str, float, float]:
     """Run ``cmd``, enforce limits, capture output.
+
+    Parameters
+    ----------
+    cmd, cwd, env
+        The command, its working folder and its environment (default: this process's).
+    log
+        Where stdout and stderr go (replaced).
+    limits
+        Time and memory limits.
+    poll_s
+        The longest pause between two measurements.
+    sandboxed
+        ``cmd`` is a sandbox launcher (``bwrap``): the time limit's ``SIGTERM`` goes to its
+        descendants only.
+    header
+        Lines written to the log before the command's output (e.g. a warning about the run).
 
     Returns
     -------
@@ -88,7 +145,12 @@ def execute(
     peak = 0
     reason = ""
     forced: int | None = None
+    # Every process seen in the tree (psutil's identity is pid and start time: no reused pid).
+    seen: set[psutil.Process] = set()
     with open(log, "wb") as out:
+        if header:
+            out.write(header.encode())
+            out.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=dict(env) if env is not None else None, start_new_session=True)
         _ACTIVE.add(proc.pid)
@@ -103,8 +165,11 @@ def execute(
             if pid:
                 status = wstatus
                 break
-            peak = max(peak, _tree_rss(ps))
-            hwm_kb = max(hwm_kb, _high_water_mark_kb(proc.pid))
+            procs = _tree(ps)
+            seen.update(procs[1:])
+            peak = max(peak, _tree_rss(procs))
+            # Every process's own high-water mark (the launcher's is not the job's).
+            hwm_kb = max(hwm_kb, *(_high_water_mark_kb(p.pid) for p in procs))
             elapsed = time.perf_counter() - start
             if forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
                 reason = f"memory limit exceeded (peak {peak / 2**20:.0f} MB > {limits.memory_mb:.0f} MB)"
@@ -113,7 +178,10 @@ def execute(
             elif forced is None and limits.time_s is not None and elapsed > limits.time_s:
                 reason = f"time limit exceeded ({limits.time_s:g} s)"
                 forced = EXIT_TIME
-                _kill_group(proc.pid, signal.SIGTERM)
+                if sandboxed:
+                    _signal(procs[1:], signal.SIGTERM)
+                else:
+                    _kill_group(proc.pid, signal.SIGTERM)
                 kill_at = elapsed + 5.0  # a grace period to clean up, then SIGKILL
             elif kill_at is not None and elapsed > kill_at:
                 _kill_group(proc.pid, signal.SIGKILL)
@@ -123,9 +191,10 @@ def execute(
         proc.returncode = os.waitstatus_to_exitcode(status)
     # Children that outlive the script would keep writing into a work dir we are about to publish.
     _kill_group(proc.pid, signal.SIGKILL)
+    _sweep(seen)
     _ACTIVE.discard(proc.pid)
     duration = time.perf_counter() - start
-    # The script's own high-water mark catches peaks between two polls. (ru_maxrss of wait4 would
+    # The processes' own high-water marks catch peaks between two polls. (ru_maxrss of wait4 would
     # not do: Linux carries the parent's resident size at fork across exec into it.)
     peak_mb = max(peak / 2**20, hwm_kb / 1024)
     code = proc.returncode

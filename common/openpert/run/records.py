@@ -47,12 +47,19 @@ class JobRecord:
         Wall time and peak resident memory of the job's process tree.
     outputs
         Output argument name -> path of the published file.
+    output_sha256
+        Output argument name -> SHA-256 of the file's content when the job finished. A resumed run
+        reuses the job only if every output still has this digest (see
+        :meth:`openpert.engines.local.LocalEngine.run_job`).
     log
         Path of the captured stdout/stderr.
     key
         The cache key (content hash of component, parameters and inputs).
     cached
         True when the record was reused from an earlier run.
+    sandbox
+        How the job's process was confined (``RunResult.sandbox``: ``bubblewrap``), ``none`` when
+        it ran unconfined or never ran.
     """
 
     job_id: str
@@ -70,6 +77,8 @@ class JobRecord:
     log: str | None = None
     key: str | None = None
     cached: bool = False
+    output_sha256: dict[str, str] = dataclasses.field(default_factory=dict)
+    sandbox: str = "none"
 
     @property
     def succeeded(self) -> bool:
@@ -91,4 +100,29 @@ class JobRecord:
 
     @classmethod
     def read(cls, path: Path) -> JobRecord:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Read a record written by :meth:`write`.
+
+        Raises
+        ------
+        OSError
+            When the file cannot be read.
+        ValueError
+            Naming the file, when it is not a complete record (truncated, not JSON, fields missing
+            or of the wrong kind).
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_bytes().decode())
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a JSON job record ({err})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a job record is a JSON object, got {type(data).__name__}")
+        try:
+            record = cls.from_dict(data)
+        except TypeError as err:  # a required field is missing
+            raise ValueError(f"{path}: incomplete job record: {err}") from None
+        for name in ("outputs", "output_sha256"):
+            value = getattr(record, name)
+            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+                raise ValueError(f"{path}: {name} must map output names to strings")
+        return record

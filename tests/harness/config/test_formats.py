@@ -113,3 +113,48 @@ def test_spec_errors_name_the_source():
         fmt({"type": "h5ad", "layerz": []})
     with pytest.raises(FormatError, match=r"matches\[0\].relation"):
         fmt({"type": "h5ad", "matches": [{"this": "obs_names", "file": "f", "relation": "similar"}]})
+
+
+@pytest.mark.parametrize("ftype", ["h5ad", "csv", "tsv", "parquet", "jsonl", "json"])
+def test_min_rows_refuses_an_empty_file(tmp_path, ftype):
+    """A file with no rows (no test items) fails its format when the format asks for at least one."""
+    path = tmp_path / f"items.{ftype}"
+    if ftype == "h5ad":
+        ad.AnnData(obs=pd.DataFrame(index=pd.Index([], dtype=str))).write_h5ad(path)
+    elif ftype in ("csv", "tsv"):
+        pd.DataFrame({"id": []}).to_csv(path, index=False, sep="," if ftype == "csv" else "\t")
+    elif ftype == "parquet":
+        pd.DataFrame({"id": pd.Series([], dtype=int)}).to_parquet(path)
+    elif ftype == "jsonl":
+        path.write_text("\n")
+    else:
+        path.write_text("[]")
+    nonempty = fmt({"type": ftype, "min_rows": 1}, fid="file_test")
+    with pytest.raises(FormatError, match=rf"items.{ftype} \(file_test\): has 0 \w+.*at least 1 \(min_rows\)"):
+        nonempty.validate(path)
+    fmt({"type": ftype}, fid="file_test").validate(path)  # without min_rows an empty file is valid
+
+
+def test_min_rows_passes_enough_rows(tmp_path):
+    path = tmp_path / "items.csv"
+    pd.DataFrame({"id": [1, 2]}).to_csv(path, index=False)
+    fmt({"type": "csv", "min_rows": 2}, fid="file_test").validate(path)
+    with pytest.raises(FormatError, match="has 2 rows; the format asks for at least 3"):
+        fmt({"type": "csv", "min_rows": 3}, fid="file_test").validate(path)
+    h5ad = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt({**PREDICTION, "min_rows": 1}).validate(h5ad)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "one", True])
+def test_min_rows_must_be_a_count(value):
+    with pytest.raises(FormatError, match=r"api/x.yaml: info.format.min_rows: expected a non-negative integer"):
+        fmt({"type": "csv", "min_rows": value})
+
+
+def test_an_unreadable_file_of_a_shape_rule_is_a_problem_not_a_crash(tmp_path, context):
+    """A corrupt other file (e.g. a truncated test.h5ad) makes the rule fail with its name, not raise OSError."""
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    test = context["file_test"]
+    test.write_bytes(test.read_bytes()[:200])
+    with pytest.raises(FormatError, match=r"shape rule obs_names ~ file_test:obs_names: cannot read .*test.h5ad"):
+        fmt(PREDICTION).validate(path, context)

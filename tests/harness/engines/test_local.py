@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,3 +178,143 @@ def test_progress_is_one_line_per_job_start_and_end_when_not_a_terminal(tiny_tas
     assert ended["syn/group_mean/errors"] == "succeeded"
     run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean"], metrics=["errors"], resume=True, progress=False)
     assert capsys.readouterr().err == ""
+
+
+# --- a cache that proves itself, faults that stay local, honest empties ----------------------------------
+def tiny_inputs(project):
+    return project / "resources_test" / "tiny"
+
+
+def cached_outputs(out, job_id: str) -> tuple[dict, dict]:
+    """The cache record of a job (as JSON) and its record.json path."""
+    for path in (out / "work").glob("*/*/record.json"):
+        data = json.loads(path.read_text())
+        if data["job_id"] == job_id:
+            return data, path
+    raise AssertionError(f"no cache record of {job_id}")
+
+
+def bump_prediction(path) -> None:
+    """Edit a prediction in place (same file, same inode), as a hand or a script in the results folder would."""
+    import h5py
+
+    os.chmod(path, 0o644)
+    with h5py.File(path, "r+") as fh:
+        fh["layers/prediction"][...] = fh["layers/prediction"][...] + 5.0
+
+
+@pytest.mark.parametrize("where", ["cache", "outputs"])
+def test_resume_reruns_an_edited_prediction_and_outputs_are_copies(project_copy, tmp_path, capsys, where):
+    from openpert.files import hash_file
+
+    task = Task(project_copy / "src" / "tiny")
+    out = tmp_path / "out"
+    clean = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], progress=False)
+    record, _ = cached_outputs(out, "syn/group_mean")
+    cached = record["outputs"]["output"]
+    published = out / "outputs" / "syn" / "group_mean" / "prediction.h5ad"
+    assert record["output_sha256"] == {"output": hash_file(cached)} and isinstance(record["sandbox"], str)
+    assert not os.path.samefile(published, cached), "a published output is a copy, not a link into the cache"
+
+    bump_prediction(cached if where == "cache" else published)
+    resumed = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], resume=True)
+    err = capsys.readouterr().err
+    jobs = {r["job_id"]: r for r in resumed["resources"]}
+    assert raw_scores(resumed) == raw_scores(clean) and not resumed["failures"]
+    if where == "cache":
+        assert "re-running syn/group_mean: cached output prediction.h5ad changed" in err
+        assert not jobs["syn/group_mean"]["cached"]
+        assert "cached output prediction.h5ad changed" in (out / "logs" / "syn" / "group_mean.log").read_text()
+    else:
+        # the cache never saw the edit: the job is reused and its published copy is restored
+        assert jobs["syn/group_mean"]["cached"] and "re-running" not in err
+    assert hash_file(published) == cached_outputs(out, "syn/group_mean")[0]["output_sha256"]["output"]
+
+
+@pytest.mark.parametrize(("damage", "job_id", "message"), [
+    ("truncate_score", "syn/group_mean/errors", "cached output score.h5ad changed"),
+    ("truncate_record", "syn/group_mean/errors", "cached record.json is unreadable"),
+    ("remove_prediction", "syn/group_mean", "cached output prediction.h5ad vanished"),
+])
+def test_resume_reruns_a_job_whose_cache_entry_is_damaged(project_copy, tmp_path, capsys, damage, job_id, message):
+    task = Task(project_copy / "src" / "tiny")
+    out = tmp_path / "out"
+    clean = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], progress=False)
+    record, record_path = cached_outputs(out, job_id)
+    if damage == "truncate_score":
+        score = record["outputs"]["output"]
+        with open(score, "r+b") as fh:
+            fh.truncate(os.path.getsize(score) // 2)
+    elif damage == "truncate_record":
+        record_path.write_text(record_path.read_text()[:40])
+    else:
+        os.unlink(record["outputs"]["output"])
+    resumed = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], resume=True)
+    assert f"re-running {job_id}: {message}" in capsys.readouterr().err
+    assert not resumed["failures"], "a damaged cache entry is re-run, not reported"
+    assert raw_scores(resumed) == raw_scores(clean)
+    rerun = {r["job_id"] for r in resumed["resources"] if not r["cached"]}
+    assert job_id in rerun and "syn/truth" not in rerun
+
+
+def two_datasets(project, tmp_path):
+    inputs = tmp_path / "inputs"
+    for ds in ("syn_a", "syn_b"):
+        shutil.copytree(tiny_inputs(project) / "syn", inputs / ds)
+    return inputs
+
+
+@pytest.mark.parametrize("name", ["test.h5ad", "train.h5ad"])
+def test_a_corrupt_dataset_file_fails_its_dataset_only(project_copy, tmp_path, name):
+    task = Task(project_copy / "src" / "tiny")
+    inputs = two_datasets(project_copy, tmp_path)
+    damaged = inputs / "syn_b" / name
+    damaged.write_bytes(damaged.read_bytes()[:300])
+    out = tmp_path / "out"
+    results = run_benchmark(task, out, input_dir=inputs, methods=["group_mean"], metrics=["errors"], progress=False)
+    assert json.loads((out / "results.json").read_text())["scores"] == results["scores"]
+    assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}
+    assert {(s["method_id"], s["metric_id"]) for s in results["scores"]} == {
+        (m, k) for m in ("group_mean", "truth", "zeros", "train_mean") for k in ("rmse", "mae")}
+    (failure,) = results["failures"]
+    assert failure["job_id"] == "datasets/syn_b" and failure["stage"] == "dataset" and failure["dataset_id"] == "syn_b"
+    assert f"syn_b/{name}" in failure["reason"] and "cannot be read as h5ad" in failure["reason"]
+    assert name in (out / failure["log"]).read_text()
+    # with every dataset unusable there is nothing to benchmark: that stays the task's error, with the reasons
+    for file in (inputs / "syn_a").iterdir():
+        file.write_bytes(file.read_bytes()[:300])
+    with pytest.raises(ConfigError, match=r"no usable dataset: datasets/syn_a: invalid dataset file: .*syn_a/\w+.h5ad"):
+        run_benchmark(task, tmp_path / "out2", input_dir=inputs, methods=["group_mean"], metrics=["errors"], progress=False)
+
+
+def test_a_malformed_component_config_is_reported_and_the_task_runs(project_copy, tmp_path):
+    from openpert.results.collect import format_summary
+
+    broken = project_copy / "src" / "tiny" / "methods" / "broken"
+    broken.mkdir()
+    (broken / "config.vsh.yaml").write_text("name: broken\narguments: [\n")
+    task = Task(project_copy / "src" / "tiny")
+    out = tmp_path / "out"
+    results = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], progress=False)
+    (error,) = results["config_errors"]
+    assert error["component"] == "broken" and error["type"] == "method"
+    assert error["config"] == "src/tiny/methods/broken/config.vsh.yaml" and "broken/config.vsh.yaml: invalid YAML" in error["reason"]
+    assert json.loads((out / "results.json").read_text())["config_errors"] == [error]
+    assert {s["method_id"] for s in results["scores"]} == {"group_mean", "truth", "zeros", "train_mean"}
+    assert "config error, method broken left out: " in format_summary(results)
+
+
+def test_a_dataset_without_test_items_fails_its_job(project_copy, tmp_path):
+    """min_rows on the test format: a dataset component that yields no items fails, naming the file."""
+    api = project_copy / "src" / "tiny" / "api" / "file_test.yaml"
+    api.write_text(api.read_text().replace("    type: h5ad\n", "    type: h5ad\n    min_rows: 1\n"))
+    script = project_copy / "src" / "tiny" / "datasets" / "synthetic" / "script.py"
+    script.write_text(script.read_text().replace("is_test = np.tile(np.arange(n_per_group) < 3, n_groups)",
+                                                 "is_test = np.tile(np.arange(n_per_group) < (3 if par['seed'] == 1 else 0), n_groups)"))
+    task = Task(project_copy / "src" / "tiny")
+    results = run_benchmark(task, tmp_path / "out", methods=["group_mean"], metrics=["errors"], progress=False)
+    (failure,) = results["failures"]
+    assert failure["job_id"] == "datasets/syn_b" and failure["stage"] == "dataset"
+    assert "test.h5ad (file_test): has 0 rows (obs); the format asks for at least 1 (min_rows)" in failure["reason"]
+    assert [d["dataset_id"] for d in results["datasets"]] == ["syn_a"]
+    assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}

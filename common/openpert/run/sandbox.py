@@ -1,0 +1,473 @@
+"""Build the bubblewrap (``bwrap``) command line that isolates one job, and tell whether it works here.
+
+A benchmark runs code from pull requests next to the datasets, the solutions and the results that
+score it. The sandbox lets a job see only what it was given.
+
+What a job sees
+---------------
+``/job``
+    Its own work folder (the host's ``<work_dir>``), writable: outputs are written here. Every staged
+    input (a hard link of the dataset file, or a folder of them) is bound read-only on top of its
+    own name, so that no write reaches the dataset through the shared inode (``h5py`` ``r+`` and
+    ``open(..., "r+b")`` fail with "read-only file system").
+``/job/.resources``
+    The component's resources (its script, its task library), read-only.
+``/tmp`` and ``/home/job``
+    Private, writable: the host folders ``<work_dir>/.tmp`` and ``<work_dir>/.home``. Disk rather
+    than a tmpfs, because tmpfs pages would escape the memory limit (they belong to no process).
+The Python environment, read-only
+    A virtual environment (``sys.prefix``) at ``/opt/venv``, so that neither ``sys.prefix`` nor
+    ``PATH`` names the repository it may live in; the base interpreter (``sys.base_prefix`` and
+    what the venv's ``python`` links to) at its own path, because the venv's links and
+    ``pyvenv.cfg`` name it. Science packages installed in editable mode from the repository
+    (``pertsci``) are bound alone, at ``/opt/openpert/lib/<name>``, which ``PYTHONPATH`` names: the
+    editable install's own path entry (the repository's ``common/``) does not exist in the
+    sandbox, so the rest of the repository (the harness included) stays out of reach. (The
+    venv's console scripts name the host's interpreter path in their ``#!`` line and do not run
+    inside; a component runs tools as ``python -m ...``.)
+The system, read-only
+    ``/usr`` (and ``/bin``, ``/lib*``, ``/sbin`` as the host has them: links into ``/usr`` or
+    folders), the few files of ``/etc`` that programs need (dynamic linker, users, name
+    resolution, time zone, certificates; not ``/etc/shadow``), ``/sys/devices/system/cpu`` (for
+    the thread pools of numerical libraries), NVIDIA device files when the host has them.
+A local model, for LLM components only
+    When ``--llm_model`` or ``$OPENPERT_LLM_MODEL`` names an existing folder (in-process vLLM), it
+    is bound read-only at its own path.
+``/proc``, ``/dev``
+    A private ``/proc`` of a new PID namespace (the job sees its own processes only) and a minimal
+    ``/dev``.
+
+What a job does not see: the repository, the results folder, the shared data folder (unless it is
+a declared input, staged like any other), other files of its dataset, the host's processes, the
+network (unless the component talks to a language model: it declares ``--llm_base_url``; or is a
+dataset loader, which may download public data: see :func:`needs_network`), the host's
+environment variables.
+
+What it can still learn, and why that is accepted: the host paths of what is bound into it, from
+``/proc/self/mountinfo`` (a bind mount shows its source), from bubblewrap's command line (its PID
+1's) and from the link of its stdout (the log file). Knowing a path grants nothing: what is not
+bound cannot be opened. ``par``, ``meta`` and the environment name sandbox paths only.
+
+How
+---
+``bwrap --unshare-all --unshare-user`` (user, PID, network, IPC, UTS and cgroup namespaces) with
+``--disable-userns`` (no nested user namespace, through which a job could regain capabilities);
+``--share-net`` for LLM and dataset components only; ``--die-with-parent`` and ``--new-session``:
+when the runner kills bubblewrap (time or memory limit, an interrupted benchmark, the runner's own
+death), the job's PID 1 dies and the kernel kills every process of the namespace with it, so no
+descendant (not even one that double-forked into its own session) outlives the job. The new user
+namespace matters when the runner is root: without it the job would keep root's capabilities
+inside the sandbox; with it the job has none. The root of the sandbox is remounted read-only;
+``/dev`` stays a small writable tmpfs (``/dev/shm`` for Python's multiprocessing).
+
+Environment
+-----------
+Only ``PATH`` (the environment's ``bin`` and the system's), ``HOME``, ``LANG``/``LC_ALL``,
+``TMPDIR`` (and Viash's ``VIASH_TEMP``), ``PYTHONUNBUFFERED``, ``PYTHONPATH`` (sandbox paths),
+the thread-count variables (``OMP_NUM_THREADS`` ...: the host's value, else the job's CPU count),
+``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``, and for LLM components the
+``OPENPERT_LLM_*`` settings (base URL, model, API key, backend; the cache as a sandbox path).
+Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
+among them).
+
+Caches: the trade-off
+---------------------
+A cache shared between jobs is a channel between them: a hostile method that may write into the
+cache a metric reads could plant the answers that metric gets (a judge model's verdicts, the
+embeddings of the reference texts).
+
+* The LLM generation cache (``$OPENPERT_LLM_CACHE``, default ``~/.cache/openpert/llm``) saves real
+  money and time (a resumed benchmark must not pay for generations twice), so LLM components get
+  it, read-write, at ``/cache/llm`` — but each component its own subfolder
+  ``<cache>/<task>/<component>``, so a job can only write answers that the same component reads
+  back. Lost: reuse of a generation between two different components (rare: they ask different
+  prompts). A component given ``--llm_cache_dir`` explicitly gets that folder, as given.
+* The embedding cache (``$OPENPERT_EMBED_CACHE``) is not shared: embeddings of the small local
+  model cost milliseconds per text, and the components that embed are not declared as such.
+  A job's embeddings are cached in its private home for the length of the job only.
+
+The probe (:func:`available`) runs Python once in a sandbox like a job's; its result is cached for
+the process. A failing probe (no ``bwrap``, no user namespaces, ...) means "unavailable", and
+:func:`unavailable_reason` says why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path, PurePosixPath
+
+from openpert.config.viash import ComponentConfig
+
+#: Where the job's work folder appears inside the sandbox.
+JOB_DIR = PurePosixPath("/job")
+#: The job's private home and temporary folder inside the sandbox.
+HOME_DIR = PurePosixPath("/home/job")
+TMP_DIR = PurePosixPath("/tmp")
+#: Where a virtual environment appears inside the sandbox.
+VENV_DIR = PurePosixPath("/opt/venv")
+#: Where science packages installed from the repository (editable) appear; on ``PYTHONPATH``.
+LIB_DIR = PurePosixPath("/opt/openpert/lib")
+#: Where an LLM component finds its generation cache.
+LLM_CACHE_DIR = PurePosixPath("/cache/llm")
+#: Packages of the project that components import; bound on their own when they lie outside the
+#: Python environment (an editable install from the repository).
+SCIENCE_PACKAGES = ("pertsci",)
+#: Thread-count variables of numerical libraries: the host's value, else the job's CPU count.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+#: Settings of :mod:`pertsci.llm` passed to LLM components (the cache is handled on its own).
+LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_API_KEY", "OPENPERT_LLM_BACKEND")
+#: Values of ``--llm_cache_dir`` that disable the cache (as in :func:`pertsci.llm.client_from_arguments`).
+LLM_CACHE_DISABLED = {"none", "off", "false", "no", "0", "disabled"}
+#: Files and folders of ``/etc`` a program may need; nothing else of ``/etc`` is shown.
+ETC_ENTRIES = (
+    "ld.so.cache", "ld.so.conf", "ld.so.conf.d",  # the dynamic linker
+    "passwd", "group", "nsswitch.conf",  # user names (getpass, pwd) of the job's uid; no shadow
+    "hosts", "host.conf", "resolv.conf", "gai.conf", "services", "protocols",  # name resolution (LLM servers)
+    "ssl", "ca-certificates", "ca-certificates.conf", "pki",  # TLS to a remote LLM server
+    "localtime", "timezone", "alternatives", "mime.types", "fonts", "os-release",
+)
+#: Top-level system folders bound (or linked, on a merged-/usr system) read-only.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Seconds the probe may take.
+PROBE_TIMEOUT_S = 30.0
+
+
+class SandboxError(RuntimeError):
+    """A sandbox cannot be built as asked (e.g. a path outside the work folder)."""
+
+
+# --- the Python environment --------------------------------------------------------------------------
+def _is_under(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonEnvironment:
+    """Where the running interpreter and its packages are, on the host and in the sandbox.
+
+    Attributes
+    ----------
+    binds
+        ``(host path, sandbox path)`` pairs to bind read-only.
+    executable
+        The interpreter's path in the sandbox.
+    bin_dir
+        The environment's ``bin`` folder in the sandbox (first on ``PATH``).
+    python_path
+        Sandbox folders for ``PYTHONPATH`` (science packages bound on their own).
+    """
+
+    binds: tuple[tuple[Path, PurePosixPath], ...]
+    executable: PurePosixPath
+    bin_dir: PurePosixPath
+    python_path: tuple[PurePosixPath, ...]
+
+
+@functools.cache
+def python_environment() -> PythonEnvironment:
+    """The running interpreter's environment, as a job's sandbox shows it (computed once)."""
+    system = [Path(d) for d in SYSTEM_DIRS]
+    binds: list[tuple[Path, PurePosixPath]] = []
+    bound: list[Path] = []
+
+    def bind(host: Path, inside: PurePosixPath | None = None) -> None:
+        if _is_under(host, system) or _is_under(host, bound):
+            return  # already visible (the system's Python, or a folder inside one bound already)
+        binds.append((host, inside if inside is not None else PurePosixPath(host)))
+        bound.append(host)
+
+    prefix, base = Path(sys.prefix), Path(sys.base_prefix)
+    executable = Path(sys.executable)
+    in_venv = prefix != base
+    # The base interpreter first: the venv's python is a link to it, and pyvenv.cfg names it.
+    bind(base)
+    real = Path(os.path.realpath(executable))
+    bind(real.parent.parent if real.parent.name == "bin" else real.parent)
+    if in_venv and _is_under(executable, [prefix]):
+        binds.append((prefix, VENV_DIR))
+        bound.append(prefix)
+        inside_exe = VENV_DIR / executable.relative_to(prefix).as_posix()
+    else:
+        bind(prefix)
+        inside_exe = PurePosixPath(executable)
+    python_path: list[PurePosixPath] = []
+    for name in SCIENCE_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            continue  # not installed: a component that imports it fails as it would unsandboxed
+        folder = Path(folders[0])
+        if _is_under(folder, [prefix, base, *system]):
+            continue  # installed into the environment: already visible
+        binds.append((folder, LIB_DIR / name))
+        if LIB_DIR not in python_path:
+            python_path.append(LIB_DIR)
+    return PythonEnvironment(tuple(binds), inside_exe, inside_exe.parent, tuple(python_path))
+
+
+# --- one job's sandbox -------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Sandbox:
+    """The sandbox of one job: its work folder at ``/job``, what is bound into it, its environment.
+
+    Parameters
+    ----------
+    work_dir
+        The job's work folder on the host (created by the runner): bound at :data:`JOB_DIR`.
+    network
+        Share the host's network (components that talk to a language model).
+    read_only
+        Host paths inside ``work_dir`` (staged inputs, the resources folder) bound read-only on
+        top of themselves.
+    writable
+        Sandbox path -> host folder, bound read-write (the LLM generation cache).
+    shared
+        Host paths outside the work folder bound read-only at their own path (a local model's
+        folder for in-process vLLM, which names it by its path).
+    env
+        The job's environment, complete (see :func:`job_environment`).
+    """
+
+    work_dir: Path
+    network: bool = False
+    read_only: list[Path] = dataclasses.field(default_factory=list)
+    writable: dict[PurePosixPath, Path] = dataclasses.field(default_factory=dict)
+    shared: list[Path] = dataclasses.field(default_factory=list)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.work_dir = Path(self.work_dir).resolve()
+
+    @property
+    def home(self) -> Path:
+        """The host folder of the job's private home."""
+        return self.work_dir / ".home"
+
+    @property
+    def tmp(self) -> Path:
+        """The host folder of the job's private ``/tmp``."""
+        return self.work_dir / ".tmp"
+
+    def inside(self, host: str | Path) -> str:
+        """The sandbox path of a host path inside the work folder.
+
+        Raises
+        ------
+        SandboxError
+            When ``host`` is not inside the work folder (the job could not see it).
+        """
+        path = Path(host)
+        path = path if path.is_absolute() else self.work_dir / path
+        try:
+            rel = path.relative_to(self.work_dir)
+        except ValueError:
+            raise SandboxError(f"{path}: not inside the job's work folder {self.work_dir}, so not visible to the job") from None
+        if rel.parts[:1] == (".tmp",):
+            return str(TMP_DIR.joinpath(*rel.parts[1:]))
+        if rel.parts[:1] == (".home",):
+            return str(HOME_DIR.joinpath(*rel.parts[1:]))
+        return str(JOB_DIR / rel.as_posix()) if rel.parts else str(JOB_DIR)
+
+    def command(self, argv: list[str]) -> list[str]:
+        """The ``bwrap`` command line that runs ``argv`` (sandbox paths) in this sandbox.
+
+        Run it with :attr:`env` as its whole environment (``subprocess.Popen(..., env=box.env)``):
+        bubblewrap passes its own environment on, and its PID 1's environment can be read from
+        inside the sandbox, so it must hold nothing else. (Not ``--setenv``: a command line can be
+        read by every user of the host, and the environment may hold an API key.)
+        """
+        self.home.mkdir(exist_ok=True)
+        self.tmp.mkdir(exist_ok=True)
+        cmd = [bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+        if self.network:
+            cmd.append("--share-net")
+        cmd += _system_args()
+        for host, inside in python_environment().binds:
+            cmd += ["--ro-bind", str(host), str(inside)]
+        cmd += ["--bind", str(self.work_dir), str(JOB_DIR)]
+        for path in self.read_only:
+            cmd += ["--ro-bind", str(path), self.inside(path)]
+        cmd += ["--bind", str(self.tmp), str(TMP_DIR), "--bind", str(self.home), str(HOME_DIR)]
+        for inside, host in self.writable.items():
+            cmd += ["--bind", str(host), str(inside)]
+        for host in self.shared:
+            cmd += ["--ro-bind", str(host), str(host)]
+        # The sandbox's root is a tmpfs of bubblewrap's: read-only once the mounts are made, so that
+        # a job cannot park data in memory that no process's resident size shows.
+        cmd += ["--remount-ro", "/", "--chdir", str(JOB_DIR)]
+        return [*cmd, "--", *argv]
+
+
+@functools.cache
+def _system_args() -> tuple[str, ...]:
+    """The read-only system part of every sandbox (computed once: the host does not change)."""
+    args: list[str] = []
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), name]  # merged /usr: /bin -> usr/bin
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    for entry in ETC_ENTRIES:
+        if os.path.lexists(f"/etc/{entry}"):
+            args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
+    args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    # GPUs: the device files, when the host has them (CUDA's libraries are under /usr).
+    for device in sorted(glob.glob("/dev/nvidia*")):
+        args += ["--dev-bind-try", device, device]
+    return tuple(args)
+
+
+def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The complete environment of a sandboxed job (nothing else of the host's passes).
+
+    Parameters
+    ----------
+    cpus
+        The job's CPU count, for the thread-count variables the host does not set.
+    llm
+        The component talks to a language model: pass the ``OPENPERT_LLM_*`` settings.
+    llm_cache
+        The LLM generation cache is bound at :data:`LLM_CACHE_DIR`.
+    host_env
+        The runner's environment (default ``os.environ``).
+    """
+    host_env = os.environ if host_env is None else host_env
+    python = python_environment()
+    lang = "C.UTF-8"
+    env = {
+        "PATH": f"{python.bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(HOME_DIR),
+        "LANG": lang,
+        "LC_ALL": lang,
+        "TMPDIR": str(TMP_DIR),
+        "VIASH_TEMP": str(TMP_DIR),
+        "PYTHONUNBUFFERED": "1",
+        # Models ship inside packages; a job never downloads one (and has no network to).
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    if python.python_path:
+        env["PYTHONPATH"] = ":".join(str(p) for p in python.python_path)
+    for var in THREAD_VARIABLES:
+        if host_env.get(var):
+            env[var] = host_env[var]
+        elif cpus:
+            # Numerical libraries otherwise start a thread per core in every parallel job.
+            env[var] = str(cpus)
+    if llm:
+        for var in LLM_VARIABLES:
+            if host_env.get(var):
+                env[var] = host_env[var]
+        if llm_cache:
+            env["OPENPERT_LLM_CACHE"] = str(LLM_CACHE_DIR)
+    return env
+
+
+def local_model_paths(*values: str | None) -> list[Path]:
+    """The values (``--llm_model``, ``$OPENPERT_LLM_MODEL``) that name an existing local path.
+
+    In-process vLLM loads a model from a folder named by its path; the sandbox binds it read-only at
+    that path. Hub ids (``org/model``) are no paths and are left alone.
+    """
+    found: list[Path] = []
+    for value in values:
+        if value and os.path.isabs(str(value)) and os.path.exists(str(value)):
+            path = Path(str(value)).resolve()
+            if path not in found:
+                found.append(path)
+    return found
+
+
+def llm_cache_folder(given: str | None, component: str, *, host_env: Mapping[str, str] | None = None) -> Path | None:
+    """The host folder bound as an LLM component's generation cache, or ``None`` for no cache.
+
+    Parameters
+    ----------
+    given
+        The component's ``--llm_cache_dir``: a folder (used as given), a value that disables the
+        cache (``"none"``, ...), or empty/``None`` for the default.
+    component
+        ``<task>/<component>``: the default cache's subfolder for this component, so that no
+        component can write the answers another one reads.
+    host_env
+        The runner's environment (default ``os.environ``).
+    """
+    host_env = os.environ if host_env is None else host_env
+    if given is not None and str(given).strip():
+        if str(given).strip().lower() in LLM_CACHE_DISABLED:
+            return None
+        return Path(given).expanduser().resolve()
+    root = host_env.get("OPENPERT_LLM_CACHE")
+    base = Path(root).expanduser() if root else Path.home() / ".cache" / "openpert" / "llm"
+    return (base / component).resolve()
+
+
+# --- what a component needs ---------------------------------------------------------------------------
+def needs_llm(config: ComponentConfig) -> bool:
+    """Whether a component talks to a language model: it takes ``--llm_base_url`` (as the plan says)."""
+    return any(a.name == "llm_base_url" for a in config.arguments)
+
+
+def needs_network(config: ComponentConfig) -> bool:
+    """Whether a component's sandbox shares the host's network.
+
+    LLM components talk to a model server; dataset components (``info.type: dataset``) fetch
+    public data (e.g. ``op3_public`` downloads the published files). Methods, control methods and
+    metrics never do: what a contestant's code could send out is what it must not.
+    """
+    return needs_llm(config) or config.type == "dataset"
+
+
+# --- is bubblewrap usable here? ----------------------------------------------------------------------
+def bwrap_path() -> str | None:
+    """The ``bwrap`` executable on ``PATH`` (``None`` when not installed)."""
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def _probe() -> str | None:
+    """Run Python once in a job-like sandbox; ``None`` when that works, else the reason it does not."""
+    if sys.platform != "linux":
+        return f"bubblewrap needs Linux (this is {sys.platform})"
+    if bwrap_path() is None:
+        return "bwrap is not installed (Debian: apt-get install bubblewrap)"
+    with tempfile.TemporaryDirectory(prefix="openpert-sandbox-probe-") as tmp:
+        box = Sandbox(Path(tmp), env=job_environment(cpus=1, llm=False, llm_cache=False))
+        python = python_environment()
+        try:
+            done = subprocess.run(box.command([str(python.executable), "-c", "import sys; print(sys.prefix)"]), env=box.env,
+                                  capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"bwrap could not run: {err}"
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            return f"bwrap failed (exit {done.returncode}): {lines[-1] if lines else 'no message'}"
+    return None
+
+
+def available() -> bool:
+    """Whether jobs can run in a bubblewrap sandbox on this machine (probed once per process)."""
+    return _probe() is None
+
+
+def unavailable_reason() -> str | None:
+    """Why bubblewrap cannot be used here (``None`` when it can)."""
+    return _probe()
+
+
+def reset_probe() -> None:
+    """Forget the cached probe and environment (tests that change ``PATH`` or the interpreter)."""
+    _probe.cache_clear()
+    python_environment.cache_clear()
+    _system_args.cache_clear()

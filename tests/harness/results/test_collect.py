@@ -1,0 +1,77 @@
+"""Collecting results: ``results.json`` is written for what succeeded, whatever else is broken."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import anndata as ad
+import pandas as pd
+
+from openpert.config.task import Dataset, Task
+from openpert.engines.plan import make_plan
+from openpert.results.collect import format_summary, write_results
+from openpert.run.records import JobRecord
+
+
+def corrupt_dataset(project: Path, tmp_path: Path) -> list[Dataset]:
+    """The fixture dataset with every h5ad file cut short."""
+    folder = tmp_path / "syn"
+    shutil.copytree(project / "resources_test" / "tiny" / "syn", folder)
+    for path in folder.glob("*.h5ad"):
+        path.write_bytes(path.read_bytes()[:300])
+    task = Task(project / "src" / "tiny")
+    return task.find_datasets(folder.parent)
+
+
+def test_a_corrupt_dataset_file_does_not_stop_results_writing(tiny_project, tmp_path):
+    """Reading ``dataset_*`` of a truncated file becomes a QC flag naming the file, not an exception."""
+    task = Task(tiny_project / "src" / "tiny")
+    out = tmp_path / "out"
+    plan = make_plan(task, corrupt_dataset(tiny_project, tmp_path), out, methods=["group_mean"], metrics=["errors"])
+    failed = JobRecord(job_id="syn/group_mean", stage="method", component="group_mean", component_type="method",
+                       dataset_id="syn", method_id="group_mean", exit_code=-1, reason="invalid input --input_test: ...")
+    results = write_results(task, plan, [failed], out)
+    assert json.loads((out / "results.json").read_text())["datasets"] == [{"dataset_id": "syn"}]
+    flags = [q for q in results["qc"] if q["flag"] == "dataset_file_unreadable"]
+    assert flags and all(q["dataset_id"] == "syn" for q in flags)
+    assert any("syn/train.h5ad: cannot read the dataset's uns: OSError" in q["message"] for q in flags)
+    assert [f["job_id"] for f in results["failures"]] == ["syn/group_mean"]
+
+
+def test_an_unreadable_score_fails_its_metric_job_only(tiny_project, tmp_path):
+    """A score file whose values cannot be read fails that metric job; the rest is collected."""
+    task = Task(tiny_project / "src" / "tiny")
+    datasets = task.find_datasets(tiny_project / "resources_test" / "tiny")
+    out = tmp_path / "out"
+    plan = make_plan(task, datasets, out, methods=["group_mean"], metrics=["errors"])
+
+    def score(method: str, values) -> JobRecord:
+        path = tmp_path / method / "score.h5ad"
+        path.parent.mkdir()
+        ad.AnnData(obs=pd.DataFrame(index=["r1"]), uns={"dataset_id": "syn", "method_id": method, "metric_ids": ["rmse"],
+                                                        "metric_values": values}).write_h5ad(path)
+        return JobRecord(job_id=f"syn/{method}/errors", stage="metric", component="errors", component_type="metric",
+                         dataset_id="syn", method_id=method, status="succeeded", exit_code=0, outputs={"output": str(path)})
+
+    records = [score("group_mean", {"nested": 1.0}), score("truth", [0.0]), score("zeros", [2.0])]
+    results = write_results(task, plan, records, out)
+    (failure,) = results["failures"]
+    assert failure["job_id"] == "syn/group_mean/errors" and "group_mean/score.h5ad: TypeError" in failure["reason"]
+    assert {(s["method_id"], s["raw"]) for s in results["scores"]} == {("truth", 0.0), ("zeros", 2.0)}
+
+
+def test_config_errors_reach_results_and_the_summary(project_copy, tmp_path):
+    broken = project_copy / "src" / "tiny" / "metrics" / "broken"
+    broken.mkdir()
+    (broken / "config.vsh.yaml").write_text("__merge__: ../../api/comp_metric.yaml\nname: Broken\n")
+    task = Task(project_copy / "src" / "tiny")
+    plan = make_plan(task, task.find_datasets(project_copy / "resources_test" / "tiny"), tmp_path, methods=["group_mean"],
+                     metrics=["errors"])
+    results = write_results(task, plan, [], tmp_path)
+    (error,) = results["config_errors"]
+    assert error == {"config": "src/tiny/metrics/broken/config.vsh.yaml", "component": "broken", "type": "metric",
+                     "reason": error["reason"]}
+    assert "name: 'Broken' must match" in error["reason"]
+    assert format_summary(results).splitlines()[0].startswith("config error, metric broken left out: ")

@@ -1,0 +1,41 @@
+"""results.json says where its results come from: the commit, the tree's state, the digests."""
+
+from __future__ import annotations
+
+import subprocess
+
+from openpert.config.task import Task
+from openpert.engines.cache_keys import component_digest
+from openpert.engines.local import run_benchmark
+
+
+def _git(root, *args):
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True, capture_output=True)
+
+
+def _run(root, out):
+    task = Task(root / "src" / "tiny")
+    return run_benchmark(task, out, input_dir=root / "resources_test" / "tiny", methods=["group_mean"], metrics=["errors"],
+                         progress=False)
+
+
+def test_provenance_names_the_commit_and_the_digests(project_copy, tmp_path):
+    _git(project_copy, "init", "-q")
+    _git(project_copy, "add", "-A")
+    _git(project_copy, "commit", "-qm", "base")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_copy, capture_output=True, text=True).stdout.strip()
+    provenance = _run(project_copy, tmp_path / "clean")["provenance"]
+    assert (provenance["commit"], provenance["dirty"]) == (head, False)
+    config = Task(project_copy / "src" / "tiny").component("group_mean")
+    assert provenance["component_digests"]["group_mean"] == "sha256:" + component_digest(config)
+    assert set(provenance["dataset_digests"]) == {"syn"} and provenance["dataset_digests"]["syn"].startswith("sha256:")
+    script = project_copy / "src/tiny/methods/group_mean/script.py"
+    script.write_text(script.read_text() + "\n# edited\n")
+    edited = _run(project_copy, tmp_path / "dirty")["provenance"]
+    assert edited["dirty"] is True and edited["component_digests"]["group_mean"] != provenance["component_digests"]["group_mean"]
+    assert edited["dataset_digests"] == provenance["dataset_digests"]
+
+
+def test_outside_a_checkout_the_commit_is_not_recorded(project_copy, tmp_path):
+    provenance = _run(project_copy, tmp_path / "out")["provenance"]
+    assert provenance["commit"] is None and provenance["dirty"] is None

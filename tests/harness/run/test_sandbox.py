@@ -1,0 +1,456 @@
+"""The job sandbox: what a component can see, write, reach and leave behind, and the fallback without it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import textwrap
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from openpert.config.viash import ConfigError, read_config
+from openpert.engines.plan import label_resources, limits_for
+from openpert.run import component as component_module
+from openpert.run import sandbox as sandboxing
+from openpert.run.component import run_component
+from openpert.run.records import EXIT_MEMORY, EXIT_TIME
+
+REPO = Path(__file__).resolve().parents[3]
+
+needs_bwrap = pytest.mark.skipif(not sandboxing.available(), reason=f"bubblewrap cannot be used here: {sandboxing.unavailable_reason()}")
+
+CONFIG = """\
+__merge__: ../../api/comp_method.yaml
+name: {name}
+label: Probe
+summary: Probes its sandbox (test fixture).
+description: A test fixture that reports what it can see and do.
+references:
+  doi: [10.1000/fixture]
+{groups}resources:
+  - type: python_script
+    path: script.py
+engines:
+  - type: native
+runners:
+  - type: executable
+  - type: nextflow
+    directives:
+      label: [{labels}]
+"""
+
+SCRIPT = """\
+import json
+import os
+
+import anndata as ad
+import numpy as np
+
+## VIASH START
+par = {{"input_train": "train.h5ad", "input_test": "test.h5ad", "output": "prediction.h5ad"}}
+meta = {{"name": "probe"}}
+## VIASH END
+
+report = {{}}
+{body}
+print("REPORT " + json.dumps(report, default=str), flush=True)
+test = ad.read_h5ad(par["input_test"])
+uns = {{"dataset_id": test.uns["dataset_id"], "method_id": meta["name"]}}
+ad.AnnData(obs=test.obs[[]], var=test.var[[]], layers={{"prediction": np.zeros(test.shape)}}, uns=uns).write_h5ad(par["output"])
+"""
+
+
+def probe(project: Path, body: str, *, llm: bool = False, labels: str = "lowmem, lowcpu, lowtime") -> Path:
+    """Write a method component of the tiny task whose script runs ``body`` (which fills ``report``)."""
+    name = f"probe_{uuid.uuid4().hex[:8]}"
+    folder = project / "src" / "tiny" / "methods" / name
+    folder.mkdir(parents=True)
+    groups = "argument_groups:\n  - __merge__: /common/api/argument_group_llm.yaml\n" if llm else ""
+    (folder / "config.vsh.yaml").write_text(CONFIG.format(name=name, groups=groups, labels=labels))
+    (folder / "script.py").write_text(SCRIPT.format(body=textwrap.dedent(body).strip()))
+    return folder / "config.vsh.yaml"
+
+
+def data(project: Path, name: str) -> Path:
+    return project / "resources_test" / "tiny" / "syn" / name
+
+
+def run(project: Path, config_path: Path, work: Path, **kwargs):
+    config = read_config(config_path)
+    args = {"input_train": data(project, "train.h5ad"), "input_test": data(project, "test.h5ad"),
+            "output": work.parent / f"{work.name}_out" / "prediction.h5ad", **kwargs.pop("args", {})}
+    limits = limits_for(config.labels, label_resources(project), where=config.name)
+    return run_component(config, args, work_dir=work, limits=limits, **kwargs)
+
+
+def report_of(result) -> dict:
+    """What the probe script reported (its ``REPORT {...}`` line in the log)."""
+    for line in result.log.read_text(errors="replace").splitlines():
+        if line.startswith("REPORT "):
+            return json.loads(line[len("REPORT "):])
+    raise AssertionError(f"no report in the log ({result.reason}):\n{result.log.read_text(errors='replace')[-3000:]}")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- what a job can see -------------------------------------------------------------------------------
+@needs_bwrap
+def test_job_cannot_read_files_outside_its_inputs(project_copy, tmp_path):
+    beside = data(project_copy, f"secret-{uuid.uuid4().hex}.txt")
+    beside.write_text("the answers")
+    results = tmp_path / "results"
+    (results / "outputs").mkdir(parents=True)
+    in_results = results / "outputs" / f"score-{uuid.uuid4().hex}.yaml"
+    in_results.write_text("score: 1")
+    shared = tmp_path / "shared" / "data"
+    shared.mkdir(parents=True)
+    in_shared = shared / f"kg-{uuid.uuid4().hex}.tsv"
+    in_shared.write_text("a\tb")
+    targets = [beside, REPO / "README.md", in_results, in_shared, data(project_copy, "solution.h5ad"), project_copy / "_viash.yaml"]
+    body = f"""
+    targets = {[str(t) for t in targets]!r}
+    report["read"] = []
+    for target in targets:
+        try:
+            with open(target, "rb") as fh:
+                fh.read(1)
+            report["read"].append(target)
+        except OSError:
+            pass
+    # Climbing: every file name reachable from the work folder's parents, the system and the
+    # Python environment aside (they are the same for every job).
+    names = []
+    skip = ("/proc", "/sys", "/dev", "/usr", "/opt", "/root")
+    for folder, dirs, files in os.walk(os.path.abspath(os.path.join(os.getcwd(), "..", ".."))):
+        if folder.startswith(skip):
+            dirs[:] = []
+            continue
+        names += [os.path.join(folder, f) for f in files]
+    report["names"] = names
+    report["cwd"] = os.getcwd()
+    report["par"] = par
+    report["meta"] = meta
+    """
+    result = run(project_copy, probe(project_copy, body), tmp_path / "work")
+    assert result.succeeded, result.reason
+    assert result.sandbox == "bubblewrap"
+    seen = report_of(result)
+    assert seen["read"] == []
+    found = {os.path.basename(n) for n in seen["names"]}
+    for target in (beside, in_results, in_shared):
+        assert target.name not in found
+    assert "solution.h5ad" not in found and "README.md" not in found
+    # par and meta carry sandbox paths, which reveal nothing of the host's layout
+    assert seen["cwd"] == "/job"
+    assert seen["par"]["input_train"] == "/job/train.h5ad" and seen["par"]["output"] == "/job/prediction.h5ad"
+    assert seen["meta"]["resources_dir"] == "/job/.resources" and seen["meta"]["temp_dir"] == "/tmp"
+    text = json.dumps([seen["par"], seen["meta"]])
+    assert str(tmp_path) not in text and str(project_copy) not in text and str(REPO) not in text
+
+
+@needs_bwrap
+def test_job_cannot_write_its_inputs(project_copy, tmp_path):
+    source = data(project_copy, "train.h5ad")
+    before = digest(source)
+    body = """
+    import h5py
+    report["errors"] = {}
+    for how in ("h5py", "open", "unlink", "chmod", "resources"):
+        try:
+            if how == "h5py":
+                with h5py.File(par["input_train"], "r+") as fh:
+                    fh.attrs["tampered"] = 1
+            elif how == "open":
+                with open(par["input_train"], "r+b") as fh:
+                    fh.write(b"tampered")
+            elif how == "unlink":
+                os.unlink(par["input_train"])
+            elif how == "chmod":
+                os.chmod(par["input_train"], 0o777)
+            else:
+                with open(os.path.join(meta["resources_dir"], "script.py"), "a") as fh:
+                    fh.write("# tampered")
+            report["errors"][how] = None
+        except OSError as err:
+            report["errors"][how] = str(err)
+    """
+    work = tmp_path / "work"
+    result = run(project_copy, probe(project_copy, body), work)
+    assert result.succeeded, result.reason
+    errors = report_of(result)["errors"]
+    assert all(errors.values()), errors
+    assert "Read-only file system" in errors["open"] and "Read-only file system" in errors["chmod"]
+    assert digest(source) == before
+    # the staged file really was a hard link of the dataset's: only the mount kept the writes out
+    assert os.stat(work / "train.h5ad").st_ino == os.stat(source).st_ino
+
+
+@needs_bwrap
+def test_job_has_no_network_unless_it_talks_to_a_model(project_copy, tmp_path):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        body = f"""
+        import socket
+        try:
+            socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+            report["connected"] = True
+        except OSError as err:
+            report["connected"] = False
+            report["error"] = str(err)
+        """
+        plain = run(project_copy, probe(project_copy, body), tmp_path / "plain")
+        llm = run(project_copy, probe(project_copy, body, llm=True), tmp_path / "llm", args={"llm_cache_dir": "none"})
+    assert plain.succeeded and llm.succeeded, (plain.reason, llm.reason)
+    assert report_of(plain)["connected"] is False
+    assert report_of(llm)["connected"] is True
+
+
+@needs_bwrap
+def test_job_sees_only_its_own_processes(project_copy, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENPERT_TEST_SECRET", "hunter2")
+    body = """
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    report["pids"] = pids
+    report["cmdlines"] = [open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace") for p in pids]
+    environ = []
+    for p in pids:
+        try:
+            environ.append(open(f"/proc/{p}/environ", "rb").read().decode(errors="replace"))
+        except OSError as err:
+            environ.append(str(err))
+    report["environ"] = environ
+    """
+    result = run(project_copy, probe(project_copy, body), tmp_path / "work")
+    assert result.succeeded, result.reason
+    seen = report_of(result)
+    assert len(seen["pids"]) <= 3, seen  # bubblewrap's PID 1 and the script
+    assert not any("pytest" in c and "bwrap" not in c for c in seen["cmdlines"]), seen["cmdlines"]
+    # bubblewrap's own environment (its PID 1's, readable from inside) is the job's scrubbed one
+    assert not any("hunter2" in e or "OPENPERT_TEST_SECRET" in e for e in seen["environ"])
+
+
+@needs_bwrap
+def test_no_process_outlives_its_job(project_copy, tmp_path):
+    token = f"{900 + uuid.uuid4().int % 1000 / 1000:.3f}"  # a sleep length no other process uses
+    body = f"""
+    import time
+    child = os.fork()
+    if child == 0:
+        os.setsid()  # its own session: out of the job's process group
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", "{token}"])
+        os._exit(0)
+    os.waitpid(child, 0)
+    time.sleep(0.2)
+    report["sleeper_running"] = any(
+        open(f"/proc/{{p}}/cmdline", "rb").read().split(b"\\0")[:2] == [b"sleep", b"{token}"]
+        for p in os.listdir("/proc") if p.isdigit()
+    )
+    """
+    result = run(project_copy, probe(project_copy, body), tmp_path / "work")
+    assert result.succeeded, result.reason
+    assert report_of(result)["sleeper_running"] is True
+    left = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["cmdline"] == ["sleep", token] and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            left.append(proc.pid)
+    assert not left, f"the job's sleeper outlived it: {left}"
+
+
+@needs_bwrap
+def test_sandbox_dies_with_the_runner(tmp_path):
+    """A runner killed outright (SIGKILL: no clean-up) takes its sandboxed jobs with it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    token = f"{800 + uuid.uuid4().int % 1000 / 1000:.3f}"
+    runner = textwrap.dedent(f"""
+        import subprocess, sys, time
+        from pathlib import Path
+        from openpert.run import sandbox
+        box = sandbox.Sandbox(Path({str(tmp_path / "work")!r}), env=sandbox.job_environment(cpus=1, llm=False, llm_cache=False))
+        box.work_dir.mkdir()
+        subprocess.Popen(box.command(["/bin/sleep", "{token}"]), env=box.env, start_new_session=True)
+        print("started", flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", runner], stdout=subprocess.PIPE, text=True)
+
+    def sleepers() -> list[int]:
+        return [p.pid for p in psutil.process_iter(["cmdline", "status"])
+                if p.info["cmdline"] == ["/bin/sleep", token] and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+    try:
+        assert proc.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 10
+        while not sleepers() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sleepers(), "the sandboxed job never started"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while sleepers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleepers(), "a sandboxed job outlived the runner that started it"
+
+
+@needs_bwrap
+def test_job_sees_a_scrubbed_environment(project_copy, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENPERT_TEST_SECRET", "hunter2")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter3")
+    monkeypatch.setenv("OPENPERT_SHARED_DATA", str(tmp_path / "shared"))
+    monkeypatch.setenv("OPENPERT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    body = """report["env"] = dict(os.environ)"""
+    plain = run(project_copy, probe(project_copy, body), tmp_path / "plain")
+    llm = run(project_copy, probe(project_copy, body, llm=True), tmp_path / "llm", args={"llm_cache_dir": "none"})
+    assert plain.succeeded and llm.succeeded, (plain.reason, llm.reason)
+    for result in (plain, llm):
+        env = report_of(result)["env"]
+        assert "OPENPERT_TEST_SECRET" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "OPENPERT_SHARED_DATA" not in env
+        text = json.dumps(env)
+        assert "hunter" not in text
+        assert str(tmp_path) not in text and str(REPO) not in text and str(project_copy) not in text
+        assert env["HOME"] == "/home/job" and env["TMPDIR"] == "/tmp"
+        assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
+        assert env["OMP_NUM_THREADS"]
+    assert "OPENPERT_LLM_BASE_URL" not in report_of(plain)["env"]
+    assert report_of(llm)["env"]["OPENPERT_LLM_BASE_URL"] == "http://127.0.0.1:9/v1"
+
+
+@needs_bwrap
+def test_llm_cache_is_the_component_s_own(project_copy, tmp_path, monkeypatch):
+    cache = tmp_path / "llm-cache"
+    monkeypatch.setenv("OPENPERT_LLM_CACHE", str(cache))
+    body = """
+    report["env_cache"] = os.environ.get("OPENPERT_LLM_CACHE")
+    report["par_cache"] = par.get("llm_cache_dir")
+    folder = report["par_cache"] or report["env_cache"]
+    if folder:
+        with open(os.path.join(folder, "entry.json"), "w") as fh:
+            fh.write("{}")
+    report["sees_cache"] = os.path.exists("/cache/llm")
+    """
+    default = probe(project_copy, body, llm=True)
+    result = run(project_copy, default, tmp_path / "default")
+    assert result.succeeded, result.reason
+    assert report_of(result)["env_cache"] == "/cache/llm"
+    assert (cache / "tiny" / read_config(default).name / "entry.json").is_file()
+    given = tmp_path / "given-cache"
+    result = run(project_copy, probe(project_copy, body, llm=True), tmp_path / "given", args={"llm_cache_dir": str(given)})
+    assert result.succeeded, result.reason
+    assert report_of(result)["par_cache"] == "/cache/llm" and (given / "entry.json").is_file()
+    plain = run(project_copy, probe(project_copy, body), tmp_path / "plain")
+    assert plain.succeeded, plain.reason
+    assert report_of(plain)["sees_cache"] is False and report_of(plain)["env_cache"] is None
+
+
+# --- limits ---------------------------------------------------------------------------------------------
+@needs_bwrap
+@pytest.mark.parametrize(("method", "code"), [("fail_timeout", EXIT_TIME), ("fail_memory", EXIT_MEMORY)])
+def test_limits_hold_in_the_sandbox(tiny_project, tmp_path, method, code):
+    config = tiny_project / f"src/tiny/methods/{method}/config.vsh.yaml"
+    result = run(tiny_project, config, tmp_path / "work", sandbox=True)
+    assert result.sandbox == "bubblewrap"
+    assert result.exit_code == code, result.reason
+    if method == "fail_memory":
+        assert result.peak_memory_mb > 300  # measured on the tree under bubblewrap, not on bwrap itself
+
+
+@needs_bwrap
+def test_peak_memory_is_measured_through_the_sandbox(project_copy, tmp_path):
+    body = """
+    block = np.ones(200 * 2**20 // 8)  # 200 MB resident
+    report["sum"] = float(block.sum())
+    """
+    result = run(project_copy, probe(project_copy, body), tmp_path / "work", sandbox=True)
+    assert result.succeeded, result.reason
+    assert 200 < result.peak_memory_mb < 400, result.peak_memory_mb
+
+
+# --- without bubblewrap --------------------------------------------------------------------------------
+@pytest.fixture()
+def no_bwrap(tmp_path, monkeypatch):
+    """A PATH without bwrap, and the probe forgotten before and after."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(component_module, "_warned_unsandboxed", False)
+    sandboxing.reset_probe()
+    yield
+    monkeypatch.undo()
+    sandboxing.reset_probe()
+
+
+def test_without_bubblewrap_jobs_run_unsandboxed_and_say_so(no_bwrap, project_copy, tmp_path, caplog):
+    assert not sandboxing.available()
+    assert "bwrap is not installed" in sandboxing.unavailable_reason()
+    body = """report["cwd"] = os.getcwd()"""
+    config = probe(project_copy, body)
+    with caplog.at_level(logging.WARNING, logger="openpert.run.component"):
+        first = run(project_copy, config, tmp_path / "first")
+        second = run(project_copy, config, tmp_path / "second")
+    assert first.succeeded and second.succeeded, (first.reason, second.reason)
+    assert first.sandbox == second.sandbox == "none"
+    assert report_of(first)["cwd"] == str(tmp_path / "first")
+    for result in (first, second):
+        assert "WITHOUT a sandbox" in result.log.read_text()
+    warnings = [r for r in caplog.records if "WITHOUT a sandbox" in r.getMessage()]
+    assert len(warnings) == 1, "the process-wide warning is given once"
+    with pytest.raises(ConfigError, match="sandbox was required but bubblewrap cannot be used here: bwrap is not installed"):
+        run(project_copy, config, tmp_path / "required", sandbox=True)
+
+
+def test_sandbox_off_runs_without_warning(project_copy, tmp_path, caplog):
+    config = probe(project_copy, """report["cwd"] = os.getcwd()""")
+    with caplog.at_level(logging.WARNING, logger="openpert.run.component"):
+        result = run(project_copy, config, tmp_path / "work", sandbox=False)
+    assert result.succeeded, result.reason
+    assert result.sandbox == "none"
+    assert "WITHOUT a sandbox" not in result.log.read_text()
+    assert not [r for r in caplog.records if "WITHOUT a sandbox" in r.getMessage()]
+
+
+def test_sandbox_paths_map_the_work_folder(tmp_path):
+    box = sandboxing.Sandbox(tmp_path / "w")
+    assert box.inside(tmp_path / "w") == "/job"
+    assert box.inside(tmp_path / "w" / "x.h5ad") == "/job/x.h5ad"
+    assert box.inside(tmp_path / "w" / ".tmp" / "a") == "/tmp/a"
+    assert box.inside(tmp_path / "w" / ".home") == "/home/job"
+    with pytest.raises(sandboxing.SandboxError, match="not inside the job's work folder"):
+        box.inside(tmp_path / "elsewhere")
+
+
+def test_environment_keeps_only_what_a_job_needs(monkeypatch):
+    host = {"OPENPERT_TEST_SECRET": "x", "OMP_NUM_THREADS": "3", "OPENPERT_LLM_MODEL": "m", "PATH": "/work/bin"}
+    env = sandboxing.job_environment(cpus=2, llm=False, llm_cache=False, host_env=host)
+    assert env["OMP_NUM_THREADS"] == "3" and env["MKL_NUM_THREADS"] == "2"
+    assert "OPENPERT_TEST_SECRET" not in env and "OPENPERT_LLM_MODEL" not in env and "/work/bin" not in env["PATH"]
+    env = sandboxing.job_environment(cpus=None, llm=True, llm_cache=True, host_env=host)
+    assert env["OPENPERT_LLM_MODEL"] == "m" and env["OPENPERT_LLM_CACHE"] == "/cache/llm"
+    assert "OMP_NUM_THREADS" in env and "MKL_NUM_THREADS" not in env
+    assert sandboxing.llm_cache_folder("none", "t/c", host_env={}) is None
+    assert sandboxing.llm_cache_folder(None, "t/c", host_env={"OPENPERT_LLM_CACHE": "/c"}) == Path("/c/t/c")
+
+
+def test_network_only_for_components_that_fetch_or_talk_to_a_model(tiny_project):
+    def config(kind: str):
+        return read_config(tiny_project / "src" / "tiny" / kind / "config.vsh.yaml")
+
+    assert not sandboxing.needs_network(config("methods/group_mean"))
+    assert not sandboxing.needs_network(config("metrics/correlation"))
+    assert not sandboxing.needs_network(config("control_methods/truth"))
+    assert sandboxing.needs_network(config("methods/llm_constant")) and sandboxing.needs_llm(config("methods/llm_constant"))
+    assert sandboxing.needs_network(config("datasets/synthetic")) and not sandboxing.needs_llm(config("datasets/synthetic"))
