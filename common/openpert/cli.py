@@ -54,6 +54,7 @@ def _component_args(config, argv: Sequence[str]) -> dict:
 
 
 def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
+    from openpert.config.project import shared_data_input
     from openpert.config.task import task_of
     from openpert.config.viash import read_config
     from openpert.engines.plan import label_resources, limits_for
@@ -66,8 +67,10 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     task = task_of(config)
     allowed = task.method_formats if task is not None and config.type == "method" else None
     work = Path(ns.work_dir) if ns.work_dir else Path(tempfile.mkdtemp(prefix=f"openpert-{config.name}-"))
+    # As the engines do: a dataset loader that reads the shared data folder is given it.
+    args = {**{k: str(v) for k, v in shared_data_input(config, config.root).items()}, **args}
     result = run_component(config, args, work_dir=work, limits=limits, allowed_input_formats=allowed,
-                           validate=not ns.no_validate)
+                           validate=not ns.no_validate, sandbox=_SANDBOX[ns.sandbox])
     if ns.show_log or not result.succeeded:
         sys.stderr.write(result.log.read_text(errors="replace") if result.log.exists() else "")
     if not result.succeeded:
@@ -97,7 +100,8 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         out = Path(ns.output) / task.dir.name
         results = run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
                                 controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                                engine=ns.engine, profile=ns.profile, progress=False if ns.quiet else None)
+                                engine=ns.engine, profile=ns.profile, progress=False if ns.quiet else None,
+                                sandbox=_SANDBOX[ns.sandbox])
         n_jobs = len(results["resources"])
         n_failed = len(results["failures"])
         cached = sum(r["cached"] for r in results["resources"])
@@ -199,6 +203,10 @@ def cmd_create_component(ns: argparse.Namespace) -> int:
     return 0
 
 
+#: ``--sandbox`` choices -> the ``sandbox`` argument of the runner.
+_SANDBOX = {"auto": None, "on": True, "off": False}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openpert", description="A living benchmark for perturbation modelling.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -210,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-limits", action="store_true", help="ignore the time and memory limits of the labels")
     p.add_argument("--no-validate", action="store_true", help="do not validate inputs and outputs")
     p.add_argument("--show-log", action="store_true", help="print the script's output also when it succeeds")
+    p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
+                   help="run the job in a bubblewrap sandbox: auto (where it works, else warn), on (required), off")
 
     p = sub.add_parser("benchmark", help="run a task's benchmark")
     p.add_argument("--task", nargs="+", required=True, help="task name(s) under src/, or 'all'")
@@ -224,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=["local", "nextflow"], default="local")
     p.add_argument("--profile", default="local", help="Nextflow profile: local, docker, singularity, slurm, awsbatch, k8s")
     p.add_argument("--quiet", action="store_true", help="no progress output (a line per job when stderr is not a terminal)")
+    p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
+                   help="run each job in a bubblewrap sandbox: auto (where it works, else warn), on (required), off")
 
     p = sub.add_parser("report", help="render the results website")
     p.add_argument("results", nargs="+", help="results folders (holding results.json, or their parent)")

@@ -64,16 +64,21 @@ class LocalEngine:
         How many jobs run at once.
     resume
         Reuse finished jobs from an earlier run into the same ``outdir``.
+    sandbox
+        ``None``: every job in a bubblewrap sandbox where it works, else unsandboxed with a warning;
+        ``True``: require the sandbox; ``False``: run jobs unsandboxed (see :mod:`openpert.run.sandbox`).
     progress
         ``True``: a progress line on stderr, redrawn in place; ``False``: nothing; ``None`` (the
         default): the progress line on a terminal, else one plain line per job start and end (job
         id, status, seconds), so that a log shows what is running.
     """
 
-    def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | None = None):
+    def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | None = None,
+                 sandbox: bool | None = None):
         self.outdir = Path(outdir).resolve()
         self.jobs = max(1, int(jobs))
         self.resume = resume
+        self.sandbox = sandbox
         self.mode = ("bar" if sys.stderr.isatty() else "lines") if progress is None else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
         self._lock = threading.Lock()
@@ -130,7 +135,7 @@ class LocalEngine:
         self._show()
         self._log_line(f"start    {job.job_id}")
         try:
-            result = run_component(job.config, args, work_dir=attempt / "run", limits=job.limits, log=attempt / "output.log",
+            result = run_component(job.config, args, work_dir=attempt / "run", limits=job.limits, log=attempt / "output.log", sandbox=self.sandbox,
                                    context=job.context, allowed_input_formats=job.allowed)
         except ConfigError as err:
             # The call itself is wrong (e.g. a method that asks for the solution): nothing ran.
@@ -305,6 +310,7 @@ def run_benchmark(
     progress: bool | None = None,
     engine: str = "local",
     profile: str = "local",
+    sandbox: bool | None = None,
 ) -> dict[str, Any]:
     """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
 
@@ -332,7 +338,7 @@ def run_benchmark(
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     resources = label_resources(task.root)
-    local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress)
+    local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress, sandbox=sandbox)
     records: list[JobRecord] = []
     if input_dir is not None:
         found = task.find_datasets(input_dir)

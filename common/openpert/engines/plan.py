@@ -23,6 +23,7 @@ from openpert.engines.resource_labels import parse_label_resources
 from openpert.files import hash_text, write_text_atomic
 from openpert.run.process import Limits
 from openpert.run.records import EXIT_INVALID, JobRecord
+from openpert.run.sandbox import needs_llm
 
 PLAN_VERSION = 1
 
@@ -41,11 +42,6 @@ def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *,
         values.update(resources[label])
     cpus = values.get("cpus")
     return Limits(time_s=values.get("time_s"), memory_mb=values.get("memory_mb"), cpus=int(cpus) if cpus else None)
-
-
-def needs_llm(config: ComponentConfig) -> bool:
-    """Whether a component talks to a language model (it takes the shared LLM arguments)."""
-    return any(a.name == "llm_base_url" for a in config.arguments)
 
 
 def llm_configured() -> bool:

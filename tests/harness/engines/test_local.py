@@ -318,3 +318,16 @@ def test_a_dataset_without_test_items_fails_its_job(project_copy, tmp_path):
     assert "test.h5ad (file_test): has 0 rows (obs); the format asks for at least 1 (min_rows)" in failure["reason"]
     assert [d["dataset_id"] for d in results["datasets"]] == ["syn_a"]
     assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}
+
+
+def test_the_sandbox_mode_reaches_every_job_record(tiny_task, tmp_path):
+    from openpert.run.sandbox import available
+
+    inputs = tiny_task.root / "resources_test" / "tiny"
+    off = run_benchmark(tiny_task, tmp_path / "off", input_dir=inputs, methods=["group_mean"], metrics=["errors"],
+                        progress=False, sandbox=False)
+    assert {r["sandbox"] for r in off["resources"]} == {"none"}
+    if available():
+        auto = run_benchmark(tiny_task, tmp_path / "auto", input_dir=inputs, methods=["group_mean"], metrics=["errors"],
+                             progress=False)
+        assert {r["sandbox"] for r in auto["resources"]} == {"bubblewrap"}

@@ -1,0 +1,216 @@
+"""Component tests in image environments: does each component run with what its image declares?
+
+One component's test is ``<env>/bin/python -m pytest <component folder> -p no:cacheprovider -q``
+run from the project root: the project's pytest plugin runs the component on its test resources
+and validates its outputs, all inside the environment of the image the component names, so a
+component that imports something its image lacks fails there.
+
+What could hide a missing package is kept out: the caller's ``PYTHONPATH``, user site-packages and
+pytest options are dropped, and the embedding cache is a new empty folder for each test (a cached
+embedding would spare the component from importing sentence-transformers).
+
+:func:`test_components` builds each environment needed once (components of one base image share
+it; a component that adds packages gets an overlay), runs the tests, and reports the time of
+every build and test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.images.components import component_configs
+from openpert.images.environments import ImageEnv, Log, component_env, log_to_stderr
+
+#: Variables of the caller that would let a test see packages its environment lacks, or change pytest.
+_DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
+            "PYTEST_XDIST_AUTO_NUM_WORKERS", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")
+
+
+@dataclasses.dataclass
+class ComponentTestResult:
+    """The outcome of one component's test in its image environment.
+
+    ``status`` is ``passed``, ``failed``, ``skipped`` or ``error`` (no environment could be made, or
+    pytest collected nothing).
+    """
+
+    folder: Path
+    env: str
+    status: str
+    seconds: float
+    output: str
+    command: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.status in ("passed", "skipped")
+
+
+def test_environment(env: ImageEnv, embed_cache: Path) -> dict[str, str]:
+    """The process environment of a component test in ``env``."""
+    variables = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    variables["VIRTUAL_ENV"] = str(env.path)
+    variables["PATH"] = f"{env.path / 'bin'}{os.pathsep}{variables.get('PATH', '')}"
+    variables["PYTHONNOUSERSITE"] = "1"
+    variables["OPENPERT_EMBED_CACHE"] = str(embed_cache)
+    # As the text image sets them: the model ships in a package, nothing is fetched.
+    variables["HF_HUB_OFFLINE"] = "1"
+    variables["TRANSFORMERS_OFFLINE"] = "1"
+    return variables
+
+
+# Not a test of this module: pytest must not collect it from here.
+test_environment.__test__ = False  # type: ignore[attr-defined]
+
+
+def run_component_test(folder: str | Path, env: ImageEnv, root: str | Path, timeout: float | None = None) -> ComponentTestResult:
+    """Run one component's test in ``env`` (see the module docstring); never raises for a failing test."""
+    folder = Path(folder).resolve()
+    root = Path(root).resolve()
+    command = [str(env.python), "-m", "pytest", str(folder), "-p", "no:cacheprovider", "-q"]
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="openpert-embed-") as embed_cache:
+        try:
+            proc = subprocess.run(command, cwd=root, env=test_environment(env, Path(embed_cache)), capture_output=True,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            output = (err.stdout or "") if isinstance(err.stdout, str) else ""
+            return ComponentTestResult(folder, env.label, "failed", time.monotonic() - started,
+                                       f"{output}\ntimed out after {timeout} s", command)
+    seconds = time.monotonic() - started
+    output = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        status = "skipped" if re.search(r"\b\d+ skipped\b", output) and not re.search(r"\b\d+ passed\b", output) else "passed"
+    elif proc.returncode == 5:
+        status = "error"
+        output += f"\npytest collected no test in {folder} (is it a component of the project at {root}?)"
+    else:
+        status = "failed"
+    return ComponentTestResult(folder, env.label, status, seconds, output, command)
+
+
+# Not a test of this module: pytest must not collect it from here.
+run_component_test.__test__ = False  # type: ignore[attr-defined]
+
+
+@dataclasses.dataclass
+class EnvBuild:
+    """An environment a run needed: its label, folder, and build time (``None`` when cached)."""
+
+    label: str
+    path: Path
+    seconds: float | None
+    components: int
+
+
+@dataclasses.dataclass
+class TestRun:
+    """Everything :func:`test_components` did."""
+
+    envs: list[EnvBuild]
+    results: list[ComponentTestResult]
+    seconds: float
+
+    __test__ = False
+
+    @property
+    def failed(self) -> list[ComponentTestResult]:
+        return [r for r in self.results if not r.passed]
+
+
+def test_components(root: str | Path, paths: Sequence[str | Path] | None = None, exclude: Sequence[str | Path] = (),
+                    cache_dir: str | Path | None = None, jobs: int = 1, python: str | Path | None = None,
+                    timeout: float | None = None, log: Log = log_to_stderr) -> TestRun:
+    """Run the test of every component at or below ``paths`` (default ``src/``) in its image environment.
+
+    Parameters
+    ----------
+    root
+        The project root.
+    paths
+        Component folders (or folders above them); relative to ``root``.
+    exclude
+        Folders whose components are left out.
+    cache_dir
+        Where environments are kept (default ``<root>/.cache/images``).
+    jobs
+        Component tests run at once (environments are built one at a time first).
+    python
+        Interpreter to build environments with.
+    timeout
+        Seconds one component's test may take (default: no limit beyond its resource labels).
+    log
+        Receives progress lines.
+    """
+    root = Path(root).resolve()
+    started = time.monotonic()
+    excluded = [(Path(e) if Path(e).is_absolute() else root / e).resolve() for e in exclude]
+    configs = [c for c in component_configs(root, list(paths) if paths else None)
+               if not any(c.path.is_relative_to(folder) for folder in excluded)]
+    envs: dict[Path, EnvBuild] = {}
+    planned: list[tuple[ComponentConfig, ImageEnv | None, str]] = []
+    for config in configs:
+        try:
+            env = component_env(config, cache_dir=cache_dir, python=python, log=log)
+        except ConfigError as err:
+            planned.append((config, None, str(err)))
+            continue
+        build = envs.setdefault(env.path, EnvBuild(env.label, env.path, env.built_seconds, 0))
+        build.components += 1
+        planned.append((config, env, ""))
+
+    def run(item: tuple[ComponentConfig, ImageEnv | None, str]) -> ComponentTestResult:
+        config, env, error = item
+        folder = config.path.parent
+        if env is None:
+            return ComponentTestResult(folder, "-", "error", 0.0, error)
+        result = run_component_test(folder, env, root, timeout=timeout)
+        log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {_relative(folder, root)}")
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        results = list(pool.map(run, planned))
+    return TestRun(envs=list(envs.values()), results=results, seconds=time.monotonic() - started)
+
+
+# Not a test of this module: pytest must not collect it from here.
+test_components.__test__ = False  # type: ignore[attr-defined]
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def format_summary(run: TestRun, root: str | Path, verbose_failures: bool = True) -> str:
+    """A readable summary: environments (built or cached, with times), per-status counts, failures."""
+    root = Path(root).resolve()
+    lines = ["", "image environments:"]
+    for env in run.envs:
+        built = f"built in {env.seconds:.0f} s" if env.seconds is not None else "cached"
+        lines.append(f"  {env.label:28s} {built:16s} {env.components:3d} component(s)  {_relative(env.path, root)}")
+    by_env: dict[str, list[ComponentTestResult]] = {}
+    for result in run.results:
+        by_env.setdefault(result.env, []).append(result)
+    lines.append("component tests:")
+    for label, results in by_env.items():
+        counts = {s: sum(r.status == s for r in results) for s in ("passed", "skipped", "failed", "error")}
+        seconds = sum(r.seconds for r in results)
+        lines.append(f"  {label:28s} " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" ({seconds:.0f} s of tests)")
+    if verbose_failures:
+        for result in run.failed:
+            lines += ["", f"--- {result.status}: {_relative(result.folder, root)} [{result.env}]",
+                      *result.output.strip().splitlines()[-40:]]
+    total = {s: sum(r.status == s for r in run.results) for s in ("passed", "failed", "skipped", "error")}
+    lines += ["", f"{total['passed']} passed, {total['failed'] + total['error']} failed"
+              + (f", {total['skipped']} skipped" if total["skipped"] else "")
+              + f" in {run.seconds:.0f} s ({len(run.results)} components, {len(run.envs)} environments)"]
+    return "\n".join(lines)

@@ -1,0 +1,265 @@
+"""What a component's docker engine declares: the base image it runs in and the setup it adds.
+
+A component names one of the project's base images in its docker engine, with Viash's fields::
+
+    engines:
+      - type: docker
+        registry: ghcr.io
+        organization: openpert
+        image: ml
+        tag: 0.1.0
+        setup:                      # only what the base image lacks, pinned
+          - type: python
+            packages: [six==1.17.0]
+      - type: native
+
+Viash builds ``FROM ghcr.io/openpert/ml:0.1.0`` and runs the setup on top; the harness builds the
+same image (:mod:`~openpert.images.dockerfiles`) and an environment with the same packages
+(:mod:`~openpert.images.environments`). :func:`declaration_problems` says what keeps a declaration
+from being reproducible: an image that is not a project base image, a tag other than the
+project's version, unpinned or git-installed packages, packages the base image already pins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from openpert.config.viash import ComponentConfig
+from openpert.images import ImageError
+from openpert.images.bases import BaseImage, base_chain, base_images
+from openpert.images.naming import ImageName, project_naming
+from openpert.images.requirements import canonical_name, merge_pins
+
+#: Fields of Viash's python requirement that name PyPI packages.
+PYPI_FIELDS = ("packages", "pip", "pypi")
+#: Fields of Viash's python requirement that install from elsewhere (not reproducible by version).
+SOURCE_FIELDS = ("git", "github", "gitlab", "url", "svn")
+#: Setup types the harness can turn into Dockerfile lines.
+SETUP_TYPES = ("python", "apt", "docker")
+_PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+
+
+def as_list(value) -> list:
+    """A Viash field that may be a string or a list of strings, as a list."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def docker_engine(config: ComponentConfig) -> dict:
+    """The component's first docker engine.
+
+    Raises
+    ------
+    ImageError
+        When the config has none.
+    """
+    for engine in config.engines:
+        if isinstance(engine, dict) and engine.get("type") == "docker":
+            return engine
+    raise ImageError(f"{config.path}: engines: no docker engine (add {{type: docker, registry: ..., image: core, tag: ...}})")
+
+
+def engine_image(engine: dict) -> ImageName:
+    """The start image of a docker engine, as Viash reads it: ``registry/organization/image:tag``."""
+    image = str(engine.get("image") or "")
+    tag = engine.get("tag")
+    head, _, last = image.rpartition("/")
+    if tag is None and ":" in last:
+        last, tag = last.split(":", 1)
+        image = f"{head}/{last}" if head else last
+    return ImageName(name=image, tag=str(tag) if tag is not None else "latest",
+                     registry=engine.get("registry") or None, organization=engine.get("organization") or None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageDeclaration:
+    """A component's docker engine, read: its image, the project base image it is (if any), its setup."""
+
+    config: ComponentConfig
+    engine: dict
+    image: ImageName
+    base: BaseImage | None
+
+    @property
+    def setup(self) -> list[dict]:
+        return [s for s in as_list(self.engine.get("setup")) if isinstance(s, dict)]
+
+    @property
+    def python_packages(self) -> list[str]:
+        """PyPI requirement strings of the python setup entries, in order."""
+        return [str(p) for s in self.setup if s.get("type") == "python" for f in PYPI_FIELDS for p in as_list(s.get(f))]
+
+    @property
+    def apt_packages(self) -> list[str]:
+        return [str(p) for s in self.setup if s.get("type") == "apt" for p in as_list(s.get("packages"))]
+
+    @property
+    def docker_lines(self) -> list[dict]:
+        """The ``type: docker`` setup entries (RUN, ENV, COPY... lines)."""
+        return [s for s in self.setup if s.get("type") == "docker"]
+
+    @property
+    def adds_setup(self) -> bool:
+        """Whether the component's image is more than its base image plus its resources."""
+        return bool(self.setup)
+
+
+def image_declaration(config: ComponentConfig) -> ImageDeclaration:
+    """Read a component's docker engine and find the project base image it names.
+
+    A start image that is not one of ``docker/``'s base images gives ``base=None`` (the component
+    runs in a public image; :func:`declaration_problems` reports it).
+    """
+    engine = docker_engine(config)
+    image = engine_image(engine)
+    naming = project_naming(config.root)
+    base = None
+    for candidate in base_images(config.root).values():
+        reference = ImageName(name=candidate.name, tag=image.tag, registry=naming.registry, organization=naming.organization)
+        if reference.repository == image.repository:
+            base = candidate
+    return ImageDeclaration(config=config, engine=engine, image=image, base=base)
+
+
+def base_of(config: ComponentConfig) -> BaseImage:
+    """The project base image a component runs in.
+
+    Raises
+    ------
+    ImageError
+        When its docker engine names another image.
+    """
+    declaration = image_declaration(config)
+    if declaration.base is None:
+        known = ", ".join(base_images(config.root)) or "none"
+        raise ImageError(f"{config.path}: engines: image {declaration.image} is not a base image of docker/ (known: {known})")
+    return declaration.base
+
+
+def declaration_problems(config: ComponentConfig) -> list[str]:
+    """What keeps a component's docker engine from giving a reproducible image (empty when nothing).
+
+    Each problem is ``<config>: engines: <what is wrong>``.
+    """
+    where = f"{config.path}: engines"
+    try:
+        declaration = image_declaration(config)
+    except ImageError as err:
+        return [str(err)]
+    problems: list[str] = []
+    naming = project_naming(config.root)
+    if declaration.base is None:
+        known = ", ".join(base_images(config.root)) or "none"
+        problems.append(f"{where}: image {declaration.image} is not a base image of docker/; name one of: {known} "
+                        f"(registry: {naming.registry}, organization: {naming.organization})")
+    elif declaration.image.tag != naming.version:
+        problems.append(f"{where}: tag {declaration.image.tag!r}: base images are tagged with the project version {naming.version!r}")
+    for entry in declaration.setup:
+        kind = entry.get("type")
+        if kind not in SETUP_TYPES:
+            problems.append(f"{where}: setup type {kind!r} is not supported (use {', '.join(SETUP_TYPES)})")
+        if kind == "python":
+            for field in SOURCE_FIELDS:
+                for source in as_list(entry.get(field)):
+                    problems.append(f"{where}: python {field}: {source!r}: install a pinned release from PyPI instead "
+                                    "(the harness and pertsci are in the base image, from the same checkout)")
+    inherited = {}
+    if declaration.base is not None:
+        try:
+            pins = merge_pins(b.requirements() for b in base_chain(config.root, declaration.base.name))
+        except ImageError as err:
+            problems.append(str(err))
+            pins = []
+        inherited = {pin.key: pin for pin in pins}
+    for package in declaration.python_packages:
+        if "@" in package or "://" in package:
+            problems.append(f"{where}: python package {package!r}: install a pinned release from PyPI instead "
+                            "(the harness and pertsci are in the base image, from the same checkout)")
+            continue
+        if not _PINNED.fullmatch(package.replace(" ", "")):
+            problems.append(f"{where}: python package {package!r}: pin it with == so that the image is reproducible")
+        name = canonical_name(re.split(r"[\[=<>!~;\s]", package, maxsplit=1)[0])
+        if name in inherited:
+            pin = inherited[name]
+            problems.append(f"{where}: python package {package!r} is already in image {declaration.base.name} "
+                            f"({pin} at {_relative(pin.source, config.root)}:{pin.line}); drop it")
+    return problems
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def component_configs(root: str | Path, paths: list[str | Path] | None = None) -> list[ComponentConfig]:
+    """The components at or below ``paths`` (default: the project's ``src/``), sorted by path.
+
+    A path is a component folder, its ``config.vsh.yaml``, or any folder above components (a task).
+    Relative paths are taken from ``root``.
+
+    Raises
+    ------
+    ImageError
+        For a path that does not exist or holds no component; ``ConfigError`` for a config that does
+        not read (naming it).
+    """
+    from openpert.config.viash import read_config
+
+    root = Path(root).resolve()
+    found: dict[Path, None] = {}
+    for given in paths or [root / "src"]:
+        path = Path(given)
+        path = path if path.is_absolute() else root / path
+        if path.is_file() and path.name == "config.vsh.yaml":
+            found[path.resolve()] = None
+        elif path.is_dir():
+            configs = sorted(p.resolve() for p in path.rglob("config.vsh.yaml") if "api" not in p.relative_to(path).parts)
+            if not configs:
+                raise ImageError(f"{path}: no component (config.vsh.yaml) here or below")
+            found.update(dict.fromkeys(configs))
+        else:
+            raise ImageError(f"{path}: no such component folder or config")
+    return [read_config(path) for path in sorted(found)]
+
+
+def engine_block(root: str | Path, base: str = "core") -> dict:
+    """The docker engine a new component gets: base image ``base`` of the project at ``root``, nothing added.
+
+    For ``openpert create-component``: ``{type: docker, registry: ..., organization: ..., image: core,
+    tag: <version>}`` (registry and organization only when ``_viash.yaml`` sets them).
+    """
+    from openpert.images.bases import base_image
+
+    base_image(root, base)  # raises, naming the known ones, for an unknown base
+    naming = project_naming(root)
+    engine: dict = {"type": "docker"}
+    if naming.registry:
+        engine["registry"] = naming.registry
+    if naming.organization:
+        engine["organization"] = naming.organization
+    engine.update({"image": base, "tag": naming.version})
+    return engine
+
+
+def image_files(config: ComponentConfig) -> list[Path]:
+    """The files a component's image (and its environment) is built from, beyond the component's own.
+
+    The Dockerfile and requirement file of every base image of its ``FROM`` chain, their ignore files,
+    and the pinned test tools: a change to any of them changes what the component runs with, so
+    its test must run again (``openpert changed``).
+    """
+    from openpert.images.bases import DOCKER_DIR, TEST_REQUIREMENTS
+
+    declaration = image_declaration(config)
+    if declaration.base is None:
+        return []
+    files: list[Path] = []
+    for base in base_chain(config.root, declaration.base.name):
+        files += [base.dockerfile, base.requirements_path, base.dockerfile.with_name("Dockerfile.dockerignore")]
+    tools = config.root / DOCKER_DIR / TEST_REQUIREMENTS
+    return [f for f in [*files, tools] if f.is_file()]

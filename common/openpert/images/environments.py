@@ -1,0 +1,410 @@
+"""Image environments: a virtual environment per base image holding exactly what the image holds.
+
+Docker is not always at hand (nor fast); an image environment answers the same question, *does
+this component run with what its image declares?*, in a plain virtual environment:
+
+- A **base environment** is built from exactly the requirement files of the image's ``FROM`` chain
+  (``ml`` = core's pins + ml's pins), installed with ``--no-deps`` and proved closed by ``pip
+  check``, plus the pinned test tools (``docker/test_requirements.txt``: pytest, which the image
+  lacks) and the harness and pertsci installed ``--no-deps`` from the checkout (editable, so the
+  environment runs the code of the work tree, as an image built from it would).
+- A component that adds python packages gets an **overlay**: the base image's environment built
+  anew with the declared packages installed on top by pip (with their dependencies, upgrading by
+  default), as the component's Dockerfile installs them on top of its base image. It is a complete
+  environment rather than a ``.pth`` view onto the base one: the job sandbox shows a job only the
+  environment of its interpreter.
+
+Environments are cached below a folder (default ``<project>/.cache/images``, or
+``$OPENPERT_IMAGE_ENVS``) under a name keyed by the hash of what they are built from: the
+requirement files, the test tools, the checkout's ``pyproject.toml`` and the interpreter. A build
+that stopped half-way has no completion stamp and is rebuilt; a lock file keeps two processes
+from building the same environment at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import openpert
+from openpert.config.viash import ComponentConfig
+from openpert.files import write_text_atomic
+from openpert.images import ImageError
+from openpert.images.bases import base_chain, python_version, tool_requirements
+from openpert.images.components import image_declaration
+from openpert.images.requirements import RequirementsFile, merge_pins
+
+#: The file that marks a finished environment (and says what it was built from).
+STAMP = ".openpert-image-env.json"
+#: The merged pins an environment was installed from, kept inside it for reference.
+PINS_FILE = "openpert-requirements.txt"
+
+Log = Callable[[str], None]
+
+
+def log_to_stderr(message: str) -> None:
+    """The default progress log: one line to stderr."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def default_cache_dir(root: str | Path) -> Path:
+    """``$OPENPERT_IMAGE_ENVS`` when set, else ``<root>/.cache/images``."""
+    env = os.environ.get("OPENPERT_IMAGE_ENVS")
+    return Path(env).resolve() if env else Path(root).resolve() / ".cache" / "images"
+
+
+def harness_source() -> Path:
+    """The checkout the running harness comes from (the folder with its ``pyproject.toml``).
+
+    Raises
+    ------
+    ImageError
+        When openpert is not running from a checkout (an installed wheel): environments install the
+        harness from the same sources as the images.
+    """
+    source = Path(openpert.__file__).resolve().parents[2]
+    if not (source / "pyproject.toml").is_file() or not (source / "common" / "pertsci").is_dir():
+        raise ImageError(f"{source}: openpert is not running from a checkout (no pyproject.toml and common/pertsci "
+                         "there); image environments install the harness from one")
+    return source
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageEnv:
+    """A built image environment.
+
+    Attributes
+    ----------
+    path
+        Its folder (a virtual environment).
+    base
+        The base image it reproduces.
+    key
+        Hash of what it was built from.
+    packages
+        For an overlay: the python packages it adds to the base environment.
+    built_seconds
+        Seconds its build took now; ``None`` when it was taken from the cache.
+    """
+
+    path: Path
+    base: str
+    key: str
+    packages: tuple[str, ...] = ()
+    built_seconds: float | None = None
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    @property
+    def is_overlay(self) -> bool:
+        return bool(self.packages)
+
+    @property
+    def label(self) -> str:
+        return f"{self.base} + {' '.join(self.packages)}" if self.packages else self.base
+
+
+def _check_interpreter(python: str, want: tuple[int, int], where: Path) -> str:
+    proc = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"{python}: cannot run this interpreter: {proc.stderr.strip()}")
+    version = proc.stdout.strip()
+    if tuple(int(x) for x in version.split(".")[:2]) != want:
+        raise ImageError(f"{where}: the image has Python {want[0]}.{want[1]} but {python} is Python {version}; "
+                         f"set OPENPERT_IMAGE_PYTHON to a python{want[0]}.{want[1]}")
+    return version
+
+
+def _interpreter(python: str | Path | None) -> str:
+    return str(python or os.environ.get("OPENPERT_IMAGE_PYTHON") or sys.executable)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created): one builder of an environment at a time."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _run(command: list[str], log_file: Path, what: str, env: dict | None = None) -> None:
+    """Run a build step, appending its output to the build log; fail with the log's end."""
+    with open(log_file, "a") as log:
+        log.write(f"$ {' '.join(command)}\n")
+        log.flush()
+        proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    if proc.returncode != 0:
+        tail = log_file.read_text(errors="replace")[-3000:]
+        raise ImageError(f"{what} failed (exit {proc.returncode}); log {log_file}:\n{tail}")
+
+
+def _pip_check(python: str, log_file: Path, what: str, ignore: tuple[str, ...] = ()) -> None:
+    """``pip check``; problems of the packages named in ``ignore`` (line prefixes) are not errors."""
+    proc = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, env=_pip_env())
+    with open(log_file, "a") as log:
+        log.write(f"$ {python} -m pip check\n{proc.stdout}{proc.stderr}")
+    problems = [line for line in proc.stdout.splitlines()
+                if line.strip() and not line.startswith("No broken requirements") and not line.startswith(ignore)]
+    if problems or (proc.returncode != 0 and not ignore):
+        raise ImageError(f"{what} failed; log {log_file}:\n" + "\n".join(problems or [proc.stderr.strip()]))
+
+
+def _pip_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")}
+    env["PIP_NO_INPUT"] = "1"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _read_stamp(path: Path, key: str) -> dict | None:
+    stamp = path / STAMP
+    if not stamp.is_file():
+        return None
+    try:
+        data = json.loads(stamp.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if data.get("key") == key and (path / "bin" / "python").exists() else None
+
+
+def base_env_files(root: str | Path, base: str) -> list[RequirementsFile]:
+    """The requirement files a base environment is built from: the ``FROM`` chain's, then the test tools."""
+    files = [image.requirements() for image in base_chain(root, base)]
+    tools = tool_requirements(root)
+    return [*files, *([tools] if tools is not None else [])]
+
+
+def _packaging_digest(pyproject: Path) -> str:
+    """Hash of what the editable install takes from ``pyproject.toml``: the project table without its
+    optional dependencies (extras are never installed here) and setuptools' settings.
+
+    A new test tool in an extra then leaves the environments as they are.
+    """
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the whole file, then (a rebuild more often, never a stale one)
+        return hashlib.sha256(pyproject.read_bytes()).hexdigest()
+    try:
+        data = tomllib.loads(pyproject.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ImageError(f"{pyproject}: cannot read it: {err}") from None
+    project = {k: v for k, v in data.get("project", {}).items() if k != "optional-dependencies"}
+    relevant = {"project": project, "setuptools": data.get("tool", {}).get("setuptools", {})}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def base_env_key(root: str | Path, base: str, python: str | Path | None = None) -> str:
+    """Hash of what base environment ``base`` is built from (its cache folder is named by it)."""
+    source = harness_source()
+    digest = hashlib.sha256()
+    for file in base_env_files(root, base):
+        digest.update(file.path.name.encode() + b"\0" + file.path.read_bytes() + b"\0")
+    digest.update(_packaging_digest(source / "pyproject.toml").encode())
+    digest.update(str(source).encode())
+    # The venv is tied to the interpreter it was made with (its path is written into pyvenv.cfg).
+    digest.update(str(Path(_interpreter(python)).resolve()).encode())
+    return digest.hexdigest()
+
+
+def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
+           what: str, log: Log, stamp: dict) -> float:
+    """Build one environment at ``path`` (removed first): pins, the harness, then ``extras`` with pip."""
+    started = time.monotonic()
+    if path.exists():
+        shutil.rmtree(path)
+    log(f"building environment {path.name} ({what})")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    build_log = path.parent / f"{path.name}.build.log"
+    build_log.write_text("")
+    _run([interpreter, "-m", "venv", str(path)], build_log, f"{path}: creating the virtual environment")
+    write_text_atomic(path / PINS_FILE, "".join(f"{pin}\n" for pin in pins))
+    env_python = str(path / "bin" / "python")
+    pip = [env_python, "-m", "pip", "install", "--quiet"]
+    files = ", ".join(sorted({str(pin.source) for pin in pins}))
+    _run([*pip, "--no-deps", "--requirement", str(path / PINS_FILE)], build_log, f"{path}: installing the pins of {files}",
+         _pip_env())
+    _run([env_python, "-m", "pip", "check"], build_log, f"{path}: pip check: the requirement files {files} are not a closed set",
+         _pip_env())
+    source = harness_source()
+    # Editable: the environment follows the work tree, as an image built from it would hold it.
+    # One install at a time per checkout, whatever the cache: the build writes the package's
+    # metadata (common/openpert.egg-info) into the checkout.
+    checkout = hashlib.sha256(str(source).encode()).hexdigest()[:12]
+    with _locked(Path(tempfile.gettempdir()) / f"openpert-harness-install-{checkout}.lock"):
+        _run([*pip, "--no-deps", "--editable", str(source)], build_log, f"{path}: installing the harness from {source}",
+             _pip_env())
+    if strict:
+        _run([env_python, "-m", "pip", "check"], build_log,
+             f"{path}: pip check: the harness's dependencies ({source / 'pyproject.toml'}) are not all in {files}", _pip_env())
+    if extras:
+        # As the component's Dockerfile installs them: with their dependencies, on top of the image.
+        _run([*pip, *(["--upgrade"] if upgrade else []), *extras], build_log, f"{path}: installing {' '.join(extras)}",
+             _pip_env())
+        # Not strict: the stand-in image lacks the harness's dependencies; judge what the extras need.
+        _pip_check(env_python, build_log, f"{path}: pip check after installing {' '.join(extras)}",
+                   ignore=() if strict else ("openpert ",))
+    seconds = time.monotonic() - started
+    stamp = {"key": key, **stamp, "interpreter": interpreter, "harness": str(source), "packages": len(pins),
+             "extras": extras, "build_seconds": round(seconds, 1), "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    write_text_atomic(path / STAMP, json.dumps(stamp, indent=2) + "\n")
+    build_log.unlink(missing_ok=True)
+    log(f"built {path.name} in {seconds:.0f} s")
+    return seconds
+
+
+def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, python: str | Path | None = None,
+             log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
+    """The environment of base image ``base``, built unless a finished one with the same key is cached.
+
+    Parameters
+    ----------
+    root
+        The project (its ``docker/`` folder holds the base images).
+    base
+        The base image's name.
+    cache_dir
+        Where environments are kept (default :func:`default_cache_dir`).
+    python
+        The interpreter to build with (default ``$OPENPERT_IMAGE_PYTHON`` or this one); its
+        major.minor must be the image's.
+    log
+        Receives one line per build.
+    rebuild
+        Build again even when a cached environment matches.
+    strict
+        Require the image to hold every dependency of the harness (``pip check`` after installing
+        it), as the project's images do; a stand-in image of a test may not.
+
+    Raises
+    ------
+    ImageError
+        When the requirement files conflict, the interpreter's version differs from the image's, or a
+        build step fails (with the end of its log); a failing ``pip check`` names the files that are
+        not a closed set.
+    """
+    root = Path(root).resolve()
+    pins = merge_pins(base_env_files(root, base))
+    interpreter = _interpreter(python)
+    chain = base_chain(root, base)
+    version = _check_interpreter(interpreter, python_version(root, base), chain[0].dockerfile)
+    key = hashlib.sha256(f"{base_env_key(root, base, interpreter)} strict={strict}".encode()).hexdigest()
+    cache = Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)
+    path = cache / f"{base}-{key[:16]}"
+    with _locked(cache / f".{path.name}.lock"):
+        if not rebuild and _read_stamp(path, key):
+            return ImageEnv(path=path, base=base, key=key)
+        seconds = _build(path, key, interpreter, pins, [], True, strict, f"image {base}: {len(pins)} pinned packages", log,
+                         {"base": base, "python": version, "files": [str(f.path) for f in base_env_files(root, base)]})
+        return ImageEnv(path=path, base=base, key=key, built_seconds=seconds)
+
+
+def overlay_env(root: str | Path, base: str, packages: list[str], upgrade: bool = True, cache_dir: str | Path | None = None,
+                python: str | Path | None = None, log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
+    """An environment of base image ``base`` plus ``packages``, installed as a component's Dockerfile installs them.
+
+    A complete virtual environment of its own (the base's pins, the harness, then ``packages`` with
+    pip and their dependencies), not a view onto the base environment: the job sandbox shows a job
+    its interpreter's environment alone, so an environment that reached into another folder would
+    lose it there.
+    """
+    root = Path(root).resolve()
+    pins = merge_pins(base_env_files(root, base))
+    interpreter = _interpreter(python)
+    version = _check_interpreter(interpreter, python_version(root, base), base_chain(root, base)[0].dockerfile)
+    key = hashlib.sha256(json.dumps([base_env_key(root, base, interpreter), packages, upgrade, strict]).encode()).hexdigest()
+    cache = (Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)) / "overlays"
+    path = cache / f"{base}-{key[:16]}"
+    with _locked(cache / f".{path.name}.lock"):
+        if not rebuild and _read_stamp(path, key):
+            return ImageEnv(path=path, base=base, key=key, packages=tuple(packages))
+        seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict,
+                         f"image {base} + {' '.join(packages)}", log,
+                         {"base": base, "python": version, "base_key": base_env_key(root, base, interpreter)})
+        return ImageEnv(path=path, base=base, key=key, packages=tuple(packages), built_seconds=seconds)
+
+
+def component_env(config: ComponentConfig, cache_dir: str | Path | None = None, python: str | Path | None = None,
+                  log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
+    """The environment a component's test runs in: its base image's, with an overlay if it adds packages.
+
+    ``strict`` is :func:`base_env`'s.
+
+    Raises
+    ------
+    ImageError
+        When the component does not name a base image of the project, or its setup has apt packages
+        or docker lines, which a virtual environment cannot reproduce (test it in its image).
+    """
+    declaration = image_declaration(config)
+    if declaration.base is None:
+        raise ImageError(f"{config.path}: engines: image {declaration.image} is not a base image of docker/; "
+                         "no environment reproduces it")
+    if declaration.apt_packages or declaration.docker_lines:
+        raise ImageError(f"{config.path}: engines: setup with apt packages or docker lines cannot be reproduced in a "
+                         "virtual environment; test this component in its image (docker build)")
+    packages = declaration.python_packages
+    if not packages:
+        return base_env(config.root, declaration.base.name, cache_dir=cache_dir, python=python, log=log, rebuild=rebuild,
+                        strict=strict)
+    upgrade = all(entry.get("upgrade", True) for entry in declaration.setup if entry.get("type") == "python")
+    return overlay_env(config.root, declaration.base.name, packages, upgrade=upgrade, cache_dir=cache_dir, python=python,
+                       log=log, rebuild=rebuild, strict=strict)
+
+
+def prune_envs(root: str | Path, cache_dir: str | Path | None = None, python: str | Path | None = None,
+               log: Log = log_to_stderr) -> list[Path]:
+    """Remove the cached environments that no longer match the project's requirement files.
+
+    A base environment stays when its folder is the one :func:`base_env` would use now (strict or
+    not); an overlay stays when it was built on a current base. Unfinished builds go too.
+
+    Returns
+    -------
+    The folders removed.
+    """
+    from openpert.images.bases import base_images
+
+    root = Path(root).resolve()
+    cache = Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)
+    if not cache.is_dir():
+        return []
+    interpreter = _interpreter(python)
+    current = {name: base_env_key(root, name, interpreter) for name in base_images(root)}
+    keep = {f"{name}-{hashlib.sha256(f'{key} strict={strict}'.encode()).hexdigest()[:16]}"
+            for name, key in current.items() for strict in (True, False)}
+    removed: list[Path] = []
+    for folder in sorted(p for p in [*cache.iterdir(), *((cache / "overlays").iterdir() if (cache / "overlays").is_dir() else [])]
+                         if p.is_dir() and p.name != "overlays"):
+        stamp = {}
+        try:
+            stamp = json.loads((folder / STAMP).read_text())
+        except (OSError, json.JSONDecodeError):
+            stamp = {}  # unfinished or damaged: nothing uses it
+        if folder.parent == cache and folder.name in keep and stamp:
+            continue
+        if folder.parent.name == "overlays" and stamp and stamp.get("base_key") == current.get(stamp.get("base", "")):
+            continue
+        with _locked(folder.parent / f".{folder.name}.lock"):
+            shutil.rmtree(folder)
+        (folder.parent / f".{folder.name}.lock").unlink(missing_ok=True)
+        (folder.parent / f"{folder.name}.build.log").unlink(missing_ok=True)
+        log(f"removed {folder}")
+        removed.append(folder)
+    return removed
