@@ -208,6 +208,8 @@ _SANDBOX = {"auto": None, "on": True, "off": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from openpert.images.commands import add_arguments as add_image_arguments
+
     parser = argparse.ArgumentParser(prog="openpert", description="A living benchmark for perturbation modelling.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -248,6 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lint", help="check component configs and the layout rules (import direction, declared resources)")
     p.add_argument("paths", nargs="*", help="folders or config files (default: src/)")
 
+    p = sub.add_parser("images", help="base images, component images and their environments (Dockerfiles, build order, tests)")
+    add_image_arguments(p)
+
     p = sub.add_parser("changed", help="component folders a change touches (for CI: test exactly these)")
     p.add_argument("--base", default="origin/main", help="git ref the change is compared with (default: origin/main)")
 
@@ -275,7 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "lint": lambda: cmd_lint(ns),
         "create-component": lambda: cmd_create_component(ns),
         "changed": lambda: cmd_changed(ns),
+        "images": lambda: run_images(ns),
     }
+    from openpert.images.commands import run as run_images
+
     try:
         return handlers[ns.command]()
     except (ConfigError, FormatError) as err:

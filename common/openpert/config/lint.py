@@ -96,7 +96,9 @@ def lint_config(config: ComponentConfig) -> list[str]:
         if isinstance(res, dict) and isinstance(res.get("path"), str) and not config.resource_path(res).exists():
             bad("resources", f"{res['path']} not found")
     if not any(e.get("type") == "docker" and e.get("image") for e in config.engines):
-        bad("engines", "add a docker engine with an image (e.g. {type: docker, image: python:3.11})")
+        bad("engines", "add a docker engine naming a base image of docker/ (e.g. {type: docker, registry: ghcr.io, "
+                       "organization: openpert, image: core, tag: 0.1.0})")
+    problems.extend(image_problems(config))
     if not any(r.get("type") == "nextflow" for r in config.runners):
         bad("runners", "add a nextflow runner with resource labels: {type: nextflow, directives: {label: [lowmem, lowcpu, lowtime]}}")
     else:
@@ -117,6 +119,17 @@ def lint_config(config: ComponentConfig) -> list[str]:
         if arg.format_id is None and not (config.type == "dataset" and arg in config.file_inputs):
             bad(f"arguments --{arg.name}", "file arguments merge one of the task's api/file_*.yaml")
     return problems
+
+
+def image_problems(config: ComponentConfig) -> list[str]:
+    """What keeps a component's docker engine from naming one of the project's base images.
+
+    Only for projects that keep base images in ``docker/``.
+    """
+    from openpert.images.bases import base_images
+    from openpert.images.components import declaration_problems
+
+    return declaration_problems(config) if base_images(config.root) else []
 
 
 def schema_problems(config: ComponentConfig) -> list[str]:

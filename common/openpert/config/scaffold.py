@@ -41,10 +41,19 @@ def _config_text(task: Task, comp_type: str, name: str) -> str:
     if info:
         data["info"] = info
     data["resources"] = [{"type": "python_script", "path": "script.py"}]
-    data["engines"] = [{"type": "docker", "image": "python:3.11", "setup": [{"type": "python", "packages": ["anndata", "numpy", "pandas"]}]},
-                       {"type": "native"}]
+    data["engines"] = [_docker_engine(task.root), {"type": "native"}]
     data["runners"] = [{"type": "executable"}, {"type": "nextflow", "directives": {"label": ["lowmem", "lowcpu", "lowtime"]}}]
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def _docker_engine(root: Path) -> dict:
+    """The project's core base image, nothing added; a project without ``docker/`` gets python:3.11."""
+    from openpert.images.bases import base_images
+    from openpert.images.components import engine_block
+
+    if base_images(root):
+        return engine_block(root)
+    return {"type": "docker", "image": "python:3.11", "setup": [{"type": "python", "packages": ["anndata", "numpy", "pandas"]}]}
 
 
 def _reader(arg, fmt: FileFormat | None) -> str:

@@ -5,8 +5,9 @@ A component is touched when a file in its own folder changed, or something it de
 - a resource it declares outside its folder (its task library, ``src/<task>/<task>_lib/``);
 - its task's API (``src/<task>/api/``): formats and interfaces every component of the task uses;
 - the task's test resources (``resources_test/<task>/``), which every component test reads;
-- the shared science package (``common/pertsci/``), which any component may import; and the shared
-  API pieces (``common/api/``) for the components that merge them.
+- the shared science package (``common/pertsci/``), which any component may import; the shared
+  API pieces (``common/api/``) for the components that merge them; and the files its image is
+  built from (``docker/``: the Dockerfiles and requirement files of its base image's chain).
 
 Changes to the harness alone touch no component: the harness's own tests cover it. The answer is a
 list of component folders, so that CI runs exactly their tests.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from openpert.config.task import discover_tasks
 from openpert.config.viash import ComponentConfig, ConfigError, read_config
+from openpert.images.components import image_files
 
 
 def changed_files(root: Path, base: str) -> list[Path]:
@@ -57,6 +59,8 @@ def _depends_on(config: ComponentConfig, path: Path) -> bool:
         return True
     if _within(path, config.root / "common" / "api") and path.name in config.path.read_text() + _merged_text(config):
         return True
+    if any(_within(path, f.resolve()) for f in image_files(config)):
+        return True  # the component's image (its base chain) is built from it
     for res in config.resources:
         try:
             if _within(path, config.resource_path(res)):

@@ -1,0 +1,96 @@
+"""Component tests in image environments: openpert.images.component_tests.
+
+The proof that matters: a component importing a package its image lacks fails its test in the
+image's environment, and passes once its config declares the package. It runs in the repository's
+real ``core`` environment (cached in ``.cache/images``, shared with scripts/test_images.sh).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from project_paths import ROOT
+
+from openpert.config.viash import read_config
+from openpert.images.component_tests import format_summary, run_component_test, test_components, test_environment
+from openpert.images.environments import ImageEnv, component_env, default_cache_dir
+
+pytestmark = pytest.mark.slow
+
+#: The real environments: the same key as the repository's, so built once for both.
+CACHE = default_cache_dir(ROOT)
+
+
+def _needs_six(project: Path, declared: bool) -> Path:
+    """A method of the fixture project that imports six (not in core), declaring it or not."""
+    folder = project / "src" / "tiny" / "methods" / "needs_six"
+    if not folder.exists():
+        shutil.copytree(project / "src" / "tiny" / "methods" / "group_mean", folder)
+        script = folder / "script.py"
+        script.write_text("import six  # noqa: F401 - what the image must provide\n" + script.read_text())
+    config = folder / "config.vsh.yaml"
+    text = config.read_text().replace("name: group_mean", "name: needs_six")
+    text = text.replace("    tag: 0.0.1\n    setup: [{type: python, packages: [six==1.17.0]}]\n", "    tag: 0.0.1\n")
+    if declared:
+        text = text.replace("    tag: 0.0.1\n", "    tag: 0.0.1\n    setup: [{type: python, packages: [six==1.17.0]}]\n")
+    config.write_text(text)
+    return folder
+
+
+def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declared(fixture_with_images):
+    folder = _needs_six(fixture_with_images, declared=False)
+    env = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
+    assert env.base == "core" and not env.is_overlay
+    result = run_component_test(folder, env, fixture_with_images)
+    assert result.status == "failed", result.output[-2000:]
+    assert "No module named 'six'" in result.output
+    assert result.command[1:] == ["-m", "pytest", str(folder.resolve()), "-p", "no:cacheprovider", "-q"]
+
+    _needs_six(fixture_with_images, declared=True)
+    overlay = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
+    assert overlay.is_overlay and overlay.packages == ("six==1.17.0",)
+    result = run_component_test(folder, overlay, fixture_with_images)
+    assert result.status == "passed", result.output[-3000:]
+
+
+def test_components_share_their_base_environment_and_the_summary_names_failures(fixture_with_images):
+    _needs_six(fixture_with_images, declared=False)
+    lines: list[str] = []
+    run = test_components(fixture_with_images, ["src/tiny/methods/group_mean", "src/tiny/methods/needs_six"],
+                          cache_dir=CACHE, jobs=2, log=lines.append)
+    assert {r.folder.name: r.status for r in run.results} == {"group_mean": "passed", "needs_six": "failed"}
+    assert len(run.envs) == 1 and run.envs[0].label == "core" and run.envs[0].components == 2
+    summary = format_summary(run, fixture_with_images)
+    assert "--- failed: src/tiny/methods/needs_six [core]" in summary
+    assert summary.rstrip().splitlines()[-1].startswith("1 passed, 1 failed in ")
+    assert any(line.startswith("passed") and "src/tiny/methods/group_mean" in line for line in lines)
+
+
+def test_excluded_folders_are_left_out_and_a_public_image_is_an_error(fixture_with_images):
+    config = fixture_with_images / "src" / "tiny" / "methods" / "group_mean" / "config.vsh.yaml"
+    config.write_text(config.read_text().replace("    image: core\n    tag: 0.0.1\n", "    image: python:3.11\n"))
+    run = test_components(fixture_with_images, ["src/tiny/methods"], exclude=["src/tiny/methods/fail_invalid",
+                                                                              "src/tiny/methods/fail_memory",
+                                                                              "src/tiny/methods/fail_raise",
+                                                                              "src/tiny/methods/fail_timeout",
+                                                                              "src/tiny/methods/llm_constant",
+                                                                              "src/tiny/methods/reads_solution",
+                                                                              "src/tiny/methods/shrunk_mean",
+                                                                              "src/tiny/methods/spy_workdir"],
+                          cache_dir=CACHE, log=lambda m: None)
+    assert [(r.folder.name, r.status) for r in run.results] == [("group_mean", "error")]
+    assert "not a base image of docker/" in run.results[0].output
+    assert not run.envs
+
+
+def test_the_test_process_sees_only_its_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x")
+    env = ImageEnv(path=tmp_path / "env", base="core", key="k")
+    variables = test_environment(env, tmp_path / "embed")
+    assert "PYTHONPATH" not in variables and "PYTEST_ADDOPTS" not in variables
+    assert variables["PYTHONNOUSERSITE"] == "1"
+    assert variables["PATH"].startswith(str(tmp_path / "env" / "bin"))
+    assert variables["OPENPERT_EMBED_CACHE"] == str(tmp_path / "embed"), "no cached embedding can stand in for the model"

@@ -1,0 +1,105 @@
+"""Image environments: openpert.images.environments, on a stand-in base image of one pinned package."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from project_paths import ROOT
+
+from openpert.config.viash import read_config
+from openpert.images import ImageError
+from openpert.images.environments import STAMP, base_env, component_env, harness_source, prune_envs
+
+TINY = "engines:\n  - {type: docker, registry: registry.example, organization: demo-org, image: tiny, tag: 1.2.3}\n  - {type: native}\n"
+
+
+@pytest.fixture()
+def tiny_base(demo_project, base_writer) -> object:
+    """The demo project with a base image 'tiny' of one pure-Python package, and the repository's test tools."""
+    base_writer(demo_project, "tiny", "python:3.11-slim", ["packaging==26.3"])
+    shutil.copy(ROOT / "docker" / "test_requirements.txt", demo_project / "docker" / "test_requirements.txt")
+    return demo_project
+
+
+def _installed(env) -> set[str]:
+    out = subprocess.run([str(env.python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True)
+    return {item["name"].lower() for item in json.loads(out.stdout)}
+
+
+def _imports(env, module: str) -> bool:
+    return subprocess.run([str(env.python), "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def test_an_interpreter_of_another_python_than_the_image_is_refused(demo_project, base_writer, tmp_path):
+    base_writer(demo_project, "old", "python:3.10-slim", ["packaging==26.3"])
+    with pytest.raises(ImageError, match=r"docker/old/Dockerfile: the image has Python 3.10 but .* is Python 3\.11"):
+        base_env(demo_project, "old", cache_dir=tmp_path / "envs")
+
+
+@pytest.mark.slow
+def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_and_is_cached(tiny_base, tmp_path):
+    cache = tmp_path / "envs"
+    env = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
+    assert env.built_seconds is not None and env.path.parent == cache and env.path.name.startswith("tiny-")
+    assert _installed(env) - {"pip", "setuptools"} == {"packaging", "pytest", "pluggy", "iniconfig", "pygments", "openpert"}
+    # The harness and pertsci are those of this checkout (editable), not a copy.
+    where = subprocess.run([str(env.python), "-c", "import openpert, pertsci; print(openpert.__file__, pertsci.__file__)"],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert all(path.startswith(str(harness_source() / "common")) for path in where)
+    assert not _imports(env, "six") and not _imports(env, "numpy"), "nothing the files do not pin"
+    stamp = json.loads((env.path / STAMP).read_text())
+    assert stamp["key"] == env.key and stamp["packages"] == 5
+    # Cached: the same folder, no build.
+    again = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
+    assert (again.path, again.built_seconds) == (env.path, None)
+    # A change of the requirement file is a new environment; the old one is pruned as stale.
+    requirements = tiny_base / "docker" / "tiny" / "requirements.txt"
+    requirements.write_text(requirements.read_text() + "six==1.17.0\n")
+    changed = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
+    assert changed.path != env.path and _imports(changed, "six")
+    assert prune_envs(tiny_base, cache_dir=cache, log=lambda m: None) == [env.path]
+    assert changed.path.is_dir() and not env.path.exists()
+
+
+@pytest.mark.slow
+def test_an_overlay_adds_a_components_packages_to_a_complete_environment_of_its_own(tiny_base, component_writer, tmp_path):
+    cache = tmp_path / "envs"
+    plain = read_config(component_writer(tiny_base, "t", "method", "plain", TINY) / "config.vsh.yaml")
+    engine = TINY.replace("tag: 1.2.3}", "tag: 1.2.3, setup: [{type: python, packages: [six==1.17.0]}]}")
+    adds = read_config(component_writer(tiny_base, "t", "method", "adds", engine) / "config.vsh.yaml")
+    base = component_env(plain, cache_dir=cache, strict=False, log=lambda m: None)
+    overlay = component_env(adds, cache_dir=cache, strict=False, log=lambda m: None)
+    assert not base.is_overlay and overlay.is_overlay and overlay.packages == ("six==1.17.0",)
+    assert overlay.path.parent == cache / "overlays"
+    assert _imports(overlay, "six") and not _imports(base, "six")
+    assert _installed(overlay) - _installed(base) == {"six"}
+    # Nothing of it lives outside its own folder (the job sandbox shows a job its interpreter's environment only).
+    assert not list(overlay.path.rglob("*.pth")) or all(str(base.path) not in p.read_text() for p in overlay.path.rglob("*.pth"))
+
+
+@pytest.mark.slow
+def test_requirement_files_that_are_not_a_closed_set_fail_pip_check_naming_them(demo_project, base_writer, tmp_path):
+    # jsonschema-specifications needs referencing, which the file does not pin.
+    base_writer(demo_project, "open", "python:3.11-slim", ["jsonschema-specifications==2025.9.1"])
+    with pytest.raises(ImageError, match=r"pip check: the requirement files .*docker/open/requirements.txt are not a closed set"):
+        base_env(demo_project, "open", cache_dir=tmp_path / "envs", strict=False, log=lambda m: None)
+
+
+@pytest.mark.slow
+def test_a_base_image_must_hold_every_dependency_of_the_harness(tiny_base, tmp_path):
+    with pytest.raises(ImageError, match=r"pip check: the harness's dependencies \(.*pyproject.toml\) are not all in"):
+        base_env(tiny_base, "tiny", cache_dir=tmp_path / "envs", log=lambda m: None)
+
+
+def test_setup_a_virtual_environment_cannot_reproduce_is_refused(tiny_base, component_writer, tmp_path):
+    engine = TINY.replace("tag: 1.2.3}", "tag: 1.2.3, setup: [{type: apt, packages: [curl]}]}")
+    config = read_config(component_writer(tiny_base, "t", "method", "apt", engine) / "config.vsh.yaml")
+    with pytest.raises(ImageError, match="apt packages or docker lines cannot be reproduced in a virtual environment"):
+        component_env(config, cache_dir=tmp_path / "envs")
+    public = read_config(component_writer(tiny_base, "t", "method", "public", "engines:\n  - {type: docker, image: 'python:3.11'}\n")
+                         / "config.vsh.yaml")
+    with pytest.raises(ImageError, match="not a base image of docker/; no environment reproduces it"):
+        component_env(public, cache_dir=tmp_path / "envs")
