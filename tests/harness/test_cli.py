@@ -42,7 +42,7 @@ def test_lint(tiny_project, tmp_path):
     metric.write_text(metric.read_text().replace("      maximize: false\n", "", 1))
     problems = "\n".join(lint_paths([bad / "src"]))
     assert f"{cfg}: info.control: a control method needs one of" in problems
-    assert f"{cfg}: label: 60 characters; at most 50" in problems
+    assert f"{cfg}: label: 60 characters; at most 30" in problems
     assert f"{metric}: info.metrics[0]: missing maximize" in problems
 
 
