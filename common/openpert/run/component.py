@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import stat
 import sys
 import time
 from collections.abc import Mapping
@@ -139,6 +140,30 @@ def sandbox_mode(sandbox: bool | None) -> tuple[str, str]:
         _warned_unsandboxed = True
         log_.warning(warning)
     return SANDBOX_NONE, warning
+
+
+def output_file_problem(path: Path) -> str:
+    """Why an output may not be read, or ``""``: only regular files (and folders of them) are outputs.
+
+    Checked with :func:`os.lstat` before anything opens the output: a symbolic link would make the
+    harness read (and publish) a file the job chose outside its sandbox, and a FIFO or device would
+    block the reader forever, after the job's time limit has stopped counting.
+    """
+    def kind(mode: int) -> str:
+        return "a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+
+    mode = os.lstat(path).st_mode
+    if stat.S_ISREG(mode):
+        return ""
+    if not stat.S_ISDIR(mode):
+        return f"{path.name} is {kind(mode)}, not a regular file"
+    for folder, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            entry = Path(folder) / name
+            entry_mode = os.lstat(entry).st_mode
+            if not (stat.S_ISREG(entry_mode) or stat.S_ISDIR(entry_mode)):
+                return f"{entry.relative_to(path.parent)} is {kind(entry_mode)}, not a regular file"
+    return ""
 
 
 def run_component(
@@ -334,10 +359,13 @@ def run_component(
         if arg.name not in destinations:
             continue
         out = work_dir / destinations[arg.name].name  # where the script wrote it (par may name /job/...)
-        if not out.exists():
+        if not os.path.lexists(out):
             if arg.required:
                 return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log, mode)
             continue
+        problem = output_file_problem(out)
+        if problem:
+            return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {problem}", duration, peak_mb, {}, log, mode)
         if validate and arg.file_format is not None:
             try:
                 arg.file_format.validate(out, validation_context)

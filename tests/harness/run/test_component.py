@@ -152,3 +152,22 @@ def test_meta_names_no_repository_path(tiny_project, tmp_path):
     assert str(tiny_project) not in block
     merged = yaml.safe_load((tmp_path / "work" / ".resources" / ".config.vsh.yaml").read_text())
     assert merged["name"] == "spy_workdir"
+
+
+def test_only_regular_files_and_folders_of_them_are_outputs(tmp_path):
+    import os
+
+    from openpert.run.component import output_file_problem
+
+    (tmp_path / "real.h5ad").write_text("x")
+    assert output_file_problem(tmp_path / "real.h5ad") == ""
+    os.symlink(tmp_path / "real.h5ad", tmp_path / "link.h5ad")
+    assert "link.h5ad is a symbolic link" in output_file_problem(tmp_path / "link.h5ad")
+    os.mkfifo(tmp_path / "pipe.h5ad")
+    assert "pipe.h5ad is a FIFO" in output_file_problem(tmp_path / "pipe.h5ad")
+    folder = tmp_path / "out"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.txt").write_text("a")
+    assert output_file_problem(folder) == ""
+    os.symlink("/etc/passwd", folder / "sub" / "b.txt")
+    assert "out/sub/b.txt is a symbolic link" in output_file_problem(folder)
