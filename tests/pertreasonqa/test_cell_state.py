@@ -21,15 +21,8 @@ from pertreasonqa_lib.cell_state import (
     tau_high_ks,
     tau_low_ks,
 )
-from pertreasonqa_lib.signed_graph import SignedGraph, build_signed_graph, node_values
-
-
-def edges(rows, database="OmniPath"):
-    return pd.DataFrame([{"source": s, "target": t, "sign": sign, "database": database} for s, sign, t in rows])
-
-
-def graph_of(rows) -> SignedGraph:
-    return build_signed_graph(edges(rows))
+from pertreasonqa_lib.signed_graph import node_values
+from toy_graphs import graph_of
 
 
 def test_tau_low_maximises_signed_ks():

@@ -10,15 +10,7 @@ import pandas as pd
 import pytest
 from pertreasonqa_lib.path_params import PathParams
 from pertreasonqa_lib.path_search import diversified_paths, edge_costs, hop_limited_shortest_paths, prune_paths
-from pertreasonqa_lib.signed_graph import SignedGraph, build_signed_graph
-
-
-def edges(rows, database="OmniPath"):
-    return pd.DataFrame([{"source": s, "target": t, "sign": sign, "database": database} for s, sign, t in rows])
-
-
-def graph_of(rows) -> SignedGraph:
-    return build_signed_graph(edges(rows))
+from toy_graphs import graph_of
 
 
 def path_names(graph, path):

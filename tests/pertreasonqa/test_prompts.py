@@ -9,20 +9,8 @@ from pertreasonqa_lib.answer_parsing import format_response
 from pertreasonqa_lib.path_serialisation import parse_serialized_paths, path_triplets
 from pertreasonqa_lib.prompts import SYSTEM_PROMPT, answer_with_llm, perturbation_phrase, question_prompt
 from pertreasonqa_lib.reference_paths import extract_paths
-from pertreasonqa_lib.signed_graph import SignedGraph, build_signed_graph, compound_targets
-
-
-def drug_graph() -> SignedGraph:
-    """Compound D inhibits T1 and activates T2.
-
-    T1 -| A -> B -> C -> E   (T1 reaches E in four gene-gene edges)
-    T2 -> B                  (T2 reaches E in three)
-    """
-    genes = build_signed_graph(pd.DataFrame(
-        [{"source": s, "target": t, "sign": sign, "database": "OmniPath"}
-         for s, sign, t in [("T1", -1, "A"), ("A", 1, "B"), ("B", 1, "C"), ("C", 1, "E"), ("T2", 1, "B")]]))
-    targets = pd.DataFrame({"drug": ["D", "D"], "target": ["T1", "T2"], "sign": [-1, 1]})
-    return genes.with_drug_targets(targets, "test")
+from pertreasonqa_lib.signed_graph import compound_targets
+from toy_graphs import drug_graph
 
 
 def test_prompt_names_the_compound_and_its_targets():

@@ -16,32 +16,18 @@ from pertreasonqa_lib.genetic_items import load_perturbqa_items
 from pertreasonqa_lib.path_serialisation import paths_from_json
 from pertreasonqa_lib.reference_paths import extract_paths, reference_paths_for_items
 from pertreasonqa_lib.sign_filters import path_is_reference, predict_from_paths
-from pertreasonqa_lib.signed_graph import SignedGraph, build_signed_graph, load_signed_graph
+from pertreasonqa_lib.signed_graph import load_signed_graph
 from project_paths import SHARED_DATA
+from toy_graphs import drug_graph, graph_of
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
 
 
 
-def edges(rows, database="OmniPath"):
-    return pd.DataFrame([{"source": s, "target": t, "sign": sign, "database": database} for s, sign, t in rows])
 
 
-def graph_of(rows) -> SignedGraph:
-    return build_signed_graph(edges(rows))
 
 
-def drug_graph() -> SignedGraph:
-    """Compound D inhibits T1 and activates T2.
-
-    T1 -| A -> B -> C -> E   (T1 reaches E in four gene-gene edges)
-    T2 -> B                  (T2 reaches E in three)
-    """
-    genes = build_signed_graph(pd.DataFrame(
-        [{"source": s, "target": t, "sign": sign, "database": "OmniPath"}
-         for s, sign, t in [("T1", -1, "A"), ("A", 1, "B"), ("B", 1, "C"), ("C", 1, "E"), ("T2", 1, "B")]]))
-    targets = pd.DataFrame({"drug": ["D", "D"], "target": ["T1", "T2"], "sign": [-1, 1]})
-    return genes.with_drug_targets(targets, "test")
 
 
 def names(graph, path):
