@@ -6,8 +6,9 @@ A component is touched when a file in its own folder changed, or something it de
 - its task's API (``src/<task>/api/``): formats and interfaces every component of the task uses;
 - the task's test resources (``resources_test/<task>/``), which every component test reads;
 - the shared science package (``common/pertsci/``), which any component may import; the shared
-  API pieces (``common/api/``) for the components that merge them; and the files its image is
-  built from (``docker/``: the Dockerfiles and requirement files of its base image's chain).
+  API pieces (``common/api/``), which any component may merge (a rare change, so all are tested
+  rather than each config's merges traced); and the files its image is built from (``docker/``:
+  the Dockerfiles and requirement files of its base image's chain).
 
 Changes to the harness alone touch no component: the harness's own tests cover it. The answer is a
 list of component folders, so that CI runs exactly their tests.
@@ -55,9 +56,7 @@ def _depends_on(config: ComponentConfig, path: Path) -> bool:
     if task_dir is not None and (_within(path, task_dir / "api")
                                  or _within(path, config.root / "resources_test" / task_dir.name)):
         return True
-    if _within(path, config.root / "common" / "pertsci"):
-        return True
-    if _within(path, config.root / "common" / "api") and path.name in config.path.read_text() + _merged_text(config):
+    if _within(path, config.root / "common" / "pertsci") or _within(path, config.root / "common" / "api"):
         return True
     if any(_within(path, f.resolve()) for f in image_files(config)):
         return True  # the component's image (its base chain) is built from it
@@ -68,14 +67,6 @@ def _depends_on(config: ComponentConfig, path: Path) -> bool:
         except ConfigError:
             continue  # a bad resource is lint's to report; it cannot make a file a dependency
     return False
-
-
-def _merged_text(config: ComponentConfig) -> str:
-    """The API files a component merges, as text (to see which shared pieces it names)."""
-    task_dir = config.task_dir
-    if task_dir is None:
-        return ""
-    return "".join(p.read_text() for p in sorted((task_dir / "api").glob("comp_*.yaml")))
 
 
 def touched_components(root: Path, paths: Iterable[Path]) -> list[Path]:

@@ -22,6 +22,8 @@ def checkout(project_copy) -> Path:
     (project_copy / "common" / "pertsci" / "de.py").write_text("x = 1\n")
     (project_copy / "common" / "openpert").mkdir(parents=True)
     (project_copy / "common" / "openpert" / "report.py").write_text("x = 1\n")
+    (project_copy / "common" / "api").mkdir(parents=True)
+    (project_copy / "common" / "api" / "argument_group_llm.yaml").write_text("arguments: []\n")
     _git(project_copy, "init", "-q", "-b", "main")
     _git(project_copy, "add", "-A")
     _git(project_copy, "commit", "-qm", "base")
@@ -57,6 +59,9 @@ def test_the_api_and_the_science_package_touch_every_component_of_a_task(checkou
     assert _touched(checkout) == every
     _git(checkout, "checkout", "-q", "--", ".")
     _append(checkout / "common/pertsci/de.py")
+    assert _touched(checkout) == every
+    _git(checkout, "checkout", "-q", "--", ".")
+    _append(checkout / "common/api/argument_group_llm.yaml")
     assert _touched(checkout) == every
 
 
