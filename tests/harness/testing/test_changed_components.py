@@ -22,8 +22,6 @@ def checkout(project_copy) -> Path:
     (project_copy / "common" / "pertsci" / "de.py").write_text("x = 1\n")
     (project_copy / "common" / "openpert").mkdir(parents=True)
     (project_copy / "common" / "openpert" / "report.py").write_text("x = 1\n")
-    (project_copy / "common" / "api").mkdir(parents=True)
-    (project_copy / "common" / "api" / "argument_group_llm.yaml").write_text("arguments: []\n")
     _git(project_copy, "init", "-q", "-b", "main")
     _git(project_copy, "add", "-A")
     _git(project_copy, "commit", "-qm", "base")
