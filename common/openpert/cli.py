@@ -53,6 +53,22 @@ def _component_args(config, argv: Sequence[str]) -> dict:
     return out
 
 
+def dataset_output_defaults(config, task, args: dict, output_dir: Path | None) -> dict[str, str]:
+    """Default paths for the file outputs a dataset component was not given.
+
+    A dataset loader writes one file per format (train, test, solution, ...); naming five of them
+    on the command line only to get a dataset folder is busywork. Each missing output goes to
+    ``<output_dir>/<the format's file name>`` (the name it has in every dataset folder), with
+    ``output_dir`` defaulting to ``./<dataset_id>`` (or the component's name).
+    """
+    if output_dir is None:
+        dataset_id = args.get("dataset_id") or next(
+            (a.default for a in config.parameters if a.name == "dataset_id" and a.default), None)
+        output_dir = Path(str(dataset_id or config.name))
+    return {a.name: str(output_dir / task.format_filename(a.format_id))
+            for a in config.file_outputs if a.format_id and a.name not in args}
+
+
 def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     from openpert.config.project import shared_data_input
     from openpert.config.task import task_of
@@ -69,6 +85,8 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     work = Path(ns.work_dir) if ns.work_dir else Path(tempfile.mkdtemp(prefix=f"openpert-{config.name}-"))
     # As the engines do: a dataset loader that reads the shared data folder is given it.
     args = {**{k: str(v) for k, v in shared_data_input(config, config.root).items()}, **args}
+    if config.type == "dataset" and task is not None:
+        args = {**dataset_output_defaults(config, task, args, Path(ns.output_dir) if ns.output_dir else None), **args}
     result = run_component(config, args, work_dir=work, limits=limits, allowed_input_formats=allowed,
                            validate=not ns.no_validate, sandbox=_SANDBOX[ns.sandbox])
     if ns.show_log or not result.succeeded:
@@ -217,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run one component; arguments after the config are the component's own.")
     p.add_argument("config", help="the component's config.vsh.yaml")
     p.add_argument("--work-dir", help="work directory (default: a new temporary one)")
+    p.add_argument("--output-dir", help="for a dataset component: the folder of the outputs not named "
+                   "(default: ./<dataset_id>)")
     p.add_argument("--no-limits", action="store_true", help="ignore the time and memory limits of the labels")
     p.add_argument("--no-validate", action="store_true", help="do not validate inputs and outputs")
     p.add_argument("--show-log", action="store_true", help="print the script's output also when it succeeds")

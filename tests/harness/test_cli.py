@@ -106,3 +106,20 @@ def test_run_problems_names_failed_dataset_jobs():
     assert run_problems(results) == ["dataset job datasets/k562 failed: no items for screen hepg2"]
     results["resources"][1]["status"] = "failed"
     assert run_problems(results)[1] == "every method failed on dataset d"
+
+
+def test_run_component_fills_a_dataset_components_outputs(tiny_project, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = tiny_project / "src/tiny/datasets/synthetic/config.vsh.yaml"
+    # No output named: each goes to ./<dataset_id>/<the format's file name>.
+    assert main(["run-component", str(config), "--dataset_id", "syn_c", "--seed", "3"]) == 0
+    written = sorted(p.name for p in (tmp_path / "syn_c").iterdir())
+    expected = sorted(read_config(config).file_outputs, key=lambda a: a.name)
+    assert len(written) == len(expected) >= 2
+    assert ad.read_h5ad(tmp_path / "syn_c" / "train.h5ad").n_obs > 0
+    # One output named, the rest in --output-dir.
+    named = tmp_path / "elsewhere" / "train.h5ad"
+    named.parent.mkdir()
+    assert main(["run-component", str(config), "--output-dir", str(tmp_path / "d"), "--output_train", str(named)]) == 0
+    assert named.is_file() and not (tmp_path / "d" / "train.h5ad").exists()
+    assert len(list((tmp_path / "d").iterdir())) == len(expected) - 1
