@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Test resources of the perturbation_effect task: a small synthetic screen (simulation split) with
-# its gene knowledge, a no-change prediction and its score, and a tiny single-cell screen in the
+# its gene knowledge, the mean baseline's prediction and its score, and a tiny single-cell screen in the
 # GEARS layout for the Perturb-seq loader. Deterministic (fixed seeds); needs the venv and the
 # shared data folder ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository).
 set -euo pipefail
@@ -22,7 +22,7 @@ shared = Path(os.environ["SHARED"])
 screen = perturb_sim.simulate_screen(
     n_genes=150, n_perturbations=14, n_combinations=2, n_programs=2, program_size=(4, 10),
     cells_per_perturbation=12, n_control_cells=60, seed=3,
-    baseline=perturb_sim.load_baseline(shared / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(str(shared))),
+    baseline=perturb_sim.load_baseline(shared / perturb_sim.GASPERINI_BASELINE, kg.ensembl_to_symbol(shared / "perturbqa" / "k562_gw_mapping_full.json")),
     gene_sets=kg.gene_sets("go_bp", shared / "knowledge_graphs"),
 )
 cells = screen.cells
@@ -37,9 +37,9 @@ openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yam
   --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad" \
   --output_gene_knowledge "$DS/gene_knowledge.parquet"
 
-openpert run-component src/perturbation_effect/control_methods/no_change/config.vsh.yaml \
-  --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --input_solution "$DS/solution.h5ad" \
-  --output "$DS/prediction.h5ad"
+# The example prediction is the mean baseline's: a "no change" prediction has no Pearson delta.
+openpert run-component src/perturbation_effect/methods/mean/config.vsh.yaml \
+  --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --output "$DS/prediction.h5ad"
 
 openpert run-component src/perturbation_effect/metrics/pearson_delta/config.vsh.yaml \
   --input_solution "$DS/solution.h5ad" --input_prediction "$DS/prediction.h5ad" --output "$DS/score.h5ad"

@@ -41,15 +41,20 @@ def test_knowledge_methods_equal_the_model_on_the_knowledge_graphs(name, tmp_pat
         "linear_omnipath": lambda: embeddings.spectral_embedding(kg.omnipath_edges(KG_DIR)),
         "linear_go": lambda: embeddings.go_membership_embedding(genes, kg.gene_sets("go_bp", KG_DIR)),
     }[name]()
-    expected, hardness = lsft.predict_test_perturbations(
+    expected = lsft.predict_test_perturbations(
         prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
-        gene_embedding="pca", pert_embedding=table, lsft_fraction=0.0,
+        gene_embedding="pca", pert_embedding=table, lsft_fraction=0.0, pca_convention="authors",
+        control=train.var["control_mean"].to_numpy(),
     )
     out = run_method(name, tmp_path)
     # Up to rounding: ARPACK keeps state between calls, and this process may have called it before.
-    np.testing.assert_allclose(out.layers["prediction"], expected, rtol=1e-9, atol=1e-12)
-    pd.testing.assert_frame_equal(out.obs, hardness, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out.layers["prediction"], expected.predictions, rtol=1e-9, atol=1e-12)
+    pd.testing.assert_frame_equal(out.obs, expected.hardness, rtol=1e-9, atol=1e-12)
     assert out.uns["method_id"] == name
+    # The training perturbations outside the paper's model are counted, not dropped silently.
+    assert out.uns["pca_convention"] == "authors"
+    assert out.uns["n_train_combination"] == len(expected.excluded["combination"]) == int((train.obs["n_targets"] > 1).sum())
+    assert out.uns["n_train_target_without_embedding"] == len(expected.excluded["target_without_embedding"])
 
 
 def test_a_knowledge_method_without_the_file_says_what_it_needs(tmp_path):
@@ -90,3 +95,50 @@ def test_k562_genes_need_the_shared_data(tmp_path):
     result = run_component(config, args, work_dir=tmp_path / "work")
     assert not result.succeeded
     assert "--shared_data (the shared data folder) is required" in result.log.read_text()
+
+
+def run_metric(name: str, prediction, tmp_path) -> ad.AnnData:
+    config = read_config(TASK / f"metrics/{name}/config.vsh.yaml")
+    args = {"input_solution": DATASET / "solution.h5ad", "input_prediction": prediction, "output": tmp_path / "score.h5ad"}
+    result = run_component(config, args, work_dir=tmp_path / "work")
+    assert result.succeeded, result.reason + "\n" + result.log.read_text()[-2000:]
+    return ad.read_h5ad(tmp_path / "score.h5ad")
+
+
+def test_an_undefined_pearson_delta_stays_undefined_and_subsets_split_singles_from_combinations(tmp_path):
+    solution = ad.read_h5ad(DATASET / "solution.h5ad")
+    prediction = np.tile(solution.var["control_mean"].to_numpy(), (solution.n_obs, 1))
+    prediction[0] += np.linspace(0, 1, solution.n_vars)  # one perturbation with a non-constant change
+    path = tmp_path / "prediction.h5ad"
+    ad.AnnData(obs=solution.obs[[]], var=solution.var[[]], layers={"prediction": prediction},
+               uns={"dataset_id": "synthetic_simulation", "method_id": "x"}).write_h5ad(path)
+    score = run_metric("pearson_delta", path, tmp_path / "p")
+    single = (solution.obs["n_targets"] == 1).to_numpy()
+    values = dict(zip(score.uns["metric_ids"], score.uns["metric_values"]))
+    undefined = dict(zip(score.uns["metric_ids"], score.uns["n_undefined"]))
+    assert np.isnan(score.obs["pearson_delta"].to_numpy()[1:]).all() and np.isfinite(score.obs["pearson_delta"].iloc[0])
+    assert values["pearson_delta"] == score.obs["pearson_delta"].iloc[0]  # the mean of the one defined value
+    assert undefined["pearson_delta"] == solution.n_obs - 1
+    assert undefined["pearson_delta_top1000_single"] + undefined["pearson_delta_top1000_combo"] == solution.n_obs - 1
+    assert score.obs["pearson_delta_top1000_single"][~single].isna().all()
+    assert score.obs["pearson_delta_top1000_combo"][single].isna().all()
+    l2 = run_metric("l2", path, tmp_path / "l")
+    np.testing.assert_array_equal(l2.obs["l2_top1000_single"].notna().to_numpy(), single)
+    np.testing.assert_allclose(l2.obs["l2_top1000"], l2.obs["l2_top1000_single"].fillna(l2.obs["l2_top1000_combo"]))
+
+
+@pytest.mark.parametrize("name", ["ceiling", "random_training_perturbation", "mean_best_scale", "sign_only", "de_count_prior"])
+def test_reference_controls_declare_their_role_and_predict_every_test_row(name, tmp_path):
+    config = read_config(TASK / f"control_methods/{name}/config.vsh.yaml")
+    expected_role = {"ceiling": "ceiling", "random_training_perturbation": "negative"}.get(name, "adversarial")
+    assert config.control == expected_role
+    args = {"input_train": DATASET / "train.h5ad", "input_test": DATASET / "test.h5ad",
+            "input_solution": DATASET / "solution.h5ad", "output": tmp_path / "prediction.h5ad"}
+    result = run_component(config, args, work_dir=tmp_path / "work")
+    assert result.succeeded, result.reason + "\n" + result.log.read_text()[-2000:]
+    out = ad.read_h5ad(tmp_path / "prediction.h5ad")
+    solution = ad.read_h5ad(DATASET / "solution.h5ad")
+    assert list(out.obs_names) == list(solution.obs_names)
+    if name == "ceiling":  # the half of the cells, not the answer itself
+        np.testing.assert_array_equal(out.layers["prediction"], solution.layers["expression_half"])
+        assert not np.allclose(out.layers["prediction"], solution.layers["expression"])

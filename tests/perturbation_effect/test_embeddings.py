@@ -59,6 +59,10 @@ def test_fixed_tables_have_the_random_tables_scale():
     squared = (emb**2).sum(axis=1)
     assert squared[-1] == 0
     np.testing.assert_allclose(squared[squared > 0].mean(), 4)
+    # GO rows are all on one scale: no gene weighs more because the top components capture its terms best.
+    np.testing.assert_allclose(squared[squared > 0], 4)
+    spectral = embeddings.spectral_embedding(pd.DataFrame({"source": genes[:-1], "target": genes[1:]}), n_components=4).to_numpy()
+    np.testing.assert_allclose((spectral**2).sum(axis=1).mean(), 4)
 
 
 def test_genes_to_embed_and_table_rows():

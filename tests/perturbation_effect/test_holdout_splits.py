@@ -33,6 +33,23 @@ def test_simulation_split_follows_gears():
     assert not splits.simulation_split(perts, seed=2).equals(split)
 
 
+def test_validation_carve_out_is_a_second_simulation_split_of_the_training_set():
+    """GEARS splits the training perturbations again (0.9, 0.9, same seed); what that holds out validates."""
+    genes = [f"G{i:02d}" for i in range(60)]
+    combos = [f"G{i:02d}+G{i + 1:02d}" for i in range(0, 40, 2)]
+    perts = genes + combos
+    plain = splits.simulation_split(perts, seed=3)
+    split = splits.simulation_split(perts, seed=3, val_gene_set_size=0.9)
+    assert (split.loc[plain["split"] == "test"] == plain.loc[plain["split"] == "test"]).all().all()  # test untouched
+    first_train = list(plain.index[plain["split"] == "train"])
+    second = splits.simulation_split(first_train, train_gene_set_size=0.9, combo_seen2_train_frac=0.9, seed=3)
+    held = second.index[second["split"] == "test"]
+    assert len(held) > 0
+    assert (split.loc[held, "split"] == "validation").all()
+    assert split.loc[held, "subgroup"].tolist() == second.loc[held, "subgroup"].tolist()
+    assert set(split.index[split["split"] == "train"]) == set(second.index[second["split"] == "train"])
+
+
 def test_logo_split_holds_out_every_perturbation_touching_the_class():
     perts = ["A", "B", "C", "A+C", "B+C", "D"]
     split = splits.logo_split(perts, ["A", "B"])
@@ -53,6 +70,15 @@ def test_task_files_keep_test_profiles_in_the_solution_only(small_screen):
     np.testing.assert_array_equal(solution.layers["expression"], profiles[test.obs_names].X)
     np.testing.assert_array_equal(train.X, profiles[train.obs_names].X)
     assert train.uns["lsft_fraction"] == 0.05 and train.uns["split"] == "simulation"
+    # The validation carve-out is scored with the test set and said to be so.
+    assert set(test.obs["holdout_set"]) == {"test", "validation"} and "holdout_set" not in train.obs
+    assert train.uns["n_test"] + train.uns["n_validation"] == test.n_obs
+    assert (solution.obs["holdout_set"] == test.obs["holdout_set"]).all()
+    half = pseudobulk.half_pseudobulk(small_screen.cells, profiles, seed=0)
+    _, _, with_half = splits.split_profiles(profiles, control, uns={"dataset_id": "x"}, half_profiles=half)
+    np.testing.assert_array_equal(with_half.layers["expression_half"], half[0][profiles.obs_names.get_indexer(with_half.obs_names)])
+    none = splits.split_profiles(profiles, control, val_gene_set_size=0.0, uns={"dataset_id": "x"})[1]
+    assert (none.obs["holdout_set"] == "test").all()
     logo_train, logo_test, _ = splits.split_profiles(profiles, control, split="logo", logo_source="functional_class")
     held = logo_train.uns["heldout_class"]
     assert held == splits.choose_logo_class(profiles.obs)

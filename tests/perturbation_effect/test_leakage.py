@@ -56,7 +56,7 @@ def predictions(train, test, gene_emb, pert_emb, lsft_fraction):
     def table(source):
         return source if source == "pca" else embeddings.random_embedding(wanted, 10)
 
-    pred, hard = lsft.predict_test_perturbations(
+    out = lsft.predict_test_perturbations(
         prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
         gene_embedding=table(gene_emb), pert_embedding=table(pert_emb), lsft_fraction=lsft_fraction,
     )
@@ -66,7 +66,7 @@ def predictions(train, test, gene_emb, pert_emb, lsft_fraction):
                                           pert_embedding=pert_emb if pert_emb == "pca" else
                                           embeddings.random_embedding(
                                               list(train.var_names) + [t for p in test.obs_names for t in p.split("+")], 10))
-    return pred, hard.to_numpy(), model.embed(list(test.obs_names))
+    return out.predictions, out.hardness.to_numpy(), model.embed(list(test.obs_names))
 
 
 @pytest.fixture(scope="module")

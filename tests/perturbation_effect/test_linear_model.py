@@ -91,3 +91,42 @@ def test_pca_scores_of_a_large_matrix_use_lanczos_and_agree_with_the_svd():
     _, s, vt = np.linalg.svd(centred, full_matrices=False)
     scores = lm.pca_gene_scores(centred, 10)
     np.testing.assert_allclose(np.abs(scores), np.abs(vt[:10].T * s[:10]), atol=1e-7)
+
+
+def test_authors_convention_follows_their_recipe(toy):
+    """PCA of the conditions with the control (centred per condition), fitted to single perturbations and the control."""
+    rng = np.random.default_rng(4)
+    Y, genes, train = toy["Y"] + 3.0 * rng.random(len(toy["genes"])), toy["genes"], toy["train"]
+    control = 3.0 * rng.random(len(genes))
+    model = lm.fit_linear_model(Y, train, genes, pca_convention="authors", control=control)
+    # train holds a combination (g1+g2) and one with an unmeasured target (g3+x400): both are
+    # combinations, left out of the fit and counted.
+    assert model.excluded == {"combination": ["g1+g2", "g3+x400"], "target_without_embedding": []}
+    assert model.fitted.sum() == 60
+    conditions = np.vstack([Y, control]).T  # genes x conditions, genes the observations
+    u, s, _ = np.linalg.svd(conditions - conditions.mean(axis=0), full_matrices=False)
+    A = u[:, :10] * s[:10]
+    change = np.hstack([(Y[:60] - control).T, np.zeros((len(genes), 1))])  # the control: change 0
+    centre = change.mean(axis=1, keepdims=True)
+    B = np.hstack([A[:60].T, np.zeros((10, 1))])  # the control: embedding 0
+    K = np.linalg.solve(A.T @ A + 0.1 * np.eye(10), A.T @ (change - centre) @ B.T) @ np.linalg.inv(B @ B.T + 0.1 * np.eye(10))
+    expected = (A @ K @ A[[61, 65]].T + centre + control[:, None]).T
+    np.testing.assert_allclose(model.predict(["g61", "g65"]), expected, atol=1e-9)
+    with pytest.raises(ValueError, match="control profile"):
+        lm.fit_linear_model(Y, train, genes, pca_convention="authors")
+    with pytest.raises(ValueError, match="pca_convention"):
+        lm.fit_linear_model(Y, train, genes, pca_convention="other", control=control)
+
+
+def test_single_perturbations_without_an_embedded_target_are_left_out_and_counted(toy):
+    table = toy["table"].drop(index=["g7", "g8"])
+    control = np.zeros(len(toy["genes"]))
+    model = lm.fit_linear_model(toy["Y"], toy["train"], toy["genes"], gene_embedding=table, pert_embedding=table,
+                                pca_convention="authors", control=control)
+    assert model.excluded["target_without_embedding"] == ["g7", "g8"]
+    assert not model.fitted[[7, 8]].any() and model.fitted.sum() == 58
+    # The variant keeps them in the fit (with a zero embedding) but still counts them.
+    variant = lm.fit_linear_model(toy["Y"], toy["train"], toy["genes"], gene_embedding=table, pert_embedding=table)
+    assert variant.fitted.all() and variant.excluded["target_without_embedding"] == ["g7", "g8"]
+    with pytest.raises(ValueError, match="no training perturbation can be fitted"):
+        lm.fit_linear_model(toy["Y"][60:], toy["train"][60:], toy["genes"], pca_convention="authors", control=control)

@@ -43,8 +43,9 @@ def test_lsft_with_one_neighbour_predicts_that_neighbour(toy):
 @pytest.mark.parametrize("fraction", [0.0, 0.1])
 def test_predict_test_perturbations_is_the_full_model_or_lsft(toy, fraction):
     table = toy["table"]
-    pred, hard = lsft.predict_test_perturbations(toy["Y"], toy["train"], toy["test"], toy["genes"],
-                                                 gene_embedding="pca", pert_embedding=table, lsft_fraction=fraction)
+    out = lsft.predict_test_perturbations(toy["Y"], toy["train"], toy["test"], toy["genes"],
+                                          gene_embedding="pca", pert_embedding=table, lsft_fraction=fraction)
+    pred, hard = out.predictions, out.hardness
     model = lm.fit_linear_model(toy["Y"], toy["train"], toy["genes"], pert_embedding=table)
     if fraction:
         expected = lsft.lsft_predict(toy["Y"], toy["train"], toy["test"], toy["genes"], fractions=[fraction],
@@ -57,3 +58,28 @@ def test_predict_test_perturbations_is_the_full_model_or_lsft(toy, fraction):
     assert list(hard.columns) == ["hardness_top1pct", "hardness_top5pct", "hardness_top10pct"]
     assert list(hard.index) == toy["test"]
     np.testing.assert_array_equal(hard.to_numpy(), hardness_lib.hardness(model.embed(toy["test"]), model.embed(toy["train"])))
+
+
+def test_authors_lsft_on_every_fitted_perturbation_is_the_full_model(toy):
+    """With singles only and the whole fit set as neighbours, each refit is the full authors' model."""
+    Y, train, control = toy["Y"][:60], toy["train"][:60], np.zeros(len(toy["genes"]))
+    full = lm.fit_linear_model(Y, train, toy["genes"], pca_convention="authors", control=control)
+    local = lsft.lsft_predict_authors(Y, train, toy["test"], toy["genes"], control, fraction=1.0)
+    np.testing.assert_allclose(local, full.predict(toy["test"]), atol=1e-9)
+
+
+def test_authors_lsft_refits_on_the_nearest_fitted_perturbations(toy):
+    Y, train, test, genes = toy["Y"], toy["train"], toy["test"], toy["genes"]
+    control = np.full(len(genes), 0.5)
+    out = lsft.predict_test_perturbations(Y, train, test, genes, gene_embedding="pca", pert_embedding="pca",
+                                          lsft_fraction=0.1, pca_convention="authors", control=control)
+    full = lm.fit_linear_model(Y, train, genes, pca_convention="authors", control=control)
+    pool = np.flatnonzero(full.fitted)  # the combinations of the training set are no neighbours
+    sim = hardness_lib.cosine_similarity(full.embed(test[:1]), full.embed([train[j] for j in pool]))[0]
+    k = math.ceil(0.1 * len(pool))
+    S = pool[np.argsort(-sim, kind="stable")[:k]]
+    expected = lm.fit_linear_model(Y[S], [train[j] for j in S], genes, pca_convention="authors",
+                                   control=control).predict(test[:1])[0]
+    np.testing.assert_allclose(out.predictions[0], expected, atol=1e-10)
+    assert out.excluded["combination"] == ["g1+g2", "g3+x400"]
+    assert not np.allclose(out.predictions, full.predict(test))

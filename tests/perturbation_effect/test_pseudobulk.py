@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anndata as ad
 import numpy as np
 import pandas as pd
@@ -46,6 +48,23 @@ def test_pseudobulk_is_the_mean_per_perturbation():
     cells.obs["condition"] = "A+ctrl"
     with pytest.raises(ValueError, match="no control cells"):
         pseudobulk.pseudobulk(cells)
+
+
+def test_half_pseudobulk_averages_a_random_half_of_each_perturbations_cells():
+    rng = np.random.default_rng(0)
+    conditions = ["ctrl"] * 4 + ["A+ctrl"] * 6 + ["A+B"] * 5 + ["C+ctrl"] * 1
+    X = rng.normal(size=(len(conditions), 3))
+    cells = ad.AnnData(X=X, obs=pd.DataFrame({"condition": conditions}, index=[f"c{i}" for i in range(len(conditions))]),
+                       var=pd.DataFrame(index=["g1", "g2", "g3"]))
+    profiles, _ = pseudobulk.pseudobulk(cells)
+    means, n_half = pseudobulk.half_pseudobulk(cells, profiles, seed=1)
+    assert list(profiles.obs_names) == ["A", "A+B", "C"] and n_half.tolist() == [3, 2, 1]
+    for row, cells_of in zip(means, (X[4:10], X[10:15], X[15:16])):
+        # The mean of some subset of that perturbation's own cells, of the stated size.
+        matches = [np.allclose(row, cells_of[list(c)].mean(axis=0)) for c in itertools.combinations(range(len(cells_of)), max(1, len(cells_of) // 2))]
+        assert any(matches)
+    again, _ = pseudobulk.half_pseudobulk(cells, profiles, seed=1)
+    np.testing.assert_array_equal(means, again)
 
 
 def test_log_normalize():

@@ -6,8 +6,10 @@
   perturbations (``unseen_single``); combinations are test perturbations when one
   (``combo_seen1``) or none (``combo_seen0``) of their genes is seen, and a fraction of the
   combinations of two seen genes goes to training, the rest to test (``combo_seen2``). GEARS
-  then carves a validation set out of the training perturbations for early stopping; the task's
-  baselines have nothing to tune, so no validation set is made and those perturbations train.
+  then carves a validation set out of the training perturbations by a second simulation split of
+  them (90% of their genes seen, 90% of their two-seen-gene combinations kept): those
+  perturbations do not train, and Ahlmann-Eltze, Huber & Anders score test and validation
+  perturbations together, so they join the test file with ``split`` ``validation``.
 * :func:`logo_split`: leave one functional group out (methods appendix, "LOGO"): every perturbation
   that targets a gene of the held-out class is a test perturbation; all others train.
 * :func:`class_genes`: the genes of a functional class, from a GO biological-process term of
@@ -55,6 +57,8 @@ def simulation_split(
     train_gene_set_size: float = 0.75,
     combo_seen2_train_frac: float = 0.75,
     seed: int = 1,
+    val_gene_set_size: float = 0.0,
+    val_combo_seen2_train_frac: float = 0.9,
 ) -> pd.DataFrame:
     """GEARS's ``simulation`` split of perturbations into train and test.
 
@@ -69,12 +73,17 @@ def simulation_split(
     seed
         Seed of :func:`numpy.random.default_rng`; the draw does not depend on the input order
         (genes and combinations are sorted first).
+    val_gene_set_size, val_combo_seen2_train_frac
+        GEARS's validation carve-out (0.9 and 0.9 there): the training perturbations are split
+        again with these fractions and the same seed, and what that second split holds out gets
+        ``split`` ``validation`` (its subgroup named as in the first split). 0 makes no
+        validation set.
 
     Returns
     -------
     pandas.DataFrame
-        Indexed by perturbation (input order), with ``split`` (``train``/``test``) and
-        ``subgroup`` (``train``, ``unseen_single``, ``combo_seen0``, ``combo_seen1``,
+        Indexed by perturbation (input order), with ``split`` (``train``/``test``/``validation``)
+        and ``subgroup`` (``train``, ``unseen_single``, ``combo_seen0``, ``combo_seen1``,
         ``combo_seen2``).
 
     Raises
@@ -115,6 +124,13 @@ def simulation_split(
     frame = pd.DataFrame({"split": split, "subgroup": subgroup}, index=pd.Index([str(p) for p in perturbations]))
     if not (frame["split"] == "train").any():
         raise ValueError("the simulation split left no training perturbation")
+    if val_gene_set_size:
+        train = frame.index[frame["split"] == "train"]
+        val = simulation_split(list(train), train_gene_set_size=val_gene_set_size,
+                               combo_seen2_train_frac=val_combo_seen2_train_frac, seed=seed)
+        held = val.index[val["split"] == "test"]
+        frame.loc[held, "split"] = "validation"
+        frame.loc[held, "subgroup"] = val.loc[held, "subgroup"]
     return frame
 
 
@@ -271,8 +287,10 @@ def split_profiles(
     seed: int = 1,
     train_gene_set_size: float = 0.75,
     combo_seen2_train_frac: float = 0.75,
+    val_gene_set_size: float = 0.9,
     uns: dict | None = None,
     data_dir: str | Path | None = None,
+    half_profiles: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[ad.AnnData, ad.AnnData, ad.AnnData]:
     """Split a screen's pseudobulk into the task's files for one evaluation setting.
 
@@ -289,12 +307,15 @@ def split_profiles(
         The held-out class: ``logo_source`` as in :func:`class_genes`; ``logo_class="auto"`` takes
         the functional class with the most single perturbations (:func:`choose_logo_class`; for
         ``tf`` the class is always the transcription factors).
-    seed, train_gene_set_size, combo_seen2_train_frac
-        Of the simulation split.
+    seed, train_gene_set_size, combo_seen2_train_frac, val_gene_set_size
+        Of the simulation split (``val_gene_set_size`` 0: no validation carve-out).
     uns
         Dataset metadata (``dataset_id``, ``dataset_name``...) copied into every file.
     data_dir
         The shared data folder; needed for a LOGO split of a ``go_bp`` or ``tf`` class.
+    half_profiles
+        From :func:`perturbation_effect_lib.pseudobulk.half_pseudobulk` (rows as ``profiles``):
+        written to the solution for the ceiling control.
     """
     if not 0 <= lsft_fraction <= 1:
         raise ValueError(f"lsft_fraction must be in [0, 1], got {lsft_fraction}")
@@ -304,7 +325,8 @@ def split_profiles(
     meta["lsft_fraction"] = float(lsft_fraction)
     if split == "simulation":
         labels = simulation_split(perts, train_gene_set_size=train_gene_set_size,
-                                  combo_seen2_train_frac=combo_seen2_train_frac, seed=seed)
+                                  combo_seen2_train_frac=combo_seen2_train_frac, seed=seed,
+                                  val_gene_set_size=val_gene_set_size)
     elif split == "logo":
         if logo_source == "tf":
             name, genes = "transcription factors", tf_genes(data_dir)
@@ -315,10 +337,11 @@ def split_profiles(
         meta["heldout_class"] = name
     else:
         raise ValueError(f"unknown split {split!r}; expected simulation or logo")
-    return make_task_files(profiles, control, labels, meta)
+    return make_task_files(profiles, control, labels, meta, half_profiles=half_profiles)
 
 
-def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFrame, uns: dict) -> tuple[ad.AnnData, ad.AnnData, ad.AnnData]:
+def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFrame, uns: dict, *,
+                    half_profiles: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[ad.AnnData, ad.AnnData, ad.AnnData]:
     """The task's train, test and solution AnnData of a pseudobulk and a split.
 
     Parameters
@@ -332,13 +355,18 @@ def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFram
         From :func:`simulation_split` or :func:`logo_split`, indexed like ``profiles.obs_names``.
     uns
         Written to every file's ``uns`` (``dataset_id``, ``split``, ``lsft_fraction``...).
+    half_profiles
+        Half-cell means and their cell counts (rows as ``profiles``), written to the solution as
+        ``layers["expression_half"]`` and ``obs["n_cells_half"]``.
 
     Returns
     -------
     train, test, solution
-        ``train``: training profiles in ``X``; ``test``: the test perturbations' metadata only;
-        ``solution``: their profiles in ``layers["expression"]``. Every file carries
-        ``var["control_mean"]``. A test perturbation's profile is written nowhere but the solution.
+        ``train``: training profiles in ``X``; ``test``: the test and validation perturbations'
+        metadata only (``obs["holdout_set"]`` says which); ``solution``: their profiles in
+        ``layers["expression"]``. Every file carries ``var["control_mean"]``, and ``uns`` the
+        counts ``n_test`` and ``n_validation``. A held-out perturbation's profile is written
+        nowhere but the solution.
     """
     missing = profiles.obs_names.difference(split.index)
     if len(missing):
@@ -346,15 +374,28 @@ def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFram
     if not control.index.equals(profiles.var_names):
         raise ValueError("control profile and pseudobulk have different genes")
     labels = split.loc[profiles.obs_names]
-    is_test = (labels["split"] == "test").to_numpy()
+    unknown = sorted(set(labels["split"]) - {"train", "test", "validation"})
+    if unknown:
+        raise ValueError(f"split has unknown labels {unknown}; expected train, test or validation")
+    is_test = labels["split"].isin(["test", "validation"]).to_numpy()
     if not is_test.any() or is_test.all():
         raise ValueError("a split needs both training and test perturbations")
     columns = ["condition", "target_genes", "n_targets", "functional_class", "n_cells"]
     obs = profiles.obs[columns].copy()
     obs["subgroup"] = labels["subgroup"].to_numpy()
+    obs["holdout_set"] = labels["split"].to_numpy()
+    uns = {**uns, "n_test": int((labels["split"] == "test").sum()), "n_validation": int((labels["split"] == "validation").sum())}
     var = pd.DataFrame({"control_mean": control.to_numpy(dtype=np.float64)}, index=profiles.var_names.copy())
     X = np.asarray(profiles.X, dtype=np.float64)
-    train = ad.AnnData(X=X[~is_test], obs=obs[~is_test].copy(), var=var.copy(), uns=dict(uns))
+    train = ad.AnnData(X=X[~is_test], obs=obs[~is_test].drop(columns=["holdout_set"]), var=var.copy(), uns=dict(uns))
     test = ad.AnnData(obs=obs[is_test].drop(columns=["n_cells"]).copy(), var=var.copy(), uns=dict(uns))
-    solution = ad.AnnData(obs=obs[is_test].copy(), var=var.copy(), layers={"expression": X[is_test]}, uns=dict(uns))
+    layers = {"expression": X[is_test]}
+    sol_obs = obs[is_test].copy()
+    if half_profiles is not None:
+        half, n_half = half_profiles
+        if np.shape(half) != X.shape or len(n_half) != X.shape[0]:
+            raise ValueError(f"half profiles have shape {np.shape(half)}, expected {X.shape}")
+        layers["expression_half"] = np.asarray(half, dtype=np.float64)[is_test]
+        sol_obs["n_cells_half"] = np.asarray(n_half, dtype=np.int64)[is_test]
+    solution = ad.AnnData(obs=sol_obs, var=var.copy(), layers=layers, uns=dict(uns))
     return train, test, solution

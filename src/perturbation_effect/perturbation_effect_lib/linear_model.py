@@ -18,23 +18,43 @@ Either embedding is ``"pca"`` or a fixed gene-level table (:mod:`perturbation_ef
   only, never from the perturbation's own.
 * a table: a perturbation is the sum of its targets' rows (a target without a row contributes
   zero; :mod:`perturbation_effect_lib.perturbation_targets`).
+
+Two conventions of the training data (``pca_convention``):
+
+* ``"authors"`` (:data:`AUTHORS`), the authors' code (``run_linear_pretrained_model.R`` of the
+  paper's repository): the control condition joins the training conditions; the PCA is of their
+  *expression* with genes as observations and each condition centred across genes (so PC1 follows
+  expression level); the model is fitted to the *change from control* of the single perturbations
+  whose target has an embedding, plus the control (change 0, embedding 0), and ``b`` is the mean
+  change of that fit set plus the control profile. Combinations and perturbations whose target has
+  no embedding row are left out of the fit (and counted, :attr:`LinearModel.excluded`).
+* ``"perturbations"`` (:data:`PERTURBATIONS`): the training perturbations only; ``b`` is their mean
+  profile and the PCA is of ``Y_train - b`` (each gene centred across perturbations); every
+  training perturbation is fitted, a combination as the sum of its targets' rows and a target
+  without a row as zero (those are counted too, but stay in the fit).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from perturbation_effect_lib.embeddings import N_COMPONENTS, table_rows
-from perturbation_effect_lib.perturbation_targets import embed_perturbations
+from perturbation_effect_lib.perturbation_targets import embed_perturbations, perturbation_targets
 
-__all__ = ["N_COMPONENTS", "RIDGE", "pca_gene_scores", "ridge_core", "LinearModel", "fit_linear_model"]
+__all__ = ["N_COMPONENTS", "RIDGE", "AUTHORS", "PERTURBATIONS", "PCA_CONVENTIONS", "pca_gene_scores", "ridge_core",
+           "LinearModel", "fit_linear_model", "fit_set"]
 
 #: Ridge penalty of the paper's linear model.
 RIDGE = 0.1
+#: The authors' convention: control among the conditions, PCA of expression centred per condition.
+AUTHORS = "authors"
+#: Training perturbations only, PCA of the profiles centred per gene.
+PERTURBATIONS = "perturbations"
+PCA_CONVENTIONS = (AUTHORS, PERTURBATIONS)
 
 
 # Above this size, the top eigenpairs of a Gram matrix come from Lanczos iterations (matrix-vector
@@ -129,6 +149,12 @@ class LinearModel:
         Mean training profile.
     pert_genes, pert_table
         The gene-level table perturbations are embedded from (its genes and vectors).
+    excluded
+        Training perturbations per reason (``"combination"``, ``"target_without_embedding"``):
+        left out of the fit (``"authors"``) or fitted with a zero or partial embedding
+        (``"perturbations"``); see :func:`fit_set`.
+    fitted
+        Whether each training perturbation entered the fit.
     """
 
     genes: pd.Index
@@ -137,6 +163,8 @@ class LinearModel:
     b: np.ndarray
     pert_genes: pd.Index
     pert_table: np.ndarray
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+    fitted: np.ndarray | None = None
 
     def embed(self, perturbations: Sequence[str]) -> np.ndarray:
         """Perturbation embeddings (perturbations x d_b): sums of the targets' vectors."""
@@ -145,6 +173,40 @@ class LinearModel:
     def predict(self, perturbations: Sequence[str]) -> np.ndarray:
         """Predicted profiles, perturbations x genes."""
         return self.embed(perturbations) @ self.K.T @ self.A.T + self.b
+
+
+def fit_set(perturbations: Sequence[str], embedded_genes: pd.Index) -> tuple[np.ndarray, dict[str, list[str]]]:
+    """Which training perturbations the paper's model can be fitted to, and why the others cannot.
+
+    In the authors' code a perturbation is matched to the embedding by name, so only a single
+    perturbation whose target has an embedding row enters the fit: a combination (``"A+B"``) and a
+    target outside the table (e.g. an unmeasured gene under the PCA embedding) do not.
+
+    Parameters
+    ----------
+    perturbations
+        Training perturbation ids.
+    embedded_genes
+        Genes with a row in the perturbation-embedding table.
+
+    Returns
+    -------
+    keep, excluded
+        Boolean mask of the fit set; perturbation ids per reason (``"combination"``,
+        ``"target_without_embedding"``).
+    """
+    known = set(map(str, embedded_genes))
+    keep = np.zeros(len(perturbations), dtype=bool)
+    excluded: dict[str, list[str]] = {"combination": [], "target_without_embedding": []}
+    for i, pert in enumerate(perturbations):
+        targets = perturbation_targets(pert)
+        if len(targets) != 1:
+            excluded["combination"].append(str(pert))
+        elif targets[0] not in known:
+            excluded["target_without_embedding"].append(str(pert))
+        else:
+            keep[i] = True
+    return keep, excluded
 
 
 def fit_linear_model(
@@ -157,6 +219,8 @@ def fit_linear_model(
     n_components: int = N_COMPONENTS,
     ridge: float = RIDGE,
     gram: np.ndarray | None = None,
+    pca_convention: str = PERTURBATIONS,
+    control: np.ndarray | None = None,
 ) -> LinearModel:
     """Fit the linear model on training profiles.
 
@@ -177,33 +241,66 @@ def fit_linear_model(
         The ridge penalty.
     gram
         ``(Y - b) @ (Y - b).T`` (perturbations x perturbations, ``b`` the column means) when the
-        caller has computed it already; saves the largest product of a PCA fit.
+        caller has computed it already; saves the largest product of a PCA fit (``"perturbations"``
+        convention only).
+    pca_convention
+        ``"authors"`` or ``"perturbations"`` (module docstring).
+    control
+        The control profile (genes); required by the ``"authors"`` convention.
 
     Returns
     -------
     LinearModel
         The fit; :meth:`LinearModel.predict` predicts any perturbation from its targets.
+
+    Raises
+    ------
+    ValueError
+        For an unknown embedding or convention, a shape mismatch, a missing control profile, or
+        when no training perturbation can be fitted.
     """
     Y = np.asarray(Y, dtype=np.float64)
     genes = pd.Index(genes)
+    perturbations = [str(p) for p in perturbations]
     if Y.shape != (len(perturbations), len(genes)):
         raise ValueError(f"Y has shape {Y.shape}, expected {(len(perturbations), len(genes))} (perturbations x genes)")
-    b = Y.mean(axis=0)
-    centred = Y - b
+    if pca_convention not in PCA_CONVENTIONS:
+        raise ValueError(f"pca_convention must be one of {PCA_CONVENTIONS}, got {pca_convention!r}")
+    for name, value in (("gene_embedding", gene_embedding), ("pert_embedding", pert_embedding)):
+        if isinstance(value, str) and value != "pca":
+            raise ValueError(f"{name} must be 'pca' or a table, got {value!r}")
     uses_pca = isinstance(gene_embedding, str) or isinstance(pert_embedding, str)
-    scores = pca_gene_scores(centred, n_components, gram=gram) if uses_pca else None
-    if isinstance(gene_embedding, str):
-        if gene_embedding != "pca":
-            raise ValueError(f"gene_embedding must be 'pca' or a table, got {gene_embedding!r}")
-        A = scores
+    pert_genes = genes if isinstance(pert_embedding, str) else pd.Index(pert_embedding.index)
+    keep, excluded = fit_set(perturbations, pert_genes)
+    if pca_convention == AUTHORS:
+        if control is None:
+            raise ValueError("the authors' convention needs the control profile (control=...)")
+        control = np.asarray(control, dtype=np.float64)
+        if control.shape != (len(genes),):
+            raise ValueError(f"control has shape {control.shape}, expected ({len(genes)},)")
+        if not keep.any():
+            raise ValueError(f"no training perturbation can be fitted: {len(excluded['combination'])} combinations and "
+                             f"{len(excluded['target_without_embedding'])} single perturbations whose target has no embedding")
+        # PCA of every training condition with the control (conditions x genes), each condition
+        # centred across genes: prcomp of the genes x conditions matrix with genes as observations.
+        conditions = np.vstack([Y, control])
+        scores = pca_gene_scores(conditions - conditions.mean(axis=1, keepdims=True), n_components) if uses_pca else None
+        # The fit set's change from control, with the control itself (change 0, embedding 0).
+        change = np.vstack([Y[keep] - control, np.zeros(len(genes))])
+        centre = change.mean(axis=0)
+        centred = change - centre
+        fitted_perts = [*np.asarray(perturbations, dtype=object)[keep], None]
+        b = centre + control
     else:
-        A = table_rows(gene_embedding, genes)
-    if isinstance(pert_embedding, str):
-        if pert_embedding != "pca":
-            raise ValueError(f"pert_embedding must be 'pca' or a table, got {pert_embedding!r}")
-        pert_genes, pert_table = genes, scores
-    else:
-        pert_genes, pert_table = pd.Index(pert_embedding.index), pert_embedding.to_numpy(dtype=np.float64)
-    P = embed_perturbations(perturbations, pert_genes, pert_table)
+        b = Y.mean(axis=0)
+        centred = Y - b
+        scores = pca_gene_scores(centred, n_components, gram=gram) if uses_pca else None
+        fitted_perts = perturbations
+        keep = np.ones(len(perturbations), dtype=bool)
+    A = scores if isinstance(gene_embedding, str) else table_rows(gene_embedding, genes)
+    pert_table = scores if isinstance(pert_embedding, str) else pert_embedding.to_numpy(dtype=np.float64)
+    # The control row (None) has no target: embed_perturbations gives it the zero vector.
+    P = embed_perturbations(["" if p is None else p for p in fitted_perts], pert_genes, pert_table)
     K = ridge_core(A.T @ A, A.T @ centred.T, P, ridge)
-    return LinearModel(genes=genes, A=A, K=K, b=b, pert_genes=pert_genes, pert_table=pert_table)
+    return LinearModel(genes=genes, A=A, K=K, b=b, pert_genes=pert_genes, pert_table=pert_table,
+                       excluded=excluded, fitted=keep)

@@ -26,10 +26,19 @@ from threadpoolctl import threadpool_limits
 
 from perturbation_effect_lib.embeddings import table_rows
 from perturbation_effect_lib.hardness import LSFT_FRACTIONS, cosine_similarity, hardness, hardness_table, n_neighbours, top_neighbours
-from perturbation_effect_lib.linear_model import N_COMPONENTS, RIDGE, fit_linear_model, ridge_core
+from perturbation_effect_lib.linear_model import (
+    AUTHORS,
+    N_COMPONENTS,
+    PERTURBATIONS,
+    RIDGE,
+    LinearModel,
+    fit_linear_model,
+    ridge_core,
+)
 from perturbation_effect_lib.perturbation_targets import embed_perturbations, target_matrix
 
-__all__ = ["LSFT_FRACTIONS", "LSFTResult", "lsft_predict", "lsft_predict_reference", "predict_test_perturbations"]
+__all__ = ["LSFT_FRACTIONS", "LSFTResult", "TestPrediction", "lsft_predict", "lsft_predict_reference",
+           "lsft_predict_authors", "predict_test_perturbations"]
 
 
 @dataclass
@@ -226,6 +235,69 @@ def lsft_predict_reference(
     return out
 
 
+def lsft_predict_authors(
+    Y: np.ndarray,
+    train: Sequence[str],
+    test: Sequence[str],
+    genes: Sequence[str],
+    control: np.ndarray,
+    *,
+    fraction: float,
+    gene_embedding: str | pd.DataFrame = "pca",
+    pert_embedding: str | pd.DataFrame = "pca",
+    n_components: int = N_COMPONENTS,
+    ridge: float = RIDGE,
+) -> np.ndarray:
+    """LSFT under the authors' convention: one refit per test perturbation on its neighbours and the control.
+
+    The neighbours are the ``ceil(n_fit * fraction)`` perturbations of the full model's fit set
+    (single perturbations with an embedded target) most cosine-similar to the test perturbation in
+    the full model's perturbation-embedding space; the local model recomputes its PCA on them and
+    the control (:func:`perturbation_effect_lib.linear_model.fit_linear_model`, ``"authors"``). A
+    test perturbation without an embedding keeps the full model's prediction.
+
+    Returns
+    -------
+    numpy.ndarray
+        Test x genes.
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    train, test = list(train), list(test)
+    kwargs = dict(gene_embedding=gene_embedding, pert_embedding=pert_embedding, n_components=n_components,
+                  ridge=ridge, pca_convention=AUTHORS, control=control)
+    full = fit_linear_model(Y, train, genes, **kwargs)
+    pool = np.flatnonzero(full.fitted)
+    B_pool, B_test = full.embed([train[j] for j in pool]), full.embed(test)
+    order = top_neighbours(cosine_similarity(B_test, B_pool))
+    k = n_neighbours(len(pool), fraction)
+    pred = full.predict(test)
+    for i in np.flatnonzero(np.any(B_test != 0, axis=1)):
+        S = pool[order[i, :k]]
+        local = fit_linear_model(Y[S], [train[j] for j in S], genes, **kwargs)
+        pred[i] = local.predict([test[i]])[0]
+    return pred
+
+
+@dataclass
+class TestPrediction:
+    """What a linear method writes.
+
+    Attributes
+    ----------
+    predictions
+        Test x genes.
+    hardness
+        :func:`perturbation_effect_lib.hardness.hardness_table` in the full model's
+        perturbation-embedding space, against the perturbations it was fitted to.
+    excluded
+        Training perturbations per reason outside the paper's model (``LinearModel.excluded``).
+    """
+
+    predictions: np.ndarray
+    hardness: pd.DataFrame
+    excluded: dict[str, list[str]]
+
+
 def predict_test_perturbations(
     Y: np.ndarray,
     train: Sequence[str],
@@ -237,7 +309,9 @@ def predict_test_perturbations(
     lsft_fraction: float,
     n_components: int = N_COMPONENTS,
     ridge: float = RIDGE,
-) -> tuple[np.ndarray, pd.DataFrame]:
+    pca_convention: str = PERTURBATIONS,
+    control: np.ndarray | None = None,
+) -> TestPrediction:
     """Predict the test perturbations with the linear model, with LSFT when ``lsft_fraction`` > 0.
 
     Parameters
@@ -253,23 +327,26 @@ def predict_test_perturbations(
     lsft_fraction
         0 predicts with the model fitted on every training perturbation; a value in (0, 1] refits
         the model per test perturbation on that share of training perturbations
-        (:func:`lsft_predict`).
+        (:func:`lsft_predict` or, under the authors' convention, :func:`lsft_predict_authors`).
     n_components, ridge
         Of the model.
+    pca_convention, control
+        As in :func:`fit_linear_model` (the control profile is needed by ``"authors"``).
 
     Returns
     -------
-    predictions, hardness
-        Test x genes; and the hardness of each test perturbation in the full model's
-        perturbation-embedding space (:func:`perturbation_effect_lib.hardness.hardness_table`).
+    TestPrediction
     """
     train, test = list(train), list(test)
-    if lsft_fraction:
-        result = lsft_predict(Y, train, test, genes, fractions=[lsft_fraction], gene_embedding=gene_embedding,
-                              pert_embedding=pert_embedding, n_components=n_components, ridge=ridge)
-        predictions = result.predictions[lsft_fraction]
-    model = fit_linear_model(Y, train, genes, gene_embedding=gene_embedding, pert_embedding=pert_embedding,
-                             n_components=n_components, ridge=ridge)
+    kwargs = dict(gene_embedding=gene_embedding, pert_embedding=pert_embedding, n_components=n_components, ridge=ridge)
+    model: LinearModel = fit_linear_model(Y, train, genes, pca_convention=pca_convention, control=control, **kwargs)
     if not lsft_fraction:
         predictions = model.predict(test)
-    return predictions, hardness_table(model.embed(test), model.embed(train), test)
+    elif pca_convention == AUTHORS:
+        predictions = lsft_predict_authors(Y, train, test, genes, control, fraction=lsft_fraction, **kwargs)
+    else:
+        result = lsft_predict(Y, train, test, genes, fractions=[lsft_fraction], **kwargs)
+        predictions = result.predictions[lsft_fraction]
+    fitted = [p for p, keep in zip(train, model.fitted) if keep]
+    hard = hardness_table(model.embed(test), model.embed(fitted), test)
+    return TestPrediction(predictions=predictions, hardness=hard, excluded=model.excluded)

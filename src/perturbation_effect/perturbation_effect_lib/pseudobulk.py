@@ -41,6 +41,7 @@ __all__ = [
     "read_scperturb",
     "read_perturbseq",
     "pseudobulk",
+    "half_pseudobulk",
 ]
 
 #: The GEARS label of control cells (and the filler of single perturbations, ``A+ctrl``).
@@ -275,3 +276,51 @@ def pseudobulk(adata: ad.AnnData, *, condition_col: str = "condition", min_cells
     }, index=names.astype(str))
     profiles = ad.AnnData(X=means[keep], obs=obs, var=pd.DataFrame(index=adata.var_names.copy()))
     return profiles, control
+
+
+def half_pseudobulk(adata: ad.AnnData, profiles: ad.AnnData, *, seed: int = 0,
+                    condition_col: str = "condition") -> tuple[np.ndarray, np.ndarray]:
+    """Mean expression of a random half of each perturbation's cells (a replicate of its profile).
+
+    For a perturbation of ``n`` cells, ``floor(n / 2)`` cells (at least one) are drawn without
+    replacement. Its distance to the mean of all ``n`` cells has the same expectation, per gene,
+    as the distance of the true mean to the observed one (``sigma^2 / n`` when the halves are
+    equal), so it predicts as a perfect model would under the data's own noise: the ceiling of
+    an expression task.
+
+    Parameters
+    ----------
+    adata
+        Cells x genes, as given to :func:`pseudobulk`.
+    profiles
+        The output of :func:`pseudobulk` on ``adata`` (its rows are the perturbations to cover).
+    seed
+        Seed of :func:`numpy.random.default_rng`.
+    condition_col
+        The ``obs`` column of GEARS condition strings.
+
+    Returns
+    -------
+    means, n_cells
+        ``profiles.n_obs`` x genes half means (float64) and the cells each one averages.
+    """
+    keys = pd.Index([condition_key(tuple(sorted(parse_condition(c)))) for c in adata.obs[condition_col].astype(str)])
+    # Each perturbation's cells, grouped once (a stable sort keeps them in file order).
+    group = pd.Index(profiles.obs_names).get_indexer(keys)
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(profiles.n_obs + 1))
+    rng = np.random.default_rng(seed)
+    rows, cols = [], []
+    n_half = np.zeros(profiles.n_obs, dtype=np.int64)
+    for i, key in enumerate(profiles.obs_names):
+        cells = order[bounds[i]:bounds[i + 1]]
+        if cells.size == 0:
+            raise ValueError(f"perturbation {key!r} has no cells in the single-cell data")
+        chosen = rng.choice(cells, size=max(1, cells.size // 2), replace=False)
+        rows.extend([i] * chosen.size)
+        cols.extend(chosen.tolist())
+        n_half[i] = chosen.size
+    indicator = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(profiles.n_obs, adata.n_obs))
+    sums = indicator @ adata.X
+    sums = sums.toarray() if sp.issparse(sums) else np.asarray(sums)
+    return sums.astype(np.float64) / n_half[:, None], n_half

@@ -6,7 +6,7 @@ par = {
     "input": "resources_test/perturbation_effect/raw/gears_perturbseq.h5ad", "input_format": "auto",
     "dataset_id": "perturbseq", "dataset_name": "Perturb-seq screen", "dataset_reference": "", "dataset_license": "",
     "min_cells": 5, "n_top_genes": 0, "class_source": "go_bp", "split": "simulation", "lsft_fraction": 0.0,
-    "logo_source": "functional_class", "logo_class": "auto", "split_seed": 1,
+    "logo_source": "functional_class", "logo_class": "auto", "split_seed": 1, "val_gene_set_size": 0.9,
     "shared_data": "../shared/data", "output_train": "train.h5ad", "output_test": "test.h5ad",
     "output_solution": "solution.h5ad", "output_gene_knowledge": "gene_knowledge.parquet",
 }
@@ -17,17 +17,22 @@ sys.path.append(meta["resources_dir"])
 from perturbation_effect_lib import embeddings, gene_knowledge, pseudobulk  # noqa: E402
 from perturbation_effect_lib import holdout_splits as splits  # noqa: E402
 
+if len(par["dataset_name"]) > 30:
+    raise ValueError(f"--dataset_name {par['dataset_name']!r} heads table columns: at most 30 characters (long text goes in the summary)")
 if par["shared_data"] is None:
     raise ValueError("functional classes and gene knowledge come from the shared data: --shared_data is required")
 shared = Path(par["shared_data"])
 
 cells = pseudobulk.read_perturbseq(par["input"], par["input_format"])
 profiles, control = pseudobulk.pseudobulk(cells, min_cells=par["min_cells"])
+# A random half of each perturbation's cells: the ceiling control's prediction.
+half_means, half_cells = pseudobulk.half_pseudobulk(cells, profiles, seed=par["split_seed"])
 if par["n_top_genes"]:
     # Chosen on control cells only, so no test perturbation influences which genes are scored.
     keep = control.sort_values(ascending=False, kind="stable").index[: par["n_top_genes"]]
     keep = control.index[control.index.isin(keep)]
-    profiles, control = profiles[:, keep].copy(), control[keep]
+    columns = control.index.get_indexer(keep)
+    profiles, control, half_means = profiles[:, keep].copy(), control[keep], half_means[:, columns]
 profiles.obs["functional_class"] = splits.annotate_functional_class(list(profiles.obs_names), par["class_source"], data_dir=shared)
 print(f"{cells.n_obs} cells -> {profiles.n_obs} perturbations x {profiles.n_vars} genes", flush=True)
 
@@ -42,7 +47,8 @@ uns = {
 }
 train, test, solution = splits.split_profiles(
     profiles, control, split=par["split"], lsft_fraction=par["lsft_fraction"], logo_source=par["logo_source"],
-    logo_class=par["logo_class"], seed=par["split_seed"], uns=uns, data_dir=shared,
+    logo_class=par["logo_class"], seed=par["split_seed"], val_gene_set_size=par["val_gene_set_size"], uns=uns,
+    data_dir=shared, half_profiles=(half_means, half_cells),
 )
 # Prior knowledge of the screen's genes (measured genes and targets) for the methods that embed by it.
 knowledge = gene_knowledge.build_gene_knowledge(shared / "knowledge_graphs", embeddings.genes_to_embed(profiles.var_names, profiles.obs_names),

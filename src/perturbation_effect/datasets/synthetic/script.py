@@ -8,7 +8,7 @@ par = {
     "dataset_id": "synthetic_simulation", "n_genes": 600, "n_perturbations": 40, "n_combinations": 8,
     "n_programs": 4, "program_min_size": 8, "program_max_size": 40, "frac_unassigned": 0.2,
     "cells_per_perturbation": 20, "n_control_cells": 200, "seed": 0, "gene_source": "k562",
-    "split": "simulation", "lsft_fraction": 0.0, "logo_source": "go_bp", "logo_class": "auto", "split_seed": 1,
+    "split": "simulation", "lsft_fraction": 0.0, "logo_source": "go_bp", "logo_class": "auto", "split_seed": 1, "val_gene_set_size": 0.9,
     "shared_data": "../shared/data", "output_train": "train.h5ad", "output_test": "test.h5ad",
     "output_solution": "solution.h5ad", "output_gene_knowledge": "gene_knowledge.parquet",
 }
@@ -34,16 +34,22 @@ screen = perturb_sim.simulate_screen(
     gene_sets=kg.gene_sets("go_bp", kg_dir) if real else None,
 )
 profiles, control = pseudobulk.pseudobulk(screen.cells)
+# A random half of each perturbation's cells: the ceiling control's prediction.
+half = pseudobulk.half_pseudobulk(screen.cells, profiles, seed=par["seed"])
 profiles.obs["functional_class"] = screen.functional_class.reindex(profiles.obs_names).to_numpy()
 print(f"simulated {screen.cells.n_obs} cells, {profiles.n_obs} perturbations x {profiles.n_vars} genes", flush=True)
 
 setting = par["split"] + (f", LSFT {par['lsft_fraction']:.0%}" if par["lsft_fraction"] else "")
 if par["split"] == "logo":
     setting += f" ({par['logo_source']})"
+# The label heads table columns: at most 30 characters ("Synthetic, simulation, LSFT 10%" is the longest setting).
+label = f"Synth. {setting}"
+if len(label) > 30:
+    raise ValueError(f"dataset label {label!r} is longer than 30 characters")
 uns = {
     "dataset_id": par["dataset_id"],
-    "dataset_name": f"Synthetic K562 Perturb-seq, {setting}",
-    "dataset_summary": "Simulated CRISPRi screen with gene programs and real K562 count statistics.",
+    "dataset_name": label,
+    "dataset_summary": f"Synthetic K562 Perturb-seq, {setting}: a simulated CRISPRi screen with gene programs and real K562 count statistics.",
     "dataset_description": (
         f"{par['n_perturbations']} single and {par['n_combinations']} combined perturbations of "
         f"{par['n_genes']} genes in {par['n_programs']} programs ({'GO BP terms, Gasperini 2019 K562 baseline' if real else 'synthetic genes'}); "
@@ -56,12 +62,12 @@ uns = {
 train, test, solution = splits.split_profiles(
     profiles, control, split=par["split"], lsft_fraction=par["lsft_fraction"],
     logo_source=par["logo_source"] if real else "functional_class", logo_class=par["logo_class"],
-    seed=par["split_seed"], uns=uns, data_dir=shared,
+    seed=par["split_seed"], val_gene_set_size=par["val_gene_set_size"], uns=uns, data_dir=shared, half_profiles=half,
 )
 # Prior knowledge of the screen's genes (measured genes and targets) for the methods that embed by it.
 knowledge = gene_knowledge.build_gene_knowledge(kg_dir, embeddings.genes_to_embed(profiles.var_names, profiles.obs_names),
                                                  gene_map=shared / "perturbqa" / "k562_gw_mapping_full.json" if shared else None)
-print(f"{train.n_obs} training and {test.n_obs} test perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
+print(f"{train.n_obs} training, {train.uns['n_test']} test and {train.uns['n_validation']} validation perturbations; held-out class: {train.uns.get('heldout_class', '-')}")
 train.write_h5ad(par["output_train"], compression="gzip")
 test.write_h5ad(par["output_test"], compression="gzip")
 solution.write_h5ad(par["output_solution"], compression="gzip")

@@ -7,7 +7,7 @@ par = {
     "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
     "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
     "input_gene_knowledge": "resources_test/perturbation_effect/synthetic_simulation/gene_knowledge.parquet",
-    "output": "prediction.h5ad", "n_components": 10, "ridge": 0.1, "lsft_fraction": None,
+    "output": "prediction.h5ad", "n_components": 10, "ridge": 0.1, "pca_convention": "authors", "lsft_fraction": None,
 }
 meta = {"resources_dir": "src/perturbation_effect", "name": "linear_omnipath"}
 ## VIASH END
@@ -24,10 +24,12 @@ knowledge = gene_knowledge.read_gene_knowledge(par["input_gene_knowledge"])
 # A: the training-data PCA; B: Laplacian eigenmaps of the OmniPath signalling network, as undirected.
 pert_embedding = embeddings.spectral_embedding(gene_knowledge.graph_edges(knowledge, gene_knowledge.OMNIPATH), par["n_components"])
 
-prediction, hardness = lsft.predict_test_perturbations(
+result = lsft.predict_test_perturbations(
     prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
     gene_embedding="pca", pert_embedding=pert_embedding, n_components=par["n_components"], ridge=par["ridge"],
     lsft_fraction=prediction_files.lsft_fraction(train, par["lsft_fraction"]),
+    pca_convention=par["pca_convention"], control=train.var["control_mean"].to_numpy(),
 )
-prediction_files.write_prediction(par["output"], prediction, obs=hardness, var=train.var[[]],
-                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])
+prediction_files.write_prediction(par["output"], result.predictions, obs=result.hardness, var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"],
+                                  uns=prediction_files.fit_summary(result.excluded, par["pca_convention"]))

@@ -6,7 +6,7 @@ import anndata as ad
 par = {
     "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
     "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
-    "output": "prediction.h5ad", "n_components": 10, "ridge": 0.1, "lsft_fraction": None, "seed": 0,
+    "output": "prediction.h5ad", "n_components": 10, "ridge": 0.1, "pca_convention": "authors", "lsft_fraction": None, "seed": 0,
 }
 meta = {"resources_dir": "src/perturbation_effect", "name": "linear_random_pert"}
 ## VIASH END
@@ -22,10 +22,12 @@ test = ad.read_h5ad(par["input_test"])
 genes = embeddings.genes_to_embed(train.var_names, [*train.obs_names, *test.obs_names])
 pert_embedding = embeddings.random_embedding(genes, par["n_components"], seed=par["seed"])
 
-prediction, hardness = lsft.predict_test_perturbations(
+result = lsft.predict_test_perturbations(
     prediction_files.training_profiles(train), train.obs_names, test.obs_names, train.var_names,
     gene_embedding="pca", pert_embedding=pert_embedding, n_components=par["n_components"], ridge=par["ridge"],
     lsft_fraction=prediction_files.lsft_fraction(train, par["lsft_fraction"]),
+    pca_convention=par["pca_convention"], control=train.var["control_mean"].to_numpy(),
 )
-prediction_files.write_prediction(par["output"], prediction, obs=hardness, var=train.var[[]],
-                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])
+prediction_files.write_prediction(par["output"], result.predictions, obs=result.hardness, var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"],
+                                  uns=prediction_files.fit_summary(result.excluded, par["pca_convention"]))

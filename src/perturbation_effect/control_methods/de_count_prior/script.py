@@ -1,0 +1,24 @@
+import sys
+
+import anndata as ad
+
+## VIASH START
+par = {
+    "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
+    "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
+    "input_solution": "resources_test/perturbation_effect/synthetic_simulation/solution.h5ad",
+    "output": "prediction.h5ad",
+}
+meta = {"resources_dir": "src/perturbation_effect", "name": "de_count_prior"}
+## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import control_predictions, prediction_files  # noqa: E402
+
+train = ad.read_h5ad(par["input_train"])
+test = ad.read_h5ad(par["input_test"])
+control = train.var["control_mean"].to_numpy()
+
+prediction = control_predictions.de_count_prior(prediction_files.training_profiles(train), control, test.n_obs)
+prediction_files.write_prediction(par["output"], prediction, obs=test.obs[[]], var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])

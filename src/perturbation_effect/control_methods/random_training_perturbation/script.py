@@ -1,0 +1,25 @@
+import sys
+
+import anndata as ad
+
+## VIASH START
+par = {
+    "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
+    "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
+    "input_solution": "resources_test/perturbation_effect/synthetic_simulation/solution.h5ad",
+    "output": "prediction.h5ad", "seed": 0,
+}
+meta = {"resources_dir": "src/perturbation_effect", "name": "random_training_perturbation"}
+## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import control_predictions, prediction_files  # noqa: E402
+
+train = ad.read_h5ad(par["input_train"])
+test = ad.read_h5ad(par["input_test"])
+control = train.var["control_mean"].to_numpy()
+
+# Nothing about the test perturbation is used: a random training profile per row.
+prediction = control_predictions.random_training_profiles(prediction_files.training_profiles(train), test.n_obs, seed=par["seed"])
+prediction_files.write_prediction(par["output"], prediction, obs=test.obs[[]], var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])
