@@ -11,6 +11,7 @@ from pathlib import Path
 
 from openpert.config.viash import (
     COMPONENT_TYPES,
+    CONTROL_ROLES,
     ComponentConfig,
     ConfigError,
     read_config,
@@ -23,7 +24,6 @@ from openpert.run.viash_block import BLOCK
 LABEL_MAX = 30
 SUMMARY_MIN, SUMMARY_MAX = 15, 400
 DESCRIPTION_MIN = 30
-CONTROL_ROLES = ("positive", "negative", "baseline")
 METRIC_KEYS = ("name", "label", "summary", "description", "min", "max", "maximize")
 _DOI = re.compile(r"^10\.\d{4,9}/\S+$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -70,6 +70,9 @@ def lint_config(config: ComponentConfig) -> list[str]:
         bad("info.control", f"a control method needs one of {CONTROL_ROLES}, got {config.control!r}")
     if config.type != "control_method" and config.control is not None:
         bad("info.control", "only control methods have a control role")
+    problems.extend(seed_problems(config))
+    if config.type == "dataset":
+        problems.extend(dataset_label_problems(config))
     if config.type == "metric":
         metrics = config.metrics
         if not metrics:
@@ -121,6 +124,59 @@ def lint_config(config: ComponentConfig) -> list[str]:
     return problems
 
 
+def seed_problems(config: ComponentConfig) -> list[str]:
+    """What is wrong with a component's seed replicates (``info.seeds`` and its ``--seed`` argument)."""
+    where = str(config.path)
+    try:
+        seeds = config.seeds
+    except ConfigError as err:
+        return [str(err)]
+    if not seeds:
+        return []
+    problems = []
+    if config.type not in ("control_method", "method"):
+        problems.append(f"{where}: info.seeds: only methods and control methods run as seed replicates")
+    seed_args = [a for a in config.parameters if a.name == "seed"]
+    if not seed_args:
+        problems.append(f"{where}: info.seeds: a seeded component needs an integer argument --seed "
+                        "(each replicate runs with --seed 0, 1, ...)")
+    elif seed_args[0].type not in ("integer", "long"):
+        problems.append(f"{where}: arguments --seed: must be of type integer, got {seed_args[0].type}")
+    return problems
+
+
+def dataset_label_problems(config: ComponentConfig) -> list[str]:
+    """Labels of the datasets a dataset component declares, each at most :data:`LABEL_MAX` characters.
+
+    A dataset's label is the ``label`` (or ``dataset_name``) of an ``info.datasets`` entry, or the
+    default of the component's ``--dataset_name`` argument: the website names the dataset with it.
+    """
+    where = str(config.path)
+    problems = []
+    entries = config.info.get("datasets") or []
+    for i, entry in enumerate(entries if isinstance(entries, list) else []):
+        for key in ("label", "dataset_name"):
+            value = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(value, str) and len(value) > LABEL_MAX:
+                problems.append(f"{where}: info.datasets[{i}].{key}: {len(value)} characters; at most {LABEL_MAX}")
+    for arg in config.parameters:
+        if arg.name == "dataset_name" and isinstance(arg.default, str) and len(arg.default) > LABEL_MAX:
+            problems.append(f"{where}: arguments --dataset_name: default has {len(arg.default)} characters; "
+                            f"at most {LABEL_MAX} (it names the dataset on the website)")
+    return problems
+
+
+def task_problems(task_dir: Path) -> list[str]:
+    """Problems of a task's ``api/task_info.yaml``: headline and diagnostic metrics must partition its metrics."""
+    from openpert.config.task import Task
+
+    try:
+        task = Task(task_dir)
+        return task.metric_partition_problems()
+    except ConfigError as err:
+        return [str(err)]
+
+
 def image_problems(config: ComponentConfig) -> list[str]:
     """What keeps a component's docker engine from naming one of the project's base images.
 
@@ -147,9 +203,17 @@ def schema_problems(config: ComponentConfig) -> list[str]:
 
 def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     """Problems of the project as a whole: ``_viash.yaml`` under Viash's schema, namespace clashes."""
+    from openpert.config.task import discover_tasks
     from openpert.config.viash_schema import namespace_collisions, schema_dir, validate_project_file
 
     problems = namespace_collisions(configs)
+    try:
+        task_dirs = [t.dir for t in discover_tasks(root)]
+    except ConfigError as err:
+        problems.append(str(err))
+        task_dirs = []
+    for task_dir in task_dirs:
+        problems.extend(task_problems(task_dir))
     if not (schema_dir(root) / "package.schema.json").is_file():
         problems.append(f"{schema_dir(root)}: Viash JSON schemas not found; configs were not checked against them "
                         "(set OPENPERT_VIASH_SCHEMAS)")

@@ -181,6 +181,14 @@ class Task:
         for key in ("references", "links"):
             if not isinstance(comp.data.get(key) or {}, dict):
                 raise ConfigError(f"{comp.path}: {key} must be a mapping")
+        seeds = comp.seeds  # raises for a malformed info.seeds
+        if seeds:
+            if comp.type not in ("control_method", "method"):
+                raise ConfigError(f"{comp.path}: info.seeds: only methods and control methods run as seed replicates")
+            seed_args = [a for a in comp.parameters if a.name == "seed"]
+            if not seed_args or seed_args[0].type not in ("integer", "long"):
+                raise ConfigError(f"{comp.path}: info.seeds: a seeded component needs an integer argument --seed "
+                                  "(each replicate runs with --seed 0, 1, ...)")
         if comp.type == "metric":
             metrics = comp.metrics
             if not isinstance(metrics, list) or not all(isinstance(m, dict) and isinstance(m.get("name"), str) for m in metrics):
@@ -192,6 +200,64 @@ class Task:
             for i, entry in enumerate(entries):
                 if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
                     raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
+
+    # --- headline and diagnostic metrics ---------------------------------------------------------
+    def _metric_list(self, key: str) -> list[str] | None:
+        value = self.info.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{self.api_file('task_info.yaml')}: {key}: expected a list of metric ids, got {value!r}")
+        return list(value)
+
+    @property
+    def headline_metrics(self) -> list[str] | None:
+        """``task_info.yaml``'s ``headline_metrics``: the metric ids that enter the aggregate scores.
+
+        ``None`` when the task does not declare them (every metric then enters the aggregate, and
+        the results say so).
+        """
+        return self._metric_list("headline_metrics")
+
+    @property
+    def diagnostic_metrics(self) -> list[str] | None:
+        """``task_info.yaml``'s ``diagnostic_metrics``: metric ids shown but never aggregated."""
+        return self._metric_list("diagnostic_metrics")
+
+    def metric_partition_problems(self) -> list[str]:
+        """What keeps ``headline_metrics`` and ``diagnostic_metrics`` from partitioning the task's metrics.
+
+        Every metric id declared by a metric component of the task must be in exactly one of the two
+        lists, and both lists may only name such ids. Each problem names ``task_info.yaml``.
+        """
+        where = self.api_file("task_info.yaml")
+        try:
+            headline, diagnostic = self.headline_metrics, self.diagnostic_metrics
+        except ConfigError as err:
+            return [str(err)]
+        problems = []
+        if headline is None or diagnostic is None:
+            missing = [k for k, v in (("headline_metrics", headline), ("diagnostic_metrics", diagnostic)) if v is None]
+            problems.append(f"{where}: {', '.join(missing)}: missing; list every metric id in exactly one of "
+                            "headline_metrics (enter the aggregate) and diagnostic_metrics (shown only)")
+            headline, diagnostic = headline or [], diagnostic or []
+        if not headline and self.info.get("headline_metrics") is not None:
+            problems.append(f"{where}: headline_metrics: empty; at least one metric enters the aggregate")
+        ids = [m.get("name") for c in self.of_type("metric") for m in c.metrics if isinstance(m, dict)]
+        both = sorted(set(headline) & set(diagnostic))
+        if both:
+            problems.append(f"{where}: {', '.join(both)}: in both headline_metrics and diagnostic_metrics")
+        unknown = sorted((set(headline) | set(diagnostic)) - set(ids))
+        if unknown:
+            problems.append(f"{where}: {', '.join(unknown)}: not a metric id of any metric component of the task")
+        unlisted = sorted(set(ids) - set(headline) - set(diagnostic))
+        if unlisted and (headline or diagnostic):
+            problems.append(f"{where}: {', '.join(unlisted)}: in neither headline_metrics nor diagnostic_metrics")
+        for key, values in (("headline_metrics", headline), ("diagnostic_metrics", diagnostic)):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                problems.append(f"{where}: {key}: listed more than once: {', '.join(dupes)}")
+        return problems
 
     def of_type(self, *types: str) -> list[ComponentConfig]:
         return [c for c in self.components if c.type in types]

@@ -23,6 +23,15 @@ from openpert.config.formats import FileFormat
 
 #: Component types known to the harness (``info.type`` of a component's API file).
 COMPONENT_TYPES = ("dataset", "control_method", "method", "metric")
+#: Roles of control methods (``info.control``). Positive controls set the scale's 1 and the strongest
+#: negative control its 0; baselines are simple references, shown and ranked; adversarial controls
+#: game a metric without modelling the biology (they feed its gameability); a ceiling is a realistic
+#: upper bound under the data's own noise (it gives the metric's dynamic range).
+CONTROL_ROLES = ("positive", "negative", "baseline", "adversarial", "ceiling")
+#: Control roles that never rank among methods.
+UNRANKED_ROLES = ("positive", "negative", "adversarial", "ceiling")
+#: Most seed replicates a control may ask for (each is a job on every dataset).
+MAX_SEEDS = 100
 #: Component and dataset ids: they become folder and file names.
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -272,8 +281,28 @@ class ComponentConfig:
 
     @property
     def control(self) -> str | None:
-        """``info.control`` of a control method: positive, negative or baseline."""
+        """``info.control`` of a control method: one of :data:`CONTROL_ROLES`."""
         return self.info.get("control")
+
+    @property
+    def seeds(self) -> list[int]:
+        """Seed replicates ``0..n-1`` of ``info.seeds: n``; empty for a component run once.
+
+        A seeded component is run once per seed with ``--seed k`` and its metric values are averaged
+        over the seeds, so that a random control does not rest on one lucky draw.
+
+        Raises
+        ------
+        ConfigError
+            When ``info.seeds`` is not an integer between 1 and :data:`MAX_SEEDS`.
+        """
+        n = self.info.get("seeds")
+        if n is None:
+            return []
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
+            raise ConfigError(f"{self.path}: info.seeds: expected an integer from 1 to {MAX_SEEDS} (the number of seed "
+                              f"replicates), got {n!r}")
+        return list(range(n))
 
     @property
     def label(self) -> str:

@@ -48,6 +48,7 @@ from openpert.engines.plan import (
     plan_jobs,
 )
 from openpert.files import hash_file, write_text_atomic
+from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component
 from openpert.run.process import kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
@@ -81,6 +82,10 @@ class LocalEngine:
         self.sandbox = sandbox
         self.mode = ("bar" if sys.stderr.isatty() else "lines") if progress is None else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
+        #: dataset id -> {format id: path} of the planned datasets, for each job record's dataset digest.
+        self.dataset_files: dict[str, dict[str, str]] = {}
+        self._dataset_digests: dict[str, str] = {}
+        self._environments: dict[Path, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._done = 0
         self._total = 0
@@ -97,11 +102,16 @@ class LocalEngine:
     def run_job(self, job: Job) -> JobRecord:
         """Run (or reuse) one job and return its record. Never raises for a failure of the job."""
         record = JobRecord(job_id=job.job_id, stage=job.stage, component=job.config.name,
-                           component_type=job.config.type, dataset_id=job.dataset_id, method_id=job.method_id)
+                           component_type=job.config.type, dataset_id=job.dataset_id, method_id=job.method_id,
+                           seed=getattr(job, "seed", None), params=dict(job.params), engine="local",
+                           provenance=self._environment(job.config.root))
         log_dest = self.outdir / "logs" / f"{job.job_id}.log"
         record.log = str(log_dest.relative_to(self.outdir))
         try:
-            key = job.key(self._component_hash(job.config))
+            component_hash = self._component_hash(job.config)
+            record.component_digest = "sha256:" + component_hash
+            record.dataset_digest = self._dataset_digest(job.dataset_id)
+            key = job.key(component_hash)
         except OSError as err:
             record.exit_code, record.reason = EXIT_INVALID, f"cannot read inputs: {err}"
             return record
@@ -119,6 +129,9 @@ class LocalEngine:
                 else:
                     cached.cached = True
                     cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
+                    # Identical predictions of two seeds share a cache entry; the record is this job's.
+                    cached.seed, cached.params = record.seed, record.params
+                    cached.dataset_digest = record.dataset_digest
                     cached.outputs = published
                     cached.log = record.log
                     return cached
@@ -172,6 +185,26 @@ class LocalEngine:
             record.outputs = {k: str(self._publish(job, p)) for k, p in result.outputs.items()}
             shutil.rmtree(attempt / "run", ignore_errors=True)
         return record
+
+    def _environment(self, root: Path) -> dict[str, Any]:
+        """Code version, commit, packages and host, read once per run (and project root)."""
+        with self._lock:
+            if root not in self._environments:
+                self._environments[root] = environment_provenance(root)
+            return self._environments[root]
+
+    def _dataset_digest(self, dataset_id: str) -> str | None:
+        """Digest of the files of a dataset the plan names (``None`` for a dataset-stage job)."""
+        files = self.dataset_files.get(dataset_id)
+        if files is None:
+            return None
+        with self._lock:
+            if dataset_id in self._dataset_digests:
+                return self._dataset_digests[dataset_id]
+        digest = dataset_digest(files)
+        with self._lock:
+            self._dataset_digests[dataset_id] = digest
+        return digest
 
     def _reusable(self, record_path: Path, job_dir: Path) -> tuple[JobRecord | None, str]:
         """The cached record of a job if its outputs are exactly those it finished with.
@@ -335,6 +368,13 @@ def run_benchmark(
     """
     from openpert.results.collect import write_results
 
+    if engine == "nextflow":
+        # The whole benchmark, dataset loaders included, is one Nextflow run (engines/nextflow.py).
+        from openpert.engines.nextflow import run_nextflow_benchmark
+
+        return run_nextflow_benchmark(task, outdir, input_dir=input_dir, datasets=datasets, methods=methods,
+                                      controls=controls, metrics=metrics, resume=resume, profile=profile,
+                                      sandbox=sandbox, jobs=jobs)
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     resources = label_resources(task.root)
@@ -371,18 +411,9 @@ def run_benchmark(
     plan = make_plan(task, found, outdir, methods=methods, controls=controls, metrics=metrics)
     write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
     if engine == "local":
+        local.dataset_files = {d["id"]: d["files"] for d in plan["datasets"]}
         method_jobs, follow = plan_jobs(plan)
         records += local.run(method_jobs, then=follow)
-    elif engine == "nextflow":
-        from openpert.engines import nextflow, nextflow_trace
-
-        completed = nextflow.run_nextflow(plan, outdir / "plan.json", main_nf=task.root / "main.nf", profile=profile,
-                                          work_dir=outdir / "nextflow_work", resume=resume,
-                                          log_path=outdir / "logs" / "nextflow.log")
-        trace = outdir / "nextflow_trace.tsv"
-        if not trace.is_file():
-            raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; see {outdir / 'logs' / 'nextflow.log'}")
-        records += nextflow_trace.collect_job_records(plan, nextflow_trace.parse_trace(trace))
     else:
         raise ConfigError(f"unknown engine {engine!r}; expected local or nextflow")
     return write_results(task, plan, records, outdir, engine=engine)

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from openpert.config.formats import FormatError
-from openpert.config.project import shared_data_input
+from openpert.config.project import SHARED_DATA_ARGUMENT, shared_data_input
 from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError
-from openpert.engines.cache_keys import file_digest
+from openpert.engines.cache_keys import component_digest, file_digest
 from openpert.engines.resource_labels import parse_label_resources
 from openpert.files import hash_text, write_text_atomic
+from openpert.images import ImageError
+from openpert.images.naming import component_image_name
 from openpert.run.process import Limits
 from openpert.run.records import EXIT_INVALID, JobRecord
 from openpert.run.sandbox import needs_llm
@@ -49,7 +51,17 @@ def llm_configured() -> bool:
     return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL"))
 
 
+def _component_image(config: ComponentConfig) -> str:
+    """The image a component runs in on container executors (as ``openpert images`` names it)."""
+    try:
+        return str(component_image_name(config))
+    except ImageError as err:
+        raise ConfigError(f"{config.path}: cannot name its image: {err}") from None
+
+
 def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
+    # image and digest: the Nextflow engine runs the job in that image and hashes the digest, so
+    # that an edited script, resource, task library or pertsci re-runs it under -resume.
     return {
         "id": config.name,
         "type": config.type,
@@ -60,6 +72,21 @@ def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
         "output_names": {a.name: task.format_filename(a.format_id) for a in config.file_outputs if a.format_id},
         "params": {k: v for k, v in config.parameter_defaults().items() if v is not None},
         "labels": config.labels,
+        "seeds": config.seeds,
+        "image": _component_image(config),
+        "digest": component_digest(config),
+        "needs_llm": needs_llm(config),
+    }
+
+
+def _dataset_job_entry(task: Task, job: Job) -> dict[str, Any]:
+    """A dataset job of the plan: the loader, its parameters and inputs, where it publishes."""
+    return {
+        "id": job.dataset_id,
+        "job_id": job.job_id,
+        "component": _component_entry(task, job.config),
+        "params": {k: v for k, v in job.params.items() if v is not None},
+        "inputs": {name: str(path) for name, path in job.inputs.items()},
     }
 
 
@@ -81,6 +108,7 @@ def make_plan(
     methods: Sequence[str] | None = None,
     controls: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
+    dataset_stage: Sequence[Job] = (),
 ) -> dict[str, Any]:
     """The plan of a benchmark run (see ``docs/plan_json.md``).
 
@@ -95,8 +123,11 @@ def make_plan(
     methods, controls, metrics
         Names to keep (``None``: all). Controls are kept by default even when ``methods`` is given,
         because scaling needs them.
+    dataset_stage
+        Dataset jobs (:func:`dataset_jobs`) that the engine runs itself, before the methods (the
+        Nextflow engine runs the whole benchmark as one workflow); their datasets join ``datasets``.
     """
-    if not datasets:
+    if not datasets and not dataset_stage:
         raise ConfigError(f"{task.dir}: no datasets to benchmark")
     chosen = _select(task.of_type("control_method"), controls, "control methods", task)
     chosen += _select(task.of_type("method"), methods, "methods", task)
@@ -122,6 +153,8 @@ def make_plan(
         "repo_root": str(task.root),
         "outdir": str(Path(outdir).resolve()),
         "datasets": [{"id": d.id, "files": {k: str(v) for k, v in d.files.items()}} for d in datasets],
+        "dataset_jobs": [_dataset_job_entry(task, job) for job in dataset_stage],
+        "shared_data_argument": SHARED_DATA_ARGUMENT,
         "methods": [_component_entry(task, c) for c in chosen],
         "metrics": [_component_entry(task, c) for c in scorers],
         "skipped": skipped,
@@ -136,9 +169,9 @@ class Job:
 
     def __init__(self, *, job_id: str, stage: str, config: ComponentConfig, dataset_id: str, method_id: str | None,
                  inputs: dict[str, Path], outputs: dict[str, str], params: dict[str, Any], limits: Limits,
-                 context: dict[str, Path], allowed: set[str] | None, publish_dir: Path):
+                 context: dict[str, Path], allowed: set[str] | None, publish_dir: Path, seed: int | None = None):
         self.job_id, self.stage, self.config = job_id, stage, config
-        self.dataset_id, self.method_id = dataset_id, method_id
+        self.dataset_id, self.method_id, self.seed = dataset_id, method_id, seed
         self.inputs, self.outputs, self.params = inputs, outputs, params
         self.limits, self.context, self.allowed, self.publish_dir = limits, context, allowed, publish_dir
 
@@ -226,8 +259,19 @@ def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str]
     return jobs
 
 
+def replicate_name(method_id: str, seed: int | None) -> str:
+    """The name a method's run takes in job ids and output folders: ``<method>@seed<k>`` for a seed replicate."""
+    return method_id if seed is None else f"{method_id}@seed{seed}"
+
+
 def plan_jobs(plan: dict[str, Any]) -> tuple[list[Job], Callable[[Job, JobRecord], list[Job]]]:
-    """Method jobs of a plan, and the function that turns a finished prediction into metric jobs."""
+    """Method jobs of a plan, and the function that turns a finished prediction into metric jobs.
+
+    A method entry with ``seeds: [0, ..., n-1]`` runs once per seed and dataset, with ``--seed k``:
+    job ``<dataset>/<method>@seed<k>``, published in ``outputs/<dataset>/<method>@seed<k>/``, and
+    its metric jobs ``<dataset>/<method>@seed<k>/<metric>``. Every such job keeps ``method_id`` the
+    method's name and carries ``seed`` so that results average the replicates.
+    """
     from openpert.config.viash import read_config
 
     outdir = Path(plan["outdir"])
@@ -239,12 +283,16 @@ def plan_jobs(plan: dict[str, Any]) -> tuple[list[Job], Callable[[Job, JobRecord
         files = {k: Path(v) for k, v in ds["files"].items()}
         for entry in plan["methods"]:
             config = configs[entry["config"]]
-            jobs.append(Job(job_id=f"{ds['id']}/{entry['id']}", stage="method", config=config, dataset_id=ds["id"],
-                            method_id=entry["id"], inputs={a: files[f] for a, f in entry["inputs"].items()},
-                            outputs=entry["output_names"], params=entry["params"],
-                            limits=limits_for(entry["labels"], resources, where=entry["config"]), context=files,
-                            allowed=allowed if entry["type"] == "method" else None,
-                            publish_dir=outdir / "outputs" / ds["id"] / entry["id"]))
+            seeds = entry.get("seeds") or [None]
+            for seed in seeds:
+                name = replicate_name(entry["id"], seed)
+                params = dict(entry["params"]) if seed is None else {**entry["params"], "seed": int(seed)}
+                jobs.append(Job(job_id=f"{ds['id']}/{name}", stage="method", config=config, dataset_id=ds["id"],
+                                method_id=entry["id"], inputs={a: files[f] for a, f in entry["inputs"].items()},
+                                outputs=entry["output_names"], params=params,
+                                limits=limits_for(entry["labels"], resources, where=entry["config"]), context=files,
+                                allowed=allowed if entry["type"] == "method" else None,
+                                publish_dir=outdir / "outputs" / ds["id"] / name, seed=seed))
 
     def metric_jobs(job: Job, record: JobRecord) -> list[Job]:
         if job.stage != "method" or not record.succeeded:
@@ -252,15 +300,16 @@ def plan_jobs(plan: dict[str, Any]) -> tuple[list[Job], Callable[[Job, JobRecord
         files = {k: Path(v) for k, v in next(d for d in plan["datasets"] if d["id"] == job.dataset_id)["files"].items()}
         (prediction,) = record.outputs.values()
         files[plan["prediction_format"]] = Path(prediction)
+        name = replicate_name(job.method_id, job.seed)
         out = []
         for entry in plan["metrics"]:
             config = configs[entry["config"]]
-            out.append(Job(job_id=f"{job.dataset_id}/{job.method_id}/{entry['id']}", stage="metric", config=config,
+            out.append(Job(job_id=f"{job.dataset_id}/{name}/{entry['id']}", stage="metric", config=config,
                            dataset_id=job.dataset_id, method_id=job.method_id,
                            inputs={a: files[f] for a, f in entry["inputs"].items()}, outputs=entry["output_names"],
                            params=entry["params"], limits=limits_for(entry["labels"], resources, where=entry["config"]),
                            context=files, allowed=None,
-                           publish_dir=outdir / "outputs" / job.dataset_id / job.method_id / entry["id"]))
+                           publish_dir=outdir / "outputs" / job.dataset_id / name / entry["id"], seed=job.seed))
         return out
 
     return jobs, metric_jobs

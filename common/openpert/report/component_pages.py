@@ -34,7 +34,7 @@ from openpert.report.markup import (
     simple_table,
 )
 from openpert.report.paths import TaskPaths
-from openpert.report.task_results import TaskResults, is_control
+from openpert.report.task_results import TaskResults, is_control, is_ranked
 
 #: Component pages sit two folders below the site root: ``<task>/<kind>/<id>.html``.
 ROOT = "../../"
@@ -65,7 +65,7 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
     facts = [("Id", f"<code>{esc(mid)}</code>"), ("Kind", badge(kind, str(method.get("control") or kind)))]
     # The rank among methods, as the task page shows it (results.json also ranks the controls).
     row = next((r for r in overview_rows(results) if r.method.get("id") == method.get("id")), None)
-    if row is not None and not is_control(method) and row.row.rank is not None:
+    if row is not None and is_ranked(method) and row.row.rank is not None:
         facts.append(("Overall rank", f"{esc(format_rank(row.row.rank))} of {len(results.methods)}"))
     if overall.get("score") is not None:
         facts.append(("Mean score", esc(format_score(overall.get("score")))))

@@ -190,7 +190,7 @@ def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> str:
     desc = (
         f"Heatmap of scaled scores of {n_methods} methods and controls (rows) on {len(metrics)} "
         f"metrics and the dataset score (columns) for the dataset {name}. Darker cells score "
-        "higher; 0 is the negative control's level and 1 the positive control's. Each cell "
+        "higher; 0 is the strongest negative control's level and 1 the positive control's. Each cell "
         "prints its value; hatched cells mark failed jobs. The same numbers are in the "
         "leaderboard table."
     )

@@ -30,7 +30,8 @@ def render_index(tasks: Sequence[tuple[TaskResults, TaskPaths]]) -> str:
     body = (
         '<header class="page-header"><p class="eyebrow">Benchmark</p><h1>Results</h1>'
         f'<p class="lead">{n} task{"s" if n != 1 else ""}. Each method is scored on every dataset, '
-        "its metrics scaled between a negative control (0) and a positive control (1).</p></header>"
+        "its headline metrics scaled between the strongest negative control (0) and a positive control (1), "
+        "so that a method scores above 0 only if it beats every trivial answer.</p></header>"
         f'<ul class="task-cards" aria-label="Tasks">{cards}</ul>'
     )
     return page(title="Results", body=body, root="", description="Benchmark results by task")

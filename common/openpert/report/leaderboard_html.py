@@ -37,7 +37,10 @@ SIGNIFICANCE_LEGEND = (
     '<span class="mark" aria-hidden="true">≈</span> not significantly different from the best '
     "method (paired sign-flip permutation test, p ≥ 0.05; hover for the p-value). Raw values are "
     "shown with their 95% bootstrap confidence interval; ↑ higher is better, ↓ lower is better. "
-    "Scaled scores put the negative control at 0 and the positive control at 1.</p>"
+    "Scaled scores put the strongest negative control at 0 and the positive control at 1. "
+    '<span class="tag tag-diagnostic">diagnostic</span> metrics are shown but do not enter the score; '
+    '<span class="tag tag-gameable">gameable</span> marks a metric on which an adversarial control beats '
+    "the median method.</p>"
 )
 
 
@@ -78,7 +81,8 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
             f'<th scope="colgroup" colspan="2" class="metric-head">'
             f"{label_span(metric.get('label') or metric.get('id'), tip)} "
             f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
-            f'<span class="visually-hidden">({direction})</span></th>'
+            f'<span class="visually-hidden">({direction})</span>'
+            f"{metric_tags(results, dataset_id, metric.get('id'))}</th>"
         )
         first = "desc" if maximize else "asc"
         sub.append(
@@ -111,6 +115,46 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
     return tools + table_region(table, f"Leaderboard on {name}") + SIGNIFICANCE_LEGEND
 
 
+def metric_tags(results: TaskResults, dataset_id: str | None, metric_id: str | None, *, compact: bool = False) -> str:
+    """Tags of a metric's column head: ``diagnostic`` (not in the score) and ``gameable`` (on this dataset).
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    dataset_id
+        The dataset of the table (``None``: gameable on any dataset).
+    metric_id
+        The metric.
+    compact
+        One-character marks (``○`` diagnostic, ``⚠`` gameable) with the word for screen readers and
+        on hover, for the narrow columns of the overview.
+
+    Returns
+    -------
+    str
+        HTML, empty for a headline metric that no adversarial control games.
+    """
+    def tag(kind: str, word: str, mark: str, tip: str) -> str:
+        if compact:
+            return (f'<span class="tag tag-{kind} tag-mark" title="{esc(word)}: {esc(tip)}" aria-hidden="true">{mark}</span>'
+                    f'<span class="visually-hidden">({esc(word)})</span>')
+        return f'<span class="tag tag-{kind}" title="{esc(tip)}">{esc(word)}</span>'
+
+    tags = []
+    if not results.is_headline(metric_id):
+        tags.append(tag("diagnostic", "diagnostic", "○", "shown, not part of the score"))
+    rows = [results.gameable(dataset_id, metric_id)] if dataset_id is not None else [
+        results.gameable(str(d.get("dataset_id")), str(metric_id)) for d in results.datasets]
+    rows = [r for r in rows if r]
+    if rows:
+        worst = max(rows, key=lambda r: r.get("gameability") or 0)
+        tip = (f"{results.method_label(worst.get('adversarial_method_id'))} (adversarial) scales to "
+               f"{format_number(worst.get('gameability'))}, above the median method ({format_number(worst.get('method_median'))})")
+        tags.append(tag("gameable", "gameable", "⚠", tip))
+    return (("" if compact else " ") + " ".join(tags)) if tags else ""
+
+
 # -- cells ------------------------------------------------------------------------------------
 
 
@@ -133,8 +177,8 @@ def _table(
         bodies.append(
             f'<tbody class="band-controls" data-band="controls"><tr class="band">'
             f'<th scope="rowgroup" colspan="{ncols}">Controls '
-            '<span class="band-note">positive and negative controls bound the scale; '
-            "baselines are simple reference methods</span></th></tr>"
+            '<span class="band-note">positive and negative controls set the scale, ceilings bound it from '
+            "above and adversarial controls try to game the metrics; none of them ranks</span></th></tr>"
             f"{''.join(render(r) for r in controls)}</tbody>"
         )
     return (

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from openpert.report.formatting import failure_label
-from openpert.report.task_results import TaskResults, control_kind, is_control
+from openpert.report.task_results import TaskResults, control_kind, is_ranked
 
 
 @dataclasses.dataclass
@@ -49,8 +49,8 @@ class DatasetRow:
 
     @property
     def control(self) -> bool:
-        """True for control methods, which sit in their own band."""
-        return is_control(self.method)
+        """True for controls that do not rank, which sit in their own band."""
+        return not is_ranked(self.method)
 
 
 @dataclasses.dataclass
@@ -69,8 +69,8 @@ class OverallRow:
 
     @property
     def control(self) -> bool:
-        """True for control methods, which sit in their own band."""
-        return is_control(self.method)
+        """True for controls that do not rank, which sit in their own band."""
+        return not is_ranked(self.method)
 
 
 #: Outcomes of one method on one tested (dataset, metric), from ``comparisons``.

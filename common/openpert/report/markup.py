@@ -404,7 +404,7 @@ def page(
         f'<main id="main" class="container">\n{body}\n</main>\n'
         '<footer class="site-footer"><div class="container">'
         f"Rendered by openpert {esc(openpert.__version__)} from <code>results.json</code>. "
-        "Scores are scaled between each dataset&#x27;s negative (0) and positive (1) controls."
+        "Scores are scaled between each dataset&#x27;s strongest negative control (0) and its positive control (1)."
         "</div></footer>\n</body>\n</html>\n"
     )
 

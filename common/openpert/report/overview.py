@@ -22,7 +22,7 @@ from openpert.report.formatting import (
     format_rank,
     format_score,
 )
-from openpert.report.leaderboard_html import controls_toggle_tools
+from openpert.report.leaderboard_html import controls_toggle_tools, metric_tags
 from openpert.report.leaderboards import (
     BEST,
     TIED,
@@ -107,7 +107,8 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
         tip = plain_text(m.get("summary")) or None
         label = label_span(m.get("label") or m.get("id"), tip)
         note = (f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
-                f'<span class="visually-hidden"> ({direction})</span>')
+                f'<span class="visually-hidden"> ({direction})</span>'
+                f"{metric_tags(results, None, m.get('id'), compact=True)}")
         cols.append(_Column("Metrics", str(m.get("id")), label, "metric", note))
     if has_tests:
         cols.append(_Column("Tests", "tests", '<span title="Tests in which the method is the best or not '
@@ -318,9 +319,13 @@ def _legend(has_tests: bool) -> str:
         '<span class="legend-item"><span class="swatch failed" aria-hidden="true"></span> failed</span>'
         '<span class="legend-item"><span class="swatch partial" aria-hidden="true"></span> includes a failed job</span>'
         f'<span class="legend-item"><span class="swatch none" aria-hidden="true">{MISSING}</span> no value</span>'
+        '<span class="legend-item"><span class="tag tag-diagnostic tag-mark" aria-hidden="true">○</span> diagnostic '
+        "metric (not in the scores)</span>"
+        '<span class="legend-item"><span class="tag tag-gameable tag-mark" aria-hidden="true">⚠</span> gameable: an '
+        "adversarial control beats the median method</span>"
     )
     text = (
-        "Dataset scores are the mean over metrics; metric scores the mean over datasets; the overall score "
+        "Dataset scores are the mean over headline metrics; metric scores the mean over datasets; the overall score "
         "the mean over datasets. Failed jobs count as 0. Hover a cell for details."
     )
     if has_tests:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from openpert.report.formatting import format_count, format_timestamp
+from openpert.report.formatting import format_count, format_memory, format_timestamp
 from openpert.report.markup import badge, definition_list, esc, label_span, simple_table
 from openpert.report.task_results import TaskResults
 
@@ -113,6 +113,8 @@ def provenance_section(results: TaskResults) -> str:
             ("Commit", commit_html),
             ("Engine", engine),
             ("Sandbox", sandbox),
+            ("Host", _host(prov.get("host"))),
+            ("Packages", _packages(prov.get("packages"))),
             ("Dataset digests", _digests(prov.get("dataset_digests"), "Dataset", "table-dataset-digests",
                                          lambda key: label_span(results.dataset_label(key)))),
             ("Component digests", _digests(prov.get("component_digests"), "Component", "table-component-digests",
@@ -120,6 +122,30 @@ def provenance_section(results: TaskResults) -> str:
         ]
     )
     return facts
+
+
+def _host(value: Any) -> str:
+    """The machine of the run: CPUs, memory and platform."""
+    if not isinstance(value, dict) or not value:
+        return NOT_RECORDED
+    parts = []
+    if value.get("cpu_count") is not None:
+        parts.append(f"{esc(format_count(value['cpu_count']))} CPUs")
+    if isinstance(value.get("memory_mb"), (int, float)):
+        parts.append(f"{esc(format_memory(value['memory_mb']))} memory")
+    if value.get("platform"):
+        parts.append(f"<code>{esc(value['platform'])}</code>")
+    return ", ".join(parts) or NOT_RECORDED
+
+
+def _packages(value: Any) -> str:
+    """Package versions of the run, in a collapsed table."""
+    if not isinstance(value, dict) or not value:
+        return NOT_RECORDED
+    body = [[f"<code>{esc(name)}</code>", f"<code>{esc(version)}</code>"] for name, version in sorted(value.items())]
+    table = simple_table(f"Package versions ({len(body)})", ["Package", "Version"], body, table_id="table-packages",
+                         sortable=False)
+    return f"<details><summary>{len(body)} package{'s' if len(body) != 1 else ''}</summary>{table}</details>"
 
 
 def _digests(value: Any, what: str, table_id: str, name_html: Any) -> str:

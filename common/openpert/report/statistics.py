@@ -25,7 +25,7 @@ from openpert.report.formatting import (
 from openpert.report.markdown import render_markdown
 from openpert.report.markup import esc, label_span, short_label, simple_table, table_region
 from openpert.report.paths import TaskPaths
-from openpert.report.task_results import TaskResults, is_control
+from openpert.report.task_results import TaskResults, is_ranked
 
 #: Tables longer than this are collapsed under a summary line.
 MAX_OPEN_ROWS = 12
@@ -213,7 +213,7 @@ def pairwise_matrices(results: TaskResults, rows: list[dict[str, Any]]) -> str:
     figures = []
     for (dataset_id, metric_id), group in groups.items():
         ids = {str(r.get(k)) for r in group for k in ("method_a", "method_b")}
-        methods = sorted((m for m in ids if not is_control(results.method(m) or {})),
+        methods = sorted((m for m in ids if is_ranked(results.method(m) or {})),
                          key=lambda m: (order.get(m, len(order)), m))
         if len(methods) < 2:
             continue

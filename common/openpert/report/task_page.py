@@ -12,6 +12,7 @@ from openpert.report.formatting import (
     format_count,
     format_duration,
     format_memory,
+    format_number,
 )
 from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
@@ -68,12 +69,24 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         "overview",
         "Overview",
         overview(results, paths),
-        intro=paragraphs(
-            "Every method's scaled scores at a glance: 0 is the negative control's level and 1 the "
-            "positive control's. Methods are grouped by the statistical tests against the best "
-            "method; controls sit apart below them."
+        intro=f'<p class="scale-note">{esc(results.scale_sentence)}</p>' + paragraphs(
+            "Every method's scaled scores at a glance; only headline metrics enter the scores. Methods "
+            "and baselines are grouped by the statistical tests against the best method; the controls "
+            "that set or probe the scale sit apart below them."
         ),
     )
+    add("scale", "Scale and metrics", _scale(results))
+    if results.gameability:
+        add("gameability", "Gameability", _gameability(results),
+            intro=paragraphs("How far an answer built to game a metric, without modelling the biology, gets on "
+                             "the scale: the best adversarial control's scaled score against the median scaled "
+                             "score of the methods. A metric is flagged gameable where the adversarial answer "
+                             "beats the median method."))
+    if results.dynamic_range:
+        add("dynamic-range", "Dynamic range", _dynamic_range(results),
+            intro=paragraphs("The distance from the strongest negative control to a realistic ceiling (the best "
+                             "any method can do under the data's own noise), in standard errors of the metric. "
+                             "Ranges under 2 standard errors are flagged: the metric can barely tell methods apart."))
     about = _about(task)
     if about:
         add("about", "About the task", about)
@@ -109,6 +122,87 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         crumbs=[("All tasks", "../index.html"), (results.label, None)],
         description=plain_text(task.get("summary")),
     )
+
+
+def _scale(results: TaskResults) -> str:
+    """The scale in one sentence, the headline and diagnostic metrics, and each metric's bounds."""
+    headline = [m for m in results.metrics if results.is_headline(m.get("id"))]
+    diagnostic = [m for m in results.metrics if not results.is_headline(m.get("id"))]
+
+    def names(metrics: list[dict[str, Any]]) -> str:
+        return ", ".join(label_span(m.get("label") or m.get("id")) for m in metrics) or MISSING
+
+    parts = [
+        f'<p class="scale-note">{esc(results.scale_sentence)}</p>',
+        definition_list([("Headline metrics (in the score)", names(headline)),
+                         ("Diagnostic metrics (shown only)", names(diagnostic))]),
+    ]
+    bounds = (results.scale or {}).get("bounds") or []
+    rows = []
+    for b in bounds if isinstance(bounds, list) else []:
+        if not isinstance(b, dict):
+            continue
+        positives = ", ".join(results.method_label(m) for m in b.get("positive_method_ids") or []) or MISSING
+        rows.append([
+            label_span(results.dataset_label(b.get("dataset_id"))),
+            label_span(results.metric_label(b.get("metric_id"))),
+            (esc(format_number(b.get("hi"))), _key(b.get("hi"))),
+            esc(positives),
+            (esc(format_number(b.get("lo"))), _key(b.get("lo"))),
+            esc(results.method_label(b.get("lo_method_id")) if b.get("lo_method_id") else MISSING),
+        ])
+    if rows:
+        parts.append(simple_table(
+            f"Raw values that set the scale ({len(rows)})",
+            ["Dataset", "Metric", "1 (raw)", "Positive control", "0 (raw)", "Strongest negative control"],
+            rows, table_id="table-scale", numeric=[False, False, True, False, True, False]))
+    return "".join(parts)
+
+
+def _gameability(results: TaskResults) -> str:
+    rows = []
+    for g in results.gameability:
+        flagged = bool(g.get("gameable"))
+        kind = "headline" if g.get("headline") else "diagnostic"
+        rows.append([
+            label_span(results.dataset_label(g.get("dataset_id"))),
+            label_span(results.metric_label(g.get("metric_id"))),
+            esc(kind),
+            label_span(results.method_label(g.get("adversarial_method_id"))),
+            (esc(format_number(g.get("gameability"))), _key(g.get("gameability"))),
+            (esc(format_number(g.get("method_median"))), _key(g.get("method_median"))),
+            (esc(format_count(g.get("n_methods") or 0)), str(g.get("n_methods") or 0)),
+            (badge("gameable", "failed") if flagged else badge("no", "ok") if g.get("gameable") is False
+             else esc(MISSING), "1" if flagged else "0"),
+        ])
+    return simple_table(
+        f"Best adversarial scaled score against the median method ({len(rows)})",
+        ["Dataset", "Metric", "Kind", "Best adversarial", "Its scaled score", "Median method", "Methods", "Flag"],
+        rows, table_id="table-gameability", numeric=[False, False, False, False, True, True, True, False])
+
+
+def _dynamic_range(results: TaskResults) -> str:
+    rows = []
+    for r in results.dynamic_range:
+        small = r.get("small")
+        flag = (badge("small", "failed") if small else badge("ok", "ok") if small is False
+                else f'<span class="reason">{esc(r.get("reason") or MISSING)}</span>')
+        rows.append([
+            label_span(results.dataset_label(r.get("dataset_id"))),
+            label_span(results.metric_label(r.get("metric_id"))),
+            (esc(format_number(r.get("ceiling_raw"))), _key(r.get("ceiling_raw"))),
+            (esc(format_number(r.get("negative_raw"))), _key(r.get("negative_raw"))),
+            (esc(format_number(r.get("range"))), _key(r.get("range"))),
+            (esc(format_number(r.get("se"))), _key(r.get("se"))),
+            esc(r.get("se_source") or MISSING),
+            (esc(format_number(r.get("range_se"))), _key(r.get("range_se"))),
+            (flag, "1" if small else "0"),
+        ])
+    return simple_table(
+        f"Ceiling minus strongest negative control, in standard errors ({len(rows)})",
+        ["Dataset", "Metric", "Ceiling (raw)", "Negative (raw)", "Range", "SE", "SE from", "Range / SE", "Flag"],
+        rows, table_id="table-dynamic-range",
+        numeric=[False, False, True, True, True, True, False, True, False])
 
 
 def _count(n: int, word: str) -> str:

@@ -15,8 +15,15 @@ from typing import Any
 #: The newest ``schema_version`` this renderer knows.
 SUPPORTED_SCHEMA_VERSION = 1
 
-#: Order of control kinds in the controls band: the references first, then the baselines.
-_CONTROL_ORDER = {"positive": 0, "negative": 1, "baseline": 2}
+#: Order of control kinds in the controls band: the references of the scale first, then the probes.
+_CONTROL_ORDER = {"positive": 0, "negative": 1, "ceiling": 2, "adversarial": 3, "baseline": 4}
+#: Control roles that never rank: they set the scale (positive, negative) or probe it (adversarial, ceiling).
+UNRANKED_CONTROLS = ("positive", "negative", "adversarial", "ceiling")
+#: The scale in one sentence, for results files that do not state it.
+DEFAULT_SCALE_SENTENCE = (
+    "On each dataset and metric, 1 is the positive control's score and 0 the strongest negative control's, "
+    "so a method scores above 0 only if it beats every trivial answer."
+)
 
 
 def find_results_files(results_dir: Path) -> list[Path]:
@@ -64,6 +71,15 @@ def is_control(method: dict[str, Any]) -> bool:
     return method.get("type") == "control_method" or bool(method.get("control"))
 
 
+def is_ranked(method: dict[str, Any]) -> bool:
+    """Tell whether a method entry competes in the rankings: a method, or a baseline control.
+
+    Positive and negative controls set the scale, adversarial controls and ceilings probe it; none
+    of them ranks.
+    """
+    return not is_control(method) or method.get("control") not in UNRANKED_CONTROLS
+
+
 def control_kind(method: dict[str, Any]) -> str | None:
     """Name the kind of control a method is, for badges: ``"positive control"``, ``"baseline"``.
 
@@ -80,7 +96,7 @@ def control_kind(method: dict[str, Any]) -> str | None:
     if not is_control(method):
         return None
     kind = method.get("control")
-    if kind in ("positive", "negative"):
+    if kind in ("positive", "negative", "adversarial", "ceiling"):
         return f"{kind} control"
     if kind:
         return str(kind)
@@ -194,6 +210,42 @@ class TaskResults:
         return value if isinstance(value, dict) else {}
 
     @property
+    def gameability(self) -> list[dict[str, Any]]:
+        """Rows of the ``gameability`` table (best adversarial scaled score per dataset and metric)."""
+        return self._list("gameability")
+
+    @property
+    def dynamic_range(self) -> list[dict[str, Any]]:
+        """Rows of the ``dynamic_range`` table (ceiling to strongest negative, in standard errors)."""
+        return self._list("dynamic_range")
+
+    @property
+    def scale(self) -> dict[str, Any]:
+        """The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``."""
+        value = self.data.get("scale")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def scale_sentence(self) -> str:
+        """The scale explained in one sentence."""
+        return str(self.scale.get("description") or DEFAULT_SCALE_SENTENCE)
+
+    def is_headline(self, metric_id: str | None) -> bool:
+        """Tell whether a metric enters the aggregate scores (every metric does in older files)."""
+        headline = self.data.get("headline_metrics")
+        if isinstance(headline, list):
+            return metric_id in headline
+        metric = self.metric(metric_id) or {}
+        return metric.get("headline", True) is not False
+
+    def gameable(self, dataset_id: str, metric_id: str) -> dict[str, Any] | None:
+        """The gameability row of a dataset and metric when the metric is flagged gameable there."""
+        for row in self.gameability:
+            if row.get("dataset_id") == dataset_id and row.get("metric_id") == metric_id and row.get("gameable"):
+                return row
+        return None
+
+    @property
     def statistics(self) -> list[tuple[str, dict[str, Any]]]:
         """Task-specific analyses as ``(key, entry)`` pairs, in file order."""
         stats = self.data.get("statistics")
@@ -205,8 +257,8 @@ class TaskResults:
 
     @property
     def methods(self) -> list[dict[str, Any]]:
-        """Methods that are not controls, best overall score first (unscored last), then by label."""
-        ranked = [m for m in self.all_methods if not is_control(m)]
+        """Methods that rank (methods and baselines), best overall score first (unscored last), then by label."""
+        ranked = [m for m in self.all_methods if is_ranked(m)]
 
         def key(m: dict[str, Any]) -> tuple[int, float, str]:
             score = self.overall(m.get("id")).get("score")
@@ -218,8 +270,8 @@ class TaskResults:
 
     @property
     def controls(self) -> list[dict[str, Any]]:
-        """Control methods: positive, then negative controls, then baselines, each by label."""
-        controls = [m for m in self.all_methods if is_control(m)]
+        """Controls that do not rank: positive, negative, ceiling, then adversarial controls, each by label."""
+        controls = [m for m in self.all_methods if not is_ranked(m)]
         return sorted(controls, key=lambda m: (_CONTROL_ORDER.get(m.get("control"), 3), _label(m)))
 
     # -- lookups -------------------------------------------------------------------------------

@@ -21,10 +21,20 @@ import pandas as pd
 
 from openpert import __version__
 from openpert.config.task import Task
-from openpert.config.viash import read_config
+from openpert.config.viash import UNRANKED_ROLES, ConfigError, read_config
 from openpert.files import write_text_atomic, write_yaml_atomic
 from openpert.results.provenance import run_provenance
-from openpert.results.scoring import aggregate_scores, scale_scores
+from openpert.results.scoring import (
+    SCALE_SENTENCE,
+    QCFlag,
+    aggregate_scores,
+    average_seeds,
+    dynamic_range_flags,
+    dynamic_range_table,
+    gameability_flags,
+    gameability_table,
+    scale_scores,
+)
 from openpert.run.records import JobRecord
 
 SCHEMA_VERSION = 1
@@ -107,7 +117,7 @@ def _dataset_uns(files: dict[str, str]) -> tuple[dict, list[str]]:
     return {}, problems
 
 
-def _component_meta(config_path: str, params: dict) -> dict:
+def _component_meta(config_path: str, params: dict, seeds: list | None = None) -> dict:
     config = read_config(config_path)
     refs = config.data.get("references") or {}
     return {
@@ -120,6 +130,7 @@ def _component_meta(config_path: str, params: dict) -> dict:
         "references": {"doi": list(np.atleast_1d(refs.get("doi", []))), "bibtex": list(np.atleast_1d(refs.get("bibtex", [])))},
         "links": config.data.get("links") or {},
         "parameters": params,
+        "seeds": list(seeds or []),
         "engines": config.engines,
         "config": _relative_config(config),
     }
@@ -134,7 +145,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     from openpert.results.resampling import bootstrap_ci, compare_to_best
 
     outdir = Path(outdir)
-    methods = [_component_meta(e["config"], e["params"]) for e in plan["methods"]]
+    methods = [_component_meta(e["config"], e["params"], e.get("seeds")) for e in plan["methods"]]
     controls = {m["id"]: m["control"] for m in methods}
     metric_rows: list[dict] = []
     maximize: dict[str, bool] = {}
@@ -155,12 +166,29 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                 "config": _relative_config(config),
             })
 
+    headline_flags: list[QCFlag] = []
+    try:
+        headline = task.headline_metrics
+    except ConfigError as err:
+        # A malformed list must not cost the run its results: every metric counts, and QC says why.
+        headline = None
+        headline_flags.append(QCFlag("headline_metrics_invalid", str(err)))
+    if headline is None:
+        # An undeclared split must not hide a metric from the aggregate: every metric counts, and the
+        # results say the task has not chosen its headline.
+        headline = sorted(maximize)
+        if not headline_flags:
+            headline_flags.append(QCFlag("headline_metrics_undeclared", "task_info.yaml declares no headline_metrics: "
+                                         "every metric enters the aggregate scores"))
+    for row in metric_rows:
+        row["headline"] = row["id"] in set(headline)
+
     # A failed method's metrics never run; its own failure says why, so their records add nothing.
     failed_methods = {(r.dataset_id, r.method_id) for r in records if r.stage == "method" and not r.succeeded}
     records = [r for r in records if not (r.stage == "metric" and (r.dataset_id, r.method_id) in failed_methods)]
     failures = [r for r in records if not r.succeeded]
     raw_rows: list[dict] = []
-    items: dict[tuple[str, str, str], pd.Series] = {}
+    seeded_items: dict[tuple[str, str, str], list[pd.Series]] = {}
     score_uns: list[dict] = []
     for rec in records:
         if rec.stage != "metric" or not rec.succeeded:
@@ -182,22 +210,39 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             continue
         score_uns.append(_clean({k: v for k, v in uns.items() if not isinstance(v, dict)}))
         for metric_id, value in raw.items():
-            raw_rows.append({"dataset_id": rec.dataset_id, "method_id": rec.method_id, "metric_id": metric_id, "raw": value})
+            raw_rows.append({"dataset_id": rec.dataset_id, "method_id": rec.method_id, "metric_id": metric_id, "raw": value,
+                             "seed": rec.seed})
         for column in per_item.columns if per_item is not None else []:
-            items[(rec.dataset_id, rec.method_id, column)] = per_item[column].astype(float)
+            seeded_items.setdefault((rec.dataset_id, rec.method_id, column), []).append(per_item[column].astype(float))
+    # A seeded control's per-item values are the mean over its seeds, item by item.
+    items = {key: (series[0] if len(series) == 1 else pd.concat(series, axis=1).mean(axis=1))
+             for key, series in seeded_items.items()}
 
-    raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw"])
-    scaled, flags = scale_scores(raw_df, controls, maximize)
+    raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"])
+    averaged = average_seeds(raw_df)
+    scaled, flags = scale_scores(averaged, controls, maximize)
+    flags = headline_flags + flags
     dataset_ids = [d["id"] for d in plan["datasets"]]
-    dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods)
-    # Ranks compare methods; controls are references and get none.
-    is_method = {m["id"]: m["type"] == "method" for m in methods}
+    dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods,
+                                               headline=headline)
+    method_types = {m["id"]: m["type"] for m in methods}
+    gameability = gameability_table(scaled, controls, method_types, headline)
+    dynamic_range = dynamic_range_table(averaged, scaled, controls, maximize,
+                                        range_standard_errors(scaled, controls, items))
+    flags += gameability_flags(gameability) + dynamic_range_flags(dynamic_range)
+    # Ranks compare methods and baselines; the other controls bound or probe the scale and get none.
+    is_method = {m["id"]: m["control"] not in UNRANKED_ROLES for m in methods}
     for frame, by in ((overall, None), (dataset_scores, "dataset_id")):
         mask = frame["method_id"].map(is_method).fillna(False).astype(bool)
         ranked = frame.loc[mask].groupby(by)["score"] if by else frame.loc[mask, "score"]
         frame["rank"] = np.nan
         frame.loc[mask, "rank"] = ranked.rank(ascending=False, method="min", na_option="bottom")
 
+    provenance = run_provenance(task, plan)
+    components_metrics: dict[str, list[str]] = {}
+    for row in metric_rows:
+        components_metrics.setdefault(row["component"], []).append(row["id"])
+    row_provenance = score_provenance(records, provenance, engine, components_metrics)
     scores = []
     for row in scaled.itertuples(index=False):
         values = items.get((row.dataset_id, row.method_id, row.metric_id))
@@ -207,11 +252,19 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             boot = bootstrap_ci(values.to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
             ci_low, ci_high, n_items = boot.low, boot.high, boot.n
         scores.append({"dataset_id": row.dataset_id, "method_id": row.method_id, "metric_id": row.metric_id,
-                       "raw": row.raw, "scaled": row.scaled, "ci_low": ci_low, "ci_high": ci_high, "n_items": n_items})
+                       "raw": row.raw, "scaled": row.scaled, "scaled_openproblems": row.scaled_openproblems,
+                       "ci_low": ci_low, "ci_high": ci_high, "n_items": n_items,
+                       "n_seeds": row.n_seeds, "raw_sd": row.raw_sd, "raw_seeds": row.raw_seeds,
+                       "headline": row.metric_id in set(headline),
+                       "provenance": row_provenance.get((row.dataset_id, row.method_id, row.metric_id), {})})
+    scale = [{"dataset_id": d, "metric_id": m, "hi": g["scale_hi"].iloc[0], "lo": g["scale_lo"].iloc[0],
+              "lo_method_id": g["scale_lo_method"].iloc[0],
+              "positive_method_ids": sorted(g.loc[g["method_id"].map(controls.get) == "positive", "method_id"])}
+             for (d, m), g in scaled.groupby(["dataset_id", "metric_id"], sort=True)]
 
-    # Paired tests against the best method; positive and negative controls are references, not contenders.
+    # Paired tests against the best method; only methods and baselines compete.
     comparisons = []
-    contenders = [m["id"] for m in methods if m["control"] not in ("positive", "negative")]
+    contenders = [m["id"] for m in methods if m["control"] not in UNRANKED_ROLES]
     for dataset_id in dataset_ids:
         for metric_id in sorted(maximize):
             table = {m: items[(dataset_id, m, metric_id)] for m in contenders if (dataset_id, m, metric_id) in items}
@@ -253,7 +306,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             merged.update(plan["resources"].get(label, {}))
         limits[entry["id"]] = merged
     resources = [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
-                  "method_id": r.method_id, "metric_component": r.component if r.stage == "metric" else None,
+                  "method_id": r.method_id, "seed": r.seed, "metric_component": r.component if r.stage == "metric" else None,
                   "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
                   "peak_memory_mb": r.peak_memory_mb, "time_limit_s": limits.get(r.component, {}).get("time_s"),
                   "memory_limit_mb": limits.get(r.component, {}).get("memory_mb"), "sandbox": r.sandbox} for r in records]
@@ -262,13 +315,18 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         "openpert_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "engine": engine,
-        "provenance": run_provenance(task, plan),
+        "provenance": provenance,
         "task": {k: task.info.get(k) for k in ("name", "label", "summary", "description", "motivation", "references", "links")}
         | {"name": task.name},
         "datasets": datasets_meta,
         "methods": methods,
         "metrics": metric_rows,
+        "headline_metrics": list(headline),
+        "diagnostic_metrics": [m for m in maximize if m not in set(headline)],
+        "scale": {"convention": "strict", "description": SCALE_SENTENCE, "bounds": scale},
         "scores": scores,
+        "gameability": gameability,
+        "dynamic_range": dynamic_range,
         "dataset_scores": dataset_scores.to_dict("records"),
         "overall": overall.to_dict("records"),
         "comparisons": comparisons,
@@ -294,6 +352,109 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     write_yaml_atomic(outdir / "dataset_uns.yaml", datasets_meta)
     write_text_atomic(outdir / "trace.tsv", _trace_tsv(records))
     return results
+
+
+def range_standard_errors(
+    scaled: pd.DataFrame, controls: dict[str, str | None], items: dict[tuple[str, str, str], pd.Series],
+) -> dict[tuple[str, str], tuple[float, str]]:
+    """Bootstrap standard error of the ceiling-minus-strongest-negative difference, per (dataset, metric).
+
+    Uses the per-item values of the metric (the ``obs`` column named by its id in the score files),
+    paired over the items both controls scored when they share them (the difference of the means
+    is then the mean of the differences, and pairing removes the items' common difficulty), else
+    combined as ``sqrt(se_ceiling² + se_negative²)``. Pairs without per-item values are absent:
+    :func:`openpert.results.scoring.dynamic_range_table` falls back to the seed standard deviation.
+    """
+    from openpert.results.resampling import bootstrap_ci
+
+    out: dict[tuple[str, str], tuple[float, str]] = {}
+    role = scaled["method_id"].map(controls.get)
+    for (dataset_id, metric_id), group in scaled.groupby(["dataset_id", "metric_id"], sort=True):
+        ceilings = group.loc[role.loc[group.index] == "ceiling", "method_id"].tolist()
+        negative = group["scale_lo_method"].dropna()
+        if not ceilings or negative.empty:
+            continue
+        ceiling_values = [items[(dataset_id, c, metric_id)] for c in ceilings if (dataset_id, c, metric_id) in items]
+        neg_values = items.get((dataset_id, str(negative.iloc[0]), metric_id))
+        if len(ceiling_values) != len(ceilings) or neg_values is None:
+            continue
+        ceiling = ceiling_values[0] if len(ceiling_values) == 1 else pd.concat(ceiling_values, axis=1).mean(axis=1)
+        paired = pd.concat([ceiling.rename("c"), neg_values.rename("n")], axis=1, join="inner").dropna()
+        if len(paired) >= 2 and ceiling.index.is_unique and neg_values.index.is_unique:
+            diff = (paired["c"] - paired["n"]).to_numpy()
+            out[(dataset_id, metric_id)] = (bootstrap_ci(diff, n_boot=N_BOOT, seed=BOOTSTRAP_SEED).se, "bootstrap_paired")
+        else:
+            se_c = bootstrap_ci(ceiling.to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED).se
+            se_n = bootstrap_ci(neg_values.to_numpy(), n_boot=N_BOOT, seed=BOOTSTRAP_SEED).se
+            out[(dataset_id, metric_id)] = (math.sqrt(se_c**2 + se_n**2), "bootstrap")
+    return out
+
+
+def score_provenance(records: Sequence[JobRecord], run: dict, engine: str,
+                     metric_ids: dict[str, list[str]]) -> dict[tuple[str, str, str], dict]:
+    """Provenance of each ``scores`` row: the method and metric jobs behind it and where they ran.
+
+    A row's method jobs are one per seed replicate; its metric jobs those of the metric component
+    that reported the row's metric. Code version, commit and dirty flag, packages and host come from
+    the job records (a resumed run may reuse jobs of an earlier commit, and then says so), with the
+    run's own values for an engine that did not record them.
+
+    Parameters
+    ----------
+    records
+        The run's job records.
+    run
+        The run-level ``provenance`` object (:func:`openpert.results.provenance.run_provenance`).
+    engine
+        The engine of the run.
+    metric_ids
+        Metric component name -> the metric ids it reports.
+    """
+    by_method: dict[tuple[str, str], list[JobRecord]] = {}
+    for r in records:
+        if r.stage == "method":
+            by_method.setdefault((r.dataset_id, r.method_id), []).append(r)
+    out: dict[tuple[str, str, str], dict] = {}
+    for r in records:
+        if r.stage != "metric" or not r.succeeded:
+            continue
+        method_jobs = sorted(by_method.get((r.dataset_id, r.method_id), []), key=lambda j: (j.seed is None, j.seed or 0))
+        metric_jobs = [r]
+        for metric_id in metric_ids.get(r.component, []):
+            key = (r.dataset_id, r.method_id, metric_id)
+            entry = out.setdefault(key, {"method_jobs": [], "metric_jobs": []})
+            entry["method_jobs"] = [_job_provenance(j, run, engine) for j in method_jobs]
+            entry["metric_jobs"].extend(_job_provenance(j, run, engine) for j in metric_jobs)
+    for entry in out.values():
+        entry["metric_jobs"].sort(key=lambda j: (j["seed"] is None, j["seed"] or 0))
+        entry["seeds"] = [j["seed"] for j in entry["method_jobs"] if j["seed"] is not None]
+        entry["wall_time_s"] = _total([j["duration_s"] for j in entry["method_jobs"] + entry["metric_jobs"]])
+        entry["peak_memory_mb"] = _peak([j["peak_memory_mb"] for j in entry["method_jobs"] + entry["metric_jobs"]])
+    return out
+
+
+def _job_provenance(record: JobRecord, run: dict, engine: str) -> dict:
+    env = record.provenance or {}
+    return {
+        "job_id": record.job_id, "component": record.component, "seed": record.seed, "params": record.params,
+        "code_version": env.get("code_version", run.get("code_version")),
+        "commit": env.get("commit", run.get("commit")), "dirty": env.get("dirty", run.get("dirty")),
+        "component_digest": record.component_digest or run.get("component_digests", {}).get(record.component),
+        "dataset_digest": record.dataset_digest or run.get("dataset_digests", {}).get(record.dataset_id),
+        "engine": record.engine or engine, "sandbox": record.sandbox, "cached": record.cached,
+        "packages": env.get("packages", run.get("packages")), "host": env.get("host", run.get("host")),
+        "duration_s": record.duration_s, "peak_memory_mb": record.peak_memory_mb,
+    }
+
+
+def _total(values: list) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return round(sum(known), 4) if known else None
+
+
+def _peak(values: list) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return max(known) if known else None
 
 
 def regression_table(specs: Sequence[dict], items: dict, dataset_ids: Sequence[str], methods: Sequence[str]) -> list[dict]:

@@ -1,7 +1,11 @@
-"""Where a run's results come from: the code's commit, and digests of its components and datasets."""
+"""Where a run's results come from: the code's commit, the environment, digests of components and datasets."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import os
+import platform
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,6 +15,12 @@ from openpert.config.task import Task
 from openpert.config.viash import ConfigError
 from openpert.engines.cache_keys import component_digest, file_digest
 from openpert.files import hash_text
+
+#: Distributions whose versions decide the numbers a job produces; only those installed are listed.
+TRACKED_PACKAGES = (
+    "numpy", "scipy", "pandas", "anndata", "scanpy", "h5py", "scikit-learn", "statsmodels", "torch",
+    "torch-geometric", "transformers", "sentence-transformers", "networkx", "pyarrow", "rouge-score",
+)
 
 
 def git_state(root: Path) -> tuple[str | None, bool | None]:
@@ -48,9 +58,76 @@ def run_provenance(task: Task, plan: Mapping[str, Any]) -> dict[str, Any]:
             continue  # a component that cannot be read again has no digest to show; it is already a failure
     datasets = {}
     for ds in plan["datasets"]:
-        files = sorted(ds["files"].items())
         try:
-            datasets[ds["id"]] = "sha256:" + hash_text(*(f"{fid}:{file_digest(Path(path))}" for fid, path in files))
+            datasets[ds["id"]] = dataset_digest(ds["files"])
         except OSError:
             continue  # an unreadable dataset is reported as a failed dataset job; it has no digest
-    return {"commit": commit, "dirty": dirty, "component_digests": components, "dataset_digests": datasets}
+    env = environment_provenance(Path(task.root))
+    return {"code_version": env["code_version"], "commit": commit, "dirty": dirty, "packages": env["packages"],
+            "host": env["host"], "component_digests": components, "dataset_digests": datasets}
+
+
+@functools.lru_cache(maxsize=8)
+def _package_versions(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    versions = [("python", platform.python_version())]
+    for name in names:
+        try:
+            versions.append((name, importlib.metadata.version(name)))
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return tuple(versions)
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str]:
+    """Versions of the installed distributions among ``names`` (and Python), from their metadata.
+
+    Reading ``importlib.metadata`` costs no import of the packages themselves, so this is cheap
+    even for torch, and it is done once per process. A distribution that is not installed is
+    simply absent.
+    """
+    return dict(_package_versions(tuple(names)))
+
+
+def host_info() -> dict[str, Any]:
+    """The machine a run happens on: CPU count, total memory (MB), platform and Python.
+
+    ``memory_mb`` is read from ``/proc/meminfo`` (Linux) or ``sysconf``; ``None`` where neither
+    says.
+    """
+    memory_mb: float | None = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    memory_mb = round(int(line.split()[1]) / 1024, 1)
+                    break
+    except OSError:
+        try:
+            memory_mb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20, 1)
+        except (ValueError, OSError, AttributeError):
+            memory_mb = None
+    return {"cpu_count": os.cpu_count(), "memory_mb": memory_mb, "platform": platform.platform(),
+            "python": platform.python_version()}
+
+
+def environment_provenance(root: Path) -> dict[str, Any]:
+    """What a job record carries about where it ran: code version, commit, packages and host.
+
+    The git state is read at each call (an engine calls this once per run and shares it among its
+    jobs); package versions are read once per process.
+
+    Returns
+    -------
+    dict
+        ``code_version``, ``commit``, ``dirty``, ``packages`` and ``host``.
+    """
+    from openpert import __version__
+
+    commit, dirty = git_state(Path(root))
+    return {"code_version": __version__, "commit": commit, "dirty": dirty, "packages": package_versions(),
+            "host": host_info()}
+
+
+def dataset_digest(files: Mapping[str, str | Path]) -> str:
+    """``sha256:`` digest of a dataset: its files' content digests, keyed by format id."""
+    return "sha256:" + hash_text(*(f"{fid}:{file_digest(Path(path))}" for fid, path in sorted(files.items())))

@@ -78,6 +78,9 @@ class BootstrapResult:
         Number of items used.
     n_boot
         Number of bootstrap replicates drawn.
+    se
+        Bootstrap standard error: the standard deviation (``ddof=1``) of the statistic over the
+        replicates; 0 with one item, NaN with none.
     """
 
     estimate: float
@@ -85,6 +88,7 @@ class BootstrapResult:
     high: float
     n: int
     n_boot: int
+    se: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,8 @@ class BootstrapMatrixResult:
         Number of complete rows (items) used.
     n_boot
         Number of bootstrap replicates drawn.
+    se
+        Per-column bootstrap standard errors (see :class:`BootstrapResult`), or None.
     """
 
     estimate: np.ndarray
@@ -106,6 +112,7 @@ class BootstrapMatrixResult:
     high: np.ndarray
     n: int
     n_boot: int
+    se: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -241,17 +248,17 @@ def _bootstrap_columns(
     seed: int | None,
     statistic: str,
     chunk_size: int | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Shared engine: ``values`` is complete, shape ``(n, k)``; returns per-column arrays."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Shared engine: ``values`` is complete, shape ``(n, k)``; returns per-column estimate, low, high, se."""
     n, k = values.shape
     if n == 0:
         nan = np.full(k, np.nan)
-        return nan, nan.copy(), nan.copy()
+        return nan, nan.copy(), nan.copy(), nan.copy()
     func = _STATISTICS[statistic]
     estimate = func(values, axis=0)
     if n == 1:
         # Every resample is the single item, so the interval is the point.
-        return estimate, estimate.copy(), estimate.copy()
+        return estimate, estimate.copy(), estimate.copy(), np.zeros(k)
 
     rng = np.random.default_rng(seed)
     replicates = np.empty((n_boot, k))
@@ -262,7 +269,7 @@ def _bootstrap_columns(
         replicates[start : start + size] = func(values[idx], axis=1)
         start += size
     low, high = _percentile_interval(replicates, alpha)
-    return estimate, low, high
+    return estimate, low, high, replicates.std(axis=0, ddof=1) if n_boot > 1 else np.zeros(k)
 
 
 def bootstrap_ci(
@@ -329,6 +336,7 @@ def bootstrap_ci(
         high=float(res.high[0]),
         n=res.n,
         n_boot=res.n_boot,
+        se=float(res.se[0]),
     )
 
 
@@ -374,10 +382,10 @@ def bootstrap_ci_matrix(
     if statistic not in _STATISTICS:
         raise ValueError(f"`statistic` must be one of {tuple(_STATISTICS)}, got {statistic!r}.")
     arr = arr[~np.isnan(arr).any(axis=1)]
-    estimate, low, high = _bootstrap_columns(
+    estimate, low, high, se = _bootstrap_columns(
         arr, n_boot=n_boot, alpha=alpha, seed=seed, statistic=statistic, chunk_size=chunk_size
     )
-    return BootstrapMatrixResult(estimate=estimate, low=low, high=high, n=arr.shape[0], n_boot=n_boot)
+    return BootstrapMatrixResult(estimate=estimate, low=low, high=high, n=arr.shape[0], n_boot=n_boot, se=se)
 
 
 # ---------------------------------------------------------------------------

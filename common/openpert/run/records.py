@@ -28,7 +28,8 @@ class JobRecord:
     ----------
     job_id
         ``<dataset_id>/<method_id>`` for a method, ``<dataset_id>/<method_id>/<metric_id>`` for a
-        metric, ``<dataset_id>`` for a dataset job.
+        metric, ``<dataset_id>`` for a dataset job. A seeded control runs once per seed:
+        ``<dataset_id>/<method_id>@seed<k>`` (and ``.../<metric_id>`` for its metric jobs).
     stage
         ``"dataset"``, ``"method"`` (control methods included) or ``"metric"``.
     component
@@ -60,6 +61,21 @@ class JobRecord:
     sandbox
         How the job's process was confined (``RunResult.sandbox``: ``bubblewrap``), ``none`` when
         it ran unconfined or never ran.
+    seed
+        The seed replicate ``k`` of a seeded control (``info.seeds``) and of the metric jobs scoring
+        it; ``None`` for a job that is not a replicate. ``method_id`` stays the control's name.
+    params
+        The parameter values the job ran with (``--seed`` included).
+    component_digest, dataset_digest
+        ``sha256:`` digests of the component (config and resources, as the cache key hashes them)
+        and of the dataset's files the job was planned on.
+    engine
+        ``local`` or ``nextflow``.
+    provenance
+        Where the job ran: ``code_version``, ``commit``, ``dirty``, ``packages`` (name -> version of
+        the importable scientific packages), ``host`` (``cpu_count``, ``memory_mb``, ``platform``,
+        ``python``); see :func:`openpert.results.provenance.environment_provenance`. Empty when
+        the engine did not record it.
     """
 
     job_id: str
@@ -79,6 +95,12 @@ class JobRecord:
     cached: bool = False
     output_sha256: dict[str, str] = dataclasses.field(default_factory=dict)
     sandbox: str = "none"
+    seed: int | None = None
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    component_digest: str | None = None
+    dataset_digest: str | None = None
+    engine: str | None = None
+    provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -125,4 +147,9 @@ class JobRecord:
             value = getattr(record, name)
             if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
                 raise ValueError(f"{path}: {name} must map output names to strings")
+        if record.seed is not None and (isinstance(record.seed, bool) or not isinstance(record.seed, int)):
+            raise ValueError(f"{path}: seed must be an integer or null, got {record.seed!r}")
+        for name in ("params", "provenance"):
+            if not isinstance(getattr(record, name), dict):
+                raise ValueError(f"{path}: {name} must be a JSON object")
         return record

@@ -65,10 +65,10 @@ def test_scaling_matches_hand_computation(runs):
         assert row["score"] == pytest.approx(sum(values) / 3)
     overall = {o["method_id"]: o for o in clean["overall"]}
     assert overall["truth"]["score"] == pytest.approx(1.0) and overall["zeros"]["score"] == pytest.approx(0.0)
-    # ranks order methods only; controls are references
-    assert overall["truth"]["rank"] is None
+    # ranks order methods and baselines; the controls that set the scale are references
+    assert overall["truth"]["rank"] is None and overall["zeros"]["rank"] is None
     ranks = sorted((o["rank"], o["method_id"]) for o in clean["overall"] if o["rank"] is not None)
-    assert [m for _, m in ranks] == sorted(GOOD, key=lambda m: -overall[m]["score"]) and ranks[0][0] == 1
+    assert [m for _, m in ranks] == sorted([*GOOD, "train_mean"], key=lambda m: -overall[m]["score"]) and ranks[0][0] == 1
 
 
 def test_results_files(runs):

@@ -1,10 +1,12 @@
 """A realistic task results folder for the website tests.
 
-Two datasets; a positive control, a negative control and a baseline; three methods, of which one
+Two datasets; a positive control, a negative control, a baseline, an adversarial control and a
+ceiling; three methods, of which one
 runs out of memory (exit 137) on one dataset and one runs out of time (exit 143) on the other; three
 metrics, one to minimise; bootstrap CIs, permutation comparisons, QC flags, resources, a failed
 metric job, task-specific statistics (one of them pairwise tests between methods) and the run's
-provenance. Scores are derived from the controls exactly as the schema says, so the numbers are
+provenance; one diagnostic metric, and gameability and dynamic-range tables computed as the schema
+says. Scores are derived from the controls exactly as the schema says, so the numbers are
 internally consistent. Some texts carry HTML to test escaping, and Markdown to test its rendering;
 one dataset name is longer than a label may be.
 """
@@ -46,7 +48,12 @@ METHODS: list[tuple[str, str, str | None, float]] = [
     ("mlp", "MLP", None, 0.62),
     ("gat", "Graph attention", None, 0.60),
     ("big_llm", "Big LLM & co", None, 0.71),
+    ("prevalence_game", "Prevalence game", "adversarial", 0.66),
+    ("half_cells", "Half the cells", "ceiling", 0.93),
 ]
+
+#: Metrics shown but not aggregated.
+DIAGNOSTIC = ("brier",)
 
 #: id, component, label, maximize, value of the negative and of the positive control.
 METRICS: list[tuple[str, str, str, bool, float, float]] = [
@@ -150,7 +157,7 @@ def build_results(
             values = [
                 min(1.0, max(0.0, by_key[(mid, m[0])]["scaled"]))
                 for m in METRICS
-                if (mid, m[0]) in by_key
+                if (mid, m[0]) in by_key and m[0] not in DIAGNOSTIC
             ]
             dataset_scores.append(
                 {
@@ -336,10 +343,42 @@ def build_results(
             },
         },
     }
+    gameability, dynamic_range = [], []
+    for did, _, _ in DATASETS:
+        for metric_id, _, _, maximize, _, _ in METRICS:
+            cells = {s["method_id"]: s for s in scores if (s["dataset_id"], s["metric_id"]) == (did, metric_id)}
+            real = sorted(cells[m]["scaled"] for m, _, control, _ in METHODS if control is None and m in cells)
+            median = (real[(len(real) - 1) // 2] + real[len(real) // 2]) / 2
+            adversarial = cells["prevalence_game"]["scaled"]
+            gameability.append({"dataset_id": did, "metric_id": metric_id, "headline": metric_id not in DIAGNOSTIC,
+                                "adversarial_method_id": "prevalence_game", "gameability": adversarial,
+                                "method_median": median, "n_methods": len(real), "gameable": adversarial > median})
+            span = (1 if maximize else -1) * (cells["half_cells"]["raw"] - cells["random_guess"]["raw"])
+            se = 0.004 if metric_id != "brier" else 0.2
+            dynamic_range.append({"dataset_id": did, "metric_id": metric_id, "ceiling_method_id": "half_cells",
+                                  "ceiling_raw": cells["half_cells"]["raw"], "negative_method_id": "random_guess",
+                                  "negative_raw": cells["random_guess"]["raw"], "range": span, "se": se,
+                                  "se_source": "bootstrap_paired", "range_se": span / se, "small": span / se < 2,
+                                  "reason": ""})
+    data["headline_metrics"] = [m[0] for m in METRICS if m[0] not in DIAGNOSTIC]
+    data["diagnostic_metrics"] = list(DIAGNOSTIC)
+    data["gameability"] = gameability
+    data["dynamic_range"] = dynamic_range
+    data["scale"] = {
+        "convention": "strict",
+        "description": "On each dataset and metric, 1 is the positive control's score and 0 the strongest "
+                       "negative control's.",
+        "bounds": [{"dataset_id": did, "metric_id": m[0], "hi": _raw(scores, did, "ground_truth", m[0]),
+                    "lo": _raw(scores, did, "random_guess", m[0]), "lo_method_id": "random_guess",
+                    "positive_method_ids": ["ground_truth"]} for did, _, _ in DATASETS for m in METRICS],
+    }
     if provenance:
         data["provenance"] = {
+            "code_version": "0.1.0",
             "commit": "4234136e0c1f2b3a4d5e6f708192a3b4c5d6e7f8",
             "dirty": True,
+            "packages": {"python": "3.11.9", "numpy": "2.1.3", "anndata": "0.11.1"},
+            "host": {"cpu_count": 2, "memory_mb": 7940.2, "platform": "Linux-6.8-x86_64", "python": "3.11.9"},
             "component_digests": {m[0]: f"sha256:{i:064x}" for i, m in enumerate(METHODS)},
             "dataset_digests": {did: {"train.h5ad": f"sha256:{i + 100:064x}"} for i, (did, _, _) in enumerate(DATASETS)},
         }
@@ -360,6 +399,11 @@ def _pairwise(rng: random.Random) -> list[dict[str, Any]]:
                  "mean_difference": diff, "p_value": p_value, "significant": p_value < 0.05, "n_items": 412}
             )
     return rows
+
+
+def _raw(scores: list[dict[str, Any]], dataset_id: str, method_id: str, metric_id: str) -> float:
+    (value,) = [s["raw"] for s in scores if (s["dataset_id"], s["method_id"], s["metric_id"]) == (dataset_id, method_id, metric_id)]
+    return value
 
 
 def write_results_dir(path: Path, **kwargs: Any) -> Path:
@@ -400,6 +444,8 @@ def _method(mid: str, label: str, control: str | None) -> dict[str, Any]:
         "random_guess": {"seed": 0},
         "mean_baseline": {"pseudocount": 1.0},
         "ground_truth": {},
+        "prevalence_game": {},
+        "half_cells": {"seed": 0},
     }[mid]
     summary = {
         "gat": f"Graph attention over a gene network {HOSTILE}.",

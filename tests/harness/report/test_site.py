@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from report_fixture import HOSTILE, LONG_DATASET_NAME, write_results_dir  # noqa: E402
+from report_fixture import DIAGNOSTIC, HOSTILE, LONG_DATASET_NAME, METHODS, METRICS, write_results_dir  # noqa: E402
 
 from openpert.report import (  # noqa: E402
     describe_failure,
@@ -155,7 +155,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
 
 
 def _methods(data: dict[str, Any], control: bool) -> list[dict[str, Any]]:
-    return [m for m in data["methods"] if (m["type"] == "control_method") == control]
+    """The controls that do not rank (``control=True``), or the methods and baselines that do."""
+    unranked = ("positive", "negative", "adversarial", "ceiling")
+    return [m for m in data["methods"] if (m.get("control") in unranked) == control]
 
 
 def _score(data: dict[str, Any], dataset: str, method: str, metric: str) -> dict[str, Any] | None:
@@ -299,7 +301,7 @@ def test_dataset_ranks_follow_scores(site: Site) -> None:
     scores = {s["method_id"]: s["score"] for s in data["dataset_scores"] if s["dataset_id"] == "k562"}
     order = [r.attrs["data-method"] for r in rows]
     assert order == sorted(order, key=lambda m: -scores[m])
-    assert [norm(r.elements()[0].text()) for r in rows] == ["1", "2", "3"]
+    assert [norm(r.elements()[0].text()) for r in rows] == [str(k + 1) for k in range(len(_methods(data, False)))]
 
 
 def _overview_rows(table: Node) -> dict[str, list[Node]]:
@@ -574,7 +576,7 @@ def test_figures_are_labelled(site: Site) -> None:
 
 def test_assets_are_local_and_links_resolve(site: Site) -> None:
     pages = sorted(site.root.rglob("*.html"))
-    assert len(pages) == 2 * (1 + 6 + 3) + 1
+    assert len(pages) == 2 * (1 + len(METHODS) + len(METRICS)) + 1
     for path in pages:
         doc = parse(path)
         all_ids = [n.attrs["id"] for n in doc.iter() if "id" in n.attrs]
@@ -773,7 +775,10 @@ def test_provenance_on_every_task_page(site: Site) -> None:
     assert values["Sandbox"] == f"bubblewrap ({n_jobs} jobs)"
     digests = doc.find("table", id="table-dataset-digests")
     assert "train.h5ad" in norm(digests.text()) and f"sha256:{100:064x}" in norm(digests.text())
-    assert len(doc.find("table", id="table-component-digests").find("tbody").find_all("tr")) == 6
+    assert len(doc.find("table", id="table-component-digests").find("tbody").find_all("tr")) == len(METHODS)
+    assert values["Host"].startswith("2 CPUs, ") and "Linux-6.8-x86_64" in values["Host"]
+    packages = norm(doc.find("table", id="table-packages").text())
+    assert "numpy" in packages and "2.1.3" in packages
     # A run that recorded no provenance says so for each field.
     other = site.task_page("perturbseq").find("section", id="provenance")
     values = dict(zip([norm(t.text()) for t in other.find_all("dt")], [norm(d.text()) for d in other.find_all("dd")]))
@@ -781,7 +786,7 @@ def test_provenance_on_every_task_page(site: Site) -> None:
     bare = TaskResults({"task": {"name": "x"}}, Path("."))
     from openpert.report.provenance import provenance_section
 
-    assert provenance_section(bare).count("not recorded") == 7
+    assert provenance_section(bare).count("not recorded") == 9  # every fact of the section: time, version, commit, engine, sandbox, host, packages, digests
 
 
 def test_method_page_numbers(site: Site) -> None:
@@ -818,3 +823,52 @@ def test_page_weight_stays_small(site: Site) -> None:
     with pytest.raises(ValueError, match="outside the site"):
         page_weight(bad)
     bad.unlink()
+
+
+def test_scale_sentence_and_headline_metrics(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    overview = doc.find("section", id="overview")
+    assert norm(data["scale"]["description"]) in norm(overview.text())
+    scale = doc.find("section", id="scale")
+    text = norm(scale.text())
+    assert "Headline metrics (in the score)" in text and "Diagnostic metrics (shown only)" in text
+    bounds = scale.find("table", id="table-scale").find("tbody").find_all("tr")
+    assert len(bounds) == len(data["scale"]["bounds"])
+    # diagnostic metrics carry a tag on every leaderboard, headline metrics none
+    table = doc.find("table", id="table-k562")
+    heads = [th for th in table.find_all("th") if "metric-head" in th.classes()]
+    assert len(heads) == len(METRICS)
+    for (metric_id, *_), head in zip(METRICS, heads):
+        tags = [t for t in head.find_all("span") if "tag-diagnostic" in t.classes()]
+        assert bool(tags) == (metric_id in DIAGNOSTIC), metric_id
+
+
+def test_adversarial_and_ceiling_controls_never_rank(site: Site) -> None:
+    doc = site.task_page()
+    table = doc.find("table", id="table-k562")
+    band = table.find("tbody", data_band="controls")
+    in_band = {r.attrs["data-method"] for r in band.find_all("tr") if "data-method" in r.attrs}
+    assert {"prevalence_game", "half_cells", "ground_truth", "random_guess"} <= in_band
+    assert "mean_baseline" not in in_band  # a baseline ranks among the methods
+    for row in band.find_all("tr"):
+        if "data-method" in row.attrs:
+            assert norm(row.elements()[0].text()) in ("", "–")
+
+
+def test_gameability_and_dynamic_range_are_shown_and_flagged(site: Site) -> None:
+    data = site.data["perturbqa"]
+    doc = site.task_page()
+    rows = doc.find("table", id="table-gameability").find("tbody").find_all("tr")
+    assert len(rows) == len(data["gameability"])
+    flagged = [r for r in rows if "gameable" in norm(r.elements()[-1].text())]
+    assert len(flagged) == sum(bool(g["gameable"]) for g in data["gameability"]) > 0
+    # the leaderboard of a dataset marks the gameable metrics in their column heads
+    for did, _, _ in [(d["dataset_id"], None, None) for d in data["datasets"]]:
+        table = doc.find("table", id=f"table-{did}")
+        marked = sum(1 for t in table.find_all("span") if "tag-gameable" in t.classes())
+        assert marked == sum(1 for g in data["gameability"] if g["dataset_id"] == did and g["gameable"])
+    ranges = doc.find("table", id="table-dynamic-range").find("tbody").find_all("tr")
+    assert len(ranges) == len(data["dynamic_range"])
+    small = [r for r in ranges if norm(r.elements()[-1].text()) == "small"]
+    assert len(small) == sum(bool(r["small"]) for r in data["dynamic_range"]) > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from openpert.config.task import Task
 from openpert.engines.cache_keys import component_digest
@@ -39,3 +40,19 @@ def test_provenance_names_the_commit_and_the_digests(project_copy, tmp_path):
 def test_outside_a_checkout_the_commit_is_not_recorded(project_copy, tmp_path):
     provenance = _run(project_copy, tmp_path / "out")["provenance"]
     assert provenance["commit"] is None and provenance["dirty"] is None
+
+
+def test_package_versions_and_host_are_read_cheaply():
+    import importlib.metadata
+    import os
+
+    from openpert.results.provenance import environment_provenance, host_info, package_versions
+
+    versions = package_versions(("numpy", "surely-not-an-installed-distribution"))
+    assert versions["numpy"] == importlib.metadata.version("numpy")
+    assert "surely-not-an-installed-distribution" not in versions and versions["python"]
+    host = host_info()
+    assert host["cpu_count"] == os.cpu_count() and host["memory_mb"] > 0
+    env = environment_provenance(Path(__file__).resolve().parents[3])
+    assert set(env) == {"code_version", "commit", "dirty", "packages", "host"}
+    assert env["packages"]["numpy"] == versions["numpy"]

@@ -472,3 +472,16 @@ def test_input_errors():
 def test_docstring_examples():
     result = doctest.testmod(st, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 2 and result.failed == 0
+
+
+def test_bootstrap_standard_error_is_the_sd_of_the_replicates():
+    """``se`` is the standard deviation of the replicate means, drawn as the module docstring says."""
+    values = np.array([0.1, 0.4, 0.35, 0.8, 0.2, 0.55, 0.3])
+    res = bootstrap_ci(values, n_boot=500, seed=3)
+    rng = np.random.default_rng(3)
+    means = [values[rng.integers(0, len(values), size=len(values))].mean() for _ in range(500)]
+    assert res.se == pytest.approx(np.std(means, ddof=1), rel=1e-12)
+    # close to the analytic standard error of a mean
+    assert res.se == pytest.approx(values.std(ddof=0) / np.sqrt(len(values)), rel=0.15)
+    assert bootstrap_ci([0.3], n_boot=10).se == 0.0
+    assert np.isnan(bootstrap_ci([], n_boot=10).se)

@@ -71,3 +71,128 @@ def test_metric_without_values_on_a_dataset_is_not_applicable():
     assert [(f.flag, f.metric_id) for f in flags] == [("not_applicable", "acc")]
     dataset_scores, _ = aggregate_scores(scaled, ["m1"], ["d"])
     assert dataset_scores["score"].iloc[0] == pytest.approx(0.5)  # only the metric that applies counts
+
+
+# -- the strict scale, Open Problems' convention, seeds, headline metrics --------------------------
+
+ROLES = {"pos": "positive", "neg_a": "negative", "neg_b": "negative", "base": "baseline", "adv": "adversarial",
+         "ceil": "ceiling", "m1": None, "m2": None, "m3": None}
+TYPES = {m: ("method" if r is None else "control_method") for m, r in ROLES.items()}
+
+
+def test_strongest_negative_sets_zero_and_baselines_never_set_the_scale():
+    raw = table([
+        ("d", "pos", "acc", 0.9), ("d", "neg_a", "acc", 0.5), ("d", "neg_b", "acc", 0.6), ("d", "base", "acc", 0.95),
+        ("d", "adv", "acc", 0.2), ("d", "m1", "acc", 0.75),
+        ("d", "pos", "err", 1.0), ("d", "neg_a", "err", 3.0), ("d", "neg_b", "err", 2.0), ("d", "base", "err", 0.5),
+        ("d", "m1", "err", 1.5),
+    ])
+    scaled, flags = scale_scores(raw, ROLES, {"acc": True, "err": False})
+    s = scaled.set_index(["method_id", "metric_id"])
+    # acc: the strongest negative is neg_b (0.6, higher is better); the baseline above 1 changes nothing
+    assert s.loc[("m1", "acc"), "scaled"] == pytest.approx((0.75 - 0.6) / (0.9 - 0.6))
+    assert s.loc[("neg_a", "acc"), "scaled"] == pytest.approx((0.5 - 0.6) / 0.3)  # below 0 by design
+    assert s.loc[("m1", "acc"), "scale_lo_method"] == "neg_b"
+    # err: lower is better, so the strongest negative is the lower one (neg_b, 2.0)
+    assert s.loc[("m1", "err"), "scaled"] == pytest.approx((1.5 - 2.0) / (1.0 - 2.0))
+    assert s.loc[("m1", "err"), "scale_lo"] == 2.0 and s.loc[("m1", "err"), "scale_hi"] == 1.0
+    # Open Problems: min and max over positive, negative and baseline controls, 1 - s for minimised metrics;
+    # the adversarial control (0.2) is not one of its controls
+    assert s.loc[("m1", "acc"), "scaled_openproblems"] == pytest.approx((0.75 - 0.5) / (0.95 - 0.5))
+    assert s.loc[("m1", "err"), "scaled_openproblems"] == pytest.approx(1 - (1.5 - 0.5) / (3.0 - 0.5))
+    # out-of-range is judged on the real methods only: neg_a below 0 and the baseline above 1 are no flag
+    assert not [f for f in flags if f.flag == "scaled_out_of_range"]
+
+
+def test_openproblems_convention_needs_two_distinct_control_values():
+    raw = table([("d", "pos", "acc", 0.9), ("d", "m1", "acc", 0.5)])
+    scaled, flags = scale_scores(raw, ROLES, {"acc": True})
+    assert scaled["scaled_openproblems"].isna().all()
+    assert [f.flag for f in flags] == ["missing_control"]
+
+
+def test_seed_replicates_are_averaged_before_the_strongest_negative_is_chosen():
+    rows = [("d", "neg_a", "acc", v, k) for k, v in enumerate([0.50, 0.54, 0.46, 0.52, 0.48])]
+    rows += [("d", "neg_b", "acc", 0.45, None), ("d", "pos", "acc", 1.0, None), ("d", "m1", "acc", 0.6, None)]
+    raw = pd.DataFrame(rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"])
+    from openpert.results.scoring import average_seeds
+
+    averaged = average_seeds(raw).set_index("method_id")
+    assert averaged.loc["neg_a", "raw"] == pytest.approx(0.5)
+    assert averaged.loc["neg_a", "n_seeds"] == 5
+    assert averaged.loc["neg_a", "raw_sd"] == pytest.approx(np.std([0.50, 0.54, 0.46, 0.52, 0.48], ddof=1))
+    assert averaged.loc["neg_a", "raw_seeds"] == [0.50, 0.54, 0.46, 0.52, 0.48]
+    assert averaged.loc["m1", "n_seeds"] == 1 and np.isnan(averaged.loc["m1", "raw_sd"])
+    scaled, _ = scale_scores(averaged.reset_index(), ROLES, {"acc": True})
+    m1 = scaled.set_index("method_id").loc["m1"]
+    # the lucky draw 0.54 does not set the scale: the mean over seeds (0.5) does
+    assert m1["scale_lo"] == pytest.approx(0.5) and m1["scaled"] == pytest.approx(0.2)
+
+
+def test_only_headline_metrics_enter_the_aggregate():
+    raw = table([("d", "pos", "acc", 1.0), ("d", "neg_a", "acc", 0.0), ("d", "m1", "acc", 0.4),
+                 ("d", "pos", "pooled", 1.0), ("d", "neg_a", "pooled", 0.0), ("d", "m1", "pooled", 1.0)])
+    scaled, _ = scale_scores(raw, ROLES, {"acc": True, "pooled": True})
+    everything, _ = aggregate_scores(scaled, ["m1"], ["d"])
+    headline, _ = aggregate_scores(scaled, ["m1"], ["d"], headline=["acc"])
+    assert everything["score"].iloc[0] == pytest.approx(0.7)
+    assert headline["score"].iloc[0] == pytest.approx(0.4)
+
+
+def _gameable_fixture(adv_value: float):
+    raw = table([("d", "pos", "acc", 1.0), ("d", "neg_a", "acc", 0.0), ("d", "adv", "acc", adv_value),
+                 ("d", "m1", "acc", 0.2), ("d", "m2", "acc", 0.4), ("d", "m3", "acc", 0.9), ("d", "base", "acc", 0.0),
+                 ("d", "pos", "sim", 1.0), ("d", "neg_a", "sim", 0.0), ("d", "adv", "sim", 0.95),
+                 ("d", "m1", "sim", 0.5), ("d", "m2", "sim", 0.6)])
+    scaled, _ = scale_scores(raw, ROLES, {"acc": True, "sim": True})
+    return scaled
+
+
+def test_gameability_is_the_best_adversarial_against_the_median_method():
+    from openpert.results.scoring import gameability_flags, gameability_table, gameable_headline_metrics
+
+    table_ = gameability_table(_gameable_fixture(0.3), ROLES, TYPES, headline=["acc"])
+    rows = {r["metric_id"]: r for r in table_}
+    # acc: median of m1, m2, m3 is 0.4 (the baseline at 0 is not a real method); 0.3 does not beat it
+    assert rows["acc"]["method_median"] == pytest.approx(0.4) and rows["acc"]["n_methods"] == 3
+    assert rows["acc"]["gameability"] == pytest.approx(0.3) and rows["acc"]["gameable"] is False
+    assert rows["acc"]["headline"] is True
+    # sim: a diagnostic metric the adversarial control games (0.95 > median 0.55)
+    assert rows["sim"]["gameable"] is True and rows["sim"]["headline"] is False
+    assert [f.metric_id for f in gameability_flags(table_)] == ["sim"]
+    assert gameable_headline_metrics({"gameability": table_}) == []
+    # an adversarial answer at 0.5 beats the median method on the headline metric
+    table_ = gameability_table(_gameable_fixture(0.5), ROLES, TYPES, headline=["acc"])
+    assert gameable_headline_metrics({"gameability": table_}) == [("d", "acc")]
+
+
+def test_gameability_without_methods_is_undecided():
+    from openpert.results.scoring import gameability_table
+
+    raw = table([("d", "pos", "acc", 1.0), ("d", "neg_a", "acc", 0.0), ("d", "adv", "acc", 0.7)])
+    scaled, _ = scale_scores(raw, ROLES, {"acc": True})
+    (row,) = gameability_table(scaled, ROLES, TYPES)
+    assert row["gameable"] is None and row["method_median"] is None and row["headline"] is True
+
+
+def test_dynamic_range_in_standard_errors():
+    from openpert.results.scoring import average_seeds, dynamic_range_flags, dynamic_range_table
+
+    rows = [("d", "pos", "r", 1.0, None), ("d", "ceil", "r", 0.8, None), ("d", "m1", "r", 0.5, None),
+            ("d", "pos", "q", 1.0, None), ("d", "ceil", "q", 0.30, None)]
+    rows += [("d", "neg_a", "r", v, k) for k, v in enumerate([0.1, 0.3, 0.2])]
+    rows += [("d", "neg_a", "q", v, k) for k, v in enumerate([0.2, 0.3, 0.25])]
+    rows += [("d", "pos", "z", 1.0, None), ("d", "neg_b", "z", 0.0, None), ("d", "ceil", "z", 0.9, None)]
+    raw = pd.DataFrame(rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"])
+    averaged = average_seeds(raw)
+    scaled, _ = scale_scores(averaged, ROLES, {"r": True, "q": True, "z": True})
+    table_ = dynamic_range_table(averaged, scaled, ROLES, {"r": True, "q": True, "z": True}, {("d", "r"): (0.05, "bootstrap_paired")})
+    by = {r["metric_id"]: r for r in table_}
+    # r: per-item SE given: (0.8 - 0.2) / 0.05 = 12 standard errors
+    assert by["r"]["range"] == pytest.approx(0.6) and by["r"]["range_se"] == pytest.approx(12.0)
+    assert by["r"]["se_source"] == "bootstrap_paired" and by["r"]["small"] is False
+    # q: no per-item values, so the seed sd of the negative control (0.05): (0.30 - 0.25) / 0.05 = 1 < 2
+    assert by["q"]["se_source"] == "seed_sd" and by["q"]["range_se"] == pytest.approx(1.0) and by["q"]["small"] is True
+    # z: neither per-item values nor seeds: unavailable, with the reason
+    assert by["z"]["range_se"] is None and "standard error is unknown" in by["z"]["reason"]
+    assert [f.metric_id for f in dynamic_range_flags(table_)] == ["q"]
