@@ -9,7 +9,7 @@ interleaved (the order rotating), in one process:
 * sandboxed: the same in a bubblewrap sandbox (:mod:`openpert.run.sandbox`).
 
 Prints the medians, the overheads (differences of medians) and the ratios. Targets: the harness
-adds <= 0.3 s per job, the sandbox < 0.1 s more.
+adds <= 0.3 s per job, the sandbox < 0.1 s more. The figures go to ``benchmarks/results/``.
 
     python benchmarks/harness_overhead.py [--n 15]
 """
@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import FIXTURE_PROJECT, make_test_resources  # noqa: E402
+from figures import write_figures  # noqa: E402
 
 import openpert.engines.local as local_engine  # noqa: E402
 from openpert.config.viash import read_config  # noqa: E402
@@ -108,6 +109,11 @@ def main() -> None:
         print(f"{'ratio harness / bare':<36}{med['harness'] / med['bare']:.2f}")
         print(f"{'ratio sandboxed / bare':<36}{med['sandboxed'] / med['bare']:.2f}")
         print(f"{'ratio sandboxed / harness':<36}{med['sandboxed'] / med['harness']:.2f}")
+        dest = write_figures("harness_overhead", {
+            "bare_s": med["bare"], "harness_s": med["harness"], "sandboxed_s": med["sandboxed"],
+            "harness_overhead_s": med["harness"] - med["bare"], "sandbox_overhead_s": med["sandboxed"] - med["harness"],
+        }, runs=args.n)
+        print(f"figures: {dest}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from figures import write_figures
 
 from openpert.config.project import shared_data_dir
 from pertsci import edger, limma_ebayes, limma_voom, op3_processing, op3_simulation
@@ -90,6 +91,11 @@ def main() -> None:
     print(f"ratio R / openpert: {r_seconds / py_seconds:.2f}")
     print(f"agreement: Pearson r of -log10 p = {r:.8f}; median relative difference of logFC = {np.median(rel):.2e}; "
           f"max |logFC difference| = {np.max(np.abs(fit.coefficients - r_logfc)):.2e}")
+    dest = write_figures("limma_vs_r", {
+        "r_seconds": r_seconds, "pertsci_seconds": py_seconds, "speedup_vs_r": r_seconds / py_seconds,
+        "pearson_log10_p": float(r), "median_rel_diff_logfc": float(np.median(rel)),
+    }, genes=int(counts.shape[0]), samples=int(counts.shape[1]))
+    print(f"figures: {dest}")
 
 
 if __name__ == "__main__":

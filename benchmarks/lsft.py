@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from figures import write_figures
 from threadpoolctl import threadpool_limits
 
 # The task's own library lives beside its components, not in an installed package.
@@ -58,6 +59,7 @@ def run(n_perturbations: int, n_genes: int, n_reference: int) -> None:
     header = f"{'model':32s} {'batched (s)':>12s} {'loop, extrapolated (s)':>23s} {'ratio':>8s} {'max |diff|':>11s}"
     print(header)
     print("-" * len(header))
+    figures: dict[str, float] = {}
     for label, pert_embedding in (("linear, training PCA", "pca"), ("linear, random perturbation emb.", table)):
         start = time.perf_counter()
         fast = lsft.lsft_predict(Y_train, train, test, genes, fractions=FRACTIONS, pert_embedding=pert_embedding)
@@ -78,7 +80,10 @@ def run(n_perturbations: int, n_genes: int, n_reference: int) -> None:
         extrapolated = full_fit + (loop - full_fit) * len(test) / n_reference
         diff = max(float(np.abs(fast.predictions[f][subset] - slow[f]).max()) for f in FRACTIONS)
         print(f"{label:32s} {batched:12.1f} {extrapolated:23.1f} {extrapolated / batched:8.1f} {diff:11.1e}")
+        key = "pca" if isinstance(pert_embedding, str) else "fixed_embedding"
+        figures.update({f"batched_{key}_s": batched, f"loop_{key}_s": extrapolated, f"max_abs_diff_{key}": diff})
     print("target: batched LSFT of every test perturbation under 60 s on 2 cores")
+    print(f"figures: {write_figures('lsft', figures, perturbations=n_perturbations, genes=n_genes)}")
 
 
 def main() -> None:

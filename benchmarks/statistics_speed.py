@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pandas as pd
+from figures import write_figures
 
 from openpert.results.resampling import (
     bootstrap_ci,
@@ -18,9 +19,12 @@ from openpert.results.resampling import (
     regression_with_ci,
 )
 
+TIMINGS_MS: dict[str, float] = {}
+
 
 def _time(label: str, func, repeat: int = 3) -> None:
     best = min(_once(func) for _ in range(repeat))
+    TIMINGS_MS[label] = best * 1e3
     print(f"{label:55s} {best * 1e3:9.1f} ms")
 
 
@@ -42,6 +46,7 @@ def main() -> None:
     _time("bootstrap_ci_matrix 2000 items x 10 columns B=1000", lambda: bootstrap_ci_matrix(matrix))
     table = pd.DataFrame(rng.normal(size=(500, 20)), columns=[f"m{i}" for i in range(20)])
     _time("compare_to_best 500 items x 20 methods P=10000", lambda: compare_to_best(table))
+    print(f"figures: {write_figures('statistics_speed', {f'{k} (ms)': v for k, v in TIMINGS_MS.items()})}")
 
 
 if __name__ == "__main__":

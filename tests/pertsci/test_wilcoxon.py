@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from pertsci.wilcoxon import order_codes, rank_sum_test
+from pertsci.wilcoxon import _gene_blocks, order_codes, rank_sum_test
 
 
 def scipy_reference(X, groups, tested):
@@ -98,6 +100,10 @@ def test_bad_input():
     bad[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         rank_sum_test(bad, groups, "ctrl")
+    with pytest.raises(ValueError, match="NaN"):
+        rank_sum_test(sp.csr_matrix(bad), groups, "ctrl", n_threads=2)
+    with pytest.raises(ValueError, match="n_threads"):
+        rank_sum_test(X, groups, "ctrl", n_threads=0)
 
 
 def test_order_codes_preserve_order_and_ties():
@@ -107,3 +113,60 @@ def test_order_codes_preserve_order_and_ties():
         assert np.all(np.diff(codes[order].astype(np.int64)) >= 0)
         assert np.array_equal(codes[:, None] == codes[None, :], values[:, None] == values[None, :])
         assert np.all((codes > zero) == (values > 0)) and np.all((codes < zero) == (values < 0))
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dense"])
+def test_blocks_of_any_size_give_the_same_result(fmt):
+    X, groups = screen(kind="negative", genes=40)
+    groups = groups.astype(object)
+    groups[::7] = "left-out"  # cells of no group asked for, dropped gene by gene
+    tested = ["A", "B", "C", "D", "E"]
+    M = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "coo": sp.coo_matrix, "dense": np.asarray}[fmt](X)
+    whole = rank_sum_test(M, groups, "ctrl", group_order=tested, block_genes=10_000, max_block_values=2**40)
+    small = rank_sum_test(M, groups, "ctrl", group_order=tested, block_genes=7, max_block_values=50)
+    threaded = rank_sum_test(M, groups, "ctrl", group_order=tested, block_genes=9, n_threads=3)
+    for name in ("statistic", "pvalue", "zscore", "mean_diff"):
+        np.testing.assert_array_equal(getattr(small, name), getattr(whole, name))
+        np.testing.assert_array_equal(getattr(threaded, name), getattr(whole, name))
+    _, P = scipy_reference(X, np.asarray(groups), tested)
+    np.testing.assert_allclose(whole.pvalue, P, rtol=1e-9)
+
+
+def test_explicit_zeros_count_as_zeros():
+    X, groups = screen(kind="counts")
+    M = sp.csr_matrix(X)
+    with_zeros = M.copy()
+    with_zeros.data[::3] = 0  # stored zeros, not removed from the structure
+    dense = with_zeros.toarray()
+    res = rank_sum_test(with_zeros, groups, "ctrl")
+    _, P = scipy_reference(dense, groups, list(res.groups))
+    np.testing.assert_allclose(res.pvalue, P, rtol=1e-9)
+
+
+def test_gene_blocks_respect_both_limits():
+    per_gene = np.array([5, 5, 5, 50, 1, 1, 1, 1, 1, 0, 3])
+    blocks = _gene_blocks(per_gene, 3, 12)
+    assert blocks[0][0] == 0 and blocks[-1][1] == per_gene.size
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    for start, stop in blocks:
+        assert 1 <= stop - start <= 3
+        # only a gene too large on its own may exceed the value limit, alone in its block
+        assert per_gene[start:stop].sum() <= 12 or stop - start == 1
+    assert (3, 4) in blocks
+
+
+def test_memory_above_the_data_is_bounded_by_the_block_size():
+    rng = np.random.default_rng(1)
+    n_cells, n_genes = 20_000, 200
+    X = sp.random(n_cells, n_genes, density=0.3, format="csr", dtype=np.float32, random_state=rng)
+    X.data = np.round(X.data * 20).astype(np.float32)  # ties, as counts have
+    groups = np.where(rng.random(n_cells) < 0.2, "ctrl", rng.choice([f"P{k}" for k in range(20)], n_cells))
+    data_bytes = X.data.nbytes + X.indices.nbytes
+    tracemalloc.start()
+    try:
+        rank_sum_test(X, groups, "ctrl", max_block_values=2**14)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # A copy of X (as a CSC conversion of the whole matrix makes) would reach data_bytes alone.
+    assert peak < 0.5 * data_bytes, (peak, data_bytes)
