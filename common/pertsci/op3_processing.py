@@ -72,8 +72,37 @@ def counts_matrix(adata: ad.AnnData, where: str = "single-cell counts") -> sp.cs
     return x
 
 
+def half_of_cells(codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A random half of the cells of every group: ``ceil(n / 2)`` of a group of ``n`` cells.
+
+    Parameters
+    ----------
+    codes
+        The group (e.g. pseudobulk sample) of each cell, as integers ``0..G-1``.
+    rng
+        The random generator of the split.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean mask over the cells: ``True`` for the half kept. Every group with a cell keeps at
+        least one, so a split never removes a sample.
+    """
+    codes = np.asarray(codes)
+    if codes.size == 0:
+        return np.zeros(0, dtype=bool)
+    # Cells sorted by group, in random order within it; a cell's rank within its group decides.
+    order = np.lexsort((rng.random(codes.size), codes))
+    sorted_codes = codes[order]
+    rank = np.arange(codes.size) - np.searchsorted(sorted_codes, sorted_codes, side="left")
+    size = np.bincount(codes)
+    mask = np.zeros(codes.size, dtype=bool)
+    mask[order] = rank < (size[sorted_codes] + 1) // 2
+    return mask
+
+
 def pseudobulk(adata: ad.AnnData, keys: Sequence[str] = ("plate_name", "well", "cell_type"), *, min_cells: int = 10,
-               where: str = "single-cell counts") -> ad.AnnData:
+               where: str = "single-cell counts", half: np.ndarray | None = None) -> ad.AnnData:
     """Sum the counts of the cells of each group.
 
     Parameters
@@ -86,6 +115,10 @@ def pseudobulk(adata: ad.AnnData, keys: Sequence[str] = ("plate_name", "well", "
         Samples with fewer cells are dropped (the paper drops those with < 10 cells).
     where
         Name of the input in error messages.
+    half
+        Optional boolean mask over the cells (e.g. :func:`half_of_cells`): the counts of the
+        cells it selects are also summed per sample, into ``layers["counts_half"]`` and
+        ``obs["n_cells_half"]``. Samples are kept or dropped on all their cells.
 
     Returns
     -------
@@ -116,13 +149,21 @@ def pseudobulk(adata: ad.AnnData, keys: Sequence[str] = ("plate_name", "well", "
             obs[col] = values.to_numpy()[first]
     obs["n_cells"] = n_cells
     obs.index = [" | ".join(map(str, u)) for u in uniques]
+    layers = {}
+    if half is not None:
+        half = np.asarray(half, dtype=bool)
+        if half.shape != (adata.n_obs,):
+            raise ValueError(f"{where}: the half-cell mask has shape {half.shape}, expected ({adata.n_obs},)")
+        layers["counts_half"] = np.asarray((indicator @ sp.diags(half.astype(float)) @ x).todense(), dtype=float)
+        obs["n_cells_half"] = np.bincount(codes[half], minlength=n_groups)
     keep = (n_cells >= min_cells) & (summed.sum(axis=1) > 0)
     if not keep.any():
         raise ValueError(f"{where}: no pseudobulk sample has {min_cells} or more cells")
     dropped = int((~keep).sum())
     if dropped:
         log.info("pseudobulk: dropped %d of %d samples with < %d cells or no counts", dropped, n_groups, min_cells)
-    return ad.AnnData(X=summed[keep], obs=obs[keep].copy(), var=pd.DataFrame(index=adata.var_names.copy()))
+    return ad.AnnData(X=summed[keep], obs=obs[keep].copy(), var=pd.DataFrame(index=adata.var_names.copy()),
+                      layers={k: v[keep] for k, v in layers.items()})
 
 
 def filter_genes(pb: ad.AnnData, *, cell_type_key: str = "cell_type", factors: Sequence[str] = ("sm_name", "plate_name"),
@@ -439,3 +480,100 @@ def process_pseudobulk(
     id_map = pd.DataFrame({"id": np.arange(len(test_rows)), "cell_type": test_rows["cell_type"].to_numpy(),
                            "sm_name": test_rows["sm_name"].to_numpy()})
     return de_train, de_test, id_map
+
+
+def half_cell_de(
+    pb: ad.AnnData,
+    de_test: ad.AnnData,
+    *,
+    control: str = CONTROL_COMPOUND,
+    where: str = "pseudobulk counts",
+) -> ad.AnnData:
+    """The DE of the test rows from a random half of every sample's cells: the half-cell ceiling.
+
+    The same processing as ``de_test`` (same samples, genes and design, TMM, voom, lmFit with
+    ``~0 + cell_type:compound + plate``, ``eBayes(robust=TRUE)``; :func:`limma_de`), on the counts
+    of half the cells of each sample (``layers["counts_half"]`` of :func:`pseudobulk`). Used as a
+    prediction of ``de_test``, it shows what the data's own noise allows: with additive noise, a
+    half-cell estimate ``mu + e_A`` scored against the all-cell truth ``mu + (e_A + e_B) / 2`` has
+    the expected squared error of a noise-free oracle, ``var(e) / 2``, while two disjoint halves
+    scored against each other would count the noise twice. Half the cells also give less power:
+    where cell sampling rather than replicate variation limits a row, its half-cell p-values are
+    larger, and the ceiling errs low (conservative) rather than high.
+
+    Parameters
+    ----------
+    pb
+        Pseudobulk samples x genes with ``layers["counts_half"]`` (all samples, as for ``de_test``).
+    de_test
+        The task's ``de_test``: its rows (``obs``: ``cell_type``, ``sm_name`` and row metadata)
+        and genes are those of the result.
+    control
+        The reference compound.
+    where
+        Name of the input in error messages.
+
+    Returns
+    -------
+    anndata.AnnData
+        Rows and genes of ``de_test`` (same ``obs_names``), with the layers of :func:`limma_de`
+        (without ``AveExpr``, ``t``, ``B``) and ``de_test``'s ``uns``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where``, when the half-cell counts are missing, a gene of ``de_test`` is not in
+        ``pb``, or a test row has no samples left in its half.
+    """
+    if "counts_half" not in pb.layers:
+        raise ValueError(f"{where}: no half-cell counts (layers['counts_half']); pseudobulk with a half-cell mask")
+    missing = de_test.var_names.difference(pb.var_names)
+    if len(missing):
+        raise ValueError(f"{where}: {len(missing)} genes of de_test have no counts, e.g. {list(missing[:3])}")
+    sub = pb[:, de_test.var_names]
+    half = ad.AnnData(X=np.asarray(sub.layers["counts_half"], dtype=float), obs=sub.obs.copy(),
+                      var=pd.DataFrame(index=de_test.var_names.copy()))
+    half = half[half.X.sum(axis=1) > 0].copy()
+    rows = de_test.obs.reset_index(drop=True)
+    usable = estimable_rows(half, rows, control, "test rows of the half-cell ceiling")
+    if len(usable) != len(rows):
+        raise ValueError(f"{where}: {len(rows) - len(usable)} test rows have no samples (or no {control} samples) "
+                         "with counts in the half of the cells")
+    de = limma_de(half, rows, control=control, optional_layers=False)
+    de.obs_names = de_test.obs_names.copy()
+    de.uns.update(dict(de_test.uns))
+    return de
+
+
+def half_cell_de_from_cells(sc: ad.AnnData, de_test: ad.AnnData, *, seed: int = 0, min_cells: int = 10,
+                            control: str = CONTROL_COMPOUND, where: str = "single-cell counts") -> ad.AnnData:
+    """:func:`half_cell_de` from single cells: split every (plate, well, cell type) in half, then DE.
+
+    Parameters
+    ----------
+    sc
+        The single-cell counts ``de_test`` was computed from (:func:`process_sc_counts`).
+    de_test
+        Its ``de_test``.
+    seed
+        Seed of the split of the cells.
+    min_cells
+        The minimum cells per sample used for ``de_test`` (samples are kept on all their cells).
+    control
+        The reference compound.
+    where
+        Name of the input in error messages.
+
+    Returns
+    -------
+    anndata.AnnData
+        As :func:`half_cell_de`.
+    """
+    keys = ["plate_name", "well", "cell_type"]
+    missing = [k for k in keys if k not in sc.obs.columns]
+    if missing:
+        raise ValueError(f"{where}: obs lacks {missing} (needed to split the cells of each sample)")
+    codes = pd.factorize(pd.MultiIndex.from_frame(sc.obs[keys].astype(str)))[0]
+    half = half_of_cells(codes, np.random.default_rng(seed))
+    pb = pseudobulk(sc, min_cells=min_cells, where=where, half=half)
+    return half_cell_de(pb, de_test, control=control, where=where)

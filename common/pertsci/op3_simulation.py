@@ -7,8 +7,13 @@ the pooled cells. :func:`simulate_op3` draws counts with the same structure:
 - **Layout**: donors x plates x wells; every non-control compound sits in one well per donor (the
   donor's compounds are split over its plates), the two positive controls and several DMSO wells
   sit on every plate. Well names, rows and columns are those of a 96-well plate.
-- **Cells**: per well a Poisson number of cells, split over the six real cell types with
-  donor-specific proportions; per cell a log-normal library size.
+- **Cells**: per well a Poisson number of cells, split over the six cell populations of the
+  competition's annotation with donor-specific proportions; per cell a log-normal library size.
+- **Annotation**: the final OP3 benchmark groups all T-cell subtypes as "T cells" (§4.2,
+  "Inconsistent annotations": subtype proportions were inconsistent across donors, which suggested
+  misannotation), as the reference pipeline does (every label starting with "T " becomes
+  "T cells"). The simulated cells keep their subpopulation in ``obs["cell_type_orig"]`` and, by
+  default, carry the grouped label in ``obs["cell_type"]``: B, myeloid, NK and T cells.
 - **Expression**: negative binomial counts. Baseline expression per cell type comes from the Human
   Protein Atlas blood-cell profiles (``basal_expression/``) where the gene maps, and per-gene
   dispersions from a primary T-cell single-cell reference; genes without a match draw from the
@@ -21,9 +26,9 @@ the pooled cells. :func:`simulate_op3` draws counts with the same structure:
   nearly inert, as in the real data. Donors respond with slightly different strengths.
 
 Real metadata (:func:`load_op3_metadata`, from ``<shared data>/op3``): compound names, LINCS ids,
-SMILES and control flags, the six cell types, the 18,211 genes of the real ``de_train`` and the
-255 real test rows (``id_map.csv``). At full size the generator uses all of them; smaller versions
-take subsets.
+SMILES and control flags, the six cell populations (one GRN each), the 18,211 genes of the real
+``de_train`` and the 255 real test rows (``id_map.csv``). At full size the generator uses all of
+them; smaller versions take subsets.
 
 What the generator did is recorded in ``uns["simulation"]`` (compound mechanisms and potencies,
 mechanism target genes per cell type with their weights, sensitivities, parameters), so that other
@@ -49,7 +54,15 @@ from pertsci import op3_processing
 log = logging.getLogger(__name__)
 
 CONTROL_COMPOUND = "Dimethyl Sulfoxide"
+#: The simulated cell populations: the six cell types of the competition's annotation.
 CELL_TYPES = ["B cells", "Myeloid cells", "NK cells", "T cells CD4+", "T cells CD8+", "T regulatory cells"]
+#: The label of every T-cell subtype in the final OP3 annotation (Szałata et al. 2024, §4.2).
+T_CELL_GROUP = "T cells"
+#: Population -> label of the final annotation: the reference pipeline relabels every cell type
+#: whose name starts with "T " as "T cells".
+GROUPED_ANNOTATION = {ct: (T_CELL_GROUP if ct.startswith("T ") else ct) for ct in CELL_TYPES}
+#: The cell types of the final OP3 benchmark, in order: B, myeloid, NK and T cells.
+ANNOTATED_CELL_TYPES = list(dict.fromkeys(GROUPED_ANNOTATION.values()))
 #: Human Protein Atlas blood populations averaged for each OP3 cell type.
 HPA_COLUMNS = {
     "B cells": ["naive_B_cell", "memory_B_cell"],
@@ -80,7 +93,7 @@ class Op3Metadata:
     control_compound
         ``sm_name``, ``sm_lincs_id`` and ``SMILES`` of the negative control (DMSO).
     cell_types
-        The cell type names.
+        The simulated cell populations (the competition's six cell types, one GRN each).
     genes
         Gene symbols, in the order of the real ``de_train``.
     test_rows
@@ -472,7 +485,7 @@ class _Simulation:
 
 def _simulate(meta: Op3Metadata, *, n_genes: int | None, n_compounds: int | None, n_test_compounds: int | None,
               n_donors: int, plates_per_donor: int, dmso_wells_per_plate: int, cells_per_well: float,
-              mean_library_size: float, n_mechanisms: int, seed: int) -> _Simulation:
+              mean_library_size: float, n_mechanisms: int, seed: int, group_t_cells: bool = True) -> _Simulation:
     rng = np.random.default_rng(seed)
     compounds, test_rows = _choose_compounds(meta, n_compounds, n_test_compounds, rng)
     tf_pool = sorted(set().union(*[set(e["source"]) for e in meta.grn.values()])) if meta.grn else []
@@ -492,7 +505,11 @@ def _simulate(meta: Op3Metadata, *, n_genes: int | None, n_compounds: int | None
             "params": {"n_genes": len(genes), "n_compounds": int(len(compounds)), "n_donors": n_donors,
                        "plates_per_donor": plates_per_donor, "dmso_wells_per_plate": dmso_wells_per_plate,
                        "cells_per_well": float(cells_per_well), "mean_library_size": float(mean_library_size),
-                       "n_mechanisms": n_mechanisms, "seed": seed, "metadata_source": meta.source},
+                       "n_mechanisms": n_mechanisms, "seed": seed, "metadata_source": meta.source,
+                       "group_t_cells": bool(group_t_cells)},
+            # obs["cell_type"] of each simulated population (obs["cell_type_orig"]).
+            "annotation": pd.DataFrame({"cell_type_orig": CELL_TYPES,
+                                        "cell_type": [GROUPED_ANNOTATION[c] if group_t_cells else c for c in CELL_TYPES]}),
         },
     }
     meta_cols = pd.concat([compounds[["sm_name", "sm_lincs_id", "SMILES"]], pd.DataFrame([meta.control_compound])],
@@ -509,6 +526,9 @@ def _simulate(meta: Op3Metadata, *, n_genes: int | None, n_compounds: int | None
         plate_shift = {p: rng.normal(0, 0.06, n_g) for p in plates}
         lib_factor = np.array([CELL_TYPE_LIBRARY[c] for c in CELL_TYPES])
         test_set = set(map(tuple, test_rows[["cell_type", "sm_name"]].to_numpy()))
+        # The label each population carries in obs["cell_type"]: the final OP3 annotation groups the
+        # T-cell subtypes (Szałata et al. 2024, §4.2); the populations themselves are simulated apart.
+        labels = [GROUPED_ANNOTATION[c] if group_t_cells else c for c in CELL_TYPES]
         controls = set(compounds.loc[compounds["control"], "sm_name"])
         shape_r = 1.0 / 0.35**2  # library sizes: gamma with 35% CV
         n_done = 0
@@ -528,10 +548,11 @@ def _simulate(meta: Op3Metadata, *, n_genes: int | None, n_compounds: int | None
             # Negative binomial as a gamma-Poisson mixture.
             lam = rng.gamma(nb_size[None, :], mu / nb_size[None, :])
             counts = sp.csr_matrix(rng.poisson(lam).astype(np.int32))
-            cts = np.asarray(CELL_TYPES)[ct_idx]
+            populations = np.asarray(CELL_TYPES)[ct_idx]
+            cts = np.asarray(labels)[ct_idx]
             is_control = w.sm_name == CONTROL_COMPOUND or w.sm_name in controls
             split = np.where(is_control, "control", np.where([(c, w.sm_name) in test_set for c in cts], "test", "train"))
-            obs = pd.DataFrame({"cell_type": cts, "sm_name": w.sm_name, "donor_id": w.donor_id,
+            obs = pd.DataFrame({"cell_type": cts, "cell_type_orig": populations, "sm_name": w.sm_name, "donor_id": w.donor_id,
                                 "plate_name": w.plate_name, "well": w.well, "split": split,
                                 "sm_lincs_id": meta_cols.loc[w.sm_name, "sm_lincs_id"],
                                 "SMILES": meta_cols.loc[w.sm_name, "SMILES"],
@@ -559,6 +580,7 @@ def simulate_op3(
     n_mechanisms: int = 24,
     seed: int = 0,
     keep_genes: Sequence[str] | None = None,
+    group_t_cells: bool = True,
 ) -> ad.AnnData:
     """Draw single-cell counts of a synthetic OP3-like experiment.
 
@@ -587,18 +609,24 @@ def simulate_op3(
         well so that the full experiment fits in memory. The draws are those of the whole
         simulation, and ``obs["total_counts"]`` keeps each cell's library size over all genes
         (for normalisation).
+    group_t_cells
+        Label the three T-cell populations "T cells" in ``obs["cell_type"]``, as the final OP3
+        annotation does (Szałata et al. 2024, §4.2); ``False`` keeps the competition's six labels.
+        Either way ``obs["cell_type_orig"]`` holds the simulated population, and the draws are the
+        same.
 
     Returns
     -------
     anndata.AnnData
-        Cells x genes, integer counts in ``X`` (CSR); ``obs`` with ``cell_type``, ``sm_name``,
-        ``sm_lincs_id``, ``SMILES``, ``control``, ``donor_id``, ``plate_name``, ``well``, ``row``,
-        ``col``, ``split``, ``dose_uM``, ``timepoint_hr``; ``uns["simulation"]`` with the ground truth.
+        Cells x genes, integer counts in ``X`` (CSR); ``obs`` with ``cell_type``,
+        ``cell_type_orig``, ``sm_name``, ``sm_lincs_id``, ``SMILES``, ``control``, ``donor_id``,
+        ``plate_name``, ``well``, ``row``, ``col``, ``split``, ``dose_uM``, ``timepoint_hr``;
+        ``uns["simulation"]`` with the ground truth (mechanism targets per simulated population).
     """
     sim = _simulate(meta, n_genes=n_genes, n_compounds=n_compounds, n_test_compounds=n_test_compounds,
                     n_donors=n_donors, plates_per_donor=plates_per_donor, dmso_wells_per_plate=dmso_wells_per_plate,
                     cells_per_well=cells_per_well, mean_library_size=mean_library_size, n_mechanisms=n_mechanisms,
-                    seed=seed)
+                    seed=seed, group_t_cells=group_t_cells)
     genes = pd.Index(sim.genes)
     cols = None
     if keep_genes is not None:
@@ -613,14 +641,15 @@ def simulate_op3(
         obs_parts.append(obs)
         blocks.append(counts)
     obs = pd.concat(obs_parts)
-    for col in ("cell_type", "sm_name", "donor_id", "plate_name", "well", "split", "sm_lincs_id", "SMILES", "row"):
+    for col in ("cell_type", "cell_type_orig", "sm_name", "donor_id", "plate_name", "well", "split", "sm_lincs_id", "SMILES", "row"):
         obs[col] = obs[col].astype("category")
     x = sp.vstack(blocks, format="csr")
     del blocks
     return ad.AnnData(X=x, obs=obs, var=pd.DataFrame(index=genes), uns=sim.uns)
 
 
-def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs) -> ad.AnnData:
+def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, half_seed: int | None = None,
+                            **kwargs) -> ad.AnnData:
     """The pseudobulk of :func:`simulate_op3` with the same arguments, without keeping single cells.
 
     Each well's cells are drawn and summed per cell type at once, so a full-size screen needs the
@@ -633,8 +662,13 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs)
         As :func:`simulate_op3`.
     min_cells
         Pseudobulk samples with fewer cells are dropped.
+    half_seed
+        When given, also sum a random half of every sample's cells (``layers["counts_half"]``,
+        ``obs["n_cells_half"]``; see :func:`pertsci.op3_processing.half_of_cells`), the input of
+        the half-cell ceiling. The split has its own random stream: the counts are the same draws
+        with or without it.
     **kwargs
-        The arguments of :func:`simulate_op3`.
+        The arguments of :func:`simulate_op3` (but ``keep_genes``).
 
     Returns
     -------
@@ -644,15 +678,22 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, **kwargs)
     """
     params = {"n_genes": None, "n_compounds": None, "n_test_compounds": None, "n_donors": 3, "plates_per_donor": 2,
               "dmso_wells_per_plate": 16, "cells_per_well": 180, "mean_library_size": 6000, "n_mechanisms": 24,
-              "seed": 0}
+              "seed": 0, "group_t_cells": True}
     unknown = set(kwargs) - set(params)
     if unknown:
         raise TypeError(f"simulate_op3_pseudobulk: unknown arguments {sorted(unknown)}")
     params.update(kwargs)
     sim = _simulate(meta, **params)
     var = pd.DataFrame(index=pd.Index(sim.genes))
-    parts = [op3_processing.pseudobulk(ad.AnnData(X=counts, obs=obs, var=var), min_cells=0)
-             for obs, counts in sim.wells]
+    split_rng = np.random.default_rng(half_seed) if half_seed is not None else None
+    parts = []
+    for obs, counts in sim.wells:
+        cells = ad.AnnData(X=counts, obs=obs, var=var)
+        half = None
+        if split_rng is not None:
+            codes = pd.factorize(pd.MultiIndex.from_frame(obs[["plate_name", "well", "cell_type"]].astype(str)))[0]
+            half = op3_processing.half_of_cells(codes, split_rng)
+        parts.append(op3_processing.pseudobulk(cells, min_cells=0, half=half))
     pb = ad.concat(parts, merge="same")
     keep = (pb.obs["n_cells"].to_numpy() >= min_cells) & (np.asarray(pb.X).sum(axis=1) > 0)
     pb = pb[keep].copy()

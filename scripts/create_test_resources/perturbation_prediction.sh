@@ -2,7 +2,7 @@
 # Test resources of perturbation_prediction (OP3), deterministic (fixed seeds). Assumes the venv is
 # active and the real OP3 metadata in the shared data folder ($OPENPERT_SHARED_DATA or ../shared/data
 # beside the repository), passed to the simulators as --shared_data.
-#   op3_synthetic/   a reduced synthetic OP3 dataset (de_train, de_test, id_map) with a prediction
+#   op3_synthetic/   a reduced synthetic OP3 dataset (de_train, de_test, id_map, de_test_half) with a prediction
 #                    of the mean_across_compounds baseline and its score
 #   sc_counts/       tiny simulated single-cell counts, the input of datasets/process_sc_counts
 #   public_formats/  the same dataset in the Kaggle competition's layout (de_train.parquet, id_map)
@@ -25,7 +25,8 @@ openpert run-component "$task/datasets/synthetic/config.vsh.yaml" --shared_data 
   --optional_layers false \
   --output_de_train "$out/op3_synthetic/de_train.h5ad" \
   --output_de_test "$out/op3_synthetic/de_test.h5ad" \
-  --output_id_map "$out/op3_synthetic/id_map.csv"
+  --output_id_map "$out/op3_synthetic/id_map.csv" \
+  --output_de_test_half "$out/op3_synthetic/de_test_half.h5ad"
 
 openpert run-component "$task/datasets/simulate_sc_counts/config.vsh.yaml" --shared_data "$shared" \
   --dataset_id op3_sc_counts --seed 2 --n_genes 100 --n_compounds 8 --n_test_compounds 3 \

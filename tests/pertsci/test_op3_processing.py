@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from pertsci import op3_processing, op3_simulation
@@ -81,3 +82,45 @@ def test_process_rejects_bad_counts(small_sc):
     del missing.obs["plate_name"]
     with pytest.raises(ValueError, match="bad.h5ad: obs lacks"):
         op3_processing.process_sc_counts(missing, where="bad.h5ad")
+
+
+def test_half_of_cells_takes_half_of_every_group():
+    codes = np.repeat(np.arange(5), [1, 2, 3, 10, 7])
+    rng = np.random.default_rng(0)
+    mask = op3_processing.half_of_cells(codes, rng)
+    np.testing.assert_array_equal(np.bincount(codes[mask], minlength=5), [1, 1, 2, 5, 4])
+    # Random within a group: another draw picks other cells of the group of 10.
+    other = op3_processing.half_of_cells(codes, rng)
+    assert not np.array_equal(mask[codes == 3], other[codes == 3])
+    assert op3_processing.half_of_cells(np.array([], dtype=int), rng).shape == (0,)
+
+
+def test_pseudobulk_with_a_half_mask(small_sc):
+    codes = pd.factorize(pd.MultiIndex.from_frame(small_sc.obs[["plate_name", "well", "cell_type"]].astype(str)))[0]
+    half = op3_processing.half_of_cells(codes, np.random.default_rng(1))
+    pb = op3_processing.pseudobulk(small_sc, min_cells=5, half=half)
+    plain = op3_processing.pseudobulk(small_sc, min_cells=5)
+    np.testing.assert_array_equal(pb.X, plain.X)
+    one = pb.obs.iloc[0]
+    mask = ((small_sc.obs["plate_name"] == one["plate_name"]) & (small_sc.obs["well"] == one["well"])
+            & (small_sc.obs["cell_type"] == one["cell_type"])).to_numpy()
+    np.testing.assert_array_equal(pb.layers["counts_half"][0], np.asarray(small_sc.X[mask & half].sum(axis=0)).ravel())
+    assert pb.obs["n_cells_half"].iloc[0] == (mask & half).sum() == (mask.sum() + 1) // 2
+    with pytest.raises(ValueError, match="half-cell mask has shape"):
+        op3_processing.pseudobulk(small_sc, half=half[:-1])
+
+
+def test_half_cell_de_matches_de_test_rows_and_tracks_it(small_sc):
+    """The ceiling: the test rows' DE from half the cells, same rows and genes, close to de_test."""
+    _, de_test, id_map = op3_processing.process_sc_counts(small_sc, min_cells=5, dataset_uns={"dataset_id": "x"})
+    half = op3_processing.half_cell_de_from_cells(small_sc, de_test, seed=0, min_cells=5)
+    assert list(half.obs_names) == list(de_test.obs_names) and list(half.var_names) == list(de_test.var_names)
+    assert list(half.obs["cell_type"]) == list(id_map["cell_type"]) and half.uns["dataset_id"] == "x"
+    truth, ceiling = de_test.layers["clipped_sign_log10_pval"], half.layers["clipped_sign_log10_pval"]
+    assert not np.allclose(truth, ceiling)  # other counts, other statistics
+    assert np.corrcoef(truth.ravel(), ceiling.ravel())[0, 1] > 0.6
+    # Closer to the truth than predicting no effect at all.
+    assert np.sqrt(((truth - ceiling) ** 2).mean(axis=1)).mean() < np.sqrt((truth**2).mean(axis=1)).mean()
+    pb = op3_processing.pseudobulk(small_sc, min_cells=5)
+    with pytest.raises(ValueError, match="no half-cell counts"):
+        op3_processing.half_cell_de(pb, de_test, where="sc.h5ad")

@@ -137,3 +137,55 @@ def test_streaming_pseudobulk_equals_pseudobulk_of_cells():
     assert "simulation" in pb_stream.uns
     with pytest.raises(TypeError, match="unknown arguments"):
         op3_simulation.simulate_op3_pseudobulk(meta, dmso_wells=2)
+
+
+def test_t_cells_are_grouped_as_in_the_final_annotation(small_sc):
+    """obs["cell_type"] groups the three T-cell populations as "T cells"; cell_type_orig keeps them."""
+    obs = small_sc.obs.astype({"cell_type": str, "cell_type_orig": str})
+    assert set(obs["cell_type"]) == {"B cells", "Myeloid cells", "NK cells", "T cells"}
+    assert set(obs["cell_type_orig"]) == set(op3_simulation.CELL_TYPES)
+    t_cells = obs["cell_type_orig"].str.startswith("T ")
+    assert obs.loc[t_cells, "cell_type"].eq("T cells").all()
+    assert (obs.loc[~t_cells, "cell_type"] == obs.loc[~t_cells, "cell_type_orig"]).all()
+    annotation = small_sc.uns["simulation"]["annotation"]
+    assert dict(zip(annotation["cell_type_orig"], annotation["cell_type"])) == op3_simulation.GROUPED_ANNOTATION
+    assert op3_simulation.ANNOTATED_CELL_TYPES == ["B cells", "Myeloid cells", "NK cells", "T cells"]
+
+
+def test_ungrouped_annotation_is_the_same_draws():
+    meta = op3_simulation.synthetic_metadata(n_genes=80, n_compounds=6, n_test_compounds=2, seed=1)
+    kw = dict(n_donors=2, plates_per_donor=1, dmso_wells_per_plate=2, cells_per_well=20, seed=4)
+    grouped = op3_simulation.simulate_op3(meta, **kw)
+    six = op3_simulation.simulate_op3(meta, group_t_cells=False, **kw)
+    assert (grouped.X != six.X).nnz == 0
+    assert list(six.obs["cell_type"].astype(str)) == list(grouped.obs["cell_type_orig"].astype(str))
+    assert set(six.obs["cell_type"].astype(str)) == set(op3_simulation.CELL_TYPES)
+
+
+def test_grouped_pseudobulk_sums_the_t_cell_populations():
+    """One pseudobulk sample per (plate, well) holds all T cells, as the OP3 processing groups them."""
+    meta = op3_simulation.synthetic_metadata(n_genes=90, n_compounds=7, n_test_compounds=2, seed=2)
+    kw = dict(n_donors=2, plates_per_donor=1, dmso_wells_per_plate=2, cells_per_well=60, seed=6)
+    grouped = op3_simulation.simulate_op3_pseudobulk(meta, min_cells=0, **kw)
+    six = op3_simulation.simulate_op3_pseudobulk(meta, min_cells=0, group_t_cells=False, **kw)
+    assert set(grouped.obs["cell_type"]) == set(op3_simulation.ANNOTATED_CELL_TYPES)
+    t_six = six[six.obs["cell_type"].astype(str).str.startswith("T ").to_numpy()]
+    t_grouped = grouped[grouped.obs["cell_type"].astype(str).eq("T cells").to_numpy()]
+    assert t_grouped.obs["n_cells"].sum() == t_six.obs["n_cells"].sum()
+    np.testing.assert_array_equal(np.asarray(t_grouped.X).sum(axis=0), np.asarray(t_six.X).sum(axis=0))
+
+
+def test_streaming_pseudobulk_half_split():
+    """With half_seed, each sample also sums ceil(n/2) of its cells; the full counts do not change."""
+    meta = op3_simulation.synthetic_metadata(n_genes=90, n_compounds=7, n_test_compounds=2, seed=2)
+    kw = dict(n_donors=2, plates_per_donor=1, dmso_wells_per_plate=2, cells_per_well=25, seed=6)
+    plain = op3_simulation.simulate_op3_pseudobulk(meta, min_cells=4, **kw)
+    split = op3_simulation.simulate_op3_pseudobulk(meta, min_cells=4, half_seed=11, **kw)
+    np.testing.assert_array_equal(np.asarray(plain.X), np.asarray(split.X))
+    half = split.layers["counts_half"]
+    assert np.all(half <= np.asarray(split.X)) and np.all(half >= 0)
+    np.testing.assert_array_equal(split.obs["n_cells_half"], (split.obs["n_cells"] + 1) // 2)
+    # A real split: some but not all of the counts of a sample with several cells.
+    several = split.obs["n_cells"].to_numpy() > 3
+    totals, half_totals = np.asarray(split.X).sum(axis=1), half.sum(axis=1)
+    assert np.all(half_totals[several] < totals[several]) and np.all(half_totals[several] > 0)

@@ -23,7 +23,8 @@ from openpert.run.component import run_component
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = Task(ROOT / "src" / "perturbation_prediction")
 DATA = ROOT / "resources_test" / "perturbation_prediction" / "op3_synthetic"
-FILES = {"file_de_train": DATA / "de_train.h5ad", "file_de_test": DATA / "de_test.h5ad", "file_id_map": DATA / "id_map.csv"}
+FILES = {"file_de_train": DATA / "de_train.h5ad", "file_de_test": DATA / "de_test.h5ad", "file_id_map": DATA / "id_map.csv",
+         "file_de_test_half": DATA / "de_test_half.h5ad"}
 
 
 def run(kind: str, name: str, tmp_path: Path, **args) -> Path:
@@ -100,3 +101,42 @@ def test_metric_job_refuses_an_invalid_prediction(tmp_path):
 def test_methods_cannot_read_de_test():
     assert TASK.method_formats == {"file_de_train", "file_id_map"}
     assert TASK.prediction_format == "file_prediction"
+
+
+def test_half_cell_ceiling_lies_between_the_controls(tmp_path):
+    """The ceiling scores below the ground truth and far above the zeros control; it reads a solution file."""
+    args = dict(de_train=FILES["file_de_train"], de_test=FILES["file_de_test"], id_map=FILES["file_id_map"])
+    ceiling = run("control_methods", "half_cell_ceiling", tmp_path, de_test_half=FILES["file_de_test_half"], **args)
+    zeros = run("control_methods", "zeros", tmp_path, **args)
+    raw = {name: read_score(run("metrics", "mean_rowwise_error", tmp_path, de_test=FILES["file_de_test"], prediction=p))[0]
+           for name, p in (("ceiling", ceiling), ("zeros", zeros))}
+    assert 0 < raw["ceiling"]["mean_rowwise_rmse"] < 0.8 * raw["zeros"]["mean_rowwise_rmse"]
+    assert "file_de_test_half" not in TASK.method_formats
+
+
+def test_half_cell_ceiling_fails_without_cells(tmp_path):
+    """A dataset without single cells has an empty de_test_half: the ceiling job fails with the reason."""
+    from perturbation_prediction_lib.public_data import no_half_cells
+
+    empty = tmp_path / "de_test_half.h5ad"
+    no_half_cells(ad.read_h5ad(FILES["file_de_test"]), "no single cells in this dataset").write_h5ad(empty)
+    config = read_config(TASK.dir / "control_methods" / "half_cell_ceiling" / "config.vsh.yaml")
+    result = run_component(config, {"de_train": str(FILES["file_de_train"]), "de_test": str(FILES["file_de_test"]),
+                                    "id_map": str(FILES["file_id_map"]), "de_test_half": str(empty),
+                                    "output": str(tmp_path / "out.h5ad")},
+                           work_dir=tmp_path / "work", context={**FILES, "file_de_test_half": empty})
+    assert not result.succeeded
+    assert "no half-cell DE for this dataset: no single cells in this dataset" in result.log.read_text()
+
+
+def test_adversarial_controls_run_and_keep_the_mean_correlations(tmp_path):
+    """The scaled means keep the mean-outcome correlations exactly: the row correlations ignore scale."""
+    args = dict(de_train=FILES["file_de_train"], de_test=FILES["file_de_test"], id_map=FILES["file_id_map"])
+    scores = {}
+    for name in ("mean_outcome", "mean_scaled_up", "mean_scaled_down", "sign_only", "de_count_prior"):
+        pred = run("control_methods", name, tmp_path, **args)
+        scores[name] = read_score(run("metrics", "mean_rowwise_correlation", tmp_path, de_test=FILES["file_de_test"],
+                                      prediction=pred))[0]
+    for name in ("mean_scaled_up", "mean_scaled_down"):
+        assert scores[name] == pytest.approx(scores["mean_outcome"], abs=1e-12)
+    assert all(np.isfinite(list(s.values())).all() for s in scores.values())

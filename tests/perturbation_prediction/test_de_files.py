@@ -8,7 +8,15 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from perturbation_prediction_lib.de_files import aligned_truth_prediction, read_de, read_id_map, row_keys, write_prediction
+from perturbation_prediction_lib.de_files import (
+    aligned_truth_prediction,
+    read_de,
+    read_half_cell_de,
+    read_id_map,
+    row_keys,
+    write_prediction,
+)
+from perturbation_prediction_lib.public_data import no_half_cells
 
 DATA = Path(__file__).resolve().parents[2] / "resources_test" / "perturbation_prediction" / "op3_synthetic"
 LAYER = "clipped_sign_log10_pval"
@@ -79,3 +87,21 @@ def test_alignment_by_gene_name_and_row_id(de_test, tmp_path):
     other_ids.write_h5ad(tmp_path / "ids.h5ad")
     with pytest.raises(ValueError, match=r"ids.h5ad: has \d+ rows with ids .*expected the \d+ ids 0\.\."):
         aligned_truth_prediction(DATA / "de_test.h5ad", LAYER, tmp_path / "ids.h5ad")
+
+
+def test_read_half_cell_de_as_a_prediction(de_test, tmp_path):
+    """The ceiling's input: id_map rows, de_train genes; an empty file fails with its reason."""
+    id_map = read_id_map(DATA / "id_map.csv")
+    de_train = ad.read_h5ad(DATA / "de_train.h5ad")
+    genes = list(de_train.var_names[::-1])
+    pred = read_half_cell_de(DATA / "de_test_half.h5ad", LAYER, id_map, genes)
+    half = ad.read_h5ad(DATA / "de_test_half.h5ad")
+    np.testing.assert_array_equal(pred, half[:, genes].layers[LAYER])
+    assert not np.allclose(pred, de_test[:, genes].layers[LAYER])  # another estimate than the truth
+    with pytest.raises(ValueError, match=r"de_test_half.h5ad: its \d+ rows are not the \d+ rows of id_map"):
+        read_half_cell_de(DATA / "de_test_half.h5ad", LAYER, id_map.iloc[::-1], genes)
+    with pytest.raises(ValueError, match=r"lacks 1 genes of de_train"):
+        read_half_cell_de(DATA / "de_test_half.h5ad", LAYER, id_map, [*genes, "NOT_A_GENE"])
+    no_half_cells(de_test, "no cells here").write_h5ad(tmp_path / "empty.h5ad")
+    with pytest.raises(ValueError, match=r"empty.h5ad: no half-cell DE for this dataset: no cells here"):
+        read_half_cell_de(tmp_path / "empty.h5ad", LAYER, id_map, genes)

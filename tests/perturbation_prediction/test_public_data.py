@@ -78,7 +78,8 @@ def test_openproblems_download_and_load_as_a_component(served, tmp_path):
     base, _, (de_train, de_test, id_map, _) = served
     config = read_config(COMPONENT / "config.vsh.yaml")
     out = {name: tmp_path / "out" / f for name, f in
-           [("output_de_train", "de_train.h5ad"), ("output_de_test", "de_test.h5ad"), ("output_id_map", "id_map.csv")]}
+           [("output_de_train", "de_train.h5ad"), ("output_de_test", "de_test.h5ad"), ("output_id_map", "id_map.csv"),
+            ("output_de_test_half", "de_test_half.h5ad")]}
     result = run_component(config, {"source": "openproblems", "url_base": f"{base}/op", **{k: str(v) for k, v in out.items()}},
                            work_dir=tmp_path / "work")
     assert result.succeeded, result.log.read_text()
@@ -90,6 +91,10 @@ def test_openproblems_download_and_load_as_a_component(served, tmp_path):
     np.testing.assert_array_equal(got_test.layers["clipped_sign_log10_pval"], de_test.layers["clipped_sign_log10_pval"])
     assert got_test.uns["dataset_id"] == "neurips-2023-data"
     assert list(ad.read_h5ad(out["output_de_train"]).var_names) == list(de_train.var_names)
+    # No single cells, no half-cell ceiling: an empty file that says why.
+    half = ad.read_h5ad(out["output_de_test_half"])
+    assert half.n_obs == 0 and list(half.var_names) == list(got_test.var_names)
+    assert "no single cells" in half.uns["half_cells_unavailable"] and half.uns["dataset_id"] == "neurips-2023-data"
 
 
 def test_kaggle_download_with_credentials_and_holdout(served, tmp_path, monkeypatch):

@@ -160,3 +160,42 @@ def aligned_truth_prediction(de_test_path: str | Path, layer: str, prediction_pa
     if not np.all(np.isfinite(values)):
         raise ValueError(f"{prediction_path}: {int((~np.isfinite(values)).sum())} non-finite predicted values")
     return de_test, pred, truth, values
+
+
+def read_half_cell_de(path: str | Path, layer: str, id_map: pd.DataFrame, genes: Sequence[str] | pd.Index
+                      ) -> np.ndarray:
+    """The half-cell DE of the test rows (``de_test_half``) as a prediction: id_map rows x ``genes``.
+
+    Parameters
+    ----------
+    path
+        ``de_test_half.h5ad``.
+    layer
+        The layer predicted.
+    id_map
+        The rows to predict; the file's rows must be these, in this order.
+    genes
+        The genes of the prediction (those of ``de_train``).
+
+    Returns
+    -------
+    numpy.ndarray
+        Rows of ``id_map`` x ``genes``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: when the dataset has no half-cell DE (with its reason), its rows are not
+        those of id_map, or it lacks genes.
+    """
+    half, values = read_de(path, layer)
+    if half.n_obs == 0:
+        reason = half.uns.get("half_cells_unavailable", "the file has no rows")
+        raise ValueError(f"{path}: no half-cell DE for this dataset: {reason}")
+    keys, want = row_keys(half.obs), row_keys(id_map)
+    if len(keys) != len(want) or not (keys.to_numpy() == want.to_numpy()).all():
+        raise ValueError(f"{path}: its {half.n_obs} rows are not the {len(id_map)} rows of id_map in order")
+    missing = pd.Index(genes).difference(half.var_names)
+    if len(missing):
+        raise ValueError(f"{path}: lacks {len(missing)} genes of de_train, e.g. {list(missing[:3])}")
+    return values[:, half.var_names.get_indexer(pd.Index(genes))]

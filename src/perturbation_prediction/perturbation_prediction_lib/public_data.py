@@ -416,8 +416,9 @@ def openproblems_uns(dataset_id: str = "") -> dict:
         ``dataset_url``, ``dataset_reference``, ``dataset_organism``, ``dataset_license``.
     """
     return {"dataset_id": dataset_id or "neurips-2023-data",
-            "dataset_name": "NeurIPS 2023 scPerturb DGE (Open Problems)",
-            "dataset_summary": "Real OP3 data: limma-voom DE of 146 compounds in PBMCs of three donors, Open Problems release.",
+            "dataset_name": "OP3 published (Open Problems)",
+            "dataset_summary": "NeurIPS 2023 scPerturb DGE: limma-voom DE of 146 compounds in PBMCs of three donors, "
+                               "Open Problems release.",
             "dataset_description": "Differential expression of (cell type, compound) pairs against DMSO from the OP3 single-cell "
                                    "perturbation screen, as published by Open Problems (public test merged into training).",
             "dataset_url": OPENPROBLEMS_URL, "dataset_reference": "szalata2024benchmark",
@@ -440,10 +441,36 @@ def kaggle_uns(dataset_id: str = "", held_out: str | None = None) -> dict:
         As :func:`openproblems_uns`.
     """
     return {"dataset_id": dataset_id or "neurips-2023-kaggle",
-            "dataset_name": "NeurIPS 2023 scPerturb DGE (Kaggle)",
-            "dataset_summary": "Real OP3 data in the Kaggle competition layout (sign(logFC) * -log10(p) only).",
+            "dataset_name": "OP3 published (Kaggle)",
+            "dataset_summary": "NeurIPS 2023 scPerturb DGE in the Kaggle competition layout (sign(logFC) * -log10(p) only).",
             "dataset_description": "The competition's de_train.parquet; "
                                    + (f"held-out rows: {held_out}." if held_out else "its test rows' values were given."),
             "dataset_url": "https://www.kaggle.com/competitions/open-problems-single-cell-perturbations",
             "dataset_reference": "szalata2024benchmark", "dataset_organism": "homo_sapiens",
             "dataset_license": "Kaggle competition data licence"}
+
+
+def no_half_cells(de_test: ad.AnnData, reason: str) -> ad.AnnData:
+    """The ``de_test_half`` of a dataset without single cells: no rows, and why.
+
+    Parameters
+    ----------
+    de_test
+        The dataset's ``de_test`` (its genes and ``uns`` are kept).
+    reason
+        Why no half-cell DE can be computed; the ceiling control fails with it.
+
+    Returns
+    -------
+    anndata.AnnData
+        0 rows x the genes of ``de_test``, the ceiling's layers empty, ``uns["half_cells_unavailable"]``.
+    """
+    empty = np.zeros((0, de_test.n_vars))
+    obs = pd.DataFrame({"cell_type": pd.Series([], dtype=str), "sm_name": pd.Series([], dtype=str)},
+                       index=pd.Index([], dtype=str))
+    out = ad.AnnData(obs=obs,
+                     var=pd.DataFrame(index=de_test.var_names.copy()),
+                     layers={"clipped_sign_log10_pval": empty, "sign_log10_pval": empty, "P.Value": empty.copy()},
+                     uns={k: v for k, v in de_test.uns.items() if k.startswith("dataset_")})
+    out.uns["half_cells_unavailable"] = reason
+    return out

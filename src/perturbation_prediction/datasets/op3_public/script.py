@@ -18,6 +18,7 @@ par = {
     "output_de_train": "de_train.h5ad",
     "output_de_test": "de_test.h5ad",
     "output_id_map": "id_map.csv",
+    "output_de_test_half": "de_test_half.h5ad",
 }
 meta = {"name": "op3_public", "resources_dir": "src/perturbation_prediction", "temp_dir": "/tmp"}
 ## VIASH END
@@ -53,3 +54,6 @@ print(f"de_train {de_train.shape}, de_test {de_test.shape}, {len(id_map)} test r
 de_train.write_h5ad(par["output_de_train"], compression="gzip")
 de_test.write_h5ad(par["output_de_test"], compression="gzip")
 id_map.to_csv(par["output_id_map"], index=False)
+# The published files hold no single cells, so there is no half-cell DE: the ceiling control reads why.
+public_data.no_half_cells(de_test, "the published OP3 files hold no single cells to split in half: "
+                                   "no half-cell ceiling for this dataset").write_h5ad(par["output_de_test_half"])

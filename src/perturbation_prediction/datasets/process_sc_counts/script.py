@@ -17,9 +17,11 @@ par = {
     "control_compound": "Dimethyl Sulfoxide",
     "min_cells": 3,
     "optional_layers": True,
+    "half_cells_seed": 0,
     "output_de_train": "de_train.h5ad",
     "output_de_test": "de_test.h5ad",
     "output_id_map": "id_map.csv",
+    "output_de_test_half": "de_test_half.h5ad",
 }
 meta = {"name": "process_sc_counts"}
 ## VIASH END
@@ -42,6 +44,11 @@ de_train, de_test, id_map = op3_processing.process_sc_counts(
     where=par["input"],
 )
 print(f"de_train {de_train.shape}, de_test {de_test.shape}, {len(id_map)} test rows")
+# The test rows' DE from a random half of every sample's cells: the ceiling control's prediction.
+de_test_half = op3_processing.half_cell_de_from_cells(sc, de_test, seed=par["half_cells_seed"], min_cells=par["min_cells"],
+                                                      control=par["control_compound"], where=par["input"])
+de_test_half.uns["half_cells_seed"] = par["half_cells_seed"]
+de_test_half.write_h5ad(par["output_de_test_half"], compression="gzip")
 de_train.write_h5ad(par["output_de_train"], compression="gzip")
 de_test.write_h5ad(par["output_de_test"], compression="gzip")
 id_map.to_csv(par["output_id_map"], index=False)

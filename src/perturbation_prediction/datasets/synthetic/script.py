@@ -15,9 +15,11 @@ par = {
     "mean_library_size": 2500.0,
     "min_cells": 3,
     "optional_layers": True,
+    "half_cells_seed": 0,
     "output_de_train": "de_train.h5ad",
     "output_de_test": "de_test.h5ad",
     "output_id_map": "id_map.csv",
+    "output_de_test_half": "de_test_half.h5ad",
 }
 meta = {"name": "synthetic"}
 ## VIASH END
@@ -35,7 +37,8 @@ op3, params = op3_simulation.simulation_design(
     dmso_wells=par["dmso_wells"], cells_per_well=par["cells_per_well"], mean_library_size=par["mean_library_size"],
     seed=par["seed"])
 # Wells are summed as they are drawn: the memory of the pseudobulk matrix suffices, also at full size.
-pb = op3_simulation.simulate_op3_pseudobulk(op3, min_cells=par["min_cells"], **params)
+# A random half of every sample's cells is summed too, for the half-cell ceiling.
+pb = op3_simulation.simulate_op3_pseudobulk(op3, min_cells=par["min_cells"], half_seed=par["half_cells_seed"], **params)
 n_cells = int(pb.obs["n_cells"].sum())
 size = "full-size" if par["n_genes"] == 0 and par["n_compounds"] == 0 else "reduced"
 uns = {
@@ -57,6 +60,10 @@ de_train, de_test, id_map = op3_processing.process_pseudobulk(
     pb, dataset_uns=uns, min_cells=par["min_cells"], optional_layers=par["optional_layers"],
     test_row_order=(pb.uns.get("simulation") or {}).get("test_rows"), where="simulated counts")
 log.info("de_train %s, de_test %s, %d test rows", de_train.shape, de_test.shape, len(id_map))
+# The test rows' DE from half the cells: the ceiling control's prediction (a solution file).
+de_test_half = op3_processing.half_cell_de(pb, de_test, where="simulated counts")
+de_test_half.uns["half_cells_seed"] = par["half_cells_seed"]
+de_test_half.write_h5ad(par["output_de_test_half"], compression="gzip")
 de_train.write_h5ad(par["output_de_train"], compression="gzip")
 de_test.write_h5ad(par["output_de_test"], compression="gzip")
 id_map.to_csv(par["output_id_map"], index=False)
