@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import select
 import signal
 import subprocess
 import time
@@ -32,6 +33,37 @@ class Limits:
     time_s: float | None = None
     memory_mb: float | None = None
     cpus: int | None = None
+
+
+class _ExitWaiter:
+    """Waits up to a timeout, returning early when process ``pid`` exits (a pidfd; Linux 5.3+).
+
+    Where pidfds are missing it sleeps the whole timeout. Use as a context manager: the descriptor
+    is closed on leaving.
+    """
+
+    def __init__(self, pid: int):
+        try:
+            self._fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._fd = None
+            return
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN)
+
+    def __call__(self, timeout: float) -> None:
+        if self._fd is None:
+            time.sleep(timeout)
+        else:
+            self._poller.poll(timeout * 1000)
+
+    def __enter__(self) -> _ExitWaiter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
@@ -155,39 +187,41 @@ def execute(
                                 env=dict(env) if env is not None else None, start_new_session=True)
         _ACTIVE.add(proc.pid)
         ps = psutil.Process(proc.pid)
-        # Poll quickly at first so that short jobs do not pay for a long sleep; back off after.
-        delay = 0.005
-        kill_at: float | None = None
-        status: int | None = None
-        hwm_kb = 0
-        while True:
-            pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                status = wstatus
-                break
-            procs = _tree(ps)
-            seen.update(procs[1:])
-            peak = max(peak, _tree_rss(procs))
-            # Every process's own high-water mark (the launcher's is not the job's).
-            hwm_kb = max(hwm_kb, *(_high_water_mark_kb(p.pid) for p in procs))
-            elapsed = time.perf_counter() - start
-            if forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
-                reason = f"memory limit exceeded (peak {peak / 2**20:.0f} MB > {limits.memory_mb:.0f} MB)"
-                forced = EXIT_MEMORY
-                _kill_group(proc.pid, signal.SIGKILL)
-            elif forced is None and limits.time_s is not None and elapsed > limits.time_s:
-                reason = f"time limit exceeded ({limits.time_s:g} s)"
-                forced = EXIT_TIME
-                if sandboxed:
-                    _signal(procs[1:], signal.SIGTERM)
-                else:
-                    _kill_group(proc.pid, signal.SIGTERM)
-                kill_at = elapsed + 5.0  # a grace period to clean up, then SIGKILL
-            elif kill_at is not None and elapsed > kill_at:
-                _kill_group(proc.pid, signal.SIGKILL)
-                kill_at = None
-            time.sleep(delay)
-            delay = min(delay * 1.5, poll_s)
+        # Between two samples of memory and time, wait on the process itself (a pidfd becomes
+        # readable when it exits), so that a finished job is noticed at once, not at the next poll.
+        with _ExitWaiter(proc.pid) as exited:
+            delay = 0.005
+            kill_at: float | None = None
+            status: int | None = None
+            hwm_kb = 0
+            while True:
+                pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    status = wstatus
+                    break
+                procs = _tree(ps)
+                seen.update(procs[1:])
+                peak = max(peak, _tree_rss(procs))
+                # Every process's own high-water mark (the launcher's is not the job's).
+                hwm_kb = max(hwm_kb, *(_high_water_mark_kb(p.pid) for p in procs))
+                elapsed = time.perf_counter() - start
+                if forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
+                    reason = f"memory limit exceeded (peak {peak / 2**20:.0f} MB > {limits.memory_mb:.0f} MB)"
+                    forced = EXIT_MEMORY
+                    _kill_group(proc.pid, signal.SIGKILL)
+                elif forced is None and limits.time_s is not None and elapsed > limits.time_s:
+                    reason = f"time limit exceeded ({limits.time_s:g} s)"
+                    forced = EXIT_TIME
+                    if sandboxed:
+                        _signal(procs[1:], signal.SIGTERM)
+                    else:
+                        _kill_group(proc.pid, signal.SIGTERM)
+                    kill_at = elapsed + 5.0  # a grace period to clean up, then SIGKILL
+                elif kill_at is not None and elapsed > kill_at:
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    kill_at = None
+                exited(delay)
+                delay = min(delay * 1.5, poll_s)
         proc.returncode = os.waitstatus_to_exitcode(status)
     # Children that outlive the script would keep writing into a work dir we are about to publish.
     _kill_group(proc.pid, signal.SIGKILL)
