@@ -1,175 +1,228 @@
 #!/usr/bin/env nextflow
 /*
- * openpert's distributed engine.
+ * openpert's distributed engine: a whole benchmark (datasets, methods, metrics) as one workflow.
  *
  * `openpert benchmark --engine nextflow` writes the plan (docs/plan_json.md) and runs
  *     nextflow run main.nf -params-file plan.json -profile <profile>
  * so the plan's top-level keys are `params.*`. Nothing here names a task or a component: the
- * datasets, the components, how their arguments are wired to files and their resources all come
- * from the plan.
+ * datasets, the components, their images, code digests and how their arguments are wired to files
+ * all come from the plan; the jobs themselves are built by lib/OpenpertJobs.groovy, which the
+ * tests run under plain Groovy.
  *
- *     datasets x methods     -> run_method -> predictions
- *     predictions x metrics  -> run_metric -> scores
+ *     dataset_jobs            -> run_dataset -> datasets (with the plan's ready-made datasets)
+ *     datasets x methods      -> run_method  -> predictions (one job per seed of a seeded control)
+ *     predictions x metrics   -> run_metric  -> scores, as each prediction arrives
  *
- * Every task runs `openpert run-component <config> --<arg> <file> ... --<param> <value> ...`, is
- * tagged with its job id (openpert reads the trace back by tag), takes cpus, memory and time from
- * its component's resource labels, and publishes its outputs to
- * <outdir>/outputs/<dataset_id>/<method_id>[/<metric_id>]/. A failed job is ignored so that the
- * rest of the benchmark goes on; the metrics of a failed method never run.
+ * Every task runs in its component's image (`container`), with the component's folder staged as
+ * an input (`component/`: its config, resources, task library and the project's pertsci), so no
+ * worker needs the repository; the component's code digest is an input, so that `-resume` re-runs
+ * exactly the jobs whose code changed. A task runs
+ *     openpert run-component --work-dir run ... component/<config> --<arg> <file> ... --<param> <value>
+ * every word quoted, with its temporary files inside its own work folder. It is tagged with its
+ * job id (openpert reads the trace back by tag), takes cpus, memory and time from its component's
+ * resource labels, is retried bigger when killed for memory (137) or time (143), and is otherwise
+ * ignored when it fails, so that the rest of the benchmark goes on.
  */
 
-// One word for bash, single-quoted.
-def shellQuote(value) {
-    "'" + value.toString().replace("'", "'\\''") + "'"
+// Staged files as a list: a single file arrives as a Path, several as a list (in a task's script,
+// a BlankSeparatedList, which is not a Collection in every Nextflow version but iterates).
+def asList(files) {
+    return files instanceof java.nio.file.Path ? [files] : files.collect { f -> f }
 }
 
-// cpus, memory and time of a component from its labels and params.resources; capped at
-// params.max_cpus and params.max_memory_mb when given (the local executor refuses bigger tasks).
-def resourcesOf(component) {
-    def limits = [:]
-    (component.labels ?: []).each { label -> limits.putAll(params.resources?.get(label) ?: [:]) }
-    def cpus = limits.cpus
-    def memoryMb = limits.memory_mb
-    // (values given on the command line may arrive as strings)
-    if (cpus != null && params.max_cpus)
-        cpus = Math.min(cpus.toString().toInteger(), params.max_cpus.toString().toInteger())
-    if (memoryMb != null && params.max_memory_mb)
-        memoryMb = Math.min(memoryMb.toString().toLong(), params.max_memory_mb.toString().toLong())
-    return [
-        cpus: cpus,
-        memory: memoryMb != null ? "${memoryMb} MB".toString() : null,
-        time: limits.time_s != null ? "${limits.time_s}s".toString() : null,
-    ]
+// A plan path (or s3://, gs://, ... URI) as a file, or a staged file as it is.
+def asFile(source) {
+    return source instanceof java.nio.file.Path ? source : file(source.toString(), checkIfExists: true)
 }
 
-// A job: the component, its file arguments in order, and where its outputs are published.
-// Each input of format F comes from `upstream[F]` (a method's output) or else the dataset's files.
-// Returns [job, files], files in the order of job.args.
-def makeJob(id, dataset, methodId, component, upstream, publishDir) {
-    def args = []
-    def files = []
-    (component.inputs ?: [:]).each { arg, format ->
-        def source = upstream.containsKey(format) ? upstream[format] : dataset.files?.get(format)
-        if (source == null)
-            error("openpert: job ${id}: nothing of format '${format}' for --${arg} of ${component.config}")
-        args << arg.toString()
-        files << (source instanceof java.nio.file.Path ? source : file(source.toString(), checkIfExists: true))
-    }
-    def job = [
-        id: id.toString(),
-        dataset: dataset,
-        method_id: methodId.toString(),
-        component: component,
-        args: args,
-        publish_dir: publishDir.toString(),
-    ] + resourcesOf(component)
-    return [job, files]
+// [job, files] as a process takes it: the job prepared, its code digest, its component folder.
+def staged(pair, options) {
+    def job = OpenpertJobs.prepare(pair[0], options)
+    if (!job.component.bundle)
+        error("openpert: job ${job.id}: the plan gives no component folder (bundle) for ${job.component.config}")
+    return [job, job.component.digest, file(job.component.bundle, checkIfExists: true), pair[1].collect { s -> asFile(s) }]
 }
 
-// The `openpert run-component` command of a job; `staged` are its input files as staged in the
-// task folder, in the order of job.args. Outputs are written under out/.
-def componentCommand(job, staged) {
-    def files = staged instanceof java.nio.file.Path ? [staged] : staged.collect { f -> f }
-    if (files.size() != job.args.size())
-        error("openpert: job ${job.id}: ${job.args.size()} file arguments but ${files.size()} files")
-    def words = [params.openpert ?: 'openpert', 'run-component', shellQuote(job.component.config)]
-    [job.args, files].transpose().each { arg, path -> words += ["--${arg}", shellQuote(path)] }
-    (job.component.output_names ?: [:]).each { arg, name ->
-        words += ["--${arg}", shellQuote("out/${name}")]
-    }
-    (job.component.params ?: [:]).each { name, value ->
-        if (value != null) {
-            // several values: Viash's default multiple separator
-            def text = value instanceof Collection ? value.collect { v -> v.toString() }.join(';') : value.toString()
-            words += ["--${name}", shellQuote(text)]
-        }
-    }
-    return words.join(' ')
+// The process directives of a job on its attempt.
+def memoryOf(job, attempt) {
+    def mb = OpenpertJobs.attemptLimits(job, attempt).memory_mb
+    return mb != null ? "${mb} MB".toString() : null
 }
 
-// A method's emitted outputs as format -> file.
-def outputsByFormat(job, outs) {
-    def files = outs instanceof java.nio.file.Path ? [outs] : outs.collect { f -> f }
-    def byFormat = [:]
-    (job.component.output_names ?: [:]).each { arg, name ->
-        def found = files.find { f -> f.fileName.toString() == name }
-        def format = job.component.outputs?.get(arg)
-        if (found != null && format != null)
-            byFormat[format.toString()] = found
-    }
-    return byFormat
+def timeOf(job, attempt) {
+    def seconds = OpenpertJobs.attemptLimits(job, attempt).time_s
+    // a minute more than the job's own limit, so that openpert stops it first and says why
+    return seconds != null ? "${seconds + 60}s".toString() : null
 }
 
-process run_method {
+def retryOrIgnore(job, exitStatus, attempt) {
+    return exitStatus in [137, 143] && attempt <= job.max_retries ? 'retry' : 'ignore'
+}
+
+process run_dataset {
     tag "${job.id}"
-    errorStrategy 'ignore'
-    cpus { job.cpus ?: 1 }
-    memory { job.memory }
-    time { job.time }
-    container { job.component.container ?: params.container }
-    publishDir "${params.outdir}/outputs/${job.publish_dir}", mode: params.publish_mode, overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    label 'openpert'
+    label 'openpert_dataset'
+    container { job.container }
+    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    memory { memoryOf(job, task.attempt) }
+    time { timeOf(job, task.attempt) }
+    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
+    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
 
     output:
     tuple val(job), path('out/*')
 
     script:
     """
-    mkdir -p out
-    ${componentCommand(job, inputs)}
+    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    """
+}
+
+process run_method {
+    tag "${job.id}"
+    label 'openpert'
+    label 'openpert_method'
+    container { job.container }
+    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    memory { memoryOf(job, task.attempt) }
+    time { timeOf(job, task.attempt) }
+    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
+    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+
+    input:
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+
+    output:
+    tuple val(job), path('out/*')
+
+    script:
+    """
+    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
     """
 }
 
 process run_metric {
     tag "${job.id}"
-    errorStrategy 'ignore'
-    cpus { job.cpus ?: 1 }
-    memory { job.memory }
-    time { job.time }
-    container { job.component.container ?: params.container }
-    publishDir "${params.outdir}/outputs/${job.publish_dir}", mode: params.publish_mode, overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    label 'openpert'
+    label 'openpert_metric'
+    container { job.container }
+    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    memory { memoryOf(job, task.attempt) }
+    time { timeOf(job, task.attempt) }
+    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
+    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
 
     output:
     tuple val(job), path('out/*')
 
     script:
     """
-    mkdir -p out
-    ${componentCommand(job, inputs)}
+    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    """
+}
+
+// Components that talk to a language model: the same, with the API key as a Nextflow secret
+// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives.
+process run_llm_method {
+    tag "${job.id}"
+    label 'openpert'
+    label 'openpert_method'
+    label 'openpert_llm'
+    secret 'OPENPERT_LLM_API_KEY'
+    container { job.container }
+    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    memory { memoryOf(job, task.attempt) }
+    time { timeOf(job, task.attempt) }
+    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
+    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+
+    input:
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+
+    output:
+    tuple val(job), path('out/*')
+
+    script:
+    """
+    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    """
+}
+
+process run_llm_metric {
+    tag "${job.id}"
+    label 'openpert'
+    label 'openpert_metric'
+    label 'openpert_llm'
+    secret 'OPENPERT_LLM_API_KEY'
+    container { job.container }
+    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    memory { memoryOf(job, task.attempt) }
+    time { timeOf(job, task.attempt) }
+    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
+    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+
+    input:
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+
+    output:
+    tuple val(job), path('out/*')
+
+    script:
+    """
+    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
     """
 }
 
 workflow {
     if (!params.outdir)
         error("openpert: the plan has no 'outdir'")
-    if (!params.datasets || !params.methods)
-        error("openpert: the plan needs 'datasets' and 'methods' (run with -params-file plan.json)")
+    if (!params.methods || !params.metrics || !(params.datasets || params.dataset_jobs))
+        error("openpert: the plan needs 'methods', 'metrics' and 'datasets' or 'dataset_jobs' (run with -params-file plan.json)")
 
-    def datasets = channel.fromList(params.datasets)
-    def methods = channel.fromList(params.methods)
-    def metrics = channel.fromList(params.metrics ?: [])
+    def options = [
+        outdir: params.outdir,
+        resources: params.resources,
+        max_cpus: params.max_cpus,
+        max_memory_mb: params.max_memory_mb,
+        image_tag: params.image_tag,
+        openpert: params.openpert,
+        sandbox: params.sandbox,
+        max_retries: params.max_retries,
+        llm: [llm_base_url: params.llm_base_url, llm_model: params.llm_model, llm_backend: params.llm_backend],
+    ]
+
+    def loader_jobs = channel.fromList(params.dataset_jobs ?: [])
+        .map { entry -> staged(OpenpertJobs.datasetJob(entry, params.shared_data_argument, params.shared_data), options) }
+    def made = run_dataset(loader_jobs)
+        .map { job, outs -> [id: job.dataset_id, files: OpenpertJobs.outputsByFormat(job, asList(outs))] }
+    def datasets = channel.fromList(params.datasets ?: []).mix(made)
 
     def method_jobs = datasets
-        .combine(methods)
-        .map { dataset, method ->
-            def id = "${dataset.id}/${method.id}"
-            makeJob(id, dataset, method.id, method, [:], id)
+        .combine(channel.fromList(params.methods))
+        .flatMap { dataset, method -> OpenpertJobs.methodJobs(dataset, method) }
+        .map { pair -> staged(pair, options) }
+        .branch { item ->
+            llm: item[0].component.needs_llm
+            plain: true
         }
-
-    def predictions = run_method(method_jobs)
-        .map { job, outs -> [job, outputsByFormat(job, outs)] }
+    def predictions = run_method(method_jobs.plain)
+        .mix(run_llm_method(method_jobs.llm))
+        .map { job, outs -> [job, OpenpertJobs.outputsByFormat(job, asList(outs))] }
 
     def metric_jobs = predictions
-        .combine(metrics)
-        .map { job, byFormat, metric ->
-            def id = "${job.id}/${metric.id}"
-            makeJob(id, job.dataset, job.method_id, metric, byFormat, id)
+        .combine(channel.fromList(params.metrics))
+        .map { job, byFormat, metric -> staged(OpenpertJobs.metricJob(job, byFormat, metric), options) }
+        .branch { item ->
+            llm: item[0].component.needs_llm
+            plain: true
         }
-
-    run_metric(metric_jobs)
+    run_metric(metric_jobs.plain)
+    run_llm_metric(metric_jobs.llm)
 }

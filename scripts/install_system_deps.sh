@@ -2,6 +2,7 @@
 # System packages some tests need, installed when missing (Debian):
 #   bubblewrap                            the job sandbox (bwrap); without it jobs run unsandboxed, with a warning
 #   chromium                              the website's browser test
+#   groovy                                parses main.nf and nextflow.config and runs main.nf's helper functions
 #   r-base-core r-bioc-limma r-bioc-edger r-cran-statmod   the agreement test of the limma-voom port with R
 # Without root or apt-get (a user's machine) it says what is missing and goes on: those tests skip
 # with the reason (and jobs run without a sandbox). As root, a failed install is an error.
@@ -9,6 +10,7 @@ set -euo pipefail
 need=()
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v groovy >/dev/null 2>&1 || need+=(groovy)
 if ! command -v Rscript >/dev/null 2>&1 || ! Rscript -e "suppressMessages({library(limma); library(edgeR); library(statmod)})" >/dev/null 2>&1; then
   need+=(r-base-core r-bioc-limma r-bioc-edger r-cran-statmod)
 fi

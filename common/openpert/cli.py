@@ -80,6 +80,10 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     config = read_config(ns.config)
     args = _component_args(config, rest)
     limits = Limits() if ns.no_limits else limits_for(config.labels, label_resources(config.root), where=str(config.path))
+    # An engine that retries a job bigger (Nextflow, on exit 137 or 143) gives that attempt's limits.
+    limits = Limits(time_s=ns.limit_time_s if ns.limit_time_s is not None else limits.time_s,
+                    memory_mb=ns.limit_memory_mb if ns.limit_memory_mb is not None else limits.memory_mb,
+                    cpus=ns.limit_cpus if ns.limit_cpus is not None else limits.cpus)
     task = task_of(config)
     allowed = task.method_formats if task is not None and config.type == "method" else None
     work = Path(ns.work_dir) if ns.work_dir else Path(tempfile.mkdtemp(prefix=f"openpert-{config.name}-"))
@@ -116,10 +120,18 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         if input_dir is not None and len(tasks) > 1:
             input_dir = Path(input_dir) / task.dir.name
         out = Path(ns.output) / task.dir.name
-        results = run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
-                                controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                                engine=ns.engine, profile=ns.profile, progress=False if ns.quiet else None,
-                                sandbox=_SANDBOX[ns.sandbox])
+        if ns.engine == "nextflow":
+            from openpert.engines.nextflow import run_nextflow_benchmark
+
+            results = run_nextflow_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
+                                             controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+                                             profile=ns.profile, work_dir=ns.work_dir, nextflow_args=ns.nextflow_args,
+                                             user_configs=ns.nextflow_config, sandbox=_SANDBOX[ns.sandbox])
+        else:
+            results = run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
+                                    controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+                                    engine=ns.engine, progress=False if ns.quiet else None,
+                                    sandbox=_SANDBOX[ns.sandbox])
         n_jobs = len(results["resources"])
         n_failed = len(results["failures"])
         cached = sum(r["cached"] for r in results["resources"])
@@ -231,13 +243,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openpert", description="A living benchmark for perturbation modelling.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("run-component", help="run one component (like `viash run`)",
+    # No abbreviations: a component's own --output must not be taken for --output-dir.
+    p = sub.add_parser("run-component", help="run one component (like `viash run`)", allow_abbrev=False,
                        description="Run one component; arguments after the config are the component's own.")
     p.add_argument("config", help="the component's config.vsh.yaml")
     p.add_argument("--work-dir", help="work directory (default: a new temporary one)")
     p.add_argument("--output-dir", help="for a dataset component: the folder of the outputs not named "
                    "(default: ./<dataset_id>)")
     p.add_argument("--no-limits", action="store_true", help="ignore the time and memory limits of the labels")
+    p.add_argument("--limit-time-s", type=float, help="time limit in seconds, in place of the labels' (e.g. a retry's)")
+    p.add_argument("--limit-memory-mb", type=float, help="memory limit in MB, in place of the labels' (e.g. a retry's)")
+    p.add_argument("--limit-cpus", type=int, help="CPUs, in place of the labels'")
     p.add_argument("--no-validate", action="store_true", help="do not validate inputs and outputs")
     p.add_argument("--show-log", action="store_true", help="print the script's output also when it succeeds")
     p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
@@ -254,7 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="reuse finished jobs of an earlier run")
     p.add_argument("-o", "--output", default="results", help="results folder (one sub-folder per task)")
     p.add_argument("--engine", choices=["local", "nextflow"], default="local")
-    p.add_argument("--profile", default="local", help="Nextflow profile: local, docker, singularity, slurm, awsbatch, k8s")
+    nf = p.add_argument_group("Nextflow engine", "with --engine nextflow (docs/nextflow.md shows each profile)")
+    nf.add_argument("--profile", default="local",
+                    help="Nextflow profile(s), joined by commas: local, docker, singularity, apptainer, slurm, awsbatch, k8s "
+                         "(e.g. slurm,apptainer), or one of a --nextflow-config file")
+    nf.add_argument("--work-dir", help="Nextflow's work directory (default: <output>/<task>/nextflow_work; "
+                                       "s3://bucket/work for awsbatch, a folder on the volume claim for k8s)")
+    nf.add_argument("-c", "--nextflow-config", action="append", default=[], metavar="FILE",
+                    help="a Nextflow config file of your own (queues, credentials...), passed as -c; repeatable")
+    nf.add_argument("--nextflow-args", default="", metavar="ARGS",
+                    help="more arguments for `nextflow run`, one quoted string: Nextflow options and params of "
+                         "nextflow.config, e.g. \"--aws_queue my-queue --image_tag 0.1.0-abc1234 -with-report r.html\"")
     p.add_argument("--quiet", action="store_true", help="no progress output (a line per job when stderr is not a terminal)")
     p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
                    help="run each job in a bubblewrap sandbox: auto (where it works, else warn), on (required), off")

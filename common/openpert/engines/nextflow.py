@@ -1,11 +1,14 @@
-"""The distributed engine: run a plan through Nextflow and read back what happened.
+"""The distributed engine: run a whole benchmark through Nextflow and read back what happened.
 
-``openpert benchmark --engine nextflow`` writes ``plan.json`` (see ``docs/plan_json.md``) and hands
-it to the repository's generic ``main.nf`` as ``-params-file``. Nextflow runs every method on every
-dataset and every metric on every prediction, publishes outputs into
-``<outdir>/outputs/<dataset_id>/<method_id>[/<metric_id>]/`` and writes a trace file. This module
-builds the command line and launches it; :mod:`openpert.engines.nextflow_trace` reads the trace
-back into job records, so that results are collected exactly as for the local engine.
+``openpert benchmark --engine nextflow`` plans the benchmark (dataset loaders, methods, metrics:
+``docs/plan_json.md``), gives every component its folder (:func:`attach_bundles`: a copy of its
+config, resources, task API and library and the project's ``pertsci``, which each task stages as an
+input, so no worker needs the repository) and hands the plan to the repository's generic ``main.nf``
+as ``-params-file``. Nextflow runs the loaders, every method on every dataset and every metric on
+every prediction, publishes outputs into ``<outdir>/datasets/<id>/`` and
+``<outdir>/outputs/<dataset_id>/<method_id>[/<metric_id>]/`` and writes a trace file;
+:mod:`openpert.engines.nextflow_trace` reads the trace back into job records, and the launcher only
+collects the results, exactly as for the local engine. ``docs/nextflow.md`` shows each profile.
 """
 
 from __future__ import annotations
@@ -13,16 +16,32 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from openpert.config.viash import ConfigError, read_config
 from openpert.files import write_text_atomic
 
-__all__ = ["TRACE_FILE_NAME", "config_profiles", "nextflow_command", "run_nextflow"]
+if TYPE_CHECKING:
+    from openpert.config.task import Task
+    from openpert.run.records import JobRecord
+
+__all__ = [
+    "TRACE_FILE_NAME", "attach_bundles", "config_profiles", "llm_params", "nextflow_command",
+    "run_nextflow", "run_nextflow_benchmark",
+]  # fmt: skip
+
+#: Folder of the results where the component folders that tasks stage are kept.
+BUNDLES_DIR = "nextflow_components"
+#: Settings of LLM components passed as plan params (never the API key: that is a Nextflow secret).
+LLM_PARAMS = {"llm_base_url": "OPENPERT_LLM_BASE_URL", "llm_model": "OPENPERT_LLM_MODEL",
+              "llm_backend": "OPENPERT_LLM_BACKEND"}
 
 #: Name of the trace file that ``nextflow.config`` writes into the plan's ``outdir``.
 TRACE_FILE_NAME = "nextflow_trace.tsv"
@@ -59,6 +78,9 @@ def _strip_groovy(text: str) -> str:
     return "".join(out)
 
 
+_PROFILES_BLOCK = re.compile(r"(?<![\w.])profiles\s*\{")
+
+
 def config_profiles(config_path: str | os.PathLike) -> list[str]:
     """Names of the profiles defined in a ``nextflow.config``'s ``profiles { ... }`` block.
 
@@ -69,7 +91,7 @@ def config_profiles(config_path: str | os.PathLike) -> list[str]:
     """
     path = Path(config_path)
     code = _strip_groovy(path.read_text())
-    match = re.search(r"(?<![\w.])profiles\s*\{", code)
+    match = _PROFILES_BLOCK.search(code)
     if match is None:
         raise ValueError(f"{path}: no 'profiles {{ ... }}' block")
     names: list[str] = []
@@ -104,6 +126,7 @@ def nextflow_command(
     resume: bool = False,
     extra_args: Sequence[str] = (),
     config_path: str | os.PathLike | None = None,
+    user_configs: Sequence[str | os.PathLike] = (),
     nextflow: str = "nextflow",
 ) -> list[str]:
     """The ``nextflow run`` command line for a plan.
@@ -124,6 +147,9 @@ def nextflow_command(
         Appended as given (e.g. ``["--max_cpus", "4"]`` or ``["-with-report", "report.html"]``).
     config_path
         The ``nextflow.config`` whose profiles are allowed; by default the one next to ``main_nf``.
+    user_configs
+        Config files of your own (``-c``: queues, credentials, work folders), applied on top of
+        ``nextflow.config``; a profile they define is allowed too.
     nextflow
         The executable.
 
@@ -139,6 +165,12 @@ def nextflow_command(
     main_nf = Path(main_nf)
     config = Path(config_path) if config_path is not None else main_nf.parent / "nextflow.config"
     known = config_profiles(config)
+    for extra in user_configs:
+        if not Path(extra).is_file():
+            raise ValueError(f"Nextflow config {extra} does not exist")
+        # a config of one's own needs no profiles block; when it has one, its profiles are allowed
+        if _PROFILES_BLOCK.search(_strip_groovy(Path(extra).read_text())):
+            known += [name for name in config_profiles(extra) if name not in known]
     requested = [p.strip() for p in profile.split(",")]
     unknown = [p for p in requested if p not in known]
     if not profile.strip() or unknown:
@@ -146,8 +178,10 @@ def nextflow_command(
             f"unknown Nextflow profile {', '.join(map(repr, unknown or [profile]))}: "
             f"{config} defines {', '.join(known)}"
         )
-    cmd = [
-        nextflow,
+    cmd = [nextflow]
+    for extra in user_configs:
+        cmd += ["-c", str(Path(extra).resolve())]
+    cmd += [
         "run",
         str(main_nf),
         "-params-file",
@@ -162,6 +196,14 @@ def nextflow_command(
     cmd += ["-ansi-log", "false"]
     cmd += [str(arg) for arg in extra_args]
     return cmd
+
+
+def _work_dir(given: str | os.PathLike | None, default: Path) -> str:
+    """Nextflow's work directory as given on its command line: a URI as is, a path made absolute."""
+    if given is None:
+        return str(default.resolve())
+    text = str(given)
+    return text if "://" in text else str(Path(text).resolve())
 
 
 def _local_limits() -> list[str]:
@@ -189,6 +231,7 @@ def run_nextflow(
     work_dir: str | os.PathLike | None = None,
     resume: bool = False,
     extra_args: Sequence[str] = (),
+    user_configs: Sequence[str | os.PathLike] = (),
     launch_dir: str | os.PathLike | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
@@ -208,11 +251,15 @@ def run_nextflow(
         See :func:`nextflow_command`. For profiles including ``local``, ``--max_cpus`` and
         ``--max_memory_mb`` are added so that no task asks for more than this machine has.
     work_dir
-        Nextflow's work directory; default ``<outdir>/work``.
+        Nextflow's work directory (a path, or a URI such as ``s3://bucket/work`` for AWS Batch);
+        default ``<outdir>/work``.
     resume
         Reuse tasks that already ran with the same inputs (``-resume``).
     extra_args
-        More arguments for ``nextflow run``.
+        More arguments for ``nextflow run`` (options such as ``-with-report``, and params such as
+        ``--aws_queue my-queue``).
+    user_configs
+        Config files of your own, passed as ``-c`` (see :func:`nextflow_command`).
     launch_dir
         Working directory of the Nextflow process (holds its ``.nextflow`` cache, which
         ``-resume`` needs); default ``outdir``.
@@ -241,7 +288,7 @@ def run_nextflow(
     main_nf = Path(main_nf) if main_nf is not None else Path(plan["repo_root"]) / "main.nf"
     if not main_nf.is_file():
         raise RuntimeError(f"the Nextflow pipeline {main_nf} does not exist")
-    work_dir = Path(work_dir) if work_dir is not None else outdir / "work"
+    work_dir = _work_dir(work_dir, outdir / "work")
     launch_dir = Path(launch_dir) if launch_dir is not None else outdir
     launch_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan_path, json.dumps(plan, indent=2))
@@ -253,9 +300,10 @@ def run_nextflow(
         Path(plan_path).resolve(),
         main_nf=main_nf.resolve(),
         profile=profile,
-        work_dir=work_dir.resolve(),
+        work_dir=work_dir,
         resume=resume,
         extra_args=args,
+        user_configs=user_configs,
         nextflow=executable,
     )
     run_env = dict(env if env is not None else os.environ)
@@ -271,3 +319,193 @@ def run_nextflow(
         return subprocess.run(
             cmd, cwd=launch_dir, env=run_env, stdout=log, stderr=subprocess.STDOUT, check=False
         )
+
+
+# --- the component folders tasks stage ----------------------------------------------------------------
+def _copy_into(source: Path, root: Path, bundle: Path) -> None:
+    """Copy ``source`` (a file or folder of the project at ``root``) to the same place in ``bundle``."""
+    dest = bundle / source.resolve().relative_to(root)
+    if source.is_dir():
+        shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    elif source.is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, dest)
+
+
+def build_bundle(config_path: str | os.PathLike, dest: Path) -> str:
+    """Copy what one component needs to run into ``dest``, laid out as in the project.
+
+    The project's ``_viash.yaml``, the task's ``api/`` (the interfaces and file formats its config
+    merges and its outputs are validated against), ``common/api``, the component's folder, every
+    resource it declares (its task library) and ``common/pertsci``. A task runs
+    ``openpert run-component component/<config>`` against this copy, with ``component/common``
+    first on ``PYTHONPATH``: the code that runs is the code whose digest the plan carries.
+
+    Returns
+    -------
+    The config's path inside the bundle.
+
+    Raises
+    ------
+    ConfigError
+        When the copy does not read back as the same component (a merged file outside what is
+        copied), naming the config.
+    """
+    config = read_config(config_path)
+    root = config.root.resolve()
+    tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        _copy_into(root / "_viash.yaml", root, tmp)
+        if config.task_dir is not None:
+            _copy_into(config.task_dir / "api", root, tmp)
+        for folder in (root / "common" / "api", root / "common" / "pertsci", config.path.parent):
+            _copy_into(folder, root, tmp)
+        for resource in config.resources:
+            _copy_into(config.resource_path(resource), root, tmp)
+        relative = str(config.path.resolve().relative_to(root))
+        why = "outside src/<task>/api and common/api?"
+        try:
+            same = read_config(tmp / relative).public_dict() == config.public_dict()
+        except ConfigError as err:
+            same, why = False, f"{why} {str(err).replace(str(tmp), '<copy>')}"
+        if not same:
+            raise ConfigError(f"{config.path}: its copy for Nextflow reads differently (does it merge a file {why})")
+        if dest.exists():
+            shutil.rmtree(tmp)  # an identical bundle (same digest) is already there
+        else:
+            os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return relative
+
+
+def attach_bundles(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Give every component of a plan its folder to stage: ``bundle`` and ``bundle_config``.
+
+    A bundle lives in ``folder/<name>-<digest>``: a component whose code is unchanged keeps its
+    bundle (and so its Nextflow cache entry) from one run to the next.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = [*plan["methods"], *plan["metrics"], *(job["component"] for job in plan.get("dataset_jobs") or [])]
+    built: dict[str, tuple[str, str]] = {}
+    for entry in entries:
+        key = f"{entry['id']}-{entry['digest'][:16]}"
+        if key not in built:
+            dest = folder / key
+            built[key] = (str(dest), build_bundle(entry["config"], dest))
+        entry["bundle"], entry["bundle_config"] = built[key]
+    return plan
+
+
+def llm_params(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The language model of LLM components as plan params (``llm_base_url`` ...), from ``env``.
+
+    They travel in the plan, so tasks on any executor get them as arguments; the API key does not
+    (it would be written into plan.json and every task script): it is the Nextflow secret
+    ``OPENPERT_LLM_API_KEY``.
+    """
+    env = os.environ if env is None else env
+    return {param: env[var] for param, var in LLM_PARAMS.items() if env.get(var)}
+
+
+def run_nextflow_benchmark(
+    task: Task,
+    outdir: str | os.PathLike,
+    *,
+    input_dir: str | os.PathLike | None = None,
+    datasets: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+    controls: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    resume: bool = False,
+    profile: str = "local",
+    work_dir: str | os.PathLike | None = None,
+    nextflow_args: Sequence[str] | str = (),
+    user_configs: Sequence[str | os.PathLike] = (),
+    sandbox: bool | None = None,
+    jobs: int = 1,
+) -> dict[str, Any]:
+    """Plan one task's benchmark, run all of it as one Nextflow run, and collect the results.
+
+    Parameters
+    ----------
+    task
+        The task (:class:`openpert.config.task.Task`).
+    outdir
+        Results folder; ``plan.json``, the trace, the published outputs and ``results.json`` go here.
+    input_dir
+        A folder of processed datasets; without it, the task's dataset loaders run in Nextflow.
+    datasets, methods, controls, metrics
+        Names to keep (``None``: all).
+    resume
+        ``-resume``: reuse tasks whose code digest, parameters and inputs are unchanged.
+    profile
+        Profiles of ``nextflow.config`` (or of ``user_configs``), joined by commas.
+    work_dir
+        Nextflow's work directory (``s3://...`` for AWS Batch, a folder on the volume claim for
+        Kubernetes); default ``<outdir>/nextflow_work``.
+    nextflow_args
+        More arguments for ``nextflow run``, as a list or one shell-quoted string
+        (``"--aws_queue q -with-report report.html"``).
+    user_configs
+        Config files of your own (``-c``).
+    sandbox
+        ``True``/``False`` require or turn off bubblewrap inside tasks; ``None``: where it works.
+    jobs
+        Datasets checked at once (``input_dir``).
+
+    Returns
+    -------
+    The ``results.json`` content.
+    """
+    from openpert.engines.nextflow_trace import collect_job_records, parse_trace, produced_datasets
+    from openpert.engines.plan import check_datasets, dataset_jobs, label_resources, make_plan
+    from openpert.results.collect import write_results
+    from openpert.results.provenance import dataset_digest
+
+    outdir = Path(outdir).resolve()
+    outdir.mkdir(parents=True, exist_ok=True)
+    records: list[JobRecord] = []
+    ready, stage = [], []
+    if input_dir is not None:
+        ready = task.find_datasets(input_dir)
+        if datasets is not None:
+            unknown = sorted(set(datasets) - {d.id for d in ready})
+            if unknown:
+                raise ConfigError(f"{input_dir}: no dataset(s) {', '.join(unknown)}; found: {', '.join(d.id for d in ready)}")
+            ready = [d for d in ready if d.id in set(datasets)]
+        ready, records = check_datasets(task, ready, outdir, jobs=jobs)
+        if not ready:
+            reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records)
+            raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
+    else:
+        stage = dataset_jobs(task, outdir, label_resources(task.root), datasets)
+        if not stage:
+            raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
+    plan = make_plan(task, ready, outdir, methods=methods, controls=controls, metrics=metrics, dataset_stage=stage)
+    attach_bundles(plan, outdir / BUNDLES_DIR)
+    plan.update(llm_params())
+    if sandbox is not None:
+        plan["sandbox"] = "on" if sandbox else "off"
+    extra = shlex.split(nextflow_args) if isinstance(nextflow_args, str) else list(nextflow_args)
+    completed = run_nextflow(plan, outdir / "plan.json", main_nf=task.root / "main.nf", profile=profile,
+                             work_dir=work_dir if work_dir is not None else outdir / "nextflow_work", resume=resume,
+                             extra_args=extra, user_configs=user_configs, log_path=outdir / "logs" / "nextflow.log")
+    trace = outdir / TRACE_FILE_NAME
+    if not trace.is_file():
+        raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; see {outdir / 'logs' / 'nextflow.log'}")
+    records += collect_job_records(plan, parse_trace(trace))
+    # The results describe every dataset that was benchmarked: the ready-made ones and those made.
+    made = produced_datasets(plan, records)
+    if not plan["datasets"] and not made:
+        reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records if not r.succeeded)
+        raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
+    collected = dict(plan, datasets=[*plan["datasets"], *made])
+    # as the local engine records it: the digest of the dataset files each job was planned on
+    digests = {d["id"]: dataset_digest(d["files"]) for d in collected["datasets"]}
+    for record in records:
+        if record.stage != "dataset" and record.dataset_id in digests:
+            record.dataset_digest = digests[record.dataset_id]
+    return write_results(task, collected, records, outdir, engine="nextflow")

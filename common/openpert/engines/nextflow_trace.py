@@ -11,6 +11,11 @@ Decisions worth knowing:
   exit code -1: results are collected from published files only.
 - Jobs of the plan that are absent from the trace never ran: a metric job whose method failed is
   reported as ``"not run: upstream job <id> failed"``, anything else as ``"not run"``.
+- The plan's dataset jobs (``datasets/<id>``) come first; a dataset they made gets its method and
+  metric jobs like a ready-made one, a failed one gets none (as with the local engine). A seeded
+  control has one method job per seed (``<dataset>/<method>@seed<k>``), each record with its ``seed``.
+- A job that retried after exit 137 or 143 has one row per attempt; the last (or a successful) one
+  tells its outcome.
 """
 
 from __future__ import annotations
@@ -194,9 +199,11 @@ def _record(
     stage: str,
     component: Mapping[str, Any],
     dataset_id: str,
-    method_id: str,
+    method_id: str | None,
     publish_dir: Path,
     upstream: JobRecord | None,
+    seed: int | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> JobRecord:
     record = JobRecord(
         job_id=job_id,
@@ -205,6 +212,10 @@ def _record(
         component_type=component.get("type", stage),
         dataset_id=dataset_id,
         method_id=method_id,
+        seed=seed,
+        params=dict(params if params is not None else component.get("params") or {}),
+        component_digest=f"sha256:{component['digest']}" if component.get("digest") else None,
+        engine="nextflow",
     )
     rows = rows_by_tag.get(job_id)
     if not rows:
@@ -223,14 +234,21 @@ def _record(
     record.cached = row.get("status") == "CACHED"
 
     if row.get("status") not in ("COMPLETED", "CACHED"):
-        record.exit_code, record.reason = _failure(row, _job_limits(plan, component))
+        # a retry ran with memory and time times its attempt (main.nf): the limit it exceeded
+        attempt = row.get("attempt") or 1
+        limits = {k: v * attempt if k in ("memory_mb", "time_s") else v for k, v in _job_limits(plan, component).items()}
+        record.exit_code, record.reason = _failure(row, limits)
+        if attempt > 1:
+            record.reason += f" on attempt {attempt}"
         return record
 
     outputs = {
         arg: str(publish_dir / name) for arg, name in (component.get("output_names") or {}).items()
     }
+    # An optional output the job did not write is no failure; a required one is (the component's
+    # run already failed for it, so a missing file here means publishing went wrong).
     missing = [arg for arg, out in outputs.items() if not Path(out).is_file()]
-    if missing:
+    if missing and len(missing) == len(outputs):
         record.exit_code = EXIT_INVALID
         record.reason = "; ".join(
             f"output {arg!r} was not published: {outputs[arg]} is missing" for arg in missing
@@ -238,8 +256,19 @@ def _record(
         return record
     record.status = "succeeded"
     record.exit_code = row.get("exit") if row.get("exit") is not None else 0
-    record.outputs = outputs
+    record.outputs = {arg: out for arg, out in outputs.items() if arg not in missing}
     return record
+
+
+def seed_variants(method: Mapping[str, Any]) -> list[tuple[str, int | None]]:
+    """``(job id suffix, seed)`` of each replicate of a method: ``[("", None)]`` unless its ``seeds`` list some.
+
+    As ``OpenpertJobs.seedVariants`` in ``lib/``: ``@seed<k>`` for each ``k`` of the entry's ``seeds``.
+    """
+    seeds = method.get("seeds")
+    if not seeds:
+        return [("", None)]
+    return [(f"@seed{int(k)}", int(k)) for k in seeds]
 
 
 def collect_job_records(
@@ -256,11 +285,14 @@ def collect_job_records(
 
     Returns
     -------
-    Records in plan order: for every dataset, every method job followed by its metric jobs.
-    Succeeded jobs have ``outputs`` pointing at the published files
-    ``<outdir>/outputs/<dataset_id>/<method_id>[/<metric_id>]/<output_name>``. Duration is the
-    trace's ``realtime`` (or ``duration``) in seconds, peak memory its ``peak_rss`` in MB, ``log``
-    the task's ``.command.log``.
+    Records in plan order: every dataset job (``datasets/<id>``, outputs in
+    ``<outdir>/datasets/<id>/``), then for every dataset (the ready-made ones, then those the
+    dataset jobs made) every method job (one per seed of a seeded control) followed by its metric
+    jobs. A dataset job that failed has no method jobs, as with the local engine. Succeeded jobs
+    have ``outputs`` pointing at the published files
+    ``<outdir>/outputs/<dataset_id>/<method_id>[@seed<k>][/<metric_id>]/<output_name>``. Duration
+    is the trace's ``realtime`` (or ``duration``) in seconds, peak memory its ``peak_rss`` in MB,
+    ``log`` the task's ``.command.log``.
     """
     rows_by_tag: dict[str, list[dict[str, Any]]] = {}
     for row in trace_rows:
@@ -268,37 +300,57 @@ def collect_job_records(
         if tag:
             rows_by_tag.setdefault(str(tag), []).append(dict(row))
 
-    outputs_root = Path(plan["outdir"]) / "outputs"
+    outdir = Path(plan["outdir"])
+    outputs_root = outdir / "outputs"
     records: list[JobRecord] = []
-    for dataset in plan.get("datasets") or []:
-        dataset_id = dataset["id"]
+    dataset_ids = [d["id"] for d in plan.get("datasets") or []]
+    for entry in plan.get("dataset_jobs") or []:
+        record = _record(
+            plan, rows_by_tag, job_id=entry.get("job_id") or f"datasets/{entry['id']}", stage="dataset",
+            component=entry["component"], dataset_id=entry["id"], method_id=None,
+            publish_dir=outdir / "datasets" / entry["id"], upstream=None, params=entry.get("params") or {},
+        )  # fmt: skip
+        records.append(record)
+        if record.succeeded:
+            dataset_ids.append(entry["id"])
+    for dataset_id in dataset_ids:
         for method in plan.get("methods") or []:
             method_id = method["id"]
-            method_dir = outputs_root / dataset_id / method_id
-            method_record = _record(
-                plan,
-                rows_by_tag,
-                job_id=f"{dataset_id}/{method_id}",
-                stage="method",
-                component=method,
-                dataset_id=dataset_id,
-                method_id=method_id,
-                publish_dir=method_dir,
-                upstream=None,
-            )
-            records.append(method_record)
-            for metric in plan.get("metrics") or []:
-                records.append(
-                    _record(
-                        plan,
-                        rows_by_tag,
-                        job_id=f"{dataset_id}/{method_id}/{metric['id']}",
-                        stage="metric",
-                        component=metric,
-                        dataset_id=dataset_id,
-                        method_id=method_id,
-                        publish_dir=method_dir / metric["id"],
-                        upstream=method_record,
+            for suffix, seed in seed_variants(method):
+                method_dir = outputs_root / dataset_id / f"{method_id}{suffix}"
+                params = dict(method.get("params") or {})
+                if seed is not None:
+                    params["seed"] = seed
+                method_record = _record(
+                    plan, rows_by_tag, job_id=f"{dataset_id}/{method_id}{suffix}", stage="method",
+                    component=method, dataset_id=dataset_id, method_id=method_id, publish_dir=method_dir,
+                    upstream=None, seed=seed, params=params,
+                )  # fmt: skip
+                records.append(method_record)
+                for metric in plan.get("metrics") or []:
+                    records.append(
+                        _record(
+                            plan, rows_by_tag, job_id=f"{dataset_id}/{method_id}{suffix}/{metric['id']}",
+                            stage="metric", component=metric, dataset_id=dataset_id, method_id=method_id,
+                            publish_dir=method_dir / metric["id"], upstream=method_record, seed=seed,
+                        )  # fmt: skip
                     )
-                )
     return records
+
+
+def produced_datasets(plan: Mapping[str, Any], records: Iterable[JobRecord]) -> list[dict[str, Any]]:
+    """The datasets the plan's dataset jobs made, as plan entries ``{"id", "files": {format: path}}``.
+
+    Files are the published outputs of each succeeded dataset job, keyed by the format of the
+    output argument that wrote them.
+    """
+    entries = {e.get("job_id") or f"datasets/{e['id']}": e for e in plan.get("dataset_jobs") or []}
+    made = []
+    for record in records:
+        entry = entries.get(record.job_id)
+        if entry is None or record.stage != "dataset" or not record.succeeded:
+            continue
+        formats = entry["component"].get("outputs") or {}
+        files = {formats[arg]: path for arg, path in record.outputs.items() if arg in formats}
+        made.append({"id": entry["id"], "files": files})
+    return made

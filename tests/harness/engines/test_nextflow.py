@@ -19,9 +19,21 @@ import yaml
 from nextflow_plans import example_plan as _plan
 from project_paths import FIXTURES, ROOT
 
-from openpert.engines.nextflow import TRACE_FILE_NAME, config_profiles, nextflow_command, run_nextflow
+from openpert.config.task import Task
+from openpert.config.viash import ConfigError, read_config
+from openpert.engines.cache_keys import component_digest
+from openpert.engines.nextflow import (
+    TRACE_FILE_NAME,
+    attach_bundles,
+    config_profiles,
+    llm_params,
+    nextflow_command,
+    run_nextflow,
+)
 from openpert.engines.nextflow_trace import collect_job_records, parse_trace
+from openpert.engines.plan import dataset_jobs, label_resources, make_plan
 from openpert.engines.resource_labels import parse_label_resources, parse_resource_directive
+from openpert.images.naming import component_image_name
 
 REPO = ROOT
 MAIN_NF = REPO / "main.nf"
@@ -44,8 +56,14 @@ def _viash_yaml(tmp_path: Path, labels: str) -> Path:
 # nextflow.config and the command line
 
 
+PROFILES = ["local", "docker", "singularity", "apptainer", "slurm", "awsbatch", "k8s"]
+
+
 def test_repository_config_defines_the_documented_profiles():
-    assert config_profiles(NEXTFLOW_CONFIG) == ["local", "docker", "singularity", "slurm", "awsbatch", "k8s"]
+    assert config_profiles(NEXTFLOW_CONFIG) == PROFILES
+    guide = (REPO / "docs" / "nextflow.md").read_text()
+    for profile in PROFILES:  # one worked example each
+        assert f"--profile {profile}" in guide or f"--profile {profile}," in guide or f",{profile}" in guide, profile
 
 
 def test_config_profiles_ignores_comments_strings_and_nested_blocks(tmp_path):
@@ -118,7 +136,7 @@ def test_nextflow_command_rejects_unknown_profiles(profile):
         nextflow_command("plan.json", main_nf=MAIN_NF, profile=profile, work_dir="w")
     message = str(info.value)
     assert str(NEXTFLOW_CONFIG) in message
-    assert "local, docker, singularity, slurm, awsbatch, k8s" in message
+    assert ", ".join(PROFILES) in message
 
 
 def test_nextflow_command_reads_profiles_from_the_given_config(tmp_path):
@@ -129,13 +147,21 @@ def test_nextflow_command_reads_profiles_from_the_given_config(tmp_path):
         nextflow_command("p.json", main_nf=MAIN_NF, work_dir="w", config_path=config)
 
 
-def _config_label_blocks(text: str) -> dict[str, dict[str, int]]:
-    blocks = re.findall(r"withLabel:\s*(\w+)\s*\{\s*(\w+\s*=\s*[^}\n]+?)\s*\}", text)
-    return {label: parse_resource_directive(directive) for label, directive in blocks}
+def test_config_leaves_resources_to_the_plan():
+    """A withLabel/withName block would override main.nf's per-job cpus, memory and time for all jobs."""
+    code = "\n".join(line.split("//")[0] for line in NEXTFLOW_CONFIG.read_text().splitlines())
+    assert not re.search(r"with(Label|Name)\s*:", code)
+    assert not re.search(r"^\s*(process\.)?(cpus|memory|time)\s*=", code, re.MULTILINE)
+    # the labels' values reach the jobs through the plan, as _viash.yaml defines them
+    assert parse_label_resources(REPO / "_viash.yaml")["midmem"] == parse_resource_directive("memory = 12.GB")
 
 
-def test_config_labels_match_viash_yaml():
-    assert _config_label_blocks(NEXTFLOW_CONFIG.read_text()) == parse_label_resources(REPO / "_viash.yaml")
+def test_config_retries_and_submits_sensibly():
+    code = NEXTFLOW_CONFIG.read_text()
+    assert "maxRetries = params.max_retries as Integer" in code
+    assert re.search(r"^\s{4}max_retries = [1-9]$", code, re.MULTILINE)
+    rates = re.findall(r"submitRateLimit = '(\d+)/1s'", code)
+    assert rates and all(int(r) >= 5 for r in rates)  # 600 jobs in minutes, not an hour
 
 
 def test_config_trace_matches_what_openpert_reads():
@@ -146,7 +172,7 @@ def test_config_trace_matches_what_openpert_reads():
     assert f'file = "${{params.outdir}}/{TRACE_FILE_NAME}"' in trace
     fields = re.search(r"fields\s*=\s*'([^']*)'", trace).group(1).split(",")
     assert fields == [
-        "task_id", "hash", "native_id", "name", "tag", "status", "exit", "submit",
+        "task_id", "hash", "native_id", "name", "tag", "status", "exit", "attempt", "submit",
         "duration", "realtime", "%cpu", "peak_rss", "peak_vmem", "workdir",
     ]  # fmt: skip
 
@@ -200,38 +226,51 @@ def test_main_nf_names_nothing_task_specific():
     assert ".h5ad" not in code
 
 
-def test_main_nf_processes_run_openpert_run_component():
+PROCESSES = {"run_dataset": "openpert_dataset", "run_method": "openpert_method", "run_metric": "openpert_metric",
+             "run_llm_method": "openpert_method", "run_llm_metric": "openpert_metric"}
+
+
+def test_main_nf_processes_run_the_staged_component():
     code = _main_nf_code()
-    command = _block(code, "def componentCommand(")
-    assert "'run-component'" in command
-    assert "params.openpert ?: 'openpert'" in command
-    for name, publish in (("run_method", "outputs/"), ("run_metric", "outputs/")):
+    assert set(re.findall(r"^process (\w+)", code, re.MULTILINE)) == set(PROCESSES)
+    for name, stage_label in PROCESSES.items():
         process = _block(code, f"process {name} ")
         script = process[process.index("script:") :]
-        assert "componentCommand(job, inputs)" in script
-        assert "errorStrategy 'ignore'" in process
+        assert "OpenpertJobs.taskScript(job, asList(inputs), task.attempt)" in script
         assert 'tag "${job.id}"' in process
-        assert f'publishDir "${{params.outdir}}/{publish}${{job.publish_dir}}"' in process
-        for directive in ("cpus {", "memory {", "time {"):
+        assert "label 'openpert'" in process and f"label '{stage_label}'" in process
+        assert "container { job.container }" in process
+        assert "errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }" in process
+        assert 'publishDir "${job.publish_path}"' in process
+        for directive in ("cpus {", "memory { memoryOf(job, task.attempt) }", "time { timeOf(job, task.attempt) }"):
             assert directive in process
-        assert "path(inputs, stageAs:" in process
-        assert not re.search(r"^\s*label\s", process, re.MULTILINE)  # labels become cpus/memory/time
+        # the digest is an input of its own, the component folder is staged, the inputs too
+        assert "tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')" in process
+        assert ("secret 'OPENPERT_LLM_API_KEY'" in process) == ("llm" in name)
+    assert "exitStatus in [137, 143] && attempt <= job.max_retries ? 'retry' : 'ignore'" in code
+    # each process gets the job, its code digest (a `val`, hashed by -resume) and its component folder
+    staged = _block(code, "def staged(")
+    assert "return [job, job.component.digest, file(job.component.bundle, checkIfExists: true)," in staged
 
 
 def test_main_nf_wires_channels_as_documented():
     workflow = _block(_main_nf_code(), "workflow {")
-    assert "fromList(params.datasets)" in workflow
-    assert "fromList(params.methods)" in workflow
-    assert re.search(r"datasets\s*\.combine\(methods\)", workflow)
-    assert re.search(r"predictions\s*\.combine\(metrics\)", workflow)
-    assert "run_method(method_jobs)" in workflow
-    assert "run_metric(metric_jobs)" in workflow
+    assert "fromList(params.dataset_jobs ?: [])" in workflow
+    assert "run_dataset(loader_jobs)" in workflow
+    assert "channel.fromList(params.datasets ?: []).mix(made)" in workflow
+    assert re.search(r"datasets\s*\.combine\(channel\.fromList\(params\.methods\)\)", workflow)
+    assert "OpenpertJobs.methodJobs(dataset, method)" in workflow
+    assert re.search(r"predictions\s*\.combine\(channel\.fromList\(params\.metrics\)\)", workflow)
+    assert "OpenpertJobs.metricJob(job, byFormat, metric)" in workflow
+    for call in ("run_method(method_jobs.plain)", "run_llm_method(method_jobs.llm)", "run_metric(metric_jobs.plain)",
+                 "run_llm_metric(metric_jobs.llm)"):
+        assert call in workflow
 
 
 def test_main_nf_params_come_from_the_plan_or_the_config():
     plan_keys = {
         "plan_version", "task", "task_dir", "repo_root", "outdir", "datasets", "methods", "metrics",
-        "prediction_format", "method_formats", "resources",
+        "prediction_format", "method_formats", "resources", "dataset_jobs", "shared_data_argument",
     }  # fmt: skip
     config_params = set(
         re.findall(r"^\s{4}(\w+)\s*=", _block(NEXTFLOW_CONFIG.read_text(), "params {"), re.MULTILINE)
@@ -239,6 +278,125 @@ def test_main_nf_params_come_from_the_plan_or_the_config():
     used = set(re.findall(r"params\.(\w+)", _main_nf_code()))
     assert used, "main.nf reads its plan from params"
     assert used - plan_keys - config_params == set()
+
+
+# user configs and work directories
+
+
+def test_user_configs_go_before_run_and_may_define_profiles(tmp_path):
+    mine = _write(tmp_path / "cluster.config", "params { slurm_queue = 'short' }\nprofiles { mycluster { } }\n")
+    plain = _write(tmp_path / "plain.config", "process { queue = 'long' }\n")
+    cmd = nextflow_command("p.json", main_nf=MAIN_NF, profile="mycluster,apptainer", work_dir="w", user_configs=[mine, plain])
+    assert cmd[:6] == ["nextflow", "-c", str(mine.resolve()), "-c", str(plain.resolve()), "run"]
+    assert cmd[cmd.index("-profile") + 1] == "mycluster,apptainer"
+    with pytest.raises(ValueError, match="does not exist"):
+        nextflow_command("p.json", main_nf=MAIN_NF, work_dir="w", user_configs=[tmp_path / "none.config"])
+
+
+def test_run_nextflow_keeps_a_remote_work_dir(tmp_path):
+    bin_dir = tmp_path / "bin"
+    _fake_nextflow(bin_dir)
+    env = {"PATH": str(bin_dir) + os.pathsep + "/usr/bin:/bin", "FAKE_NF_ARGS": str(tmp_path / "args"),
+           "FAKE_NF_CWD": str(tmp_path / "cwd"), "FAKE_NF_PATH": str(tmp_path / "path")}  # fmt: skip
+    run_nextflow(_plan(tmp_path / "o"), tmp_path / "p.json", log_path=tmp_path / "l", main_nf=MAIN_NF,
+                 profile="awsbatch", work_dir="s3://bucket/work", env=env)  # fmt: skip
+    args = (tmp_path / "args").read_text().splitlines()
+    assert args[args.index("-work-dir") + 1] == "s3://bucket/work"
+
+
+def test_llm_settings_travel_as_params_and_the_key_does_not():
+    env = {"OPENPERT_LLM_BASE_URL": "http://vllm:8000/v1", "OPENPERT_LLM_API_KEY": "sk-secret", "OPENPERT_LLM_MODEL": ""}
+    assert llm_params(env) == {"llm_base_url": "http://vllm:8000/v1"}
+    assert llm_params({}) == {}
+
+
+# --------------------------------------------------------------------------------------------------
+# the plan: images, digests, dataset jobs, component folders
+
+
+@pytest.fixture()
+def bundled(project_copy, tmp_path):
+    """``make(outdir)``: a plan of a fixture project copy (dataset loaders included), with component folders."""
+    task = Task(project_copy / "src" / "tiny")
+
+    def make(outdir: Path) -> dict:
+        stage = dataset_jobs(task, outdir, label_resources(project_copy))
+        plan = make_plan(task, task.find_datasets(project_copy / "resources_test" / "tiny"), outdir, dataset_stage=stage)
+        return attach_bundles(plan, outdir / "components")
+
+    return project_copy, make
+
+
+def test_plan_names_an_image_a_digest_and_labels_for_every_job(bundled, tmp_path):
+    root, make = bundled
+    plan = make(tmp_path / "a")
+    entries = [*plan["methods"], *plan["metrics"], *(job["component"] for job in plan["dataset_jobs"])]
+    assert {e["type"] for e in entries} == {"control_method", "method", "metric", "dataset"}
+    assert [j["job_id"] for j in plan["dataset_jobs"]] == ["datasets/syn_a", "datasets/syn_b"]
+    for entry in entries:
+        config = read_config(entry["config"])
+        # as `openpert images build-order` names it: <project>/<namespace>/<name>:<version>
+        assert entry["image"] == str(component_image_name(config))
+        assert entry["image"].startswith("fixture/") and entry["image"].endswith(f"/{config.name}:0.0.1")
+        assert entry["digest"] == component_digest(config)
+        assert entry["labels"] == config.labels and entry["labels"]
+        assert entry["needs_llm"] is False
+
+
+def test_a_changed_script_changes_its_jobs_digest_and_folder_only(bundled, tmp_path):
+    root, make = bundled
+    before = make(tmp_path / "a")
+    script = root / "src" / "tiny" / "methods" / "group_mean" / "script.py"
+    script.write_text(script.read_text() + "\n# edited\n")
+    after = make(tmp_path / "b")
+
+    def by_id(plan):
+        return {e["id"]: e for e in [*plan["methods"], *plan["metrics"]]}
+
+    changed = {i for i, e in by_id(after).items() if e["digest"] != by_id(before)[i]["digest"]}
+    assert changed == {"group_mean"}
+    edited = by_id(after)["group_mean"]
+    assert Path(edited["bundle"]).name != Path(by_id(before)["group_mean"]["bundle"]).name
+    assert (Path(edited["bundle"]) / edited["bundle_config"]).with_name("script.py").read_text().endswith("# edited\n")
+
+    # the task library and pertsci are part of the code too
+    library = root / "src" / "tiny" / "tiny_lib" / "shrinkage.py"
+    library.write_text(library.read_text() + "\n# edited\n")
+    again = make(tmp_path / "c")
+    declaring = {i for i, e in by_id(again).items()
+                 if any("tiny_lib" in str(r.get("path")) for r in read_config(e["config"]).resources)}  # fmt: skip
+    assert declaring and {i for i, e in by_id(again).items() if e["digest"] != by_id(after)[i]["digest"]} == declaring
+    science = root / "common" / "pertsci" / "added.py"
+    science.parent.mkdir(parents=True, exist_ok=True)
+    science.write_text("VALUE = 1\n")
+    last = make(tmp_path / "d")
+    assert all(e["digest"] != by_id(again)[i]["digest"] for i, e in by_id(last).items())
+    assert (Path(by_id(last)["zeros"]["bundle"]) / "common" / "pertsci" / "added.py").is_file()
+
+
+def test_component_folder_holds_what_the_component_runs_with(bundled, tmp_path):
+    root, make = bundled
+    plan = make(tmp_path / "a")
+    entry = next(e for e in plan["methods"] if e["id"] == "shrunk_mean")
+    bundle = Path(entry["bundle"])
+    assert (bundle / "_viash.yaml").is_file()
+    assert (bundle / "src" / "tiny" / "api" / "comp_method.yaml").is_file()
+    assert (bundle / "src" / "tiny" / "tiny_lib" / "shrinkage.py").is_file()
+    assert not (bundle / "src" / "tiny" / "methods" / "group_mean").exists()  # nothing of other components
+    copied = read_config(bundle / entry["bundle_config"])
+    assert copied.public_dict() == read_config(entry["config"]).public_dict()
+    assert not list(bundle.rglob("__pycache__"))
+
+
+def test_component_folder_refuses_a_merge_it_cannot_carry(bundled, tmp_path):
+    root, make = bundled
+    outside = root / "elsewhere.yaml"
+    outside.write_text("info:\n  note: from outside\n")
+    config = root / "src" / "tiny" / "methods" / "group_mean" / "config.vsh.yaml"
+    config.write_text(config.read_text().replace("__merge__: ../../api/comp_method.yaml",
+                                                 "__merge__: [../../api/comp_method.yaml, ../../../../elsewhere.yaml]"))
+    with pytest.raises(ConfigError, match="group_mean/config.vsh.yaml: its copy for Nextflow"):
+        make(tmp_path / "a")
 
 
 # run_nextflow
@@ -358,10 +516,14 @@ def test_real_nextflow_pipeline(tmp_path):
     outdir = tmp_path / "results"
 
     def entry(kind: str, name: str, inputs: dict, output: str, params: dict) -> dict:
+        config = FIXTURE_TASK / f"{kind}s" / name / "config.vsh.yaml"
         return {
             "id": name,
             "type": kind,
-            "config": str(FIXTURE_TASK / f"{kind}s" / name / "config.vsh.yaml"),
+            "config": str(config),
+            "image": f"openpert/nf_task/{kind}s/{name}:0.1.0",
+            "digest": component_digest(read_config(config)),
+            "needs_llm": False,
             "inputs": inputs,
             "outputs": {"output": f"file_{output.split('.')[0]}"},
             "output_names": {"output": output},
@@ -386,7 +548,10 @@ def test_real_nextflow_pipeline(tmp_path):
         ],  # fmt: skip
         "prediction_format": "file_prediction",
         "resources": parse_label_resources(REPO / "_viash.yaml"),
+        "dataset_jobs": [],
+        "shared_data_argument": "shared_data",
     }
+    attach_bundles(plan, tmp_path / "components")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _openpert_on_path(bin_dir)

@@ -9,10 +9,12 @@ publishes the same scores as the local engine.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from project_paths import FIXTURES, ROOT
 
 from openpert.config.task import Task
@@ -41,3 +43,91 @@ def test_nextflow_engine_matches_local_engine(project_copy, tmp_path, monkeypatc
     assert [f["job_id"] for f in local["failures"]] == ["syn/fail_raise"]
     assert via_nf["engine"] == "nextflow"
     assert {r["job_id"] for r in via_nf["resources"]} == {r["job_id"] for r in local["resources"]}
+
+
+def _seeded_zeros(project: Path) -> None:
+    """Make the fixture's zeros control a seeded one (two replicates, each given --seed)."""
+    config = project / "src" / "tiny" / "control_methods" / "zeros" / "config.vsh.yaml"
+    text = config.read_text().replace("  control: negative\n", "  control: negative\n  seeds: 2\n")
+    text = text.replace("resources:\n", "arguments:\n  - name: --seed\n    type: integer\n    default: 0\n"
+                        "    description: The replicate's seed.\nresources:\n", 1)
+    config.write_text(text)
+
+
+def test_whole_benchmark_in_nextflow_with_loaders_and_seeds(project_copy, tmp_path, monkeypatch):
+    """Dataset loaders run as Nextflow tasks, a seeded control once per seed: as the local engine."""
+    monkeypatch.setenv("PATH", os.pathsep.join([str(FAKE), str(Path(sys.executable).parent), os.environ["PATH"]]))
+    for name in ("main.nf", "nextflow.config"):
+        shutil.copy(ROOT / name, project_copy / name)
+    _seeded_zeros(project_copy)
+    task = Task(project_copy / "src" / "tiny")
+    kwargs = dict(datasets=["syn_a"], methods=["group_mean"], metrics=["errors"], progress=False)
+    via_nf = run_benchmark(task, tmp_path / "nf", engine="nextflow", **kwargs)
+    local = run_benchmark(task, tmp_path / "local", **kwargs)
+
+    jobs = {r["job_id"]: r for r in via_nf["resources"]}
+    assert set(jobs) == {r["job_id"] for r in local["resources"]}
+    assert jobs["datasets/syn_a"]["stage"] == "dataset" and jobs["datasets/syn_a"]["status"] == "succeeded"
+    assert {"syn_a/zeros@seed0", "syn_a/zeros@seed1", "syn_a/zeros@seed1/errors"} <= set(jobs)
+    assert (tmp_path / "nf" / "datasets" / "syn_a" / "train.h5ad").is_file()  # published by its task
+    assert (tmp_path / "nf" / "outputs" / "syn_a" / "zeros@seed1" / "errors").is_dir()
+
+    def key(r):
+        return {(s["dataset_id"], s["method_id"], s["metric_id"]): s["raw"] for s in r["scores"]}
+
+    assert key(via_nf) == key(local) and key(local)
+    assert via_nf["failures"] == [] and local["failures"] == []
+    # each task kept its temporary files in its own folder, and removed them when it succeeded
+    work = tmp_path / "nf" / "nextflow_work"
+    assert list(work.glob("*/task1/out")) and not list(work.glob("*/task1/tmp")) and not list(work.glob("*/task1/run"))
+
+
+def test_benchmark_passes_nextflow_options_through(project_copy, tmp_path, monkeypatch):
+    from openpert.cli import main
+    from openpert.engines import nextflow
+
+    seen: dict = {}
+
+    class Launched(Exception):
+        pass
+
+    def launched(plan, plan_path, **kwargs):
+        seen.update(kwargs, plan=plan)
+        raise Launched
+
+    monkeypatch.setattr(nextflow, "run_nextflow", launched)
+    monkeypatch.chdir(project_copy)
+    mine = project_copy / "aws.config"
+    mine.write_text("params { aws_region = 'eu-west-1' }\n")
+    with pytest.raises(Launched):
+        main(["benchmark", "--task", "tiny", "--engine", "nextflow", "--profile", "awsbatch", "--work-dir", "s3://bucket/work",
+              "-c", str(mine), "--nextflow-args=--aws_queue my-queue -with-report 'r 1.html'", "--methods", "group_mean",
+              "--sandbox", "off", "-o", str(tmp_path / "results")])  # fmt: skip
+    assert seen["profile"] == "awsbatch" and seen["work_dir"] == "s3://bucket/work"
+    assert seen["user_configs"] == [str(mine)]
+    assert seen["extra_args"] == ["--aws_queue", "my-queue", "-with-report", "r 1.html"]
+    plan = seen["plan"]
+    # no --input: the dataset loaders are jobs of the Nextflow run, not of the launcher
+    assert plan["datasets"] == [] and [j["job_id"] for j in plan["dataset_jobs"]] == ["datasets/syn_a", "datasets/syn_b"]
+    assert not (tmp_path / "results" / "tiny" / "datasets").exists()
+    assert plan["sandbox"] == "off"
+    assert all(e["image"] and e["digest"] and Path(e["bundle"]).is_dir() for e in [*plan["methods"], *plan["metrics"]])
+
+
+def test_a_job_killed_for_memory_is_retried_bigger_then_ignored(project_copy, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", os.pathsep.join([str(FAKE), str(Path(sys.executable).parent), os.environ["PATH"]]))
+    for name in ("main.nf", "nextflow.config"):
+        shutil.copy(ROOT / name, project_copy / name)
+    task = Task(project_copy / "src" / "tiny")
+    results = run_benchmark(task, tmp_path / "nf", input_dir=project_copy / "resources_test" / "tiny",
+                            methods=["fail_memory"], metrics=["errors"], engine="nextflow", progress=False)  # fmt: skip
+    (failure,) = [f for f in results["failures"] if f["job_id"] == "syn/fail_memory"]
+    assert failure["exit_code"] == 137
+    assert failure["reason"].startswith("memory limit exceeded") and failure["reason"].endswith("limit 900 MB) on attempt 3")
+    trace = (tmp_path / "nf" / "nextflow_trace.tsv").read_text().splitlines()
+    attempts = [line.split("\t")[4] for line in trace if "\tsyn/fail_memory\t" in line]
+    assert attempts == ["1", "2", "3"]  # nextflow.config's max_retries = 2, then the job is ignored
+    scripts = sorted((tmp_path / "nf" / "nextflow_work").glob("*/task*/.command.sh"))
+    asked = [re.search(r"'--limit-memory-mb' '(\d+)'", s.read_text()).group(1) for s in scripts if "fail_memory" in s.read_text()]
+    assert asked == ["300", "600", "900"]
+    assert {s["method_id"] for s in results["scores"]} == {"train_mean", "truth", "zeros"}

@@ -10,7 +10,7 @@ import pytest
 from nextflow_plans import example_plan as _plan
 
 from openpert.engines.nextflow import TRACE_FILE_NAME
-from openpert.engines.nextflow_trace import collect_job_records, parse_trace
+from openpert.engines.nextflow_trace import collect_job_records, parse_trace, produced_datasets
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 
 
@@ -250,6 +250,53 @@ def test_collect_without_trace_rows_fails_every_job(tmp_path):
     assert len(records) == 18
     assert all(not r.succeeded and r.exit_code == EXIT_INVALID for r in records)
     assert {r.reason for r in records if r.stage == "method"} == {"not run"}
+
+
+def test_collect_dataset_jobs_seeds_and_retries(tmp_path):
+    """Loaders run in Nextflow: their datasets get jobs, a failed one none; a seeded control, one job per seed."""
+    outdir = tmp_path / "results"
+    loader = {"id": "loader", "type": "dataset", "config": "/repo/src/t/datasets/loader/config.vsh.yaml",
+              "inputs": {}, "outputs": {"output_data": "file_data", "output_extra": "file_extra"},
+              "output_names": {"output_data": "data.h5ad", "output_extra": "extra.h5ad"}, "params": {}, "labels": [],
+              "digest": "ab12"}  # fmt: skip
+    plan = _plan(outdir)
+    plan["datasets"] = []
+    plan["methods"] = [dict(plan["methods"][0], seeds=[0, 1]), dict(plan["methods"][1], seeds=[])]
+    plan["dataset_jobs"] = [
+        {"id": "made", "job_id": "datasets/made", "component": loader, "params": {"n": 3}, "inputs": {}},
+        {"id": "broken", "job_id": "datasets/broken", "component": loader, "params": {}, "inputs": {}},
+    ]
+    _write(outdir / "datasets" / "made" / "data.h5ad", "x")  # the optional extra output was not written
+    seed0 = outdir / "outputs" / "made" / "mlp@seed0"
+    _write(seed0 / "prediction.h5ad", "x")
+    _write(seed0 / "auroc" / "score.h5ad", "x")
+    rows = [
+        ("1", "datasets/made", "COMPLETED", "0"), ("2", "datasets/broken", "FAILED", "1"),
+        ("3", "made/mlp@seed0", "COMPLETED", "0"), ("4", "made/mlp@seed0/auroc", "COMPLETED", "0"),
+        ("5", "made/mlp@seed1", "FAILED", "137"), ("6", "made/mlp@seed1", "FAILED", "137"),
+        ("7", "made/hog", "FAILED", "143"),
+    ]  # fmt: skip
+    attempts = {"6": "2"}
+    trace = _write(tmp_path / "t.tsv", "task_id\ttag\tstatus\texit\tattempt\n"
+                   + "".join("\t".join([*r, attempts.get(r[0], "1")]) + "\n" for r in rows))  # fmt: skip
+    records = collect_job_records(plan, parse_trace(trace))
+    by_id = {r.job_id: r for r in records}
+    assert [r.job_id for r in records][:2] == ["datasets/made", "datasets/broken"]
+    assert not any(r.dataset_id == "broken" for r in records if r.stage != "dataset")
+    made = by_id["datasets/made"]
+    assert made.succeeded and made.stage == "dataset" and made.params == {"n": 3}
+    assert made.outputs == {"output_data": str(outdir / "datasets" / "made" / "data.h5ad")}
+    assert made.component_digest == "sha256:ab12" and made.engine == "nextflow"
+    assert by_id["datasets/broken"].exit_code == 1
+    assert produced_datasets(plan, records) == [{"id": "made", "files": {"file_data": made.outputs["output_data"]}}]
+
+    first = by_id["made/mlp@seed0"]
+    assert first.succeeded and (first.seed, first.method_id) == (0, "mlp") and first.params["seed"] == 0
+    assert by_id["made/mlp@seed0/auroc"].seed == 0 and by_id["made/mlp@seed0/auroc"].succeeded
+    retried = by_id["made/mlp@seed1"]
+    assert (retried.exit_code, retried.reason) == (EXIT_MEMORY, "memory limit exceeded (limit 8.0 GB) on attempt 2")
+    assert by_id["made/mlp@seed1/auroc"].reason == "not run: upstream job made/mlp@seed1 failed"
+    assert "made/mlp" not in by_id and by_id["made/hog"].exit_code == EXIT_TIME and by_id["made/hog"].seed is None
 
 
 def test_collect_records_round_trip_as_json(collected, tmp_path):
