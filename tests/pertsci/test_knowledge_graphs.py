@@ -74,3 +74,46 @@ def test_a_gmt_line_without_genes_names_file_and_line(tmp_path):
 def test_the_published_files_load():
     edges = kg.load_edges(SHARED_DATA / "knowledge_graphs", ("omnipath", "corum"))
     assert set(edges["database"]) == {"OmniPath", "CORUM"} and len(edges) > 1000
+
+
+def _hgnc_parquet(path):
+    pd.DataFrame({"ensembl_id": ["ENSG1", "ENSG2", "ENSG3", "ENSG4", "ENSG4", None],
+                  "symbol": ["TP53", "MDM2", "MARCHF1", "DUP1", "DUP2", "NOID"],
+                  "prev_symbols": ["", "", "MARCH1|MARCH-I", "", "", ""]}).to_parquet(path)
+    return path
+
+
+def test_genome_map_prefers_the_dataset_names(tmp_path):
+    table = _hgnc_parquet(tmp_path / "gene_table.parquet")
+    # An Ensembl id HGNC gives to two genes is ambiguous and left out; a gene without one too.
+    assert kg.genome_ensembl_to_symbol(table=table) == {"ENSG1": "TP53", "ENSG2": "MDM2", "ENSG3": "MARCHF1"}
+    # A dataset that still says MARCH1 keeps its name; its own map wins over HGNC.
+    symbols = kg.genome_ensembl_to_symbol({"ENSG2": "HDM2"}, ["MARCH1", "TP53"], table=table)
+    assert symbols == {"ENSG1": "TP53", "ENSG2": "HDM2", "ENSG3": "MARCH1"}
+    edges = kg.huri_edges(_huri(tmp_path), symbols)
+    assert edges[["source", "target"]].values.tolist() == [["TP53", "HDM2"], ["HDM2", "MARCH1"]]
+    pd.DataFrame({"ensembl_id": ["ENSG1"]}).to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=r"bad\.parquet: missing column"):
+        kg.genome_ensembl_to_symbol(table=tmp_path / "bad.parquet")
+
+
+def _huri(tmp_path):
+    folder = tmp_path / "kg"
+    folder.mkdir()
+    (folder / "huri_binary_ppi.tsv").write_text("protein1\tprotein2\nENSG1\tENSG2\nENSG2\tENSG3\nENSG3\tENSG9\n")
+    return folder
+
+
+def test_the_packaged_hgnc_table_covers_the_genome_with_its_provenance():
+    symbols = kg.genome_ensembl_to_symbol()
+    assert len(symbols) > 40000 and symbols["ENSG00000141510"] == "TP53"
+    source = kg.hgnc_provenance()["sources"]["hgnc"]
+    assert source["url"].endswith("hgnc_complete_set.txt") and len(source["sha256"]) == 64
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "knowledge_graphs").is_dir(), reason=f"no shared data at {SHARED_DATA}")
+def test_hgnc_names_nearly_all_of_huri():
+    edges = kg.huri_edges(SHARED_DATA / "knowledge_graphs", kg.genome_ensembl_to_symbol())
+    k562_only = kg.huri_edges(SHARED_DATA / "knowledge_graphs",
+                              kg.ensembl_to_symbol(SHARED_DATA / "perturbqa" / "k562_gw_mapping_full.json"))
+    assert len(edges) > 52000 and len(k562_only) < 13000  # of 52,548 interactions

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 from perturbqa_lib.dataset_assembly import perturbqa_dataset
 from perturbqa_lib.dataset_files import prediction_frame
+from perturbqa_lib.screen_manifest import read_screen_manifest
 from project_paths import SHARED_DATA
 from sklearn.metrics import roc_auc_score
 
@@ -33,7 +34,8 @@ def run_auroc(tmp_path, solution: pd.DataFrame, uns: dict, scores: pd.Series) ->
 @needs_data
 @pytest.mark.parametrize("screen,subtask", [("k562", "de"), ("rpe1", "dir")])
 def test_macro_auroc_equals_sklearn_on_real_split(tmp_path, screen, subtask):
-    ds = perturbqa_dataset(SHARED_DATA / "perturbqa", screen, [subtask], f"{screen}_{subtask}")
+    manifest = read_screen_manifest(ROOT / "src/perturbqa/datasets/perturbqa/screens" / f"{screen}.yaml")
+    ds = perturbqa_dataset(SHARED_DATA / "perturbqa", manifest, [subtask], f"{screen}_{subtask}")
     sol = ds["solution"]
     rng = np.random.default_rng(0)
     # Informative but noisy scores, rounded to make ties (ties count one half in both computations).

@@ -13,8 +13,11 @@ from perturbqa_lib.published_labels import (
     read_set_mapping,
     responses_from_labels,
 )
+from perturbqa_lib.screen_manifest import read_screen_manifest
 
-RAW = Path(__file__).resolve().parents[2] / "resources_test" / "perturbqa" / "raw" / "perturbqa"
+ROOT = Path(__file__).resolve().parents[2]
+RAW = ROOT / "resources_test" / "perturbqa" / "raw" / "perturbqa"
+SCREENS = ROOT / "src" / "perturbqa" / "datasets" / "perturbqa" / "screens"
 
 
 def write_csv(path, rows):
@@ -59,15 +62,20 @@ def test_read_clusters_json(tmp_path):
 
 
 def test_load_screen_on_the_published_subset(tmp_path):
-    responses, sets = load_screen(RAW, "k562")
+    responses, sets = load_screen(RAW, read_screen_manifest(SCREENS / "k562.yaml"))
     assert sets == {} and set(responses["split"]) == {"train", "test"}
     assert set(responses["response"]) == {"unchanged", "down", "up"}
-    responses, sets = load_screen(RAW, "k562_set")
+    responses, sets = load_screen(RAW, read_screen_manifest(SCREENS / "k562_set.yaml"))
     assert sets == read_set_mapping(RAW / "k562_set-mapping.json") and set(responses["gene"]) <= set(sets)
-    with pytest.raises(FileNotFoundError, match="rpe1-de.csv"):
-        load_screen(RAW, "rpe1")
-    with pytest.raises(ValueError, match="unknown screen"):
-        load_screen(RAW, "hepg2")
+    with pytest.raises(FileNotFoundError, match="rpe1-de.csv: file files.de of .*rpe1.yaml not found"):
+        load_screen(RAW, read_screen_manifest(SCREENS / "rpe1.yaml"))
     (tmp_path / "m.json").write_text('["A", "B"]')
     with pytest.raises(ValueError, match="m.json: expected a mapping"):
         read_set_mapping(tmp_path / "m.json")
+
+
+def test_a_screen_without_pairs_is_an_error_naming_the_file(tmp_path):
+    write_csv(tmp_path / "k562-de.csv", [])
+    write_csv(tmp_path / "k562-dir.csv", [])
+    with pytest.raises(ValueError, match=r"k562-de\.csv: no labelled pairs"):
+        load_screen(tmp_path, read_screen_manifest(SCREENS / "k562.yaml"))

@@ -24,3 +24,14 @@ def test_gene_prevalence_and_scores():
     items = pd.concat([ds["test"], pd.DataFrame({"subtask": ["gse_gene"], "pert": [""], "gene": [""], "members": ["x;y"]},
                                                 index=["gse_gene:1"])])
     assert np.isnan(prevalence_scores(ds["train"], items)["gse_gene:1"])
+
+
+def test_perturbation_item_share_follows_the_test_file():
+    from perturbqa_lib.training_prevalence import perturbation_item_share
+
+    items = pd.DataFrame({"subtask": ["de", "de", "de", "dir", "gse_gene"], "pert": ["A", "A", "B", "B", ""],
+                          "gene": ["x", "y", "x", "x", ""], "members": ["", "", "", "", "x;y"]},
+                         index=["de:A:x", "de:A:y", "de:B:x", "dir:B:x", "gse_gene:1"])
+    scores = perturbation_item_share(items)
+    assert scores[["de:A:x", "de:A:y", "de:B:x", "dir:B:x"]].tolist() == [1.0, 1.0, 0.5, 1.0]
+    assert np.isnan(scores["gse_gene:1"])

@@ -4,13 +4,15 @@ PerturbQA gives models "harmonized and parsed knowledge graphs, with identifiers
 perturbation data" (Wu et al. 2025, section 4.1). :func:`knowledge_tables` assembles them from
 :mod:`pertsci.knowledge_graphs` (HuRI physical interactions, CORUM complexes, Reactome pathways, GO
 biological processes, OmniPath signalling; each edge keeps its source database) and STRING's
-descriptions, as two tables that a dataset ships to its methods.
+descriptions, as two tables that a dataset ships to its methods. HuRI lists Ensembl gene ids:
+:func:`screen_symbols` names them for every human gene (HGNC, offline), preferring the screen's own
+gene map and the symbols its labels use.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +21,7 @@ from pertsci import knowledge_graphs as kg
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_SOURCES", "SET_RELATIONS", "knowledge_tables"]
+__all__ = ["DEFAULT_SOURCES", "SET_RELATIONS", "screen_symbols", "knowledge_tables"]
 
 #: Knowledge-graph sources of a dataset (keys of :data:`pertsci.knowledge_graphs.LOADERS`).
 DEFAULT_SOURCES = ("huri", "corum", "reactome", "go_bp", "omnipath")
@@ -27,7 +29,25 @@ DEFAULT_SOURCES = ("huri", "corum", "reactome", "go_bp", "omnipath")
 SET_RELATIONS = ("complex", "pathway", "go_bp")
 
 
-def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Sequence[str] = DEFAULT_SOURCES,
+def screen_symbols(gene_map: str | Path | None = None, names_in_use: Iterable[str] | None = None) -> dict[str, str]:
+    """Ensembl gene id -> symbol for every human gene, named as a screen names them.
+
+    Parameters
+    ----------
+    gene_map : path, optional
+        The screen's own map (JSON, gene symbol -> Ensembl id, as PerturbQA's
+        ``k562_gw_mapping_full.json``); its names win.
+    names_in_use : iterable of str, optional
+        The screen's perturbations and downstream genes: a gene HGNC has renamed since keeps the
+        previous symbol the screen uses.
+
+    See :func:`pertsci.knowledge_graphs.genome_ensembl_to_symbol` (HGNC's approved genes, offline).
+    """
+    preferred = kg.ensembl_to_symbol(gene_map) if gene_map is not None else None
+    return kg.genome_ensembl_to_symbol(preferred, names_in_use)
+
+
+def knowledge_tables(kg_dir: str | Path, symbols: Mapping[str, str], *, sources: Sequence[str] = DEFAULT_SOURCES,
                      genes: Iterable[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The knowledge graph and gene descriptions a dataset ships.
 
@@ -35,9 +55,8 @@ def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Seque
     ----------
     kg_dir : path
         A ``knowledge_graphs/`` folder (as in the shared data).
-    gene_map : path
-        PerturbQA's ``k562_gw_mapping_full.json`` (gene symbol -> Ensembl id), which names HuRI's
-        Ensembl ids by symbol (:func:`pertsci.knowledge_graphs.ensembl_to_symbol`).
+    symbols : mapping
+        Ensembl gene id -> symbol, which names HuRI's genes (:func:`screen_symbols`).
     sources : sequence of str
         Edge sources, see :data:`DEFAULT_SOURCES`.
     genes : iterable of str, optional
@@ -52,7 +71,7 @@ def knowledge_tables(kg_dir: str | Path, gene_map: str | Path, *, sources: Seque
         ``gene, description``: STRING v12's functional description of each gene.
     """
     kg_dir = kg.kg_dir(kg_dir)
-    frames = [kg.load_edges(kg_dir, [name], symbols=kg.ensembl_to_symbol(gene_map)) for name in sources]
+    frames = [kg.load_edges(kg_dir, [name], symbols=symbols) for name in sources]
     edges = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=kg.EDGE_COLUMNS)
     edges = edges.dropna(subset=["source", "target"])
     edges = edges[(edges["source"].astype(str) != "") & (edges["target"].astype(str) != "")]

@@ -5,8 +5,8 @@ The published files (``perturbqa/`` of the shared data): :func:`read_label_csv` 
 :func:`read_clusters_json` the gene-set enrichment clusters and :func:`read_set_mapping` the K562
 gene clusters used as downstream entities of K562-set. :func:`responses_from_labels` joins the two
 label files into one ternary response per pair (``unchanged``, ``down``, ``up``), the form every
-method of the task trains on; :func:`load_screen` does all of it for one screen of
-:data:`SCREENS`.
+method of the task trains on; :func:`load_screen` does all of it for one screen, whose files its
+manifest names (:mod:`perturbqa_lib.screen_manifest`).
 """
 
 from __future__ import annotations
@@ -18,19 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-__all__ = ["SCREENS", "read_label_csv", "read_clusters_json", "read_set_mapping", "responses_from_labels",
-           "load_screen"]
+from perturbqa_lib.screen_manifest import ScreenManifest
 
-#: The screens of the published labels: file prefix, cell line, downstream entities, source.
-SCREENS = {
-    "k562": {"prefix": "k562", "cell_line": "K562", "downstream_type": "gene",
-             "name": "K562 genome-wide", "source": "Replogle et al. 2022, K562 genome-wide CRISPRi Perturb-seq"},
-    "rpe1": {"prefix": "rpe1", "cell_line": "RPE1", "downstream_type": "gene",
-             "name": "RPE1 essential", "source": "Replogle et al. 2022, RPE1 essential-gene CRISPRi Perturb-seq"},
-    "k562_set": {"prefix": "k562_set", "cell_line": "K562", "downstream_type": "gene_set",
-                 "name": "K562-set", "source": "Replogle et al. 2022, K562 genome-wide; downstream entities are its 20 "
-                 "expression programs (mean log(TP10k+1) of their genes)"},
-}
+__all__ = ["read_label_csv", "read_clusters_json", "read_set_mapping", "responses_from_labels", "load_screen"]
 
 _LABEL_COLUMNS = ["pert", "gene", "label", "split"]
 
@@ -134,28 +124,39 @@ def responses_from_labels(de: pd.DataFrame, direction: pd.DataFrame, *, where: s
     return pd.DataFrame({"pert": merged["pert"], "gene": merged["gene"], "split": merged["split"], "response": response})
 
 
-def load_screen(data_dir: str | Path, screen: str) -> tuple[pd.DataFrame, dict[str, list[str]]]:
-    """Responses of every labelled pair of a published screen, and its downstream sets.
+def load_screen(data_dir: str | Path, manifest: ScreenManifest) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """Responses of every labelled pair of a screen, and its downstream sets.
+
+    Parameters
+    ----------
+    data_dir : path
+        Folder of the files the manifest names.
+    manifest : ScreenManifest
+        The screen's declaration (label files, downstream type, sets file).
 
     Returns
     -------
     responses : pandas.DataFrame
         ``pert, gene, split, response`` (see :func:`responses_from_labels`).
     sets : dict
-        Downstream gene sets (K562-set) or empty.
+        Downstream gene sets (a ``gene_set`` screen such as K562-set) or empty.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, for a label file without pairs, or downstream entities of a gene-set
+        screen that its sets file does not define.
     """
-    if screen not in SCREENS:
-        raise ValueError(f"unknown screen {screen!r}; known: {sorted(SCREENS)}")
-    data_dir = Path(data_dir)
-    prefix = SCREENS[screen]["prefix"]
-    de_path, dir_path = data_dir / f"{prefix}-de.csv", data_dir / f"{prefix}-dir.csv"
-    for path in (de_path, dir_path):
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: PerturbQA label file not found")
-    responses = responses_from_labels(read_label_csv(de_path), read_label_csv(dir_path), where=f"{de_path} + {dir_path.name}")
-    sets = read_set_mapping(data_dir / "k562_set-mapping.json") if SCREENS[screen]["downstream_type"] == "gene_set" else {}
-    if sets:
+    de_path, dir_path = manifest.file("de", data_dir), manifest.file("dir", data_dir)
+    de = read_label_csv(de_path)
+    if de.empty:
+        raise ValueError(f"{de_path}: no labelled pairs (screen manifest {manifest.path})")
+    responses = responses_from_labels(de, read_label_csv(dir_path), where=f"{de_path} + {dir_path.name}")
+    sets: dict[str, list[str]] = {}
+    if manifest.downstream_type == "gene_set":
+        sets_path = manifest.file("downstream_sets", data_dir)
+        sets = read_set_mapping(sets_path)
         unknown = sorted(set(responses["gene"]) - set(sets))
         if unknown:
-            raise ValueError(f"{data_dir}: downstream entities without members in k562_set-mapping.json: {unknown[:3]}")
+            raise ValueError(f"{sets_path}: downstream entities of {de_path.name} without members here: {unknown[:3]}")
     return responses, sets

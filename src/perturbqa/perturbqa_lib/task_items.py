@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
-    "PAIR_SUBTASKS", "CLUSTER_SUBTASKS", "SUBTASKS", "RESPONSES", "CELL_LINES",
+    "PAIR_SUBTASKS", "CLUSTER_SUBTASKS", "SUBTASKS", "RESPONSES",
     "subtask_labels", "training_pairs", "pair_items", "cluster_items", "cluster_members",
 ]
 
@@ -27,14 +27,6 @@ CLUSTER_SUBTASKS = ("gse_gene", "gse_pert")
 SUBTASKS = PAIR_SUBTASKS + CLUSTER_SUBTASKS
 #: The ternary response of a gene to a perturbation, the training target of every pair method.
 RESPONSES = ("unchanged", "down", "up")
-#: Cell lines: name and the sentence the paper's prompts use (appendix D.3).
-CELL_LINES = {
-    "K562": "K562 cells are immortalised myelogenous leukemia cells of the erythroleukemia type.",
-    "RPE1": "RPE1 cells are a non-cancerous, hTERT-immortalized, near-euploid, adherent, and p53-positive cell line.",
-    "Jurkat": "Jurkat cells are an immortalized line of human T lymphocyte cells.",
-    "HepG2": "HepG2 cells are a human liver cancer cell line, derived from a patient with a well-differentiated "
-             "hepatocellular carcinoma.",
-}
 
 
 def subtask_labels(responses: pd.Series | np.ndarray, subtask: str) -> tuple[np.ndarray, np.ndarray]:

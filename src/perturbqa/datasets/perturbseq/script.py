@@ -8,7 +8,9 @@ from pertsci.normalisation import normalize_log_tp10k
 
 ## VIASH START
 par = {"input": "resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", "perturbation_column": "gene",
-       "control_label": "non-targeting", "gene_symbol_column": "gene_name", "cell_line": "K562", "subtasks": "de",
+       "control_label": "non-targeting", "gene_symbol_column": "gene_name", "cell_line": "K562",
+       "cell_line_description": "K562 cells are immortalised myelogenous leukemia cells of the erythroleukemia type.",
+       "organism": "homo_sapiens", "subtasks": "de",
        "min_degs": 5, "n_negative_perturbations": 3, "n_positives": 20, "n_negatives": 30, "test_fraction": 0.25,
        "seed": 0, "shared_data": None, "kg_dir": "resources_test/perturbqa/raw/knowledge_graphs",
        "ensembl_map": "resources_test/perturbqa/raw/perturbqa/k562_gw_mapping_full.json", "dataset_id": "perturbseq_de",
@@ -20,7 +22,7 @@ meta = {"resources_dir": "src/perturbqa", "name": "perturbseq"}
 sys.path.append(meta["resources_dir"])
 from perturbqa_lib.dataset_assembly import dataset_from_responses, screen_metadata  # noqa: E402
 from perturbqa_lib.dataset_files import write_dataset  # noqa: E402
-from perturbqa_lib.knowledge_graph import knowledge_tables  # noqa: E402
+from perturbqa_lib.knowledge_graph import knowledge_tables, screen_symbols  # noqa: E402
 from perturbqa_lib.label_pipeline import perturbation_labels, split_perturbations  # noqa: E402
 
 
@@ -46,11 +48,17 @@ if par["gene_symbol_column"]:
     symbols = screen.var[par["gene_symbol_column"]].astype(str)
 else:
     symbols = pd.Series(screen.var_names.astype(str), index=screen.var_names)
+    if symbols.str.startswith("ENSG").all():
+        # Genes named by Ensembl id: every human gene gets its symbol (HGNC, offline); the few
+        # without one (retired ids) keep their id.
+        named = symbols.map(screen_symbols(par["ensembl_map"], set(screen.obs[par["perturbation_column"]].astype(str))))
+        print(f"{par['input']}: var_names are Ensembl ids; {int(named.isna().sum())} of {len(named)} without a symbol keep their id")
+        symbols = named.fillna(symbols)
 unique = ~symbols.duplicated().to_numpy()  # a symbol measured twice keeps its first column
 subtasks = [s.strip() for s in par["subtasks"].split(",") if s.strip()]
-uns = screen_metadata(par["dataset_id"], par["input"], subtasks, par["cell_line"])
+uns = screen_metadata(par["dataset_id"], par["input"], subtasks, par["cell_line"], par["cell_line_description"],
+                      organism=par["organism"])
 kg_dir = shared_input("kg_dir", "knowledge_graphs")
-ensembl_map = shared_input("ensembl_map", "perturbqa/k562_gw_mapping_full.json")
 
 # Appendix A.2: Wilcoxon tests on log(TP10k+1) against the controls, then positives, negatives and a split.
 X = normalize_log_tp10k(screen.X)[:, unique]
@@ -64,8 +72,9 @@ labels["split"] = labels["pert"].map(split)
 print(f"{len(summary)} perturbations tested, {len(kept)} kept ({int((kept['n_degs'] == 0).sum())} without DEG); "
       f"{len(labels)} labelled pairs, {int((labels['response'] != 'unchanged').sum())} DE")
 
-dataset = dataset_from_responses(labels, subtasks, uns)
-edges, descriptions = knowledge_tables(kg_dir, ensembl_map)
+dataset = dataset_from_responses(labels, subtasks, uns, sources={s: str(par["input"]) for s in subtasks})
+# HuRI names genes by Ensembl id: every human gene through HGNC, named as the screen names them.
+edges, descriptions = knowledge_tables(kg_dir, screen_symbols(par["ensembl_map"], set(labels["pert"]) | set(labels["gene"])))
 write_dataset(dataset, edges, descriptions, train=par["output_train"], test=par["output_test"],
               solution=par["output_solution"], kg_edges=par["output_kg_edges"],
               gene_descriptions=par["output_gene_descriptions"])

@@ -5,7 +5,7 @@ par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": 
        "input_kg_edges": "resources_test/perturbqa/k562/kg_edges.parquet",
        "input_gene_descriptions": "resources_test/perturbqa/k562/gene_descriptions.parquet",
        "input_solution": "resources_test/perturbqa/k562/solution.h5ad", "output": "prediction.h5ad"}
-meta = {"resources_dir": "src/perturbqa", "name": "train_prevalence"}
+meta = {"resources_dir": "src/perturbqa", "name": "gene_prevalence"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
