@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Test resources of the perturbation_effect task: a small synthetic screen (simulation split) with
-# its gene knowledge, the mean baseline's prediction and its score, and a tiny single-cell screen in the
+# its gene knowledge, the additive baseline's prediction and its score, and a tiny single-cell screen in the
 # GEARS layout for the Perturb-seq loader. Deterministic (fixed seeds); needs the venv and the
 # shared data folder ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository).
 set -euo pipefail
@@ -37,8 +37,9 @@ openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yam
   --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad" \
   --output_gene_knowledge "$DS/gene_knowledge.parquet"
 
-# The example prediction is the mean baseline's: a "no change" prediction has no Pearson delta.
-openpert run-component src/perturbation_effect/methods/mean/config.vsh.yaml \
+# The example prediction is the additive baseline's: every metric is defined on it ("no change" has
+# no Pearson delta, and the mean baseline, the reference of the perturbation-specific correlation, none of that).
+openpert run-component src/perturbation_effect/methods/additive/config.vsh.yaml \
   --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --output "$DS/prediction.h5ad"
 
 openpert run-component src/perturbation_effect/metrics/pearson_delta/config.vsh.yaml \

@@ -6,12 +6,16 @@ seeds, ``<method>@seed<k>``, has its per-item values averaged over seeds) and co
 per-test-perturbation values, with :mod:`openpert.results.resampling`:
 
 * ``summary``: the mean of every metric per dataset and method with 95% percentile bootstrap
-  intervals (B = 1,000 resamples of test perturbations). The headline metrics of
-  ``api/task_info.yaml`` (top-1,000 genes; single perturbations and combinations apart) come
-  first, the diagnostics after; an undefined value (a correlation of a constant change) is left
-  out and counted in ``n_undefined``, and a method whose every value is undefined has no mean;
+  intervals (B = 1,000 resamples of test perturbations). The statistics' headline is the
+  paper's (:data:`PAPER_HEADLINE`: Pearson delta and L2 on the top-1,000 genes, single
+  perturbations and combinations apart, as its figures report them); the headline of the
+  aggregate in ``api/task_info.yaml`` (the perturbation-specific correlation, see its
+  description) follows, then the other diagnostics. Each row says its ``role`` here and its
+  ``aggregate_role``; an undefined value (a correlation of a constant change) is left out and
+  counted in ``n_undefined``, and a method whose every value is undefined has no mean;
 * ``pairwise_tests``: for every pair of methods and baselines (controls that set no scale
-  excluded: positive, ceiling, adversarial), per dataset and headline metric, the mean paired
+  excluded: positive, ceiling, adversarial), per dataset and tested metric (the paper's headline
+  and the aggregate's), the mean paired
   difference with its bootstrap 95% interval and a paired sign-flip permutation test (P =
   10,000); pairs with an undefined value are left out (and counted);
 * ``pca_convention``: the linear PCA model under the authors' convention (the default) and under
@@ -51,6 +55,9 @@ N_BOOT = 1000
 N_PERMUTATIONS = 10_000
 SEED = 0
 N_TOP = 1000
+#: The paper's headline (Ahlmann-Eltze, Huber & Anders 2025, the top-1,000 genes figures): the
+#: headline of these statistics, whatever ranks the aggregate.
+PAPER_HEADLINE = ("pearson_delta_top1000_single", "pearson_delta_top1000_combo", "l2_top1000_single", "l2_top1000_combo")
 HARDNESS_COLUMNS = {"hardness_top1pct": 0.01, "hardness_top5pct": 0.05, "hardness_top10pct": 0.10}
 #: Control roles that never rank: they stay out of the pairwise comparisons.
 NOT_COMPARED = ("positive", "ceiling", "adversarial")
@@ -71,6 +78,29 @@ def metric_roles(task_dir: Path = TASK_DIR) -> tuple[list[str], list[str]]:
     if not headline or diagnostic is None:
         raise ValueError(f"{path}: headline_metrics and diagnostic_metrics must both be listed")
     return list(headline), list(diagnostic)
+
+
+def statistics_roles(task_dir: Path = TASK_DIR) -> tuple[list[str], list[str], dict[str, str]]:
+    """The metrics of the statistics tables: the paper's headline, the others, and each one's aggregate role.
+
+    Returns
+    -------
+    headline, diagnostic, aggregate_role
+        :data:`PAPER_HEADLINE`; every other metric of ``api/task_info.yaml`` (the aggregate's
+        headline first); metric id -> ``"headline"`` or ``"diagnostic"`` as ``task_info`` declares.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, when a metric of the paper's headline is not declared there.
+    """
+    aggregate_headline, aggregate_diagnostic = metric_roles(task_dir)
+    aggregate_role = {**{m: "headline" for m in aggregate_headline}, **{m: "diagnostic" for m in aggregate_diagnostic}}
+    missing = [m for m in PAPER_HEADLINE if m not in aggregate_role]
+    if missing:
+        raise ValueError(f"{task_dir / 'api' / 'task_info.yaml'}: the paper's headline metrics {missing} are not declared")
+    others = [m for m in [*aggregate_headline, *aggregate_diagnostic] if m not in PAPER_HEADLINE]
+    return list(PAPER_HEADLINE), others, aggregate_role
 
 
 def applies_to(metric_id: str, n_targets: pd.Series) -> pd.Series:
@@ -176,12 +206,14 @@ def _controls(plan: dict) -> dict[str, str | None]:
     return {m["id"]: m.get("control") for m in plan["methods"]}
 
 
-def summary_table(scores: pd.DataFrame, headline: list[str], diagnostic: list[str]) -> list[dict]:
+def summary_table(scores: pd.DataFrame, headline: list[str], diagnostic: list[str],
+                  aggregate_role: dict[str, str] | None = None) -> list[dict]:
     """Mean of each metric per dataset and method with its bootstrap interval; undefined values counted.
 
     ``scores`` holds only the items each metric applies to (:func:`applicable_scores`), so a NaN
     left is an undefined value: it is excluded from the mean and interval and counted in
-    ``n_undefined``; when every value is undefined the mean is missing (None).
+    ``n_undefined``; when every value is undefined the mean is missing (None). ``role`` is the
+    metric's role in these tables, ``aggregate_role`` (when given) its role in the aggregate.
     """
     rows = []
     roles = {**{m: "headline" for m in headline}, **{m: "diagnostic" for m in diagnostic}}
@@ -192,6 +224,7 @@ def summary_table(scores: pd.DataFrame, headline: list[str], diagnostic: list[st
         defined = values[~np.isnan(values)]
         res = bootstrap_ci(defined, n_boot=N_BOOT, seed=SEED) if defined.size else None
         rows.append({"dataset_id": ds, "method_id": method, "metric_id": metric, "role": roles[metric],
+                     **({"aggregate_role": aggregate_role.get(metric)} if aggregate_role is not None else {}),
                      "mean": _json_number(res.estimate) if res else None,
                      "ci_low": _json_number(res.low) if res else None, "ci_high": _json_number(res.high) if res else None,
                      "n_items": int(defined.size), "n_undefined": int(values.size - defined.size)})
@@ -372,24 +405,28 @@ def task_statistics(outdir: str | Path) -> dict[str, dict]:
     """Every statistic of the task, as ``results.json`` ``statistics`` entries."""
     plan, scores, hardness = load_run(outdir)
     controls = _controls(plan)
-    headline, diagnostic = metric_roles()
+    headline, diagnostic, aggregate_role = statistics_roles()
+    # Tested: the paper's headline (its figures) and the aggregate's (what ranks the methods).
+    tested = [*headline, *(m for m in diagnostic if aggregate_role[m] == "headline")]
     scores = applicable_scores(scores, held_out_targets(plan))
     return {
         "summary": {
-            "label": "Headline (top 1,000 genes; singles and combinations) and diagnostic means",
+            "label": "Paper's headline (top 1,000 genes; singles and combinations) and other means",
             "description": (f"Mean over test perturbations per dataset, method and metric; percentile bootstrap over test "
-                            f"perturbations (B = {N_BOOT}, seed {SEED}). Headline: {', '.join(headline)}; diagnostic: "
-                            f"{', '.join(diagnostic)}. Undefined values (the correlation of a constant predicted change) "
+                            f"perturbations (B = {N_BOOT}, seed {SEED}). Headline of these tables (the paper's): "
+                            f"{', '.join(headline)}; the others: {', '.join(diagnostic)}. aggregate_role says which "
+                            "metrics rank the methods in the aggregate (the perturbation-specific correlation; see the "
+                            "task description). Undefined values (the correlation of a constant predicted change) "
                             "are excluded and counted in n_undefined; a mean of none is missing."),
-            "table": summary_table(scores, headline, diagnostic),
+            "table": summary_table(scores, headline, diagnostic, aggregate_role),
         },
         "pairwise_tests": {
             "label": "Pairwise differences between methods",
-            "description": (f"Per headline metric: mean per-perturbation difference (method_a minus method_b) with a "
+            "description": (f"Per tested metric ({', '.join(tested)}): mean per-perturbation difference (method_a minus method_b) with a "
                             f"bootstrap 95% interval (B = {N_BOOT}) and a two-sided sign-flip test, P = {N_PERMUTATIONS}, "
                             "p = (k + 1)/(P + 1), not adjusted for multiple testing. Positive, ceiling and adversarial "
                             "controls are left out; pairs with an undefined value are excluded and counted."),
-            "table": pairwise_tests(scores, controls, headline),
+            "table": pairwise_tests(scores, controls, tested),
         },
         "pca_convention": {
             "label": "Linear PCA model: authors' convention vs variant",
@@ -403,16 +440,16 @@ def task_statistics(outdir: str | Path) -> dict[str, dict]:
         },
         "hardness_regression": {
             "label": "Performance against hardness",
-            "description": ("Least-squares slope and Pearson correlation of each headline per-perturbation metric on "
+            "description": ("Least-squares slope and Pearson correlation of each tested per-perturbation metric on "
                             "hardness (mean cosine similarity to the top 1/5/10% training perturbations in the method's "
                             f"perturbation-embedding space), with pairs-bootstrap 95% intervals (B = {N_BOOT})."),
-            "table": hardness_regressions(scores[scores["metric_id"].isin(headline)], hardness),
+            "table": hardness_regressions(scores[scores["metric_id"].isin(tested)], hardness),
         },
         "lsft_effect": {
             "label": "LSFT against training on all perturbations",
-            "description": ("Per headline metric, mean per-perturbation difference LSFT minus full training (same test "
+            "description": ("Per tested metric, mean per-perturbation difference LSFT minus full training (same test "
                             f"perturbations), with a bootstrap 95% interval (B = {N_BOOT}) and a paired permutation p-value."),
-            "table": lsft_effects(plan, scores[scores["metric_id"].isin(headline)]),
+            "table": lsft_effects(plan, scores[scores["metric_id"].isin(tested)]),
         },
     }
 

@@ -153,3 +153,18 @@ def test_pca_conventions_are_compared_on_the_test_resources(tmp_path):
     assert row["mean_difference"] == pytest.approx(row["mean_authors"] - row["mean_perturbations"])
     assert row["ci_low"] <= row["mean_difference"] <= row["ci_high"]
     assert not np.allclose(authors["pearson_delta"], variant["pearson_delta"])  # two different models
+
+
+def test_statistics_keep_the_papers_headline_while_the_aggregate_ranks_by_the_specific_correlation(stats, tmp_path):
+    _, result = stats
+    headline, others, aggregate_role = analysis.statistics_roles()
+    assert headline == list(analysis.PAPER_HEADLINE)
+    assert {aggregate_role[m] for m in headline} == {"diagnostic"}
+    ranked = [m for m in others if aggregate_role[m] == "headline"]
+    assert ranked == ["pearson_specific_top1000_single", "pearson_specific_top1000_combo"] == others[:2]
+    row = result["summary"]["table"][0]
+    assert row["metric_id"] == METRIC and row["role"] == "headline" and row["aggregate_role"] == "diagnostic"
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "task_info.yaml").write_text("headline_metrics: [pearson_specific_top1000_single]\ndiagnostic_metrics: [l2]\n")
+    with pytest.raises(ValueError, match="paper's headline metrics"):
+        analysis.statistics_roles(tmp_path)

@@ -6,7 +6,7 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from perturbation_effect_lib import embeddings, gene_knowledge, lsft, prediction_files
+from perturbation_effect_lib import control_predictions, embeddings, gene_knowledge, lsft, prediction_files
 from project_paths import ROOT, SHARED_DATA
 
 from openpert.config.formats import FileFormat
@@ -132,8 +132,11 @@ def test_reference_controls_declare_their_role_and_predict_every_test_row(name, 
     config = read_config(TASK / f"control_methods/{name}/config.vsh.yaml")
     expected_role = {"ceiling": "ceiling", "random_training_perturbation": "negative"}.get(name, "adversarial")
     assert config.control == expected_role
-    args = {"input_train": DATASET / "train.h5ad", "input_test": DATASET / "test.h5ad",
-            "input_solution": DATASET / "solution.h5ad", "output": tmp_path / "prediction.h5ad"}
+    declared = {a.name.lstrip("-") for a in config.file_inputs}
+    # An adversarial answer is one a contestant could submit: it is never handed the solution.
+    assert ("input_solution" in declared) == (expected_role != "adversarial")
+    args = {"input_train": DATASET / "train.h5ad", "input_test": DATASET / "test.h5ad", "output": tmp_path / "prediction.h5ad",
+            **({"input_solution": DATASET / "solution.h5ad"} if "input_solution" in declared else {})}
     result = run_component(config, args, work_dir=tmp_path / "work")
     assert result.succeeded, result.reason + "\n" + result.log.read_text()[-2000:]
     out = ad.read_h5ad(tmp_path / "prediction.h5ad")
@@ -142,3 +145,43 @@ def test_reference_controls_declare_their_role_and_predict_every_test_row(name, 
     if name == "ceiling":  # the half of the cells, not the answer itself
         np.testing.assert_array_equal(out.layers["prediction"], solution.layers["expression_half"])
         assert not np.allclose(out.layers["prediction"], solution.layers["expression"])
+    if name == "mean_best_scale":  # the scale is the leave-one-out factor of the training data alone
+        train = ad.read_h5ad(DATASET / "train.h5ad")
+        _, factor = control_predictions.loo_scaled_mean(prediction_files.training_profiles(train),
+                                                        train.var["control_mean"].to_numpy(), 1)
+        assert out.uns["scale"] == pytest.approx(factor, rel=1e-12) and 0 < factor < 1
+
+
+def test_perturbation_specific_correlation_leaves_the_mean_undefined_and_scores_the_truth_1(tmp_path):
+    solution = ad.read_h5ad(DATASET / "solution.h5ad")
+    mean = run_method("mean", tmp_path / "m")
+    score = run_metric("pearson_specific", tmp_path / "m" / "prediction.h5ad", tmp_path / "s")
+    undefined = dict(zip(score.uns["metric_ids"], score.uns["n_undefined"]))
+    single = (solution.obs["n_targets"] == 1).to_numpy()
+    # The mean baseline is the reference itself: no perturbation-specific correlation, every item counted.
+    assert score.obs.isna().all().all()
+    assert undefined == {"pearson_specific_top1000_single": int(single.sum()), "pearson_specific_top1000_combo": int((~single).sum()),
+                         "pearson_specific_top1000": solution.n_obs, "pearson_specific": solution.n_obs}
+    # Pearson delta of the same prediction is defined and high: it sees the change all perturbations share.
+    delta = run_metric("pearson_delta", tmp_path / "m" / "prediction.h5ad", tmp_path / "d")
+    assert delta.obs["pearson_delta_top1000"].mean() > 0.3
+    truth = tmp_path / "truth.h5ad"
+    ad.AnnData(obs=solution.obs[[]], var=solution.var[[]], layers={"prediction": solution.layers["expression"]},
+               uns={"dataset_id": "synthetic_simulation", "method_id": "truth"}).write_h5ad(truth)
+    perfect = run_metric("pearson_specific", truth, tmp_path / "t")
+    np.testing.assert_allclose(perfect.uns["metric_values"], 1.0)
+    np.testing.assert_array_equal(perfect.obs["pearson_specific_top1000_single"].notna().to_numpy(), single)
+    assert mean.n_obs == solution.n_obs
+
+
+def test_perturbation_specific_correlation_needs_the_training_mean(tmp_path):
+    solution = ad.read_h5ad(DATASET / "solution.h5ad")
+    del solution.var["training_mean"]
+    old = tmp_path / "solution.h5ad"
+    solution.write_h5ad(old)
+    config = read_config(TASK / "metrics/pearson_specific/config.vsh.yaml")
+    args = {"input_solution": old, "input_prediction": DATASET / "prediction.h5ad", "output": tmp_path / "score.h5ad"}
+    result = run_component(config, args, work_dir=tmp_path / "work")
+    # A solution written before the reference existed fails with one message naming the column.
+    assert not result.succeeded
+    assert "var['training_mean']" in result.log.read_text()

@@ -20,16 +20,33 @@ def test_random_training_profiles_are_training_rows_and_seeded():
         cp.random_training_profiles(np.zeros((0, 4)), 2, seed=0)
 
 
-def test_best_scaled_mean_minimises_the_squared_error():
-    observed = CONTROL + np.array([[4.0, -6.0, 0.3, 0.6], [2.0, -3.0, 0.1, 0.2]])
-    pred, factor = cp.best_scaled_mean(Y, CONTROL, observed)
-    mean_change = (Y - CONTROL).mean(axis=0)
-    np.testing.assert_allclose(pred[0], CONTROL + factor * mean_change)
+def test_loo_scaled_mean_minimises_the_leave_one_out_error_of_the_training_rows():
+    rng = np.random.default_rng(1)
+    shared = rng.normal(0, 1, size=8)
+    Y_train = 2.0 + shared * rng.uniform(0.2, 1.8, size=(12, 1)) + rng.normal(0, 0.5, size=(12, 8))
+    control = np.full(8, 2.0)
+    pred, factor = cp.loo_scaled_mean(Y_train, control, 3)
+    changes = Y_train - control
+    assert pred.shape == (3, 8)
+    np.testing.assert_allclose(pred, np.tile(control + factor * changes.mean(axis=0), (3, 1)))
+    # The closed form equals the explicit leave-one-out least squares ...
+    others = np.stack([np.delete(changes, i, axis=0).mean(axis=0) for i in range(len(changes))])
+    explicit = (others * changes).sum() / (others**2).sum()
+    assert factor == pytest.approx(explicit, rel=1e-12)
 
-    def sse(a):
-        return (((CONTROL + a * mean_change) - observed) ** 2).sum()
+    def loo_sse(a):
+        return ((a * others - changes) ** 2).sum()
 
-    assert sse(factor) < min(sse(factor * 0.9), sse(factor * 1.1), sse(1.0))
+    assert loo_sse(factor) < min(loo_sse(factor * 0.9), loo_sse(factor * 1.1), loo_sse(1.0))
+    # ... and noisy effects around a shared change shrink the mean towards control.
+    assert 0 < factor < 1
+
+
+def test_loo_scaled_mean_needs_two_training_perturbations():
+    with pytest.raises(ValueError, match="at least two"):
+        cp.loo_scaled_mean(Y[:1], CONTROL, 2)
+    _, factor = cp.loo_scaled_mean(np.tile(CONTROL, (3, 1)), CONTROL, 2)
+    assert factor == 0.0  # no change at all: nothing to scale
 
 
 def test_sign_only_keeps_only_the_direction():

@@ -69,6 +69,9 @@ def test_task_files_keep_test_profiles_in_the_solution_only(small_screen):
     assert test.X is None and "n_cells" not in test.obs
     np.testing.assert_array_equal(solution.layers["expression"], profiles[test.obs_names].X)
     np.testing.assert_array_equal(train.X, profiles[train.obs_names].X)
+    # The reference of the perturbation-specific metrics is the training mean, validation rows excluded.
+    np.testing.assert_allclose(solution.var["training_mean"], np.asarray(train.X).mean(axis=0), rtol=0, atol=1e-12)
+    assert "training_mean" not in train.var and "training_mean" not in test.var
     assert train.uns["lsft_fraction"] == 0.05 and train.uns["split"] == "simulation"
     # The validation carve-out is scored with the test set and said to be so.
     assert set(test.obs["holdout_set"]) == {"test", "validation"} and "holdout_set" not in train.obs

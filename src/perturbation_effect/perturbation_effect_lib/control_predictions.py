@@ -6,9 +6,11 @@ that need no model of the biology and yet may score well on a metric:
 * :func:`random_training_profiles` (negative): each test perturbation gets the profile of a
   training perturbation drawn at random. Unlike "no change", its change from control is not
   constant, so its Pearson delta is defined and can set the scale's 0.
-* :func:`best_scaled_mean` (adversarial, games L2): the mean training change times the one
-  factor that minimises the squared error over the test set, read from the solution. Scaling
-  cannot change a correlation, so on Pearson delta it is the ``mean`` baseline.
+* :func:`loo_scaled_mean` (adversarial, games L2): the mean training change times the one
+  factor that best predicts each training perturbation from the mean of the others (leave one
+  out, closed form): a shrinkage any distance rewards, chosen from the training data alone, as a
+  contestant could. Scaling cannot change a correlation, so on Pearson delta it is the ``mean``
+  baseline.
 * :func:`sign_only` (adversarial, games Pearson delta): only the direction of the mean training
   change, every gene moved by the same amount.
 * :func:`de_count_prior` (adversarial, games Pearson delta): how often each gene is among the
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["random_training_profiles", "best_scaled_mean", "sign_only", "de_count_prior", "DE_QUANTILE"]
+__all__ = ["random_training_profiles", "loo_scaled_mean", "sign_only", "de_count_prior", "DE_QUANTILE"]
 
 #: A training change counts as differential expression when its size is in the top 5% of all
 #: training changes (a rank rule: no test of significance is possible on pseudobulk means alone).
@@ -54,32 +56,42 @@ def random_training_profiles(Y: np.ndarray, n_test: int, *, seed: int) -> np.nda
     return Y[np.random.default_rng(seed).integers(0, Y.shape[0], size=n_test)]
 
 
-def best_scaled_mean(Y: np.ndarray, control: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, float]:
-    """Control plus the mean training change scaled by the least-squares factor on the test set.
+def loo_scaled_mean(Y: np.ndarray, control: np.ndarray, n_test: int) -> tuple[np.ndarray, float]:
+    """Control plus the mean training change scaled by a factor chosen by leave-one-out on training data.
 
-    With ``m`` the mean training change and ``D`` the observed test changes (rows), the factor is
-    ``a = sum_i <m, D_i> / (n <m, m>)``, the one scalar that minimises ``sum_i ||a m - D_i||^2``.
+    With ``d_i`` the change of training perturbation ``i`` (of ``n``) and ``m_(-i)`` the mean
+    change of the other ``n - 1``, the factor minimises the leave-one-out squared error
+    ``sum_i ||a m_(-i) - d_i||^2``: ``a = sum_i <m_(-i), d_i> / sum_i ||m_(-i)||^2``. Since
+    ``m_(-i) = (n m - d_i) / (n - 1)`` with ``m`` the mean of all, both sums need only ``m`` and
+    the rows' norms and dot products with ``m``. Nothing of the test perturbations is read.
 
     Parameters
     ----------
     Y
-        Training profiles, perturbations x genes.
+        Training profiles, perturbations x genes (at least two rows).
     control
         Control profile (genes).
-    observed
-        Observed test profiles (test x genes), from the solution.
+    n_test
+        Rows of the result.
 
     Returns
     -------
     prediction, factor
-        Test x genes, and ``a``.
+        ``n_test`` x genes, and ``a`` (0 when every leave-one-out mean is zero).
     """
     control = np.asarray(control, dtype=np.float64)
-    mean_change = _changes(Y, control).mean(axis=0)
-    targets = np.asarray(observed, dtype=np.float64) - control
-    norm = float(mean_change @ mean_change)
-    factor = float((targets @ mean_change).mean() / norm) if norm > 0 else 0.0
-    return np.tile(control + factor * mean_change, (targets.shape[0], 1)), factor
+    changes = _changes(Y, control)
+    n = changes.shape[0]
+    if n < 2:
+        raise ValueError(f"leave-one-out needs at least two training perturbations, got {n}")
+    mean_change = changes.mean(axis=0)
+    row_dot_mean = changes @ mean_change
+    row_norm2 = np.einsum("ij,ij->i", changes, changes)
+    # <m_(-i), d_i> and ||m_(-i)||^2 expanded from m_(-i) = (n m - d_i) / (n - 1).
+    cross = (n * row_dot_mean - row_norm2).sum() / (n - 1)
+    norm2 = (n**2 * (mean_change @ mean_change) - 2 * n * row_dot_mean + row_norm2).sum() / (n - 1) ** 2
+    factor = float(cross / norm2) if norm2 > 0 else 0.0
+    return np.tile(control + factor * mean_change, (n_test, 1)), factor
 
 
 def sign_only(Y: np.ndarray, control: np.ndarray, n_test: int) -> np.ndarray:

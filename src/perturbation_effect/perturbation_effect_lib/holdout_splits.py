@@ -364,8 +364,8 @@ def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFram
     train, test, solution
         ``train``: training profiles in ``X``; ``test``: the test and validation perturbations'
         metadata only (``obs["holdout_set"]`` says which); ``solution``: their profiles in
-        ``layers["expression"]``. Every file carries ``var["control_mean"]``, and ``uns`` the
-        counts ``n_test`` and ``n_validation``. A held-out perturbation's profile is written
+        ``layers["expression"]`` and the mean training profile in ``var["training_mean"]``. Every
+        file carries ``var["control_mean"]``, and ``uns`` the counts ``n_test`` and ``n_validation``. A held-out perturbation's profile is written
         nowhere but the solution.
     """
     missing = profiles.obs_names.difference(split.index)
@@ -397,5 +397,9 @@ def make_task_files(profiles: ad.AnnData, control: pd.Series, split: pd.DataFram
             raise ValueError(f"half profiles have shape {np.shape(half)}, expected {X.shape}")
         layers["expression_half"] = np.asarray(half, dtype=np.float64)[is_test]
         sol_obs["n_cells_half"] = np.asarray(n_half, dtype=np.int64)[is_test]
-    solution = ad.AnnData(obs=sol_obs, var=var.copy(), layers=layers, uns=dict(uns))
+    sol_var = var.copy()
+    # The mean training profile (the mean baseline's prediction): the reference of the
+    # perturbation-specific metrics, which score only what differs from the average perturbation.
+    sol_var["training_mean"] = X[~is_test].mean(axis=0)
+    solution = ad.AnnData(obs=sol_obs, var=sol_var, layers=layers, uns=dict(uns))
     return train, test, solution

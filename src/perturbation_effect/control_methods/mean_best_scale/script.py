@@ -6,7 +6,6 @@ import anndata as ad
 par = {
     "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
     "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
-    "input_solution": "resources_test/perturbation_effect/synthetic_simulation/solution.h5ad",
     "output": "prediction.h5ad",
 }
 meta = {"resources_dir": "src/perturbation_effect", "name": "mean_best_scale"}
@@ -19,9 +18,8 @@ train = ad.read_h5ad(par["input_train"])
 test = ad.read_h5ad(par["input_test"])
 control = train.var["control_mean"].to_numpy()
 
-solution = ad.read_h5ad(par["input_solution"])[test.obs_names, train.var_names]
-prediction, factor = control_predictions.best_scaled_mean(prediction_files.training_profiles(train), control,
-                                                          solution.layers["expression"])
-print(f"scale of the mean training change: {factor:.3f}")
+# The scale comes from the training perturbations alone (leave one out), never from the solution.
+prediction, factor = control_predictions.loo_scaled_mean(prediction_files.training_profiles(train), control, test.n_obs)
+print(f"scale of the mean training change (leave-one-out over {train.n_obs} training perturbations): {factor:.3f}")
 prediction_files.write_prediction(par["output"], prediction, obs=test.obs[[]], var=train.var[[]],
                                   dataset_id=test.uns["dataset_id"], method_id=meta["name"], uns={"scale": factor})

@@ -6,7 +6,6 @@ import anndata as ad
 par = {
     "input_train": "resources_test/perturbation_effect/synthetic_simulation/train.h5ad",
     "input_test": "resources_test/perturbation_effect/synthetic_simulation/test.h5ad",
-    "input_solution": "resources_test/perturbation_effect/synthetic_simulation/solution.h5ad",
     "output": "prediction.h5ad",
 }
 meta = {"resources_dir": "src/perturbation_effect", "name": "sign_only"}

@@ -1,3 +1,5 @@
+import sys
+
 import anndata as ad
 import numpy as np
 import pandas as pd
@@ -8,29 +10,19 @@ par = {
     "input_prediction": "resources_test/perturbation_effect/synthetic_simulation/prediction.h5ad",
     "output": "score.h5ad",
 }
-meta = {"name": "pearson_delta"}
+meta = {"resources_dir": "src/perturbation_effect", "name": "pearson_delta"}
 ## VIASH END
 
-N_TOP = 1000
-
-
-def rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each row of a with the same row of b; NaN where either is constant."""
-    a = a - a.mean(axis=1, keepdims=True)
-    b = b - b.mean(axis=1, keepdims=True)
-    denom = np.sqrt((a**2).sum(axis=1) * (b**2).sum(axis=1))
-    # A constant change (e.g. "no change") has no correlation with anything: it stays undefined
-    # (NaN), so it is left out of means, intervals and tests instead of counting as 0.
-    return np.divide((a * b).sum(axis=1), denom, out=np.full(len(a), np.nan), where=denom > 0)
-
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import effect_metrics  # noqa: E402
 
 solution = ad.read_h5ad(par["input_solution"])
 prediction = ad.read_h5ad(par["input_prediction"])[solution.obs_names, solution.var_names]
 control = solution.var["control_mean"].to_numpy(dtype=np.float64)
 observed = np.asarray(solution.layers["expression"], dtype=np.float64) - control
 predicted = np.asarray(prediction.layers["prediction"], dtype=np.float64) - control
-top = np.argsort(-control, kind="stable")[:N_TOP]
-top1000 = rowwise_pearson(predicted[:, top], observed[:, top])
+top = effect_metrics.top_expressed_genes(control)
+top1000 = effect_metrics.rowwise_pearson(predicted[:, top], observed[:, top])
 single = (solution.obs["n_targets"] == 1).to_numpy()
 # The paper's headline: the top-1,000 genes, single perturbations and combinations apart (its
 # linear model is one of single perturbations; combinations are the additive model's ground).
@@ -38,7 +30,7 @@ per_item = pd.DataFrame({
     "pearson_delta_top1000_single": np.where(single, top1000, np.nan),
     "pearson_delta_top1000_combo": np.where(~single, top1000, np.nan),
     "pearson_delta_top1000": top1000,
-    "pearson_delta": rowwise_pearson(predicted, observed),
+    "pearson_delta": effect_metrics.rowwise_pearson(predicted, observed),
 }, index=solution.obs_names)
 
 
