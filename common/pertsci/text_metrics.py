@@ -5,6 +5,9 @@ Three families, from surface overlap to meaning:
 * :func:`rouge1` / :func:`rouge1_recall` -- unigram overlap (ROUGE-1, Lin 2004);
 * :func:`cosine_similarity_texts` -- cosine of sentence embeddings
   (all-MiniLM-L6-v2, see :mod:`pertsci.embeddings`);
+* :func:`rouge1_beyond_context` -- ROUGE-1 on the words two texts do not
+  share with their context (the question both answer), so that repeating
+  the question earns nothing;
 * :func:`bertscore` -- greedy matching of contextual token embeddings
   (BERTScore, Zhang et al. 2020).
 
@@ -25,7 +28,8 @@ import numpy as np
 
 from pertsci import embeddings as _embed
 
-__all__ = ["tokenize", "rouge1", "rouge1_recall", "cosine_similarity_texts", "bertscore"]
+__all__ = ["tokenize", "rouge1", "rouge1_recall", "cosine_similarity_texts", "words_outside", "rouge1_beyond_context",
+           "bertscore"]
 
 # Unicode letters and digits: "[^\W_]" is \w without the underscore.
 _WORD = re.compile(r"[^\W_]+")
@@ -134,6 +138,53 @@ def cosine_similarity_texts(
     cand, ref = vectors[: len(usable)], vectors[len(usable) :]
     scores[usable] = np.clip(np.einsum("ij,ij->i", cand.astype(np.float64), ref.astype(np.float64)), -1.0, 1.0)
     return scores
+
+
+def words_outside(text: str, context: str) -> str:
+    """The words of ``text`` that do not occur in ``context``, in order, joined by single spaces.
+
+    Words are those of :func:`tokenize` (lower-cased runs of letters and
+    digits), so ``"IL-6"`` in the context removes ``il`` and ``6``.
+
+    Parameters
+    ----------
+    text : str
+    context : str
+
+    Returns
+    -------
+    str
+    """
+    excluded = set(tokenize(context))
+    return " ".join(w for w in tokenize(text) if w not in excluded)
+
+
+def rouge1_beyond_context(candidate: str, reference: str, context: str) -> tuple[float, float, float]:
+    """ROUGE-1 precision, recall and F1 on the words neither text shares with their context.
+
+    Every word that occurs in ``context`` (the question both texts answer:
+    a prompt with its entities, pathway and instructions) is removed from
+    the candidate and the reference (:func:`words_outside`) before
+    :func:`rouge1`. An answer that only repeats the question keeps no word
+    and scores 0; a fixed template around the question keeps only its
+    connecting words. What is left of the reference is what the literature
+    adds to the question (intermediate genes, processes, directions), and
+    F1 rewards saying it without padding: recall alone would reward a dump
+    of every likely word, precision alone a single safe one. The words the
+    prompt is written in (articles, prepositions) are mostly in the context
+    too, so no stop-word list is needed.
+
+    Parameters
+    ----------
+    candidate, reference, context : str
+
+    Returns
+    -------
+    tuple of float
+        ``(precision, recall, f1)``; all 0 when either text has no word
+        outside the context.
+    """
+    return rouge1(words_outside(candidate, context), words_outside(reference, context))
 
 
 def bertscore(

@@ -9,6 +9,8 @@ scores as wrong.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from biome_bench_lib.answer_extraction import (
@@ -99,3 +101,92 @@ def test_extract_json_object_skips_what_is_not_an_object():
     assert extract_json_object("no braces") is None
     assert extract_json_object(None) is None
     assert parse_judge_answer('{"factuality": true, "hallucination": "4"}')["hallucination"] == 4  # top-level scores
+
+
+# --- agreement with the reference evaluation, fuzzed ------------------------------------------------
+# An independent re-statement of the rules of the reference evaluation
+# (metrics/biomolecular_interaction_inference_acc.py of DYJG-research/BIOME-Bench): written from its
+# rules, kept deliberately naive (no shared helper with the library) so that a drift of either shows.
+_REF_PUNCT = set(" \t\r\n\"'\u201c\u201d\u2018\u2019`.,;:()[]{}<>")
+
+
+def _ref_normalise(text: str) -> str:
+    """Rule: Unicode strip, lower, ``**`` and backticks to spaces, think tags to a space, squeeze ASCII blanks."""
+    out = text.strip().lower().replace("**", " ").replace("`", " ")
+    out = re.sub(r"<\s*/?\s*think\s*>", " ", out)
+    return re.sub(r"[ \t\r\f\v]+", " ", out).strip()
+
+
+def _ref_trim(text: str) -> str:
+    """Rule: Unicode strip, then the punctuation set off both ends, then Unicode strip again."""
+    text = text.strip()
+    start, end = 0, len(text)
+    while start < end and text[start] in _REF_PUNCT:
+        start += 1
+    while end > start and text[end - 1] in _REF_PUNCT:
+        end -= 1
+    return text[start:end].strip()
+
+
+def _ref_extract(text):
+    """Rule: label lines from the last up (whole line, or after its last colon), else the last free-standing label."""
+    if not text:
+        return None
+    for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
+        cand = _ref_trim(_ref_normalise(line))
+        if cand in RELATIONS:
+            return cand
+        if ":" in cand and _ref_trim(cand.split(":")[-1]) in RELATIONS:
+            return _ref_trim(cand.split(":")[-1])
+    flat = _ref_normalise(text).replace("\n", " ")
+    best, best_end = None, -1
+    for label in RELATIONS:
+        # A match counts when no [a-z0-9_] touches it; longer labels first at the same position.
+        for m in re.finditer(re.escape(label), flat):
+            before = flat[m.start() - 1] if m.start() else ""
+            after = flat[m.end()] if m.end() < len(flat) else ""
+            if re.fullmatch(r"[a-z0-9_]", before) or re.fullmatch(r"[a-z0-9_]", after):
+                continue
+            if m.start() > best_end or (m.start() == best_end and len(label) > len(best)):
+                best, best_end = label, m.start()
+    return best
+
+
+# Every Unicode whitespace character (str.isspace), the ones a model's detokeniser emits most.
+_UNICODE_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+_PIECES = [*RELATIONS, "relation", "answer", "the", "leads to", "up", "regulates", "x", "1", "_", "-",
+           ":", ".", ",", ";", "(", ")", "[", "]", "\"", "'", "\u201c", "\u2019", "`", "**", "<think>", "</think>",
+           "\n", "\r\n", " ", "\t", "\u00a0", "\u2003", "\u3000", "\u2028", "\u0085", "\x0b", "\x0c"]
+
+
+def _fuzz_answers(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        k = int(rng.integers(1, 9))
+        parts = []
+        for _ in range(k):
+            if rng.random() < 0.25:
+                parts.append(_UNICODE_SPACES[int(rng.integers(len(_UNICODE_SPACES)))])
+            else:
+                piece = _PIECES[int(rng.integers(len(_PIECES)))]
+                parts.append(piece.upper() if rng.random() < 0.1 else piece)
+        out.append("".join(parts))
+    return out
+
+
+def test_extraction_agrees_with_the_reference_rules_on_fuzzed_answers():
+    answers = _fuzz_answers(40_000, seed=7)
+    disagree = [(a, extract_relation(a), _ref_extract(a)) for a in answers if extract_relation(a) != _ref_extract(a)]
+    assert not disagree, f"{len(disagree)} disagreements, e.g. {disagree[:3]}"
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ("activates.\u00a0", "activates"),           # no-break space after the punctuation
+    (":\u00a0inhibits", "inhibits"),             # ... and before the label
+    ("Relation:\u2003binds\u3000.", "binds"),    # em space and ideographic space around the label
+    ("(\u2028leads_to)", "leads_to"),            # a line separator inside brackets
+    ("\u00a0**produces**\u00a0", "produces"),
+])
+def test_unicode_whitespace_next_to_punctuation(answer, expected):
+    assert extract_relation(answer) == expected == _ref_extract(answer)

@@ -184,12 +184,14 @@ def test_llm_components_stop_clearly_without_a_model(tmp_path, kind, name, input
 
 
 def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
-    out = must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", without_kg=True, dataset_id="mmu_b",
-                   task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
+    out = must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", subtasks="mechanism", without_kg=True,
+                   dataset_id="mmu_b", task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
     test, uns = read_items(out["output_test"])
     train, train_uns = read_items(out["output_train"])
     assert set(test["task"]) == set(train["task"]) == {TASK_MECHANISM}
-    assert uns["dataset_id"] == "mmu_b" and "no Task A items" in train_uns["dataset_description"]
+    assert uns["dataset_id"] == "mmu_b" and "No Task A items" in train_uns["dataset_description"]
+    # Read from the data: the KEGG pathway names say "Mus musculus (house mouse)".
+    assert train_uns["dataset_organism"] == "mus_musculus" and train_uns["dataset_name"] == "BIOME-Bench house mouse (mmu)"
     with_kg = must_run("datasets", "biome_bench_jsonl", tmp_path / "kg", species="mmu", dataset_id="mmu_ab",
                        task_b_jsonl=str(RAW / "task_b_subset.jsonl"), kg_jsonl=str(RAW / "kg_mmu_subset.jsonl"))
     both, _ = read_items(with_kg["output_test"])
@@ -220,16 +222,56 @@ def test_loader_reads_the_shared_data_folder_and_names_what_it_lacks(tmp_path):
         b, b_uns = read_items(from_shared[name])
         assert a.equals(b) and a_uns.keys() == b_uns.keys()
     assert "kg_mmu.jsonl" in read_items(from_shared["output_train"])[1]["dataset_description"]
-    # A species without a knowledge-graph file in the shared folder (as hsa) has Task B items only.
+    # A species whose entry asks for Task B only, without a knowledge-graph file in the shared folder (as hsa).
     (shared / "biome_bench" / "kg_mmu.jsonl").unlink()
-    task_b_only = must_run("datasets", "biome_bench_jsonl", tmp_path / "no_kg_file", species="mmu", dataset_id="b", shared_data=shared)
+    task_b_only = must_run("datasets", "biome_bench_jsonl", tmp_path / "no_kg_file", species="mmu", subtasks="mechanism",
+                           dataset_id="b", shared_data=shared)
     assert set(read_items(task_b_only["output_test"])[0]["task"]) == {TASK_MECHANISM}
     assert "No knowledge-graph file" in read_items(task_b_only["output_train"])[1]["dataset_description"]
+    # ... but a subtask asked for never vanishes: the error names the file looked in.
+    missing_kg, _ = run("datasets", "biome_bench_jsonl", tmp_path / "missing_kg", species="mmu", dataset_id="b", shared_data=shared)
+    assert not missing_kg.succeeded and "shared/biome_bench/kg_mmu.jsonl: knowledge-graph file not found" in missing_kg.log.read_text()
+    rat, _ = run("datasets", "biome_bench_jsonl", tmp_path / "rat", species="rno", subtasks="mechanism", shared_data=shared)
+    assert not rat.succeeded and "task_b_hsa_mmu.jsonl: no Task B items for species 'rno'" in rat.log.read_text()
 
     no_task_b, _ = run("datasets", "biome_bench_jsonl", tmp_path / "no_task_b", species="mmu", kg_jsonl=RAW / "kg_mmu_subset.jsonl")
     assert not no_task_b.succeeded and "give --task_b_jsonl, or --shared_data" in no_task_b.log.read_text()
     no_kg, _ = run("datasets", "biome_bench_jsonl", tmp_path / "no_kg", species="mmu", task_b_jsonl=RAW / "task_b_subset.jsonl")
-    assert not no_kg.succeeded and "give --kg_jsonl, --shared_data, or --without_kg" in no_kg.log.read_text()
+    assert not no_kg.succeeded and "give --kg_jsonl, or --shared_data" in no_kg.log.read_text()
+
+
+def _as_rat(text: str) -> str:
+    """Real mouse records recast as rat: KEGG ids and species names, nothing else."""
+    return text.replace("mmu", "rno").replace("Mus musculus (house mouse)", "Rattus norvegicus (rat)")
+
+
+def test_a_new_species_runs_end_to_end_from_configuration_alone(tmp_path):
+    """Rat from a temporary shared folder: an info.datasets entry is all it takes, no code."""
+    shared = tmp_path / "shared"
+    (shared / "biome_bench").mkdir(parents=True)
+    (shared / "biome_bench" / "task_b_rno.jsonl").write_text(_as_rat((RAW / "task_b_subset.jsonl").read_text()))
+    (shared / "biome_bench" / "kg_rno.jsonl").write_text(_as_rat((RAW / "kg_mmu_subset.jsonl").read_text()))
+    entry = {"id": "rno", "species": "rno", "task_b_file": "task_b_rno.jsonl"}
+    config = read_config(TASK / "datasets" / "biome_bench_jsonl" / "config.vsh.yaml")
+    known = {a.name for a in config.arguments}
+    assert set(entry) - {"id"} <= known
+    for existing in config.info["datasets"]:  # every configured species is arguments only
+        assert set(existing) - {"id"} <= known, existing
+    # As the engine runs an info.datasets entry: its keys as arguments, the shared folder as input.
+    args = {k: v for k, v in entry.items() if k != "id"}
+    out = must_run("datasets", "biome_bench_jsonl", tmp_path, dataset_id=entry["id"], shared_data=shared, **args)
+    train, uns = read_items(out["output_train"])
+    solution, _ = read_items(out["output_solution"])
+    assert uns["dataset_organism"] == "rattus_norvegicus" and uns["dataset_name"] == "BIOME-Bench rat (rno)"
+    assert "kg_rno.jsonl" in uns["dataset_description"] and "task_b_rno.jsonl" in uns["dataset_description"]
+    assert {TASK_RELATION, TASK_MECHANISM} <= set(solution["task"]) and set(train["species"]) == {"rno"}
+    files = {"input_train": out["output_train"], "input_test": out["output_test"], "input_solution": out["output_solution"]}
+    positive = must_run("control_methods", "reference_answer", tmp_path / "pos", **files)["output"]
+    rules = must_run("methods", "state_rules", tmp_path / "rules", input_train=files["input_train"], input_test=files["input_test"])["output"]
+    for pred, expect_perfect in ((positive, True), (rules, False)):
+        values = score_values(must_run("metrics", "relation_accuracy", tmp_path / pred.parent.name / "acc",
+                                       input_solution=files["input_solution"], input_prediction=pred)["output"])
+        assert (values["accuracy"] == 1.0 and values["macro_f1"] == 1.0) if expect_perfect else 0 <= values["accuracy"] < 1
 
 
 @pytest.mark.slow
@@ -241,8 +283,8 @@ def test_benchmark_scores_both_tasks_between_controls(tmp_path):
     shutil.copytree(DATA, datasets / "mmu_subset")
     for extra in ("prediction.h5ad", "score.h5ad"):
         (datasets / "mmu_subset" / extra).unlink()
-    must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", without_kg=True, dataset_id="task_b_only",
-             task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
+    must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", subtasks="mechanism", without_kg=True,
+             dataset_id="task_b_only", task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
     (datasets / "task_b_only").mkdir()
     for name in ("train", "test", "solution"):
         shutil.copy(tmp_path / f"biome_bench_jsonl_{name}.h5ad", datasets / "task_b_only" / f"{name}.h5ad")

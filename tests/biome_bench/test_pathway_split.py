@@ -6,7 +6,7 @@ import json
 
 import pytest
 from biome_bench_lib.pathway_split import build_dataset, pathway_split
-from biome_bench_lib.vocabulary import TASK_MECHANISM
+from biome_bench_lib.vocabulary import TASK_MECHANISM, TASK_RELATION
 
 
 def test_build_dataset_splits_by_pathway_and_hides_answers(kg_record, task_b_record):
@@ -25,8 +25,9 @@ def test_build_dataset_splits_by_pathway_and_hides_answers(kg_record, task_b_rec
     again = build_dataset(task_b, kg, species="mmu", test_fraction=0.5, seed=3)[1]
     assert list(again.index) == list(test.index)
     assert pathway_split([f"p{i}" for i in range(20)], 0.5, 0) != pathway_split([f"p{i}" for i in range(20)], 0.5, 1)
-    # a species without a knowledge graph has Task B items only
-    train_h, test_h, solution_h, _ = build_dataset(task_b + [task_b_record("hsa00002")], None, species="hsa")
+    # a species without a knowledge graph asks for Task B items only
+    train_h, test_h, solution_h, _ = build_dataset(task_b + [task_b_record("hsa00002")], None, species="hsa",
+                                                   subtasks=[TASK_MECHANISM])
     assert set(test_h["task"]) | set(train_h["task"]) == {TASK_MECHANISM}
     assert set(solution_h["reference_kg"]) == {"[]"}
 
@@ -47,14 +48,27 @@ def test_pathway_split_keeps_both_sides_and_checks_its_arguments():
     with pytest.raises(ValueError, match=r"test_fraction must be in \(0, 1\)"):
         pathway_split(["a", "b"], 1.0, 0)
     with pytest.raises(ValueError, match="task_b: no Task B items for species 'rno'"):
-        build_dataset([], None, species="rno")
-    with pytest.raises(ValueError, match="neither file was given"):
+        build_dataset([], None, species="rno", subtasks=[TASK_MECHANISM])
+    with pytest.raises(ValueError, match="kg: Task A items of species 'rno' need this knowledge-graph file"):
         build_dataset(None, None, species="rno")
+    with pytest.raises(ValueError, match="subtasks must be among"):
+        build_dataset([], None, species="rno", subtasks=["judge"])
 
 
 def test_a_species_missing_from_a_given_file_is_an_error_naming_it(kg_record, task_b_record):
     """rat with the human-and-mouse Task B file: the subtask must not vanish without a word."""
     with pytest.raises(ValueError, match=r"tb.jsonl: no Task B items for species 'rno'"):
-        build_dataset([task_b_record()], None, species="rno", source_names=("tb.jsonl", "kg.jsonl"))
+        build_dataset([task_b_record()], None, species="rno", source_names=("tb.jsonl", "kg.jsonl"), subtasks=[TASK_MECHANISM])
     with pytest.raises(ValueError, match=r"kg.jsonl: no Task A items for species 'rno'"):
-        build_dataset(None, [kg_record()], species="rno", source_names=("tb.jsonl", "kg.jsonl"))
+        build_dataset(None, [kg_record()], species="rno", source_names=("tb.jsonl", "kg.jsonl"), subtasks=[TASK_RELATION])
+    with pytest.raises(ValueError, match=r"tb.jsonl: Task B items of species 'rno' need this Task B file"):
+        build_dataset(None, [kg_record("rno00001")], species="rno", source_names=("tb.jsonl", "kg.jsonl"))
+
+
+def test_a_knowledge_graph_without_task_a_gives_reference_graphs_only(kg_record, task_b_record):
+    kg = [kg_record(f"mmu0000{i}") for i in range(4)]
+    task_b = [task_b_record(f"mmu0000{i}") for i in range(4)]
+    train, test, solution, counts = build_dataset(task_b, kg, species="mmu", subtasks=[TASK_MECHANISM])
+    assert set(train["task"]) | set(test["task"]) == {TASK_MECHANISM}
+    assert counts["n_relation_train"] == counts["n_relation_test"] == 0
+    assert all(len(json.loads(s)) == 4 for s in solution["reference_kg"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
+import time
 
 import numpy as np
 import pytest
@@ -25,19 +27,16 @@ def _no_default_cache(monkeypatch, tmp_path_factory):
     monkeypatch.setenv(embed_mod.ENV_CACHE, str(tmp_path_factory.mktemp("embed-default-cache")))
 
 
-class CountingModel:
-    """Wraps the real model and counts the texts it is asked to encode."""
+class CountingEncoder:
+    """Wraps the canonical encoder and counts the texts it is asked to embed."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, encode):
+        self.inner = encode
         self.encoded: list[str] = []
 
-    def encode(self, texts, **kwargs):
+    def __call__(self, texts, **kwargs):
         self.encoded.extend(texts)
-        return self.model.encode(texts, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self.model, name)
+        return self.inner(texts, **kwargs)
 
 
 def test_loads_offline_and_shapes():
@@ -63,19 +62,116 @@ def test_paraphrase_is_closer_than_unrelated():
 
 def test_cache_hit_skips_the_model(monkeypatch, tmp_path):
     texts = ["interferon response genes go up", "mitochondrial genes go down", "interferon response genes go up"]
-    counter = CountingModel(embed_mod.get_model())
-    monkeypatch.setattr(embed_mod, "get_model", lambda: counter)
+    counter = CountingEncoder(embed_mod._encode_canonical)
+    monkeypatch.setattr(embed_mod, "_encode_canonical", counter)
     first = embed(texts, cache_dir=tmp_path)
     # The repeated text is encoded once.
-    assert counter.encoded == texts[:2]
+    assert sorted(counter.encoded) == sorted(texts[:2])
     files = sorted(tmp_path.rglob("*.npy"))
     assert len(files) == 2 and not list(tmp_path.rglob("*.tmp"))
     second = embed(texts, cache_dir=tmp_path)
-    assert counter.encoded == texts[:2]
+    assert len(counter.encoded) == 2
     np.testing.assert_array_equal(first, second)
     # Only the new text is computed.
     embed(["a new text", texts[0]], cache_dir=tmp_path)
-    assert counter.encoded == texts[:2] + ["a new text"]
+    assert len(counter.encoded) == 3 and counter.encoded[-1] == "a new text"
+
+
+TEXTS = [
+    "TP53 is stabilised after DNA damage and induces CDKN1A.",
+    "x",
+    "Ribosome biogenesis " * 100,                     # truncated at 256 word pieces
+    "",
+    "Mitochondrial complex I subunit; NADH dehydrogenase activity in the respiratory chain.",
+    "  leading and trailing spaces  ",
+    "Interferon-stimulated genes go up in THP-1 cells after LPS.",
+]
+
+
+def test_a_vector_depends_on_its_text_alone(tmp_path):
+    """Batch size, batch companions, order and the cache change no bit of a text's vector."""
+    alone = np.stack([embed([t], cache_dir=None)[0] for t in TEXTS])
+    together = embed(TEXTS, cache_dir=None)
+    order = np.random.default_rng(0).permutation(len(TEXTS))
+    shuffled = embed([TEXTS[i] for i in order], cache_dir=None, batch_size=2)
+    np.testing.assert_array_equal(alone, together)
+    np.testing.assert_array_equal(shuffled, together[order])
+    mixed = embed(TEXTS[:3], cache_dir=tmp_path)              # a cold cache for three texts ...
+    np.testing.assert_array_equal(mixed, together[:3])
+    np.testing.assert_array_equal(embed(TEXTS, cache_dir=tmp_path), together)   # ... then hits and misses mixed
+
+
+def test_agrees_with_sentence_transformers_encode():
+    reference = embed_mod.get_model().encode(TEXTS, convert_to_numpy=True, normalize_embeddings=True)
+    np.testing.assert_allclose(embed(TEXTS, cache_dir=None), reference, atol=2e-6)
+
+
+def test_bucket_lengths_are_multiples_of_the_bucket_width():
+    model = embed_mod.get_model()
+    buckets = embed_mod._bucket_lengths(model, TEXTS)
+    assert (buckets % embed_mod.BUCKET_TOKENS == 0).all() and buckets.max() == model.max_seq_length
+    assert buckets[1] == embed_mod.BUCKET_TOKENS
+
+
+def test_each_shard_is_written_as_soon_as_it_is_done(monkeypatch, tmp_path):
+    """A job stopped half-way keeps the vectors of the shards it finished."""
+    texts = [f"gene {i} description" for i in range(40)]
+    calls = []
+
+    def fail_on_third(batch, **kwargs):
+        calls.append(list(batch))
+        if len(calls) == 3:
+            raise RuntimeError("stopped")
+        return np.ones((len(batch), EMBEDDING_DIM), dtype=np.float32)
+
+    monkeypatch.setattr(embed_mod, "_encode_canonical", fail_on_third)
+    with pytest.raises(RuntimeError, match="stopped"):
+        embed(texts, cache_dir=tmp_path)
+    written = {p.stem for p in tmp_path.rglob("*.npy")}
+    assert written == {embed_mod._text_hash(t) for batch in calls[:2] for t in batch} and len(written) >= 2
+
+
+def _embed_counting(cache_dir: str, texts: list[str], log_path: str) -> None:
+    """Child process: embed with a slow fake encoder, logging every text it computes."""
+
+    def slow_fake(batch, **kwargs):
+        time.sleep(0.01 * len(batch))
+        with open(log_path, "a", encoding="utf-8") as fh:
+            fh.writelines(t + "\n" for t in batch)
+        return np.stack([np.full(EMBEDDING_DIM, len(t) + 1, dtype=np.float32) for t in batch])
+
+    embed_mod._encode_canonical = slow_fake
+    embed(texts, cache_dir=cache_dir)
+
+
+def test_two_processes_never_embed_the_same_text(tmp_path):
+    texts = [f"description of gene {i}" for i in range(300)]
+    context = multiprocessing.get_context("fork")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [context.Process(target=_embed_counting, args=(str(tmp_path / "cache"), texts, str(log))) for log in logs]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    computed = [line for log in logs if log.exists() for line in log.read_text().splitlines()]
+    assert sorted(computed) == sorted(texts), "a text was embedded twice, or not at all"
+    # Both took part: the second did not wait for the first to finish everything.
+    assert all(log.exists() for log in logs)
+    vectors = embed(texts, cache_dir=tmp_path / "cache")
+    np.testing.assert_allclose(vectors[:, 0], [1 / np.sqrt(EMBEDDING_DIM)] * len(texts), rtol=1e-6)
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv(embed_mod.ENV_CACHE, str(tmp_path / "configured"))
+    assert embed_mod.default_cache_dir() == tmp_path / "configured"
+    monkeypatch.delenv(embed_mod.ENV_CACHE)
+    project = tmp_path / "project"
+    (project / "src" / "task").mkdir(parents=True)
+    (project / "_viash.yaml").write_text("name: p\n")
+    assert embed_mod.default_cache_dir(project / "src" / "task") == project.resolve() / ".cache" / "embeddings"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert embed_mod.default_cache_dir(tmp_path / "home") == tmp_path / "home" / ".cache" / "openpert" / "embeddings"
 
 
 def test_corrupt_cache_entry_is_recomputed(tmp_path):

@@ -80,3 +80,24 @@ def test_bertscore(real_model):
     p_ab, r_ab, _ = tm.bertscore(["short answer"], ["a much longer reference answer with detail"])
     p_ba, r_ba, _ = tm.bertscore(["a much longer reference answer with detail"], ["short answer"])
     assert p_ab[0] == pytest.approx(r_ba[0]) and r_ab[0] == pytest.approx(p_ba[0])
+
+
+# --- similarity beyond the context -------------------------------------------------------------------
+def test_words_outside_removes_every_word_of_the_context():
+    context = "**Observed Entities**: IL-6 (elevated), STAT3; Pathway: JAK-STAT signaling"
+    assert tm.words_outside("IL-6 activates STAT3, which drives Socs3 transcription.", context) == "activates which drives socs3 transcription"
+    assert tm.words_outside("IL-6 (elevated), STAT3", context) == ""
+
+
+def test_repeating_the_question_scores_zero_beyond_it():
+    prompt = "Pathway: Apoptosis. Observed Entities: CASP3 (elevated), BCL2 (reduced)."
+    reference = "Loss of BCL2 releases cytochrome c from mitochondria, which activates the apoptosome and CASP3."
+    assert tm.rouge1_beyond_context(prompt, reference, prompt) == (0.0, 0.0, 0.0)
+    assert tm.rouge1_beyond_context("CASP3 (elevated), BCL2 (reduced)", reference, prompt) == (0.0, 0.0, 0.0)
+    # Beyond the prompt the reference says "loss of releases cytochrome c from mitochondria which activates the apoptosome
+    # and" (12 words), the answer "up down cytochrome c leaves mitochondria the apoptosome then activates" (10 words);
+    # shared: cytochrome c mitochondria the apoptosome activates (6).
+    p, r, f = tm.rouge1_beyond_context("CASP3 up, BCL2 down: cytochrome c leaves mitochondria; the apoptosome then activates CASP3.",
+                                       reference, prompt)
+    assert (p, r) == pytest.approx((6 / 10, 6 / 12))
+    assert f == pytest.approx(2 * p * r / (p + r))

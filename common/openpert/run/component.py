@@ -331,11 +331,21 @@ def run_component(
         if par.get("llm_cache_dir") is not None:
             # An explicit folder is bound at the sandbox's cache path; "none" stays "none".
             script_par["llm_cache_dir"] = str(sandboxing.LLM_CACHE_DIR) if llm_cache is not None else par["llm_cache_dir"]
+    # The text-embedding cache of the component's trust group (metrics and loaders, or methods).
+    embed_cache = sandboxing.embedding_cache_folder(config)
+    if embed_cache is not None:
+        try:
+            embed_cache.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            return failed(EXIT_INVALID, f"{embed_cache}: cannot create the text-embedding cache: {err}")
+        if box is not None:
+            box.writable[sandboxing.EMBED_CACHE_DIR] = embed_cache
     script.write_text(substitute_block(config.script.read_text(), script_par, meta, path=config.script))
 
     if box is not None:
         box.read_only.append(resources_dir)
-        box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None)
+        box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,
+                                             embed_cache=embed_cache is not None)
         cmd = box.command([str(sandboxing.python_environment().executable), seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
     else:
@@ -344,6 +354,8 @@ def run_component(
         env["TMPDIR"] = str(temp_dir)
         env["VIASH_TEMP"] = str(temp_dir)
         env["PYTHONUNBUFFERED"] = "1"
+        if embed_cache is not None:
+            env[sandboxing.ENV_EMBED_CACHE] = str(embed_cache)
         if limits.cpus:
             # Numerical libraries otherwise start a thread per core in every parallel job.
             for var in sandboxing.THREAD_VARIABLES:

@@ -66,8 +66,8 @@ Only ``PATH`` (the environment's ``bin`` and the system's), ``HOME``, ``LANG``/`
 ``TMPDIR`` (and Viash's ``VIASH_TEMP``), ``PYTHONUNBUFFERED``, ``PYTHONPATH`` (sandbox paths),
 the thread-count variables (``OMP_NUM_THREADS`` ...: the host's value, else the job's CPU count),
 ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``, and for LLM components the
-``OPENPERT_LLM_*`` settings (base URL, model, API key, backend; the cache as a sandbox path).
-Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
+``OPENPERT_LLM_*`` settings (base URL, model, API key, backend; the cache as a sandbox path), and
+for components that embed text ``OPENPERT_EMBED_CACHE`` (a sandbox path). Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
 among them).
 
 Caches: the trade-off
@@ -82,9 +82,14 @@ embeddings of the reference texts).
   ``<cache>/<task>/<component>``, so a job can only write answers that the same component reads
   back. Lost: reuse of a generation between two different components (rare: they ask different
   prompts). A component given ``--llm_cache_dir`` explicitly gets that folder, as given.
-* The embedding cache (``$OPENPERT_EMBED_CACHE``) is not shared: embeddings of the small local
-  model cost milliseconds per text, and the components that embed are not declared as such.
-  A job's embeddings are cached in its private home for the length of the job only.
+* The text-embedding cache (``$OPENPERT_EMBED_CACHE``, default ``<project>/.cache/embeddings``)
+  is shared by trust: the components that embed text (their script or a declared resource imports
+  ``pertsci.embeddings`` or ``pertsci.text_metrics``: :func:`embeds_text`) get it read-write at
+  ``/cache/embeddings``, metrics and dataset loaders the subfolder ``metrics``, methods and control
+  methods the subfolder ``methods`` (:func:`embedding_cache_folder`). So the embeddings a metric
+  reads (of the reference texts, of the answers) were written by metrics only: a method can poison
+  no more than the embeddings other methods read, which it could mislead by its own output anyway.
+  Components that do not embed text see neither folder.
 
 The probe (:func:`available`) runs Python once in a sandbox like a job's; its result is cached for
 the process. A failing probe (no ``bwrap``, no user namespaces, ...) means "unavailable", and
@@ -93,6 +98,7 @@ the process. A failing probe (no ``bwrap``, no user namespaces, ...) means "unav
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import glob
@@ -105,7 +111,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from openpert.config.viash import ComponentConfig
+from openpert.config.viash import ComponentConfig, ConfigError
 
 #: Where the job's work folder appears inside the sandbox.
 JOB_DIR = PurePosixPath("/job")
@@ -118,6 +124,15 @@ VENV_DIR = PurePosixPath("/opt/venv")
 LIB_DIR = PurePosixPath("/opt/openpert/lib")
 #: Where an LLM component finds its generation cache.
 LLM_CACHE_DIR = PurePosixPath("/cache/llm")
+#: Where a component that embeds text finds the embedding cache of its trust group.
+EMBED_CACHE_DIR = PurePosixPath("/cache/embeddings")
+#: The variable :mod:`pertsci.embeddings` reads its cache folder from.
+ENV_EMBED_CACHE = "OPENPERT_EMBED_CACHE"
+#: Modules whose import marks a component as one that embeds text.
+EMBEDDING_MODULES = ("pertsci.embeddings", "pertsci.text_metrics")
+#: Component types whose embeddings others may trust (they share one cache); every other type
+#: (methods, control methods) shares the other.
+TRUSTED_EMBEDDING_TYPES = ("metric", "dataset")
 #: Packages of the project that components import; bound on their own when they lie outside the
 #: Python environment (an editable install from the repository).
 SCIENCE_PACKAGES = ("pertsci",)
@@ -328,7 +343,8 @@ def _system_args() -> tuple[str, ...]:
     return tuple(args)
 
 
-def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] | None = None) -> dict[str, str]:
+def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] | None = None,
+                    embed_cache: bool = False) -> dict[str, str]:
     """The complete environment of a sandboxed job (nothing else of the host's passes).
 
     Parameters
@@ -339,6 +355,8 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
         The component talks to a language model: pass the ``OPENPERT_LLM_*`` settings.
     llm_cache
         The LLM generation cache is bound at :data:`LLM_CACHE_DIR`.
+    embed_cache
+        The text-embedding cache of the job's trust group is bound at :data:`EMBED_CACHE_DIR`.
     host_env
         The runner's environment (default ``os.environ``).
     """
@@ -371,6 +389,8 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
                 env[var] = host_env[var]
         if llm_cache:
             env["OPENPERT_LLM_CACHE"] = str(LLM_CACHE_DIR)
+    if embed_cache:
+        env[ENV_EMBED_CACHE] = str(EMBED_CACHE_DIR)
     return env
 
 
@@ -411,6 +431,86 @@ def llm_cache_folder(given: str | None, component: str, *, host_env: Mapping[str
     root = host_env.get("OPENPERT_LLM_CACHE")
     base = Path(root).expanduser() if root else Path.home() / ".cache" / "openpert" / "llm"
     return (base / component).resolve()
+
+
+# --- the text-embedding cache -------------------------------------------------------------------------
+def _python_files(config: ComponentConfig) -> list[Path]:
+    """The component's script and every Python file among its declared resources (folders walked)."""
+    files: list[Path] = []
+    for res in config.resources:
+        try:
+            path = config.resource_path(res)
+        except ConfigError:
+            continue  # the job reports it when it stages its resources, and runs no code
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+        elif path.suffix == ".py" and path.is_file():
+            files.append(path)
+    return files
+
+
+def _imports_embedding_module(source: str) -> bool:
+    """Whether Python source imports one of :data:`EMBEDDING_MODULES` (``import``, ``from ... import``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False  # the job will fail on it; it embeds nothing
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        if any(name == module or name.startswith(module + ".") for name in names for module in EMBEDDING_MODULES):
+            return True
+    return False
+
+
+def embeds_text(config: ComponentConfig) -> bool:
+    """Whether a component embeds text: its script or a declared resource imports :data:`EMBEDDING_MODULES`.
+
+    Read from the code rather than declared, so that a contributor cannot forget it; a component
+    that hides the import (``importlib``) merely gets no shared cache and embeds into its private
+    home.
+    """
+    for path in _python_files(config):
+        try:
+            source = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if _imports_embedding_module(source):
+            return True
+    return False
+
+
+def embedding_cache_group(config: ComponentConfig) -> str:
+    """``metrics`` for metrics and dataset loaders (:data:`TRUSTED_EMBEDDING_TYPES`), else ``methods``."""
+    return "metrics" if config.type in TRUSTED_EMBEDDING_TYPES else "methods"
+
+
+def embedding_cache_folder(config: ComponentConfig, *, host_env: Mapping[str, str] | None = None) -> Path | None:
+    """The host folder bound as a component's text-embedding cache, or ``None`` when it embeds no text.
+
+    Parameters
+    ----------
+    config
+        The component.
+    host_env
+        The runner's environment (default ``os.environ``): ``$OPENPERT_EMBED_CACHE`` is the cache's
+        root; without it, ``.cache/embeddings`` of the component's project.
+
+    Returns
+    -------
+    pathlib.Path or None
+        ``<root>/<group>`` (:func:`embedding_cache_group`), resolved.
+    """
+    if not embeds_text(config):
+        return None
+    host_env = os.environ if host_env is None else host_env
+    root = host_env.get(ENV_EMBED_CACHE)
+    base = Path(root).expanduser() if root else Path(config.root) / ".cache" / "embeddings"
+    return (base / embedding_cache_group(config)).resolve()
 
 
 # --- what a component needs ---------------------------------------------------------------------------

@@ -37,6 +37,16 @@ _LABEL = re.compile("|".join(rf"(?<![a-z0-9_]){re.escape(r)}(?![a-z0-9_])" for r
 _EDGE_PUNCT = " \t\r\n\"'\u201c\u201d\u2018\u2019`.,;:()[]{}<>"
 
 
+def _strip_edges(text: str) -> str:
+    """Whitespace, then the punctuation of :data:`_EDGE_PUNCT`, then whitespace again, off both ends.
+
+    The outer strips are ``str.strip()``: every Unicode whitespace (a no-break space, an em space,
+    a line separator...), not only the ASCII of the punctuation set, so that ``"activates.\u00a0"``
+    and ``":\u00a0activates"`` read as the reference evaluation reads them.
+    """
+    return text.strip().strip(_EDGE_PUNCT).strip()
+
+
 def strip_think(text: str) -> str:
     """Text without its ``<think>...</think>`` reasoning blocks (an unclosed block runs to the end).
 
@@ -75,7 +85,7 @@ def extract_relation(text: str | None) -> str | None:
     """The relation label a free-text answer gives, by the reference evaluation's rules.
 
     1. From the last non-empty line upwards: a line that, normalised (:func:`normalize_answer`)
-       and stripped of surrounding punctuation, is exactly a label, or whose part after its last
+       and stripped of surrounding whitespace (any Unicode whitespace) and punctuation, is exactly a label, or whose part after its last
        colon is (``"Relation: binds"``), gives that label.
     2. Otherwise the last label occurring anywhere in the normalised text, where an occurrence
        preceded or followed by a letter, digit or underscore is part of another word and does not
@@ -95,11 +105,11 @@ def extract_relation(text: str | None) -> str | None:
     if not text:
         return None
     for line in reversed([ln for ln in text.splitlines() if ln.strip()]):
-        candidate = normalize_answer(line).strip(_EDGE_PUNCT)
+        candidate = _strip_edges(normalize_answer(line))
         if candidate in RELATION_INDEX:
             return candidate
         if ":" in candidate:
-            tail = candidate.rsplit(":", 1)[1].strip(_EDGE_PUNCT)
+            tail = _strip_edges(candidate.rsplit(":", 1)[1])
             if tail in RELATION_INDEX:
                 return tail
     flat = normalize_answer(text).replace("\n", " ")

@@ -59,6 +59,7 @@ def build_dataset(
     seed: int = 0,
     n_pathways: int = 0,
     source_names: tuple[str, str] = ("task_b", "kg"),
+    subtasks: Sequence[str] = (TASK_RELATION, TASK_MECHANISM),
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, int]]:
     """Train items, test items and the test solution of one species.
 
@@ -77,7 +78,11 @@ def build_dataset(
         When positive, keep this many pathways (a seeded sample) before splitting: small subsets
         for tests.
     source_names
-        File names used in error messages.
+        The paths of the Task B and knowledge-graph files (read or looked for), named in errors.
+    subtasks
+        The kinds of item asked for: ``relation`` (Task A, from ``kg_records``) and/or
+        ``mechanism`` (Task B, from ``task_b_records``). A knowledge graph given for a dataset
+        without Task A items still gives the Task B items their reference graphs.
 
     Returns
     -------
@@ -94,25 +99,32 @@ def build_dataset(
     Raises
     ------
     ValueError
-        When a file given has no items of the species (naming the file), or no file is given.
+        When a subtask asked for yields no item of the species (naming the file looked in), when
+        its file was not given, or when a subtask is unknown.
     """
+    unknown = sorted(set(subtasks) - {TASK_RELATION, TASK_MECHANISM})
+    if unknown or not subtasks:
+        raise ValueError(f"subtasks must be among {TASK_RELATION!r}, {TASK_MECHANISM!r} (at least one), got {list(subtasks)}")
     parts = []
     counts: dict[str, int] = {"n_edges": 0, "n_out_of_vocabulary": 0, "n_duplicates": 0}
-    if kg_records is not None:
+    # A subtask asked for must never vanish from a dataset without a word.
+    if TASK_RELATION in subtasks:
+        if kg_records is None:
+            raise ValueError(f"{source_names[1]}: Task A items of species {species!r} need this knowledge-graph file, which was not read")
         relation, kg_counts = relation_items_from_kg(kg_records, source_name=source_names[1])
         relation = relation[relation["species"] == species]
         counts.update({k: v for k, v in kg_counts.items() if k != "n_items"})
-        parts.append(relation)
         if relation.empty:
-            # A subtask asked for must not vanish from a dataset without a word.
-            raise ValueError(f"{source_names[1]}: no Task A items for species {species!r}")
-    if task_b_records is not None:
+            raise ValueError(f"{source_names[1]}: no Task A items for species {species!r} (no edge of a "
+                             f"{species!r} pathway with a relation of the vocabulary)")
+        parts.append(relation)
+    if TASK_MECHANISM in subtasks:
+        if task_b_records is None:
+            raise ValueError(f"{source_names[0]}: Task B items of species {species!r} need this Task B file, which was not read")
         mechanisms = mechanism_items(task_b_records, species=species, source_name=source_names[0])
         if mechanisms.empty:
             raise ValueError(f"{source_names[0]}: no Task B items for species {species!r}; give a Task B file that has them")
         parts.append(mechanisms)
-    if not parts:
-        raise ValueError(f"no Task A or Task B items for species {species!r}: neither file was given")
     items = pd.concat(parts)
     if n_pathways > 0:
         pathways = sorted(items["pathway_id"].unique())
