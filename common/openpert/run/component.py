@@ -42,6 +42,17 @@ SANDBOX_BWRAP = "bubblewrap"
 SANDBOX_NONE = "none"
 _warned_unsandboxed = False
 
+#: How a job's script is run: as ``python script.py`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``), then,
+#: once it has returned, the exit handlers run, the streams are flushed and the interpreter leaves
+#: without tearing its modules down, which costs about 0.15 s a job for the scientific stack
+#: (seconds under load). An exception or ``sys.exit`` in the script exits as usual.
+FAST_EXIT_LAUNCHER = (
+    "import atexit, os, runpy, sys; sys.argv = sys.argv[1:]; "
+    "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0])); "
+    "runpy.run_path(sys.argv[0], run_name='__main__'); "
+    "atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush(); os._exit(0)"
+)
+
 
 @dataclasses.dataclass
 class RunResult:
@@ -346,10 +357,10 @@ def run_component(
         box.read_only.append(resources_dir)
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,
                                              embed_cache=embed_cache is not None)
-        cmd = box.command([str(sandboxing.python_environment().executable), seen_as(script)])
+        cmd = box.command([str(sandboxing.python_environment().executable), "-c", FAST_EXIT_LAUNCHER, seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
     else:
-        cmd = [sys.executable, str(script)]
+        cmd = [sys.executable, "-c", FAST_EXIT_LAUNCHER, str(script)]
         env = dict(os.environ)
         env["TMPDIR"] = str(temp_dir)
         env["VIASH_TEMP"] = str(temp_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from openpert.config.viash import ConfigError, read_config
-from openpert.run.component import run_component
+from openpert.run.component import FAST_EXIT_LAUNCHER, run_component
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 from openpert.run.viash_block import render_block, substitute_block
 
@@ -171,3 +172,34 @@ def test_only_regular_files_and_folders_of_them_are_outputs(tmp_path):
     assert output_file_problem(folder) == ""
     os.symlink("/etc/passwd", folder / "sub" / "b.txt")
     assert "out/sub/b.txt is a symbolic link" in output_file_problem(folder)
+
+
+def _launch(tmp_path, body: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "job" / "script.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(body)
+    return subprocess.run([sys.executable, "-c", FAST_EXIT_LAUNCHER, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+
+
+def test_the_launcher_runs_a_script_as_python_would(tmp_path):
+    done = _launch(tmp_path, (
+        "import atexit, os, sys\n"
+        "atexit.register(lambda: open(os.path.join(os.path.dirname(__file__), 'atexit'), 'w').write('ran'))\n"
+        "if __name__ == '__main__':\n"
+        "    print(sys.argv[0].endswith('script.py'), sys.path[0] == os.path.dirname(os.path.abspath(__file__)))\n"
+        "    sys.stdout.write('no newline at the end')\n"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True True\nno newline at the end"  # flushed before the fast exit
+    assert (tmp_path / "job" / "atexit").read_text() == "ran"  # exit handlers ran
+
+
+@pytest.mark.parametrize(("body", "code", "message"), [
+    ("raise ValueError('bad input')\n", 1, "ValueError: bad input"),
+    ("import sys\nsys.exit(3)\n", 3, ""),
+    ("import sys\nsys.exit('stopped')\n", 1, "stopped"),
+])
+def test_the_launcher_keeps_failures(tmp_path, body, code, message):
+    done = _launch(tmp_path, body)
+    assert done.returncode == code
+    assert message in done.stderr
