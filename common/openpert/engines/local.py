@@ -41,11 +41,11 @@ from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import component_digest
 from openpert.engines.plan import (
     Job,
-    check_datasets,
     dataset_jobs,
     label_resources,
     make_plan,
     plan_jobs,
+    ready_datasets,
 )
 from openpert.files import hash_file, write_text_atomic
 from openpert.results.provenance import dataset_digest, environment_provenance
@@ -381,14 +381,8 @@ def run_benchmark(
     local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress, sandbox=sandbox)
     records: list[JobRecord] = []
     if input_dir is not None:
-        found = task.find_datasets(input_dir)
-        if datasets is not None:
-            unknown = sorted(set(datasets) - {d.id for d in found})
-            if unknown:
-                raise ConfigError(f"{input_dir}: no dataset(s) {', '.join(unknown)}; found: {', '.join(d.id for d in found)}")
-            found = [d for d in found if d.id in set(datasets)]
         # A corrupt file costs its dataset (a failed dataset job naming it), not the run.
-        found, unusable = check_datasets(task, found, outdir, jobs=jobs)
+        found, unusable = ready_datasets(task, input_dir, outdir, datasets, jobs=jobs)
         records += unusable
     else:
         stage = dataset_jobs(task, outdir, resources, datasets)

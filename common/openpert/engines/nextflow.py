@@ -461,7 +461,7 @@ def run_nextflow_benchmark(
     The ``results.json`` content.
     """
     from openpert.engines.nextflow_trace import collect_job_records, parse_trace, produced_datasets
-    from openpert.engines.plan import check_datasets, dataset_jobs, label_resources, make_plan
+    from openpert.engines.plan import dataset_jobs, label_resources, make_plan, ready_datasets
     from openpert.results.collect import write_results
     from openpert.results.provenance import dataset_digest
 
@@ -470,13 +470,7 @@ def run_nextflow_benchmark(
     records: list[JobRecord] = []
     ready, stage = [], []
     if input_dir is not None:
-        ready = task.find_datasets(input_dir)
-        if datasets is not None:
-            unknown = sorted(set(datasets) - {d.id for d in ready})
-            if unknown:
-                raise ConfigError(f"{input_dir}: no dataset(s) {', '.join(unknown)}; found: {', '.join(d.id for d in ready)}")
-            ready = [d for d in ready if d.id in set(datasets)]
-        ready, records = check_datasets(task, ready, outdir, jobs=jobs)
+        ready, records = ready_datasets(task, input_dir, outdir, datasets, jobs=jobs)
         if not ready:
             reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records)
             raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")

@@ -232,6 +232,37 @@ def check_datasets(task: Task, datasets: Sequence[Dataset], outdir: Path, *, job
     return good, failed
 
 
+def ready_datasets(task: Task, input_dir: Path, outdir: Path, names: Sequence[str] | None = None, *,
+                   jobs: int = 1) -> tuple[list[Dataset], list[JobRecord]]:
+    """The processed datasets of ``input_dir`` to benchmark, checked (:func:`check_datasets`).
+
+    Parameters
+    ----------
+    task
+        The task.
+    input_dir
+        A folder of processed datasets (``--input``).
+    outdir
+        The run's results folder (logs of unusable datasets).
+    names
+        Dataset ids to keep (``None``: all); an id not found is an error naming the folder.
+    jobs
+        How many datasets are checked at once.
+
+    Returns
+    -------
+    The usable datasets, and a failed record per unusable one (a corrupt file costs its dataset,
+    not the run).
+    """
+    found = task.find_datasets(input_dir)
+    if names is not None:
+        unknown = sorted(set(names) - {d.id for d in found})
+        if unknown:
+            raise ConfigError(f"{input_dir}: no dataset(s) {', '.join(unknown)}; found: {', '.join(d.id for d in found)}")
+        found = [d for d in found if d.id in set(names)]
+    return check_datasets(task, found, outdir, jobs=jobs)
+
+
 def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None) -> list[Job]:
     """Jobs of the dataset stage: one per entry of a dataset component's ``info.datasets``."""
     jobs = []
