@@ -5,8 +5,9 @@
 #   and fold, at most 20 items per perturbation and cell, items with candidate paths first);
 # - op3_chemical_small: compound items of a small simulation of the OP3 experiment (16 compounds,
 #   one plate per donor; 2 compounds per split and fold, at most 20 items per compound and cell).
-# The graphs are cut down to the edges of the items' candidate paths; the gene descriptions to the
-# genes of the context.
+# The graphs are cut down to the edges on walks of at most D_max edges from the items' perturbations to
+# their genes (every path the search can return; not only the candidates); the gene descriptions to
+# the genes of the context.
 # Needs the venv and the shared data folder ($OPENPERT_SHARED_DATA or ../shared/data), passed to the
 # dataset loaders as --shared_data. Deterministic (seed 0).
 set -euo pipefail
@@ -30,15 +31,15 @@ make_dataset() {  # <folder> <dataset component> <arguments...>
     --input_gene_descriptions "$out/gene_descriptions.parquet" --output "$out/prediction.h5ad"
   openpert run-component "$TASK/metrics/balanced_accuracy/config.vsh.yaml" \
     --input_solution "$out/solution.h5ad" --input_prediction "$out/prediction.h5ad" \
-    --input_context "$out/context.h5ad" --output "$out/score.h5ad"
+    --input_context "$out/context.h5ad" --input_graph "$out/graph.csv" --output "$out/score.h5ad"
   du -sh "$out"
 }
 
 make_dataset k562_rpe1_small perturbqa_genetic \
   --dataset_id k562_rpe1_small --fold all --seed 0 \
-  --max_perturbations 3 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope paths
+  --max_perturbations 3 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
 
 make_dataset op3_chemical_small op3_chemical \
   --dataset_id op3_chemical_small --fold all --seed 0 \
   --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40 \
-  --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope paths
+  --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks

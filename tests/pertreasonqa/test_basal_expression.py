@@ -5,9 +5,17 @@ from __future__ import annotations
 import gzip
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
-from pertreasonqa_lib.basal_expression import BLOOD_FILE, hpa_profiles, load_basal_expression, load_blood_basal
+from pertreasonqa_lib.basal_expression import (
+    BLOOD_FILE,
+    fill_from_symbol_table,
+    hpa_profiles,
+    load_basal_expression,
+    load_blood_basal,
+)
+from pertreasonqa_lib.signed_graph import load_signed_graph
 from project_paths import SHARED_DATA
 
 from pertsci import op3_simulation as op3_sim
@@ -31,8 +39,27 @@ def test_hpa_profiles_average_columns_and_map_symbols(tmp_path):
 @needs_data
 def test_load_basal_expression_of_the_cell_lines():
     basal, profile, stats = load_basal_expression(SHARED_DATA)
-    assert stats == {"n_hpa_genes": 19670, "n_mapped": 8163}
+    assert stats["n_hpa_genes"] == 19670 and stats["n_mapped"] == 8163 and stats["n_filled_K562"] > 40000
     assert list(basal.columns) == ["K562", "RPE1"] and len(profile) == 19670
+    # every graph gene with a value in the shared data has one: K562 from HPA or ENCODE, RPE1 from HPA only
+    graph_genes = load_signed_graph(SHARED_DATA / "knowledge_graphs").nodes
+    covered = basal.reindex(graph_genes).notna().sum()
+    assert covered["RPE1"] == 4306 and covered["K562"] > 8500
+
+
+def test_fill_from_symbol_table_quantile_maps_onto_the_reference_scale():
+    rng = np.random.default_rng(0)
+    genes = [f"G{i}" for i in range(200)]
+    ref = pd.DataFrame({"C": np.sort(rng.gamma(2.0, 3.0, 200)), "D": 1.0}, index=genes)
+    other = pd.Series(np.sort(rng.gamma(1.0, 50.0, 200)) ** 2, index=genes)  # another scale, same order
+    other["NEW_LOW"], other["NEW_HIGH"], other["NEW_MID"] = -1.0, 1e9, other["G100"]
+    filled, n = fill_from_symbol_table(ref, "C", other)
+    assert n == 3 and np.isnan(filled.loc["NEW_MID", "D"])
+    assert filled.loc["NEW_LOW", "C"] == ref["C"].min() and filled.loc["NEW_HIGH", "C"] == ref["C"].max()  # clamped
+    assert filled.loc["NEW_MID", "C"] == pytest.approx(ref.loc["G100", "C"])  # same rank, same value
+    assert filled.loc[genes, "C"].equals(ref["C"])  # measured genes untouched
+    with pytest.raises(ValueError, match="too few"):
+        fill_from_symbol_table(ref.iloc[:50], "C", other)
 
 
 @needs_data

@@ -82,3 +82,39 @@ def test_state_names_of_genes_in_a_cell():
     # a gene without a row, or with NaN, is unknown; tau_low itself is low and tau_high high
     assert gene_states(["lo", "mid", "hi", "nan", "absent"], "K562", basal, thresholds) == {
         "lo": "low", "mid": "medium", "hi": "high", "nan": "unknown", "absent": "unknown"}
+
+
+def test_tau_high_needs_two_distinct_active_values():
+    with pytest.raises(ValueError, match="two distinct expression values"):
+        tau_high_ks(np.array([1.0, 5.0, 5.0]), 2.0)  # two active values, but equal
+    with pytest.raises(ValueError, match="two distinct expression values"):
+        tau_high_ks(np.array([1.0, 5.0]), 2.0)  # one active value
+
+
+def test_tau_high_edge_cases_of_the_active_set():
+    # "active" is strictly above tau_low: a gene at tau_low would move the minimum of phi and the knee
+    assert tau_high_ks(np.array([2.0, 5.0, 5.1, 5.2, 9.0, 9.5, 10.0]), 2.0) == 5.2
+    assert tau_high_ks(np.array([1.0, 3.0, 5.0]), 2.0) == 3.0  # two distinct active values are enough
+
+
+def test_tau_low_needs_both_samples_but_one_value_each_will_do():
+    assert tau_low_ks(np.array([1.0]), np.array([3.0])) == 1.0
+    with pytest.raises(ValueError, match="unchanged and changed"):
+        tau_low_ks(np.array([]), np.array([3.0]))
+
+
+def test_cell_thresholds_name_a_cell_without_profile():
+    training = pd.DataFrame({"cell": "c", "gene": ["a", "b"], "label": ["unchanged", "up"]})
+    basal = pd.DataFrame({"c": [1.0, 3.0]}, index=["a", "b"])
+    with pytest.raises(KeyError, match="'c'"):
+        cell_thresholds(training, basal, pd.DataFrame({"other": [1.0, 2.0]}))
+    with pytest.raises(KeyError, match="'c'"):
+        cell_thresholds(training, pd.DataFrame({"other": [1.0, 3.0]}, index=["a", "b"]), pd.DataFrame({"c": [1.0, 2.0]}))
+
+
+def test_gate_weight_floor_eps_w_is_added():
+    from pertreasonqa_lib.path_params import PathParams
+
+    graph = graph_of([("A", 1, "B")])
+    w = gate_edge_weights(graph, np.array([0.0, 0.0]), 5.0, PathParams(w_base=0.0))
+    assert w.tolist() == [1e-9]

@@ -111,3 +111,15 @@ def test_dataset_uns_names_the_simulation():
     assert uns["dataset_id"] == "c" and uns["fold"] == "id_cell_id_pert"
     assert "Simulation (16 compounds, seed 0): 1234 cells." in uns["dataset_description"]
     assert "full-size" in pc.dataset_uns("c", "all", [], 0, 0, 1, {"n_mapped": 9, "n_hpa_genes": 10})["dataset_description"]
+
+
+def test_signed_rank_cannot_call_genes_with_three_donor_pairs():
+    """Why the outcomes use the rank-sum test: three paired donors give a smallest p of 0.25."""
+    from pertreasonqa_lib.chemical_items import min_signed_rank_pvalue
+    from scipy.stats import wilcoxon
+
+    assert min_signed_rank_pvalue(3) == 0.25
+    assert min_signed_rank_pvalue(3) == pytest.approx(wilcoxon([1.0, 2.0, 3.0]).pvalue)  # all one sign, exact
+    assert min_signed_rank_pvalue(8) == pytest.approx(wilcoxon(range(1, 9)).pvalue)
+    with pytest.raises(ValueError):
+        min_signed_rank_pvalue(0)

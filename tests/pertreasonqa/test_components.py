@@ -14,7 +14,7 @@ import pytest
 from pertreasonqa_lib.answer_parsing import format_response
 from pertreasonqa_lib.balanced_accuracy import balanced_accuracy_items
 from pertreasonqa_lib.dataset_files import read_context, read_graph
-from pertreasonqa_lib.faithfulness import GOProfiles, failure_modes, faithfulness_table
+from pertreasonqa_lib.faithfulness import FAITHFULNESS_METRICS, GOProfiles, failure_modes, faithfulness_table
 from pertreasonqa_lib.prediction_files import write_prediction
 from pertreasonqa_lib.reference_paths import reference_paths_for_items
 from pertreasonqa_lib.signed_graph import build_signed_graph, compound_targets
@@ -54,7 +54,8 @@ def scores(prediction: Path, folder: Path, work: Path | None = None) -> dict:
     """Every metric of a prediction: through the metric components when ``work`` is given, else in-process."""
     out = {}
     if work is not None:
-        base = {"input_solution": folder / "solution.h5ad", "input_prediction": prediction, "input_context": folder / "context.h5ad"}
+        base = {"input_solution": folder / "solution.h5ad", "input_prediction": prediction, "input_context": folder / "context.h5ad",
+                "input_graph": folder / "graph.csv"}
         for metric in ("balanced_accuracy", "faithfulness", "failure_modes"):
             uns = ad.read_h5ad(run(f"metrics/{metric}", base, work / prediction.parent.name)).uns
             out.update({str(k): float(v) for k, v in zip(uns["metric_ids"], uns["metric_values"])})
@@ -62,10 +63,10 @@ def scores(prediction: Path, folder: Path, work: Path | None = None) -> dict:
     sol = ad.read_h5ad(folder / "solution.h5ad").obs
     pred = ad.read_h5ad(prediction).obs
     _, _, go = read_context(ad.read_h5ad(folder / "context.h5ad"))
-    table = faithfulness_table(sol, pred, go)
+    table = faithfulness_table(sol, pred, read_graph(folder / "graph.csv"), go)
     out["balanced_accuracy"] = float(balanced_accuracy_items(sol["label"].astype(str), pred.loc[sol.index, "answer"]).mean())
     scored = table[table["has_reference"]]
-    out.update({m: float(scored[m].mean()) for m in ("edge_recall", "path_connectivity", "go_similarity")})
+    out.update({m: float(scored[m].mean()) for m in FAITHFULNESS_METRICS})
     out.update(failure_modes(table).mean().to_dict())
     return out
 
@@ -103,7 +104,7 @@ def write_hand_dataset(folder: Path) -> pd.DataFrame:
     uns = {"dataset_id": "hand", "dataset_name": "hand", "dataset_summary": "hand-made"}
     ad.AnnData(obs=train[keys + ["split", "label", "candidate_paths", "reference_paths", "n_reference_paths"]],
                uns=uns).write_h5ad(folder / "train.h5ad")
-    ad.AnnData(obs=items[keys + ["fold", "candidate_paths"]], uns=uns).write_h5ad(folder / "test.h5ad")
+    ad.AnnData(obs=items[keys + ["fold"]], uns=uns).write_h5ad(folder / "test.h5ad")
     ad.AnnData(obs=items[keys + ["fold", "label", "reference_paths", "n_reference_paths"]], uns=uns).write_h5ad(folder / "solution.h5ad")
     return items
 
@@ -133,6 +134,7 @@ def test_sign_propagation_answers_by_rules(hand, tmp_path):
     # 5 of 6 right: up recall 1/2 (G3 wrong), down 1, unchanged 1 -> BA 5/6; every reference item has its path
     assert s["balanced_accuracy"] == pytest.approx((0.5 + 1 + 1) / 3)
     assert s["edge_recall"] == 1.0 and s["path_connectivity"] == 1.0 and s["go_similarity"] == 1.0
+    assert s["path_coverage"] == 1.0 and s["edge_precision"] == 1.0
     assert s["wrong_answer_right_reason"] == pytest.approx(1 / 5)  # G3: right path, answer unchanged
     assert s["right_answer_wrong_reason"] == 0.0
 
@@ -140,8 +142,9 @@ def test_sign_propagation_answers_by_rules(hand, tmp_path):
 def test_controls_on_hand_dataset(hand, tmp_path):
     folder, _ = hand
     ref = scores(run("control_methods/reference_answer", dataset_args(folder, True), tmp_path), folder)
-    assert ref == {"balanced_accuracy": 1.0, "edge_recall": 1.0, "path_connectivity": 1.0, "go_similarity": 1.0,
-                   "right_answer_wrong_reason": 0.0, "wrong_answer_right_reason": 0.0}
+    assert ref == {"balanced_accuracy": 1.0, "path_coverage": 1.0, "edge_precision": 1.0, "edge_recall": 1.0, "edge_f1": 1.0,
+                   "path_connectivity": 1.0, "go_similarity": 1.0, "right_answer_wrong_reason": 0.0,
+                   "wrong_answer_right_reason": 0.0}
     maj = ad.read_h5ad(run("control_methods/majority_per_gene", dataset_args(folder, True), tmp_path)).obs
     # training items (perturbation Q) carry the same labels per gene: the majority is the label itself
     assert maj["answer"].tolist() == ["down", "unchanged", "up", "unchanged", "up", "unchanged"]
@@ -149,7 +152,34 @@ def test_controls_on_hand_dataset(hand, tmp_path):
     rnd1 = ad.read_h5ad(run("control_methods/random_answer", dataset_args(folder, True), tmp_path / "a")).obs
     rnd2 = ad.read_h5ad(run("control_methods/random_answer", dataset_args(folder, True), tmp_path / "b")).obs
     assert rnd1.equals(rnd2)  # seeded
-    assert all(1 <= len(json.loads(t)) <= 4 for t in rnd1["triplets"])
+    # a path of the graph from P to the gene, drawn among the graph's paths (one each here); none for G5
+    assert json.loads(rnd1.loc["K562|P|G2", "triplets"]) == [["P", 1, "B"], ["B", -1, "G2"]]
+    assert json.loads(rnd1.loc["K562|P|G5", "triplets"]) == []
+    rnd3 = ad.read_h5ad(run("control_methods/random_answer", {**dataset_args(folder, True), "seed": 3}, tmp_path / "c")).obs
+    assert not rnd3["answer"].equals(rnd1["answer"])  # another seed, another draw
+
+
+def test_adversarial_controls_on_hand_dataset(hand, tmp_path):
+    folder, _ = hand
+    args = dataset_args(folder, True)
+    listed = ad.read_h5ad(run("control_methods/all_nearby_edges", args, tmp_path)).obs
+    assert set(listed["answer"]) == {"unchanged"}
+    # P -> A -> G1 and the edges of P's other walks into G1 (none here): the path itself, from the graph
+    assert sorted(map(tuple, json.loads(listed.loc["K562|P|G1", "triplets"]))) == [("A", 1, "G1"), ("P", 1, "A")]
+    assert json.loads(listed.loc["K562|P|G5", "triplets"]) == []
+    invented = ad.read_h5ad(run("control_methods/invented_edge", args, tmp_path)).obs
+    assert json.loads(invented.loc["K562|P|G2", "triplets"]) == [["P", 1, "G2"]]
+    assert set(invented["answer"]) == {"unchanged"}  # the training majority (3 of 6)
+    s = scores(tmp_path / "out" / "control_methods_invented_edge" / "prediction.h5ad", folder)
+    assert s["path_connectivity"] == 0.0 and s["path_coverage"] == 0.0  # no such edge in the graph
+    plausible = ad.read_h5ad(run("control_methods/unchanged_plausible_path", args, tmp_path)).obs
+    assert json.loads(plausible.loc["K562|P|G2", "triplets"]) == [["P", 1, "B"], ["B", -1, "G2"]]
+    assert set(plausible["answer"]) == {"unchanged"}
+    copied = ad.read_h5ad(run("control_methods/nearest_training_path", args, tmp_path)).obs
+    # the training item of the same gene (perturbation Q): its label and its reference path, starting at Q
+    assert json.loads(copied.loc["K562|P|G1", "triplets"]) == [["Q", 1, "A"], ["A", 1, "G1"]]
+    s = scores(tmp_path / "out" / "control_methods_nearest_training_path" / "prediction.h5ad", folder)
+    assert s["balanced_accuracy"] == 1.0 and s["path_connectivity"] == 0.0 and s["path_coverage"] == 0.0
 
 
 def test_metrics_reject_bad_predictions(hand, tmp_path):
@@ -162,7 +192,8 @@ def test_metrics_reject_bad_predictions(hand, tmp_path):
     p.write_h5ad(bad)
     config = read_config(TASK / "metrics" / "balanced_accuracy" / "config.vsh.yaml")
     result = run_component(config, {"input_solution": str(folder / "solution.h5ad"), "input_prediction": str(bad),
-                                    "input_context": str(folder / "context.h5ad"), "output": str(tmp_path / "s.h5ad")},
+                                    "input_context": str(folder / "context.h5ad"), "input_graph": str(folder / "graph.csv"),
+                                    "output": str(tmp_path / "s.h5ad")},
                            work_dir=tmp_path / "run")
     assert not result.succeeded
     assert "answers must be one of" in result.log.read_text()
@@ -181,11 +212,29 @@ def test_controls_bracket_methods_on_test_resources(folder, tmp_path):
     ref = scores(run("control_methods/reference_answer", dataset_args(folder, True), tmp_path), folder, tmp_path)
     rnd = scores(run("control_methods/random_answer", dataset_args(folder, True), tmp_path), folder, tmp_path)
     assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
-    assert rnd["path_connectivity"] < 0.1 and rnd["edge_recall"] < 0.1
+    # a random graph path is a grounded chain, and the reference path only by chance
+    assert rnd["path_connectivity"] == 1.0 and rnd["path_coverage"] < 0.9
     assert 0.2 < rnd["balanced_accuracy"] < 0.5
     solution = ad.read_h5ad(folder / "solution.h5ad").obs
     assert set(solution["fold"]) == {"id_cell_id_pert", "id_cell_ood_pert", "ood_cell_id_pert", "ood_cell_ood_pert"}
     assert (solution["n_reference_paths"] > 0).sum() >= 20
+
+
+@pytest.mark.parametrize("folder", [RESOURCES, CHEMICAL], ids=["genetic", "chemical"])
+def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, tmp_path):
+    """The headline faithfulness metric pays a list or an invented edge no more than chance."""
+    if not (folder / "test.h5ad").is_file():
+        pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
+    args = dataset_args(folder, True)
+    random = np.mean([scores(run("control_methods/random_answer", {**args, "seed": k}, tmp_path / f"seed{k}"), folder)["path_coverage"]
+                      for k in range(5)])
+    for control in ("all_nearby_edges", "invented_edge"):
+        s = scores(run(f"control_methods/{control}", args, tmp_path), folder)
+        assert s["path_coverage"] <= random, (control, s["path_coverage"], random)
+        assert s["edge_recall"] >= 0 and s["edge_precision"] <= 1
+    listed = scores(tmp_path / "out" / "control_methods_all_nearby_edges" / "prediction.h5ad", folder)
+    # what a recall-only score would have paid the list, and what precision takes back
+    assert listed["edge_recall"] > 0.9 and listed["edge_precision"] < 0.9
 
 
 # --- language-model methods against a local OpenAI-format server -----------------------------------

@@ -12,13 +12,19 @@ from pertreasonqa_lib.answer_parsing import format_response, parse_response
 from pertreasonqa_lib.faithfulness import (
     GOProfiles,
     edge_recall,
+    edge_scores,
     failure_modes,
     faithfulness_table,
     go_similarity,
+    graph_signs,
     path_connectivity,
+    path_coverage,
+    predicted_paths,
     start_names,
 )
 from pertreasonqa_lib.path_serialisation import triplets_to_json
+from pertreasonqa_lib.signed_graph import SignedGraph
+from toy_graphs import graph_of
 
 
 def test_edge_recall_signs_compared():
@@ -29,11 +35,64 @@ def test_edge_recall_signs_compared():
     assert np.isnan(edge_recall([("P", 1, "A")], []))
 
 
-def test_path_connectivity():
-    assert path_connectivity([("A", 1, "G"), ("P", 1, "A")], ["P"], "G") == 1.0
-    assert path_connectivity([("P", 1, "A"), ("B", 1, "G")], ["P"], "G") == 0.0  # broken chain
-    assert path_connectivity([("G", 1, "P")], ["P"], "G") == 0.0  # direction matters
-    assert path_connectivity([], ["P"], "G") == 0.0
+def test_edge_precision_punishes_lists_that_recall_forgives():
+    ref = [[("P", 1, "A"), ("A", 1, "G")]]
+    exact = edge_scores([("P", 1, "A"), ("A", 1, "G")], ref)
+    assert exact == (1.0, 1.0, 1.0)
+    # both signs of every edge plus two strangers: recall 1, precision 2/6, F1 = 2 * (1/3) / (4/3) = 0.5
+    listed = [("P", 1, "A"), ("P", -1, "A"), ("A", 1, "G"), ("A", -1, "G"), ("X", 1, "Y"), ("P", 1, "G")]
+    assert edge_scores(listed, ref) == pytest.approx((1 / 3, 1.0, 0.5))
+    assert edge_scores([], ref) == (0.0, 0.0, 0.0)
+    # a reference edge of unknown sign is recovered by either sign, and both signs are correct
+    assert edge_scores([("B", 1, "G"), ("B", -1, "G")], [[("B", 0, "G")]]) == (1.0, 1.0, 1.0)
+
+
+def test_predicted_paths_are_signed_simple_chains_within_the_hop_limit():
+    trip = [("P", 1, "A"), ("A", 1, "G"), ("P", -1, "A"), ("A", 1, "B"), ("B", 1, "A"), ("B", 1, "G"), ("G", 1, "P")]
+    paths = predicted_paths(trip, ["P"], "G", max_hops=4)
+    assert sorted(paths) == sorted([(("P", 1, "A"), ("A", 1, "G")), (("P", -1, "A"), ("A", 1, "G")),
+                                    (("P", 1, "A"), ("A", 1, "B"), ("B", 1, "G")),
+                                    (("P", -1, "A"), ("A", 1, "B"), ("B", 1, "G"))])
+    assert len(predicted_paths(trip, ["P"], "G", max_hops=2)) == 2  # the three-edge chains are too long
+    assert len(predicted_paths(trip, ["P"], "G", limit=1)) == 2  # stops once it knows there are more than 1
+
+
+def test_path_coverage_counts_whole_reference_paths():
+    ref = [[("P", 1, "A"), ("A", 1, "G")], [("P", -1, "B"), ("B", -1, "G")]]
+    both = [("P", 1, "A"), ("A", 1, "G"), ("P", -1, "B"), ("B", -1, "G")]
+    assert path_coverage(both, ref, ["P"], "G") == 1.0
+    assert path_coverage(both[:2], ref, ["P"], "G") == 0.5  # one of two reference paths
+    assert path_coverage([*both, ("X", 1, "Y")], ref, ["P"], "G") == 1.0  # a piece off every chain is not a route
+    # every reference pair but two wrong signs: edge recall 0.5, and the chains are wrong routes
+    assert path_coverage([("P", 1, "A"), ("A", -1, "G"), ("P", -1, "B"), ("B", 1, "G")], ref, ["P"], "G") == 0.0
+    # a route outside the reference bag makes the mechanism wrong, even with both references named
+    assert path_coverage([*both, ("P", 1, "G")], ref, ["P"], "G") == 0.0
+    assert path_coverage([*both, ("A", 1, "B")], ref, ["P"], "G") == 0.0  # P -> A -> B -| G
+    # both signs of every edge: recall 1, and half the chain edges are wrong
+    assert path_coverage([(u, s, v) for u, _, v in both for s in (1, -1)], ref, ["P"], "G") == 0.0
+    # pieces that chain nothing from P to G cover nothing; no reference path -> NaN
+    assert path_coverage([("A", 1, "G")], ref, ["P"], "G") == 0.0
+    assert path_coverage([], ref, ["P"], "G") == 0.0
+    assert np.isnan(path_coverage(both, [], ["P"], "G"))
+    # an unknown-sign reference edge is matched by either sign
+    assert path_coverage([("P", -1, "G")], [[("P", 0, "G")]], ["P"], "G") == 1.0
+    # two reference paths that cross: their union also chains P -> A -> C -> D -> G, made of reference edges
+    crossing = [[("P", 1, "A"), ("A", 1, "C"), ("C", 1, "G")], [("P", 1, "B"), ("B", 1, "C"), ("C", 1, "D"), ("D", 1, "G")]]
+    union = [t for path in crossing for t in path]
+    assert path_coverage(union, crossing, ["P"], "G") == 1.0
+    assert path_coverage(union[:3], crossing, ["P"], "G") == 0.5
+
+
+def test_path_connectivity_needs_graph_edges_and_an_unbroken_chain():
+    edges = graph_signs(graph_of([("P", 1, "A"), ("A", 1, "G"), ("P", 1, "B"), ("B", 0, "G")]))
+    assert path_connectivity([("A", 1, "G"), ("P", 1, "A")], ["P"], "G", edges) == 1.0
+    assert path_connectivity([("p", 1, "b"), ("B", -1, "G")], ["P"], "G", edges) == 1.0  # ambiguous edge: any sign
+    assert path_connectivity([("P", 1, "G")], ["P"], "G", edges) == 0.0  # an invented edge
+    assert path_connectivity([("P", -1, "A"), ("A", 1, "G")], ["P"], "G", edges) == 0.0  # the graph's sign is +1
+    assert path_connectivity([("P", 1, "A"), ("B", 0, "G")], ["P"], "G", edges) == 0.0  # broken chain
+    assert path_connectivity([("P", 1, "A"), ("A", 1, "G"), ("P", 1, "B")], ["P"], "G", edges) == 0.0  # dangling piece
+    assert path_connectivity([("G", 1, "P")], ["P"], "G", graph_signs(graph_of([("G", 1, "P")]))) == 0.0  # direction
+    assert path_connectivity([], ["P"], "G", edges) == 0.0
 
 
 def test_go_similarity_idf_cosine():
@@ -58,12 +117,16 @@ def test_faithfulness_of_a_chemical_mechanism_starts_at_the_compound():
     text = format_response("x", "up", [("ABT-199 (GDC-0199)", -1, "BCL2"), ("BCL2", -1, "BAX")])
     _, answer, triplets = parse_response(text)
     prediction = pd.DataFrame({"answer": [answer], "triplets": [triplets_to_json(triplets)]}, index=["i"])
-    row = faithfulness_table(solution, prediction).loc["i"]
-    assert row["edge_recall"] == 1.0 and row["path_connectivity"] == 1.0
+    graph = SignedGraph.from_frame(pd.DataFrame({
+        "source": ["ABT-199 (GDC-0199)", "BCL2"], "target": ["BCL2", "BAX"], "sign": [-1, -1],
+        "databases": ["sim", "OmniPath"], "interaction": ["drug_target", "regulation"]}))
+    row = faithfulness_table(solution, prediction, graph).loc["i"]
+    assert row["edge_recall"] == 1.0 and row["path_connectivity"] == 1.0 and row["path_coverage"] == 1.0
     # a chain that skips the compound is not connected, and recovers one of the two reference edges
     partial = pd.DataFrame({"answer": ["up"], "triplets": [triplets_to_json([("BCL2", -1, "BAX")])]}, index=["i"])
-    row = faithfulness_table(solution, partial).loc["i"]
-    assert row["path_connectivity"] == 0.0 and row["edge_recall"] == 0.5
+    row = faithfulness_table(solution, partial, graph).loc["i"]
+    assert row["path_connectivity"] == 0.0 and row["edge_recall"] == 0.5 and row["path_coverage"] == 0.0
+    assert row["edge_precision"] == 1.0 and row["edge_f1"] == pytest.approx(2 / 3)
 
 
 def test_start_names_compound_or_genes():

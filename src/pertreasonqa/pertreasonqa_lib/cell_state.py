@@ -91,35 +91,49 @@ def tau_high_ks(expression: np.ndarray, tau_low: float) -> float:
     return float(act[int(np.argmax(d))])
 
 
-def cell_thresholds(items: pd.DataFrame, basal: pd.DataFrame, profile: pd.DataFrame) -> pd.DataFrame:
-    """``tau_low`` and ``tau_high`` of every cell of ``items`` (B.2.1).
+def cell_thresholds(training: pd.DataFrame, basal: pd.DataFrame, profile: pd.DataFrame,
+                    cells: Iterable[str] | None = None) -> pd.DataFrame:
+    """``tau_low`` and ``tau_high`` of every cell (B.2.1), from training labels only.
 
     Parameters
     ----------
-    items
-        ``cell``, ``gene``, ``label``: every labelled item of the cell (the background / signal
-        samples of ``tau_low``, one value per item).
+    training
+        ``cell``, ``gene``, ``label`` of the *training* items (train and valid folds): the
+        background (unchanged) and signal (up/down) samples of ``tau_low``, one value per item.
+        Test labels must not enter: the thresholds shape every reference path, and a method reads
+        them from the context file.
     basal
         Basal expression by gene symbol (genes x cells), on the pipeline's scale (log1p NX).
     profile
         The whole expression profile (all genes x cells, same scale) for ``tau_high``.
+    cells
+        Cells to compute thresholds for (default: the cells of ``training``). A cell without
+        training items (an OOD cell: RPE1, the T cells) uses every training item's gene and label,
+        read at *its own* basal expression: which genes respond is learnt in the ID cells, where
+        they sit is the OOD cell's.
 
     Returns
     -------
     pandas.DataFrame
-        Indexed by cell: ``tau_low``, ``tau_high``, ``n_background``, ``n_signal``.
+        Indexed by cell: ``tau_low``, ``tau_high``, ``n_background``, ``n_signal`` and
+        ``labels_from`` (``own`` or ``pooled`` training items).
     """
+    if training.empty:
+        raise ValueError("cell_thresholds: no training item (tau_low needs training labels)")
+    cells = sorted(training["cell"].unique()) if cells is None else list(dict.fromkeys(cells))
     rows = {}
-    for cell, sub in items.groupby("cell", sort=True):
+    for cell in cells:
         if cell not in basal.columns or cell not in profile.columns:
             raise KeyError(f"no basal expression column for cell {cell!r}")
+        own = training[training["cell"] == cell]
+        sub = own if len(own) else training
         x = sub["gene"].map(basal[cell]).to_numpy(dtype=float)
         ok = np.isfinite(x)
         unchanged = sub["label"].to_numpy() == "unchanged"
         tl = tau_low_ks(x[ok & unchanged], x[ok & ~unchanged])
         th = tau_high_ks(profile[cell].to_numpy(dtype=float), tl)
         rows[cell] = {"tau_low": tl, "tau_high": th, "n_background": int((ok & unchanged).sum()),
-                      "n_signal": int((ok & ~unchanged).sum())}
+                      "n_signal": int((ok & ~unchanged).sum()), "labels_from": "own" if len(own) else "pooled"}
     return pd.DataFrame.from_dict(rows, orient="index")
 
 

@@ -27,6 +27,15 @@ Choices the paper leaves open
   non-zero count) in at least ``min_detection`` of the cell type's cells.
 - **Direction** of a changed gene: the sign of the rank-sum z-score (the group's values larger:
   up).
+- **Rank-sum, not signed-rank.** Section 2.2 names the Wilcoxon *signed-rank* test, "following
+  PerturbQA". A signed-rank test needs paired samples; compound and DMSO cells are not paired. The
+  only pairing the OP3 design offers is the donor (each compound sits in one well per donor, with
+  DMSO wells on the same plates), and three donors give three pairs per (cell type, compound):
+  the smallest two-sided signed-rank p-value of ``n`` pairs is ``2 / 2**n`` = 0.25
+  (:func:`min_signed_rank_pvalue`), so no gene could ever reach the paper's adjusted p < 0.01.
+  The cells themselves are the samples here, compared unpaired by the rank-sum test (the
+  two-sample Wilcoxon test of single-cell DE tools, which is what "Wilcoxon" means in PerturbQA's
+  pipeline as well).
 - **Sampling** per (cell type, compound): the ``max_changed`` changed genes of smallest adjusted
   p and a seeded sample of ``max_unchanged`` unchanged genes (the paper samples too: Table 1 has
   about 220 outcome items per compound and cell line).
@@ -44,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pertreasonqa_lib.functional_splits import ID_SPLIT, N_CLUSTERS, fold_of_items, split_id_perturbations
+from pertreasonqa_lib.functional_splits import ID_SPLIT, N_CLUSTERS, fold_label, fold_of_items, split_id_perturbations
 from pertreasonqa_lib.genetic_items import genetic_split
 from pertsci import op3_simulation as op3_sim
 from pertsci.normalisation import normalize_log_tp10k
@@ -176,6 +185,17 @@ def outcome_labels(sc, *, control: str = op3_sim.CONTROL_COMPOUND, alpha: float 
     return table, pd.DataFrame(summary)
 
 
+def min_signed_rank_pvalue(n_pairs: int) -> float:
+    """Smallest two-sided p-value of an exact Wilcoxon signed-rank test on ``n_pairs`` pairs: ``2 / 2**n``.
+
+    All differences of one sign is the most extreme of the ``2**n`` equally likely sign patterns
+    under the null, and there are two such patterns (all positive, all negative).
+    """
+    if n_pairs < 1:
+        raise ValueError(f"a signed-rank test needs at least one pair, got {n_pairs}")
+    return min(1.0, 2.0 / 2.0 ** n_pairs)
+
+
 def chemical_splits(targets: pd.DataFrame, drugs: Sequence[str], clusters: pd.Series, ood_clusters: Sequence[int], *,
                     ood_target_share: float = OOD_TARGET_SHARE, id_split: Mapping[str, float] = ID_SPLIT,
                     seed: int = 0) -> pd.DataFrame:
@@ -243,7 +263,8 @@ def chemical_items(gene_nodes: Sequence[str], edges: pd.DataFrame, data_dir: str
         ``targets`` (:func:`compound_targets`), ``summary`` (per cell type and compound), ``n_cells``.
     """
     meta = op3_sim.load_op3_metadata(data_dir)
-    sc = op3_sim.simulate_op3(meta, keep_genes=list(gene_nodes), **dict(simulation or {}))
+    # The six cell populations as labels (CELLS, prompts): not the T-cell grouping of OP3's final annotation.
+    sc = op3_sim.simulate_op3(meta, keep_genes=list(gene_nodes), **{"group_t_cells": False, **dict(simulation or {})})
     log.info("simulated %d cells x %d graph genes", sc.n_obs, sc.n_vars)
     targets = compound_targets(sc.uns["simulation"])
     items, summary = outcome_labels(sc, **dict(label_params or {}))
@@ -302,8 +323,8 @@ def dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], n_compoun
     size = "full-size" if n_compounds == 0 else f"{n_compounds} compounds"
     return {
         "dataset_id": dataset_id,
-        "dataset_name": f"OP3 synthetic compounds, PBMC ({fold})",
-        "dataset_summary": "Compound outcomes of the synthetic OP3 experiment with drug-target-anchored, cell-conditioned reference paths.",
+        "dataset_name": f"Compounds: {fold_label(fold)}",  # a short label (at most 30 characters)
+        "dataset_summary": f"Compound outcomes of the synthetic OP3 experiment with drug-target-anchored, cell-conditioned reference paths; test fold(s) {', '.join(test_folds)}.",
         "dataset_description": f"Test fold(s): {', '.join(test_folds)}. Simulation ({size}, seed {seed}): "
                                f"{n_cells} cells. Training: B, myeloid and NK cell items of the train and valid "
                                f"compounds. HPA v20 blood: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol.",

@@ -68,7 +68,11 @@ def write_dataset(items: pd.DataFrame, graph: SignedGraph, basal: pd.DataFrame, 
     test = items[items["fold"].isin(list(test_folds))]
     ad.AnnData(obs=train[ITEM_KEYS + ["split", "label", "candidate_paths", "reference_paths", "n_reference_paths"]],
                uns=dict(uns)).write_h5ad(outputs["train"], compression="gzip")
-    ad.AnnData(obs=test[ITEM_KEYS + ["fold", "candidate_paths"]], uns=dict(uns)).write_h5ad(outputs["test"], compression="gzip")
+    # The test file carries no paths: the reference paths are the candidates that pass the label
+    # filter, so shipping the candidates would hand methods a superset of the answer's mechanism.
+    # A method derives the label-free candidates from the graph and the context itself
+    # (:func:`pertreasonqa_lib.reference_paths.candidate_triplets`).
+    ad.AnnData(obs=test[ITEM_KEYS + ["fold"]], uns=dict(uns)).write_h5ad(outputs["test"], compression="gzip")
     ad.AnnData(obs=test[ITEM_KEYS + ["fold", "label", "reference_paths", "n_reference_paths"]],
                uns=dict(uns)).write_h5ad(outputs["solution"], compression="gzip")
 

@@ -1,8 +1,20 @@
 """Mechanistic faithfulness of an answer's triplets (PertReasonQA, Kim et al. 2026, section 2.4).
 
-Edge recall, path connectivity and GO similarity (cosine of IDF-weighted GO BP profiles,
-:class:`GOProfiles`) of the predicted triplets against an item's reference paths, per item
-(:func:`faithfulness_table`), and the two failure modes of Table 3 (:func:`failure_modes`).
+Per item (:func:`faithfulness_table`), against the item's reference paths and the task's graph:
+
+- :func:`path_coverage` — the paper's headline faithfulness score, "the fraction of reference
+  paths correctly covered by the generated reasoning paths" (section 2.4), read at the level of
+  paths as defined: a reference path is covered when the triplets name every one of its signed
+  edges. The prediction is a mechanism, not a list: every triplet on a chain from the
+  perturbation to the effect gene must be a reference edge (a route the cell state or the outcome
+  rules out makes the mechanism wrong), so listing alternatives never pays;
+- :func:`edge_scores` — edge-level precision, recall and F1 (diagnostic: what the paper's column
+  name "edge recall" suggests);
+- :func:`path_connectivity` — every triplet an edge of the task's graph with a compatible sign,
+  and every triplet on an unbroken chain from the perturbation to the effect gene;
+- :func:`go_similarity` — cosine of IDF-weighted GO BP profiles (:class:`GOProfiles`);
+
+and the two failure modes of Table 3 (:func:`failure_modes`).
 """
 
 from __future__ import annotations
@@ -14,8 +26,13 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from pertreasonqa_lib.path_params import MAX_HOPS
 from pertreasonqa_lib.path_serialisation import paths_from_json, triplets_from_json
 from pertreasonqa_lib.prediction_files import aligned_prediction
+from pertreasonqa_lib.signed_graph import SignedGraph
+
+#: Faithfulness scores of :func:`faithfulness_table`, in the order the metric reports them.
+FAITHFULNESS_METRICS = ("path_coverage", "edge_precision", "edge_recall", "edge_f1", "path_connectivity", "go_similarity")
 
 
 def start_names(perturbation: str, perturbation_type: str) -> list[str]:
@@ -29,39 +46,185 @@ def _norm(gene: str) -> str:
     return str(gene).strip().upper()
 
 
-def edge_recall(predicted: Iterable[Sequence], reference_paths: Sequence[Sequence[Sequence]]) -> float:
-    """Fraction of the reference edges (union over reference paths) found in the predicted triplets.
+def _signed(triplets: Iterable[Sequence]) -> list[tuple[str, int, str]]:
+    """Distinct normalised ``(source, sign, target)`` triplets, in first-seen order."""
+    return list(dict.fromkeys((_norm(t[0]), int(t[1]), _norm(t[2])) for t in triplets))
 
-    A reference edge ``(u, s, v)`` is recovered when the prediction has ``(u, s, v)`` with the same
-    sign; a reference edge of unknown sign (0) is recovered by ``(u, *, v)`` with any sign. Gene
-    symbols are compared case-insensitively. NaN when there is no reference edge.
+
+def _edge_matches(predicted: tuple[str, int, str], reference: tuple[str, int, str]) -> bool:
+    """A predicted triplet recovers a reference edge: same pair, same sign (a reference of unknown sign 0: any)."""
+    return predicted[0] == reference[0] and predicted[2] == reference[2] and (reference[1] == 0 or predicted[1] == reference[1])
+
+
+def edge_scores(predicted: Iterable[Sequence], reference_paths: Sequence[Sequence[Sequence]]) -> tuple[float, float, float]:
+    """Edge-level precision, recall and F1 of the predicted triplets against the reference edges.
+
+    Reference edges are the distinct signed edges of the union of the reference paths. A predicted
+    triplet is correct when it recovers a reference edge (:func:`_edge_matches`: same pair and
+    sign; a reference edge of unknown sign is recovered by either sign). Gene symbols are compared
+    case-insensitively.
+
+    Returns
+    -------
+    precision, recall, f1
+        All NaN when there is no reference edge; precision and F1 are 0 for an empty prediction.
     """
-    ref = {(_norm(t[0]), int(t[1]), _norm(t[2])) for path in reference_paths for t in path}
+    ref = _signed(t for path in reference_paths for t in path)
     if not ref:
-        return float("nan")
-    pred = {(_norm(t[0]), int(t[1]), _norm(t[2])) for t in predicted}
-    pairs = {(u, v) for u, _, v in pred}
-    hit = sum(((u, v) in pairs) if s == 0 else ((u, s, v) in pred) for u, s, v in ref)
-    return hit / len(ref)
+        return float("nan"), float("nan"), float("nan")
+    pred = _signed(predicted)
+    recall = sum(any(_edge_matches(p, r) for p in pred) for r in ref) / len(ref)
+    precision = sum(any(_edge_matches(p, r) for r in ref) for p in pred) / len(pred) if pred else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+    return precision, recall, f1
 
 
-def path_connectivity(predicted: Iterable[Sequence], starts: Iterable[str], target: str) -> float:
-    """1.0 when the predicted triplets, read as directed edges, chain a start node to the target; else 0."""
-    adj: dict[str, set[str]] = {}
-    for t in predicted:
-        adj.setdefault(_norm(t[0]), set()).add(_norm(t[2]))
+def edge_recall(predicted: Iterable[Sequence], reference_paths: Sequence[Sequence[Sequence]]) -> float:
+    """Fraction of the reference edges (union over reference paths) recovered by the predicted triplets (:func:`edge_scores`)."""
+    return edge_scores(predicted, reference_paths)[1]
+
+
+def predicted_paths(predicted: Iterable[Sequence], starts: Iterable[str], target: str, max_hops: int = MAX_HOPS,
+                    limit: int | None = None) -> list[tuple[tuple[str, int, str], ...]]:
+    """The signed simple paths the triplets chain from a start node to the target, of at most ``max_hops`` edges.
+
+    A pair named with both signs gives two paths. Depth-first, in the order of the triplets;
+    stops once ``limit + 1`` paths are found (enough to tell that there are more than ``limit``).
+    """
+    out_edges: dict[str, list[tuple[str, int, str]]] = {}
+    for t in _signed(predicted):
+        out_edges.setdefault(t[0], []).append(t)
     goal = _norm(target)
-    frontier = [_norm(s) for s in starts]
-    seen = set(frontier)
+    found: list[tuple[tuple[str, int, str], ...]] = []
+    cap = None if limit is None else limit + 1
+
+    def walk(node: str, visited: set[str], path: list[tuple[str, int, str]]) -> bool:
+        for edge in out_edges.get(node, ()):
+            nxt = edge[2]
+            if nxt in visited:
+                continue
+            if nxt == goal:
+                found.append((*path, edge))
+                if cap is not None and len(found) >= cap:
+                    return True
+            elif len(path) + 1 < max_hops and walk(nxt, visited | {nxt}, [*path, edge]):
+                return True
+        return False
+
+    for start in dict.fromkeys(_norm(s) for s in starts):
+        if start != goal and walk(start, {start}, []):
+            break
+    return found
+
+
+def path_coverage(predicted: Iterable[Sequence], reference_paths: Sequence[Sequence[Sequence]], starts: Iterable[str],
+                  target: str) -> float:
+    """Fraction of the reference paths the prediction covers, path by path (section 2.4's faithfulness).
+
+    Parameters
+    ----------
+    predicted
+        The answer's triplets.
+    reference_paths
+        The item's reference paths (each a list of ``(source, sign, target, ...)``).
+    starts, target
+        Start nodes (:func:`start_names`) and effect gene.
+
+    Returns
+    -------
+    float
+        The share of reference paths covered: a reference path is covered when the triplets name
+        each of its edges with its sign (a reference edge of unknown sign matches either sign), so
+        the path is one of the chains the triplets form. 0 when the triplets chain nothing from a
+        start to the effect gene, or when a triplet on such a chain is no reference edge (the
+        mechanism asserts a route the cell state or the outcome rules out, or a wrong sign); NaN
+        without a reference path. Whenever every chain the answer names is made of reference
+        edges, this is the paper's fraction of reference paths covered.
+
+    Notes
+    -----
+    Why a wrong route voids the item: the reference paths are the label-free candidates that pass
+    the label filter, and the candidates follow from the graph and the cell context, which every
+    method has. If extra routes were only diluted, naming every graph path from p to g would cover
+    every reference path and score about ``n_reference / n_graph_paths``, above what a path drawn
+    at random from the graph scores (``1 / n_graph_paths``); with the rule, such a list scores
+    only where every edge of every graph path is a reference edge, and no more than chance on the
+    test resources. Triplets off every chain (dangling pieces) are left to path connectivity and
+    edge precision.
+    """
+    refs = [_signed(path) for path in reference_paths]
+    refs = [r for r in refs if r]
+    if not refs:
+        return float("nan")
+    trip = _signed(predicted)
+    forward: dict[str, set[str]] = {}
+    backward: dict[str, set[str]] = {}
+    for u, _, v in trip:
+        forward.setdefault(u, set()).add(v)
+        backward.setdefault(v, set()).add(u)
+    reached = _reach([_norm(s) for s in starts], forward)
+    reaching = _reach([_norm(target)], backward)
+    on_chain = [t for t in trip if t[0] in reached and t[2] in reaching]
+    if _norm(target) not in reached or not on_chain:
+        return 0.0
+    ref_edges = {t for r in refs for t in r}
+    if not all(any(_edge_matches(t, r) for r in ref_edges) for t in on_chain):
+        return 0.0
+    return sum(all(any(_edge_matches(t, e) for t in on_chain) for e in r) for r in refs) / len(refs)
+
+
+def graph_signs(graph: SignedGraph) -> dict[tuple[str, str], int]:
+    """``(source, target) -> sign`` of every edge of the graph, symbols normalised as the metrics compare them."""
+    return {(_norm(u), _norm(v)): int(s) for u, v, s in zip(graph.nodes[graph.src], graph.nodes[graph.dst], graph.sign)}
+
+
+def path_connectivity(predicted: Iterable[Sequence], starts: Iterable[str], target: str,
+                      edges: Mapping[tuple[str, str], int]) -> float:
+    """1.0 when the triplets form an unbroken, grounded chain from the perturbation to the effect gene, else 0.
+
+    Three conditions (section 2.4: "the generated intermediate nodes do not form a broken chain"):
+    every triplet is an edge of the task's graph with a compatible sign (the graph's sign, or any
+    sign where the graph's edge is ambiguous, 0: resolving it is the model's job, appendix C.1);
+    the triplets, read as directed edges, reach the effect gene from a start node; and every
+    triplet lies on such a chain (no disconnected or dangling piece).
+
+    Parameters
+    ----------
+    predicted
+        The answer's triplets.
+    starts, target
+        Start nodes (:func:`start_names`) and effect gene.
+    edges
+        :func:`graph_signs` of the task's graph.
+    """
+    trip = _signed(predicted)
+    if not trip:
+        return 0.0
+    for u, s, v in trip:
+        known = edges.get((u, v))
+        if known is None or (known != 0 and s != known):
+            return 0.0
+    forward: dict[str, set[str]] = {}
+    backward: dict[str, set[str]] = {}
+    for u, _, v in trip:
+        forward.setdefault(u, set()).add(v)
+        backward.setdefault(v, set()).add(u)
+    reached = _reach([_norm(s) for s in starts], forward)
+    reaching = _reach([_norm(target)], backward)
+    if _norm(target) not in reached:
+        return 0.0
+    return float(all(u in reached and v in reaching for u, _, v in trip))
+
+
+def _reach(seeds: Iterable[str], adjacency: Mapping[str, set[str]]) -> set[str]:
+    seen = set(seeds)
+    frontier = list(seen)
     while frontier:
-        node = frontier.pop()
-        if node == goal:
-            return 1.0
-        for nxt in adj.get(node, ()):
+        for nxt in adjacency.get(frontier.pop(), ()):
             if nxt not in seen:
                 seen.add(nxt)
                 frontier.append(nxt)
-    return 0.0
+    return seen
 
 
 def intermediate_genes(triplets: Iterable[Sequence], starts: Iterable[str], target: str) -> set[str]:
@@ -148,16 +311,18 @@ def go_similarity(predicted: Sequence[Sequence], reference_paths: Sequence[Seque
     return float(a @ b / (na * nb))
 
 
-def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame, go: GOProfiles | None = None,
-                       where: str = "prediction") -> pd.DataFrame:
+def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame, graph: SignedGraph,
+                       go: GOProfiles | None = None, where: str = "prediction") -> pd.DataFrame:
     """Per-item outcome and faithfulness scores of a prediction.
 
     Parameters
     ----------
     solution_obs
-        ``perturbation``, ``gene``, ``label``, ``reference_paths`` per item.
+        ``perturbation``, ``perturbation_type``, ``gene``, ``label``, ``reference_paths`` per item.
     prediction_obs
         ``answer`` and ``triplets`` per item (same index).
+    graph
+        The task's graph (the dataset's graph file): path connectivity checks the triplets against it.
     go
         GO profiles; without them ``go_similarity`` is NaN.
     where
@@ -167,22 +332,22 @@ def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame,
     -------
     pandas.DataFrame
         Indexed like the solution: ``correct`` (bool), ``has_reference`` (bool), and for items with
-        a reference path ``edge_recall``, ``path_connectivity``, ``go_similarity`` (NaN otherwise).
-        The start nodes of a perturbation are its genes (``A+B`` -> A and B), or the compound
-        (:func:`start_names`).
+        a reference path each of :data:`FAITHFULNESS_METRICS` (NaN otherwise). The start nodes of
+        a perturbation are its genes (``A+B`` -> A and B), or the compound (:func:`start_names`).
     """
     pred = aligned_prediction(solution_obs, prediction_obs, where)
     answers = pred["answer"].to_numpy()
+    edges = graph_signs(graph)
     rows = []
     for item, sol, ans, trip in zip(solution_obs.index, solution_obs.itertuples(index=False), answers, pred["triplets"].astype(str)):
         refs = paths_from_json(str(sol.reference_paths), f"solution reference_paths of {item}")
         triplets = triplets_from_json(trip, f"{where}: triplets of {item}")
         starts = start_names(str(sol.perturbation), str(getattr(sol, "perturbation_type", "")))
-        row = {"correct": ans == str(sol.label), "has_reference": bool(refs),
-               "edge_recall": np.nan, "path_connectivity": np.nan, "go_similarity": np.nan}
+        row = {"correct": ans == str(sol.label), "has_reference": bool(refs), **dict.fromkeys(FAITHFULNESS_METRICS, np.nan)}
         if refs:
-            row["edge_recall"] = edge_recall(triplets, refs)
-            row["path_connectivity"] = path_connectivity(triplets, starts, str(sol.gene))
+            row["path_coverage"] = path_coverage(triplets, refs, starts, str(sol.gene))
+            row["edge_precision"], row["edge_recall"], row["edge_f1"] = edge_scores(triplets, refs)
+            row["path_connectivity"] = path_connectivity(triplets, starts, str(sol.gene), edges)
             if go is not None:
                 row["go_similarity"] = go_similarity(triplets, refs, starts, str(sol.gene), go)
         rows.append(row)

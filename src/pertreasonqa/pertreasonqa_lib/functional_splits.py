@@ -36,6 +36,16 @@ from pertreasonqa_lib.signed_graph import SignedGraph
 
 #: The four test folds: ID/OOD cell x ID/OOD perturbation.
 FOLDS = ("id_cell_id_pert", "id_cell_ood_pert", "ood_cell_id_pert", "ood_cell_ood_pert")
+
+
+def fold_label(fold: str) -> str:
+    """Short reader-facing name of a test fold (``all`` or one of :data:`FOLDS`), e.g. ``OOD cell, ID pert``."""
+    if fold == "all":
+        return "all folds"
+    if fold not in FOLDS:
+        raise ValueError(f"unknown fold {fold!r}; expected 'all' or one of {', '.join(FOLDS)}")
+    cell, pert = fold.split("_cell_")
+    return f"{cell.upper()} cell, {pert.replace('_pert', '').upper()} pert"
 #: k of the functional k-means (B.1).
 N_CLUSTERS = 30
 #: Share of OOD genetic perturbations in Table 1.

@@ -21,7 +21,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pertreasonqa_lib.functional_splits import N_CLUSTERS, OOD_FRACTION, assign_splits, fold_of_items, functional_clusters
+from pertreasonqa_lib.functional_splits import (
+    N_CLUSTERS,
+    OOD_FRACTION,
+    assign_splits,
+    fold_label,
+    fold_of_items,
+    functional_clusters,
+)
 from pertsci import knowledge_graphs as kg
 
 #: PerturbQA file prefix of each cell line and whether it is in or out of distribution.
@@ -130,12 +137,15 @@ def dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], basal_sta
     basal_stats
         ``n_mapped`` and ``n_hpa_genes`` of the basal expression.
     """
+    n_filled = basal_stats.get("n_filled_K562")
+    filled = f"; {n_filled} further K562 genes from ENCODE RNA-seq (quantile-mapped to NX)" if n_filled else ""
     return {
         "dataset_id": dataset_id,
-        "dataset_name": f"PerturbQA CRISPRi K562/RPE1 ({fold})",
-        "dataset_summary": "PerturbQA CRISPRi outcomes of K562 (ID) and RPE1 (OOD) with cell-conditioned reference paths.",
+        "dataset_name": f"CRISPRi: {fold_label(fold)}",  # a short label (at most 30 characters)
+        "dataset_summary": f"PerturbQA CRISPRi outcomes of K562 (ID) and RPE1 (OOD) with cell-conditioned reference paths; test fold(s) {', '.join(test_folds)}.",
         "dataset_description": f"Test fold(s): {', '.join(test_folds)}. Training: K562 items of the train and valid "
-                               f"perturbations. HPA v20: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol.",
+                               f"perturbations. HPA v20: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol"
+                               f"{filled}.",
         "dataset_reference": "10.1016/j.cell.2022.05.013",
         "dataset_url": "https://github.com/genentech/PerturbQA",
         "dataset_organism": "homo_sapiens",

@@ -178,6 +178,23 @@ def search_items(items: pd.DataFrame, graph: SignedGraph, basal: pd.DataFrame, t
     return paths, feats
 
 
+def candidate_triplets(items: pd.DataFrame, graph: SignedGraph, basal: pd.DataFrame, thresholds: pd.DataFrame,
+                       params: PathParams = DEFAULT_PARAMS) -> list[list[list[tuple[str, int, str]]]]:
+    """Label-free candidate paths of items as triplets: what a method derives from the graph and the context.
+
+    The test file carries no paths; a method that wants the paper's cell-conditioned pathway
+    context runs the label-free search (steps 3-6) on its own inputs with this function.
+
+    Returns
+    -------
+    list
+        Per item (``items`` order), its candidate paths, each a list of ``(source, sign, target)``.
+    """
+    paths, _ = search_items(items, graph, basal, thresholds, params)
+    return [[[(str(graph.nodes[graph.src[e]]), int(graph.sign[e]), str(graph.nodes[graph.dst[e]])) for e in path]
+             for path in bag] for bag in paths]
+
+
 def reference_paths_for_items(items: pd.DataFrame, graph: SignedGraph, basal: pd.DataFrame, thresholds: pd.DataFrame,
                               params: PathParams = DEFAULT_PARAMS) -> pd.DataFrame:
     """Candidate and reference paths of labelled items (the whole B.2 pipeline).

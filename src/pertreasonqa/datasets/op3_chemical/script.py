@@ -45,7 +45,9 @@ items, graph = built["items"], genes_graph.with_drug_targets(built["targets"], c
 log.info("compounds per distribution and split:\n%s", built["splits"].groupby(["distribution", "split"]).size())
 basal, profile, basal_stats = load_blood_basal(data_dir)
 basal, profile = np.log1p(basal), np.log1p(profile)  # the pipeline's scale: log1p(NX)
-thresholds = cell_thresholds(items, basal, profile)  # every labelled item of each cell
+# tau_low from training labels only (train and valid folds); OOD cells read them at their own basal values.
+training = items[items["fold"].isin(["train", "valid"])]
+thresholds = cell_thresholds(training, basal, profile, cells=sorted(items["cell"].unique()))
 log.info("thresholds (NX): %s", np.expm1(thresholds[["tau_low", "tau_high"]]).round(2).to_dict("index"))
 
 # Candidate and reference paths from the compound through its targets (B.2.3), on the whole graph.

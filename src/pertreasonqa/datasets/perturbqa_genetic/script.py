@@ -37,7 +37,9 @@ graph = load_signed_graph(kg_dir)
 items, _ = genetic_items.genetic_items(graph.to_frame(), data_dir, n_clusters=par["n_clusters"], seed=par["seed"])
 basal, profile, basal_stats = load_basal_expression(data_dir)
 basal, profile = np.log1p(basal), np.log1p(profile)
-thresholds = cell_thresholds(items, basal, profile)  # every labelled item of each cell
+# tau_low from training labels only (train and valid folds); OOD cells read them at their own basal values.
+training = items[items["fold"].isin(["train", "valid"])]
+thresholds = cell_thresholds(training, basal, profile, cells=sorted(items["cell"].unique()))
 log.info("graph: %d genes, %d edges; thresholds (NX): %s", graph.n_nodes, graph.n_edges,
          np.expm1(thresholds[["tau_low", "tau_high"]]).round(2).to_dict("index"))
 

@@ -19,9 +19,9 @@ meta = {"resources_dir": "src/pertreasonqa", "name": "llm_zero_shot"}
 sys.path.append(meta["resources_dir"])
 from pertreasonqa_lib.cell_state import gene_states  # noqa: E402
 from pertreasonqa_lib.dataset_files import read_context, read_graph  # noqa: E402
-from pertreasonqa_lib.path_serialisation import paths_from_json  # noqa: E402
 from pertreasonqa_lib.prediction_files import write_prediction  # noqa: E402
 from pertreasonqa_lib.prompts import answer_with_llm, question_prompt  # noqa: E402
+from pertreasonqa_lib.reference_paths import candidate_triplets  # noqa: E402
 from pertreasonqa_lib.signed_graph import compound_targets  # noqa: E402
 
 if par["path_context"] not in ("cell_conditioned", "none"):
@@ -30,9 +30,13 @@ test = ad.read_h5ad(par["input_test"])
 basal, thresholds, _ = read_context(ad.read_h5ad(par["input_context"]))
 graph = read_graph(par["input_graph"])  # a compound's targets are named in its question
 
+# The paper's cell-conditioned pathway context: the label-free candidate paths, searched here (B.2.2-B.2.3).
+candidates = None
+if par["path_context"] == "cell_conditioned":
+    candidates = dict(zip(test.obs_names, candidate_triplets(test.obs, graph, basal, thresholds)))
 prompts = []
 for item in test.obs.itertuples():
-    paths = paths_from_json(str(item.candidate_paths)) if par["path_context"] == "cell_conditioned" else None
+    paths = candidates[item.Index] if candidates is not None else None
     genes = {item.perturbation, item.gene} | {g for p in (paths or []) for t in p for g in (t[0], t[2])}
     states = gene_states(genes, str(item.cell), basal, thresholds)
     prompts.append(question_prompt(str(item.cell), str(item.perturbation), str(item.perturbation_type),

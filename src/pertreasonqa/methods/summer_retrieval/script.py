@@ -21,9 +21,9 @@ sys.path.append(meta["resources_dir"])
 from neighbour_retrieval import Retriever, examples_text  # noqa: E402
 from pertreasonqa_lib.cell_state import gene_states  # noqa: E402
 from pertreasonqa_lib.dataset_files import read_context, read_gene_descriptions, read_graph  # noqa: E402
-from pertreasonqa_lib.path_serialisation import paths_from_json  # noqa: E402
 from pertreasonqa_lib.prediction_files import write_prediction  # noqa: E402
 from pertreasonqa_lib.prompts import answer_with_llm, question_prompt  # noqa: E402
+from pertreasonqa_lib.reference_paths import candidate_triplets  # noqa: E402
 from pertreasonqa_lib.signed_graph import compound_targets  # noqa: E402
 
 if par["path_context"] not in ("cell_conditioned", "none"):
@@ -37,10 +37,14 @@ retriever = Retriever(train, graph, k=par["n_neighbours"], per_group=par["per_gr
 retriever.prepare(set(test.obs["perturbation"].astype(str)), set(test.obs["gene"].astype(str)))
 
 # Each question carries the descriptions of p and g and the retrieved training outcomes, then the cell context.
+# The paper's cell-conditioned pathway context: the label-free candidate paths, searched here (B.2.2-B.2.3).
+candidates = None
+if par["path_context"] == "cell_conditioned":
+    candidates = dict(zip(test.obs_names, candidate_triplets(test.obs, graph, basal, thresholds)))
 prompts = []
 for item in test.obs.itertuples():
     p, g, cell = str(item.perturbation), str(item.gene), str(item.cell)
-    paths = paths_from_json(str(item.candidate_paths)) if par["path_context"] == "cell_conditioned" else None
+    paths = candidates[item.Index] if candidates is not None else None
     genes = {p, g} | {x for path in (paths or []) for t in path for x in (t[0], t[2])}
     extra = [f"Description of {x}: {descriptions[x][:400]}" for x in (p, g) if descriptions.get(x)]
     extra.append(examples_text(retriever.retrieve(p, g)))

@@ -6,7 +6,8 @@ import pandas as pd
 ## VIASH START
 par = {"input_solution": "resources_test/pertreasonqa/k562_rpe1_small/solution.h5ad",
        "input_prediction": "resources_test/pertreasonqa/k562_rpe1_small/prediction.h5ad",
-       "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad", "output": "score.h5ad"}
+       "input_context": "resources_test/pertreasonqa/k562_rpe1_small/context.h5ad",
+       "input_graph": "resources_test/pertreasonqa/k562_rpe1_small/graph.csv", "output": "score.h5ad"}
 meta = {"resources_dir": "src/pertreasonqa", "name": "balanced_accuracy"}
 ## VIASH END
 

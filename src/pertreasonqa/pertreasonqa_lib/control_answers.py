@@ -1,0 +1,128 @@
+"""Answers that model nothing: the random and adversarial controls of PertReasonQA.
+
+Each reads only what a method may read (training items, test questions, the graph): they show
+what a metric pays for chance, a list, an invented edge, a plausible-looking path or a copied one.
+
+- :func:`nearby_edges` — every graph edge on a walk of at most ``D_max`` edges from the
+  perturbation to the effect gene (a superset of the label-free candidate paths);
+- :func:`graph_paths` — the graph's signed simple paths from the perturbation to the effect gene
+  (the random control draws its mechanism among them);
+- :func:`shortest_hop_path` — the path with the fewest edges, ignoring the cell state;
+- :func:`nearest_training_items` — for each test item, the training item whose effect gene
+  matches and whose perturbation is nearest in the graph.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pandas as pd
+
+from pertreasonqa_lib.faithfulness import predicted_paths
+from pertreasonqa_lib.path_params import MAX_HOPS
+from pertreasonqa_lib.signed_graph import SignedGraph, hop_distances
+
+Triplet = tuple[str, int, str]
+
+
+def perturbation_nodes(graph: SignedGraph, perturbation: str) -> np.ndarray:
+    """Graph nodes where a perturbation's mechanism starts: the compound itself, or the genes of ``A+B`` (absent ones dropped)."""
+    names = [perturbation] if graph.drug_targets(perturbation) else str(perturbation).split("+")
+    idx = graph.nodes.get_indexer(names)
+    return idx[idx >= 0].astype(np.int64)
+
+
+def _triplets(graph: SignedGraph, edges) -> list[Triplet]:
+    return [(str(graph.nodes[graph.src[e]]), int(graph.sign[e]), str(graph.nodes[graph.dst[e]])) for e in edges]
+
+
+def nearby_edges(graph: SignedGraph, perturbation: str, gene: str, max_hops: int = MAX_HOPS) -> list[Triplet]:
+    """Every edge on some walk of at most ``max_hops`` edges from the perturbation to the gene, with its graph sign."""
+    starts = perturbation_nodes(graph, perturbation)
+    end = graph.nodes.get_indexer([gene])
+    if len(starts) == 0 or end[0] < 0:
+        return []
+    fwd = hop_distances(graph, starts, max_hops)
+    bwd = hop_distances(graph, end, max_hops, reverse=True)
+    return _triplets(graph, np.flatnonzero(fwd[graph.src] + 1 + bwd[graph.dst] <= max_hops))
+
+
+def graph_paths(graph: SignedGraph, perturbation: str, gene: str, max_hops: int = MAX_HOPS,
+                limit: int = 10_000) -> list[tuple[Triplet, ...]]:
+    """The graph's simple paths of at most ``max_hops`` edges from the perturbation to the gene (at most ``limit + 1``)."""
+    starts = [str(graph.nodes[i]) for i in perturbation_nodes(graph, perturbation)]
+    return predicted_paths(nearby_edges(graph, perturbation, gene, max_hops), starts, gene, max_hops, limit=limit)
+
+
+def shortest_hop_path(graph: SignedGraph, perturbation: str, gene: str, max_hops: int = MAX_HOPS) -> list[Triplet]:
+    """A path with the fewest edges (at most ``max_hops``) from the perturbation to the gene, or ``[]``.
+
+    Breadth-first over out-edges in edge order, so ties go to the edge listed first: no cell state,
+    no PageRank, no sign rule.
+    """
+    starts = perturbation_nodes(graph, perturbation)
+    end = graph.nodes.get_indexer([gene])[0]
+    if len(starts) == 0 or end < 0 or end in starts:
+        return []
+    out: dict[int, list[int]] = {}
+    for e in range(graph.n_edges):
+        out.setdefault(int(graph.src[e]), []).append(e)
+    entered: dict[int, int] = {int(s): -1 for s in starts}
+    depth = {int(s): 0 for s in starts}
+    queue = deque(int(s) for s in starts)
+    while queue:
+        node = queue.popleft()
+        if node == end:
+            break
+        if depth[node] == max_hops:
+            continue
+        for e in out.get(node, ()):
+            nxt = int(graph.dst[e])
+            if nxt not in entered:
+                entered[nxt], depth[nxt] = e, depth[node] + 1
+                queue.append(nxt)
+    if end not in entered:
+        return []
+    edges = []
+    node = end
+    while entered[node] >= 0:
+        edges.append(entered[node])
+        node = int(graph.src[entered[node]])
+    return _triplets(graph, reversed(edges))
+
+
+def nearest_training_items(train: pd.DataFrame, test: pd.DataFrame, graph: SignedGraph, max_hops: int = MAX_HOPS) -> pd.Series:
+    """For each test item, the training item to copy: same effect gene, perturbation nearest in the graph.
+
+    Among the training items of the test item's effect gene (all training items when the gene has
+    none), the one whose perturbation is fewest undirected hops from the test perturbation (capped
+    at ``max_hops + 1``); ties go to an item with a reference path, then to the first in the file.
+
+    Returns
+    -------
+    pandas.Series
+        Test item -> index of the chosen training item.
+    """
+    if train.empty:
+        raise ValueError("nearest_training_items: no training item to copy from")
+    has_ref = train["n_reference_paths"].to_numpy() > 0 if "n_reference_paths" in train.columns else np.zeros(len(train), bool)
+    by_gene = pd.Series(np.arange(len(train))).groupby(train["gene"].astype(str).to_numpy()).apply(np.asarray).to_dict()
+    everything = np.arange(len(train))
+    train_perts = train["perturbation"].astype(str).to_numpy()
+    distance_cache: dict[str, pd.Series] = {}
+    chosen = []
+    for pert, gene in zip(test["perturbation"].astype(str), test["gene"].astype(str)):
+        if pert not in distance_cache:
+            starts = perturbation_nodes(graph, pert)
+            dist = (hop_distances(graph, starts, max_hops, undirected=True) if len(starts)
+                    else np.full(graph.n_nodes, max_hops + 1))
+            distance_cache[pert] = pd.Series(dist, index=graph.nodes)
+        dist = distance_cache[pert]
+        rows = by_gene.get(gene, everything)
+        far = max_hops + 1
+        d = np.array([min((dist.get(n, far) for n in ([p] if graph.drug_targets(p) else p.split("+"))), default=far)
+                      for p in train_perts[rows]])
+        order = np.lexsort((np.arange(len(rows)), ~has_ref[rows], d))
+        chosen.append(train.index[rows[order[0]]])
+    return pd.Series(chosen, index=test.index)
