@@ -4,13 +4,12 @@
 - :func:`load_blood_basal`: the OP3 PBMC cell types, each the average of its HPA blood populations
   (the simulator's own baseline columns).
 
-Ensembl ids are mapped to symbols with the K562 genome-wide screen's map (:func:`hpa_profiles`),
-the only Ensembl-to-symbol map of the shared data: 8,163 of HPA's 19,670 genes map, and 4,306 of
-the graph's 9,186 genes get a value. K562 has a second basal profile keyed by symbol, ENCODE's
-RNA-seq (TPM): :func:`fill_from_symbol_table` puts its values on HPA's NX scale by quantile
-mapping over the genes both measure, and fills every K562 gene HPA leaves without a value (the
-graph's K562 coverage goes from 4,306 to about 8,600 genes). RPE1 and the blood cells have no
-symbol-keyed profile in the shared data; their unmapped genes stay unknown.
+Ensembl ids are mapped to symbols by PerturbQA's K562 screen map, then by HGNC's genome-wide
+table (:func:`pertsci.knowledge_graphs.genome_ensembl_to_symbol`): 19,329 of HPA's 19,670 genes
+map (8,163 with the K562 map alone, which left 4,306 of the graph's 9,186 genes with a value). K562
+has a second basal profile keyed by symbol, ENCODE's RNA-seq (TPM): :func:`fill_from_symbol_table`
+puts its values on HPA's NX scale by quantile mapping over the genes both measure, and fills every
+K562 gene HPA leaves without a value.
 """
 
 from __future__ import annotations
@@ -116,7 +115,7 @@ def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str 
     Returns
     -------
     by_symbol : pandas.DataFrame
-        Genes (symbols, via ``k562_gw_mapping_full.json``) x cells, NX values.
+        Genes (symbols: ``k562_gw_mapping_full.json``'s, else HGNC's approved symbol) x cells, NX values.
     all_genes : pandas.DataFrame
         Every HPA gene (Ensembl ids) x cells: the whole profile, for ``tau_high``.
     stats : dict
@@ -133,7 +132,8 @@ def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str 
         raise ValueError(f"{path}: duplicated GeneID rows")
     table = df.set_index("GeneID")
     all_genes = pd.DataFrame({cell: table[list(cols)].mean(axis=1) for cell, cols in columns.items()})
-    sym = df["GeneID"].map(kg.ensembl_to_symbol(base / "perturbqa" / "k562_gw_mapping_full.json"))
+    # PerturbQA's K562 map names the genes of the screens; HGNC's genome-wide table every other gene.
+    sym = df["GeneID"].map(kg.genome_ensembl_to_symbol(kg.ensembl_to_symbol(base / "perturbqa" / "k562_gw_mapping_full.json")))
     by_symbol = all_genes[sym.notna().to_numpy()].copy()
     by_symbol.index = pd.Index(sym.dropna().to_numpy(), name="gene")
     by_symbol = by_symbol[~by_symbol.index.duplicated()]

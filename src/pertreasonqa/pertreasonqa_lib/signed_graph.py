@@ -291,4 +291,8 @@ def restrict_graph(graph: SignedGraph, perturbations: Iterable[str], genes: Iter
         raise ValueError("restrict_graph: no perturbation or no gene is a node of the graph")
     fwd = hop_distances(graph, starts, max_hops)
     bwd = hop_distances(graph, ends, max_hops, reverse=True)
-    return graph.subgraph(fwd[graph.src] + 1 + bwd[graph.dst] <= max_hops)
+    on_walk = fwd[graph.src] + 1 + bwd[graph.dst] <= max_hops
+    # A compound keeps its drug-target edges even where no walk reaches an item's gene: what a
+    # compound targets is part of its question, not only of its answer.
+    own_targets = graph.drug_edge & np.isin(graph.src, starts)
+    return graph.subgraph(on_walk | own_targets)
