@@ -16,7 +16,8 @@ Two per-metric figures say how much a score can be trusted:
 
 - **gameability** (:func:`gameability_table`): the best scaled score of an adversarial control, an
   answer built to game the metric without modelling the biology. A metric is ``gameable`` on a
-  dataset when that exceeds the median scaled score of the real methods.
+  dataset when that exceeds the median scaled score of the real methods and 0 (the strongest
+  trivial answer).
 - **dynamic range** (:func:`dynamic_range_table`): the distance from the strongest negative control
   to a ceiling control (the best any method can do under the data's own noise), in standard errors
   of the metric.
@@ -292,7 +293,10 @@ def gameability_table(
 
     For every (dataset, metric) with an adversarial control scored on the strict scale, the
     gameability is the best adversarial scaled score; the metric is ``gameable`` there when it
-    exceeds the median scaled score of the real methods (``type: method``). With no real method
+    exceeds both the median scaled score of the real methods (``type: method``) and 0. An
+    adversarial answer at or below 0 does no better than the strongest negative control: the metric
+    gives it no credit beyond a trivial answer, so it games nothing, even where the methods score
+    below 0 too (that is a weak field, which the out-of-range flag reports). With no real method
     scored, ``gameable`` is ``None`` (nothing to compare with).
 
     Parameters
@@ -328,7 +332,7 @@ def gameability_table(
             "headline": headline_set is None or metric_id in headline_set,
             "adversarial_method_id": str(best["method_id"]), "gameability": float(best["scaled"]),
             "method_median": median, "n_methods": int(len(methods)),
-            "gameable": None if median is None else bool(float(best["scaled"]) > median),
+            "gameable": None if median is None else bool(float(best["scaled"]) > max(median, 0.0)),
         })
     return rows
 

@@ -166,6 +166,24 @@ def test_gameability_is_the_best_adversarial_against_the_median_method():
     assert gameable_headline_metrics({"gameability": table_}) == [("d", "acc")]
 
 
+
+def test_an_adversarial_answer_no_better_than_a_trivial_one_games_nothing():
+    from openpert.results.scoring import gameability_table
+
+    # Every method below the strongest negative control (a weak field): an adversarial answer tied
+    # with that control (scaled 0) is above the median method, yet the metric gives it no credit.
+    raw = table([("d", "pos", "acc", 1.0), ("d", "neg_a", "acc", 0.5), ("d", "adv", "acc", 0.5),
+                 ("d", "m1", "acc", 0.3), ("d", "m2", "acc", 0.4)])
+    scaled, _ = scale_scores(raw, ROLES, {"acc": True})
+    (row,) = gameability_table(scaled, ROLES, TYPES)
+    assert row["gameability"] == pytest.approx(0.0) and row["method_median"] < 0
+    assert row["gameable"] is False
+    # One step above the trivial answer, it games the metric.
+    raw.loc[raw["method_id"] == "adv", "raw"] = 0.55
+    scaled, _ = scale_scores(raw, ROLES, {"acc": True})
+    (row,) = gameability_table(scaled, ROLES, TYPES)
+    assert row["gameable"] is True
+
 def test_gameability_without_methods_is_undecided():
     from openpert.results.scoring import gameability_table
 
