@@ -31,9 +31,9 @@ cells.write_h5ad("resources_test/perturbation_effect/raw/gears_perturbseq.h5ad",
 PY
 
 openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yaml \
-  --dataset_id synthetic_simulation --n_genes 1200 --n_perturbations 60 --n_combinations 10 \
-  --n_programs 6 --program_min_size 6 --program_max_size 15 --cells_per_perturbation 30 \
-  --n_control_cells 300 --seed 0 --split simulation --shared_data "$SHARED" \
+  --dataset_id synthetic_simulation --n_genes 1200 --n_perturbations 150 --n_combinations 30 \
+  --n_programs 10 --program_min_size 8 --program_max_size 30 --cells_per_perturbation 60 \
+  --n_control_cells 600 --seed 0 --split simulation --shared_data "$SHARED" \
   --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad" \
   --output_gene_knowledge "$DS/gene_knowledge.parquet"
 
