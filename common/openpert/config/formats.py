@@ -57,6 +57,11 @@ import yaml
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
 SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long")
 H5AD_LIST_SLOTS = ("layers", "obs", "var", "obsm", "varm", "obsp", "varp", "uns")
+#: Longest label of a dataset, method or metric: labels head table columns and figure axes.
+LABEL_MAX = 30
+#: ``uns`` entries that are a dataset's label (its long text goes in ``dataset_summary`` and
+#: ``dataset_description``); a file that carries one longer than :data:`LABEL_MAX` is invalid.
+LABEL_SLOTS = ("dataset_name",)
 _MATRIX_SLOTS = {"X", "layers", "obsm", "varm", "obsp", "varp"}
 RELATIONS = ("equal", "same_set", "subset")
 
@@ -212,6 +217,10 @@ class FileFormat:
                         problems.append(f"required {where} is missing")
                     continue
                 problems.extend(_check_value(value, slot, where, matrix=group in _MATRIX_SLOTS))
+                if group == "uns" and slot.name in LABEL_SLOTS and isinstance(value, str) and len(value) > LABEL_MAX:
+                    problems.append(f"{where} is the dataset's label in tables and figures: {len(value)} characters "
+                                    f"({value!r}); at most {LABEL_MAX} (the long text goes in dataset_summary "
+                                    "or dataset_description)")
         return problems
 
     def _check_match(self, obj: Any, rule: MatchRule, other_path: Path) -> list[str]:

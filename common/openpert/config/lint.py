@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from openpert.config.formats import LABEL_MAX
 from openpert.config.viash import (
     COMPONENT_TYPES,
     CONTROL_ROLES,
@@ -21,7 +22,6 @@ from openpert.run.viash_block import BLOCK
 #: Length bounds of descriptive fields, as Open Problems' task template checks them. Labels are
 #: shorter than Open Problems' 50: they head the columns of the results website's overview and
 #: name the rows and axes of its figures (the report cuts longer ones with an ellipsis).
-LABEL_MAX = 30
 SUMMARY_MIN, SUMMARY_MAX = 15, 400
 DESCRIPTION_MIN = 30
 METRIC_KEYS = ("name", "label", "summary", "description", "min", "max", "maximize")

@@ -13,12 +13,10 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 import openpert
+from openpert.config.formats import LABEL_MAX  # longer labels are cut with an ellipsis, whole on hover
 
 SITE_NAME = "openpert results"
 
-#: Longest label shown in table headers and figures; longer ones are cut with an ellipsis and
-#: shown whole on hover (``openpert lint`` holds component and metric labels to this length).
-LABEL_MAX = 30
 
 
 def esc(value: Any) -> str:

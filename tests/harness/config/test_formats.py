@@ -158,3 +158,13 @@ def test_an_unreadable_file_of_a_shape_rule_is_a_problem_not_a_crash(tmp_path, c
     test.write_bytes(test.read_bytes()[:200])
     with pytest.raises(FormatError, match=r"shape rule obs_names ~ file_test:obs_names: cannot read .*test.h5ad"):
         fmt(PREDICTION).validate(path, context)
+
+
+def test_a_dataset_label_longer_than_a_table_header_is_invalid(tmp_path):
+    spec = {"type": "h5ad", "uns": [{"name": "dataset_id", "type": "string"}, {"name": "dataset_name", "type": "string"}]}
+    short = write_h5ad(tmp_path / "short.h5ad", None, uns={"dataset_id": "d", "dataset_name": "K562 DE"})
+    fmt(spec, "file_train").validate(short)
+    long_name = "K562 genome-wide: differential expression of gene clusters"
+    long = write_h5ad(tmp_path / "long.h5ad", None, uns={"dataset_id": "d", "dataset_name": long_name})
+    with pytest.raises(FormatError, match=r"long.h5ad.*uns\['dataset_name'\] is the dataset's label .*58 characters.*at most 30"):
+        fmt(spec, "file_train").validate(long)
