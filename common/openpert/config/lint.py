@@ -167,12 +167,13 @@ def dataset_label_problems(config: ComponentConfig) -> list[str]:
 
 
 def task_problems(task_dir: Path) -> list[str]:
-    """Problems of a task's ``api/task_info.yaml``: headline and diagnostic metrics must partition its metrics."""
+    """Problems of a task as a whole: headline and diagnostic metrics must partition its metrics, and
+    adversarial controls may only name its metrics as those they game."""
     from openpert.config.task import Task
 
     try:
         task = Task(task_dir)
-        return task.metric_partition_problems()
+        return task.metric_partition_problems() + task.adversarial_target_problems()
     except ConfigError as err:
         return [str(err)]
 

@@ -259,6 +259,29 @@ class Task:
                 problems.append(f"{where}: {key}: listed more than once: {', '.join(dupes)}")
         return problems
 
+    def adversarial_target_problems(self) -> list[str]:
+        """What is wrong with the ``info.games`` of the task's control methods.
+
+        Only adversarial controls declare the metrics they are built to game, and each must be a
+        metric id of the task. Each problem names the control's config.
+        """
+        ids = {m.get("name") for c in self.of_type("metric") for m in c.metrics if isinstance(m, dict)}
+        problems = []
+        for config in self.of_type("control_method", "method"):
+            try:
+                games = config.games
+            except ConfigError as err:
+                problems.append(str(err))
+                continue
+            if games is None:
+                continue
+            if config.control != "adversarial":
+                problems.append(f"{config.path}: info.games: only adversarial controls name the metrics they game")
+            unknown = sorted(set(games) - ids)
+            if unknown:
+                problems.append(f"{config.path}: info.games: {', '.join(unknown)}: not a metric id of the task")
+        return problems
+
     def of_type(self, *types: str) -> list[ComponentConfig]:
         return [c for c in self.components if c.type in types]
 

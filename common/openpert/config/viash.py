@@ -285,6 +285,25 @@ class ComponentConfig:
         return self.info.get("control")
 
     @property
+    def games(self) -> list[str] | None:
+        """``info.games`` of an adversarial control: the metric ids it is built to game.
+
+        Its scores count towards the gameability of those metrics only; ``None`` (not declared)
+        means every metric.
+
+        Raises
+        ------
+        ConfigError
+            When ``info.games`` is not a non-empty list of metric ids.
+        """
+        games = self.info.get("games")
+        if games is None:
+            return None
+        if not isinstance(games, list) or not games or not all(isinstance(g, str) and g for g in games):
+            raise ConfigError(f"{self.path}: info.games: expected a non-empty list of metric ids, got {games!r}")
+        return list(games)
+
+    @property
     def seeds(self) -> list[int]:
         """Seed replicates ``0..n-1`` of ``info.seeds: n``; empty for a component run once.
 

@@ -131,6 +131,7 @@ def _component_meta(config_path: str, params: dict, seeds: list | None = None) -
         "links": config.data.get("links") or {},
         "parameters": params,
         "seeds": list(seeds or []),
+        "games": config.games,
         "engines": config.engines,
         "config": _relative_config(config),
     }
@@ -226,7 +227,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods,
                                                headline=headline)
     method_types = {m["id"]: m["type"] for m in methods}
-    gameability = gameability_table(scaled, controls, method_types, headline)
+    gameability = gameability_table(scaled, controls, method_types, headline,
+                                    targets={m["id"]: m.get("games") for m in methods})
     dynamic_range = dynamic_range_table(averaged, scaled, controls, maximize,
                                         range_standard_errors(scaled, controls, items))
     flags += gameability_flags(gameability) + dynamic_range_flags(dynamic_range)

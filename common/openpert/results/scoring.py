@@ -288,6 +288,7 @@ def gameability_table(
     controls: Mapping[str, str | None],
     method_types: Mapping[str, str],
     headline: Iterable[str] | None = None,
+    targets: Mapping[str, Iterable[str] | None] | None = None,
 ) -> list[dict]:
     """How far an answer that games each metric gets, against the real methods.
 
@@ -309,6 +310,11 @@ def gameability_table(
         Method id -> ``type`` (``method`` or ``control_method``).
     headline
         Headline metric ids (``None``: every metric is headline).
+    targets
+        Adversarial control id -> the metric ids it is built to game (its ``info.games``; ``None``
+        or absent: every metric). A control counts only on its targets: one built to game path
+        metrics by copying a training item answers as a label prior does, which games no outcome
+        metric.
 
     Returns
     -------
@@ -319,9 +325,12 @@ def gameability_table(
     headline_set = None if headline is None else set(headline)
     role = scaled["method_id"].map(lambda m: controls.get(m))
     real = scaled["method_id"].map(lambda m: method_types.get(m) == "method") & role.isna()
+    aims = {m: set(games) if games is not None else None for m, games in (targets or {}).items()}
     rows = []
     for (dataset_id, metric_id), group in scaled.groupby(["dataset_id", "metric_id"], sort=True):
-        adversarial = group[(role.loc[group.index] == "adversarial") & group["scaled"].notna()]
+        elsewhere = [m for m, games in aims.items() if games is not None and metric_id not in games]
+        aimed = ~group["method_id"].isin(elsewhere)
+        adversarial = group[(role.loc[group.index] == "adversarial") & group["scaled"].notna() & aimed]
         if adversarial.empty:
             continue
         best = adversarial.loc[adversarial["scaled"].idxmax()]

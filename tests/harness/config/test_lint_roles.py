@@ -79,3 +79,16 @@ def test_a_partition_is_clean_and_reaches_project_lint(project_copy):
     info = project_copy / "src/tiny/api/task_info.yaml"
     info.write_text(info.read_text().replace("diagnostic_metrics: [mae]", "diagnostic_metrics: mae"))
     assert any("diagnostic_metrics: expected a list of metric ids" in p for p in project_problems(project_copy, []))
+
+
+def test_games_name_metrics_of_the_task_on_adversarial_controls_only(project_copy):
+    path = project_copy / ZEROS
+    task_dir = project_copy / "src/tiny"
+    path.write_text(path.read_text().replace("control: negative", "control: negative\n  games: [rmse]"))
+    assert f"{path}: info.games: only adversarial controls name the metrics they game" in task_problems(task_dir)
+    path.write_text(path.read_text().replace("control: negative", "control: adversarial").replace("[rmse]", "[rmse, bleu]"))
+    games = [p for p in task_problems(task_dir) if "info.games" in p]
+    assert games == [f"{path}: info.games: bleu: not a metric id of the task"]
+    path.write_text(path.read_text().replace("[rmse, bleu]", "[rmse]"))
+    assert [p for p in task_problems(task_dir) if "info.games" in p] == []
+    assert read_config(path).games == ["rmse"]

@@ -184,6 +184,17 @@ def test_an_adversarial_answer_no_better_than_a_trivial_one_games_nothing():
     (row,) = gameability_table(scaled, ROLES, TYPES)
     assert row["gameable"] is True
 
+
+def test_an_adversarial_control_counts_on_the_metrics_it_is_built_to_game():
+    from openpert.results.scoring import gameability_table
+
+    scaled = _gameable_fixture(0.5)  # beats the median method on acc, and games sim
+    # Declared to game sim only: its acc score is not an attack on acc.
+    rows = {r["metric_id"]: r for r in gameability_table(scaled, ROLES, TYPES, targets={"adv": ["sim"]})}
+    assert set(rows) == {"sim"} and rows["sim"]["gameable"] is True
+    rows = {r["metric_id"]: r for r in gameability_table(scaled, ROLES, TYPES, targets={"adv": None})}
+    assert rows["acc"]["gameable"] is True and rows["sim"]["gameable"] is True
+
 def test_gameability_without_methods_is_undecided():
     from openpert.results.scoring import gameability_table
 
