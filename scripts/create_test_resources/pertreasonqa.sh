@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Test resources of the pertreasonqa task, one folder per modality, each with all four test folds,
 # a prediction and a score of the reference-answer control:
-# - k562_rpe1_small: a small real subset of the PerturbQA CRISPRi items (3 perturbations per split
+# - k562_rpe1_small: a small real subset of the PerturbQA CRISPRi items (6 perturbations per split
 #   and fold, at most 20 items per perturbation and cell, items with candidate paths first);
 # - op3_chemical_small: compound items of a small simulation of the OP3 experiment (16 compounds,
 #   one plate per donor; 2 compounds per split and fold, at most 20 items per compound and cell).
@@ -37,7 +37,7 @@ make_dataset() {  # <folder> <dataset component> <arguments...>
 
 make_dataset k562_rpe1_small perturbqa_genetic \
   --dataset_id k562_rpe1_small --fold all --seed 0 \
-  --max_perturbations 3 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+  --max_perturbations 6 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
 
 make_dataset op3_chemical_small op3_chemical \
   --dataset_id op3_chemical_small --fold all --seed 0 \

@@ -134,15 +134,16 @@ def test_sign_propagation_answers_by_rules(hand, tmp_path):
     # 5 of 6 right: up recall 1/2 (G3 wrong), down 1, unchanged 1 -> BA 5/6; every reference item has its path
     assert s["balanced_accuracy"] == pytest.approx((0.5 + 1 + 1) / 3)
     assert s["edge_recall"] == 1.0 and s["path_connectivity"] == 1.0 and s["go_similarity"] == 1.0
-    assert s["path_coverage"] == 1.0 and s["edge_precision"] == 1.0
+    assert s["path_coverage_any_answer"] == 1.0 and s["edge_precision"] == 1.0
     assert s["wrong_answer_right_reason"] == pytest.approx(1 / 5)  # G3: right path, answer unchanged
+    assert s["path_coverage"] == pytest.approx(4 / 5)  # the headline does not pay G3's path: its answer is wrong
     assert s["right_answer_wrong_reason"] == 0.0
 
 
 def test_controls_on_hand_dataset(hand, tmp_path):
     folder, _ = hand
     ref = scores(run("control_methods/reference_answer", dataset_args(folder, True), tmp_path), folder)
-    assert ref == {"balanced_accuracy": 1.0, "path_coverage": 1.0, "edge_precision": 1.0, "edge_recall": 1.0, "edge_f1": 1.0,
+    assert ref == {"balanced_accuracy": 1.0, "path_coverage": 1.0, "path_coverage_any_answer": 1.0, "edge_precision": 1.0, "edge_recall": 1.0, "edge_f1": 1.0,
                    "path_connectivity": 1.0, "go_similarity": 1.0, "right_answer_wrong_reason": 0.0,
                    "wrong_answer_right_reason": 0.0}
     maj = ad.read_h5ad(run("control_methods/majority_per_gene", dataset_args(folder, True), tmp_path)).obs
@@ -175,6 +176,14 @@ def test_adversarial_controls_on_hand_dataset(hand, tmp_path):
     plausible = ad.read_h5ad(run("control_methods/unchanged_plausible_path", args, tmp_path)).obs
     assert json.loads(plausible.loc["K562|P|G2", "triplets"]) == [["P", 1, "B"], ["B", -1, "G2"]]
     assert set(plausible["answer"]) == {"unchanged"}
+    sol = ad.read_h5ad(folder / "solution.h5ad").obs
+    table = faithfulness_table(sol, plausible, read_graph(folder / "graph.csv"))
+    table = table[table["has_reference"]]
+    unchanged = sol.loc[table.index, "label"].eq("unchanged")
+    # its paths cover reference paths of up/down items too, but the headline pays them only where "unchanged" is right
+    assert (table.loc[~unchanged, "path_coverage_any_answer"] > 0).any()
+    assert (table.loc[~unchanged, "path_coverage"] == 0).all()
+    assert table.loc[unchanged, "path_coverage"].equals(table.loc[unchanged, "path_coverage_any_answer"])
     copied = ad.read_h5ad(run("control_methods/nearest_training_path", args, tmp_path)).obs
     # the training item of the same gene (perturbation Q): its label and its reference path, starting at Q
     assert json.loads(copied.loc["K562|P|G1", "triplets"]) == [["Q", 1, "A"], ["A", 1, "G1"]]
@@ -222,19 +231,27 @@ def test_controls_bracket_methods_on_test_resources(folder, tmp_path):
 
 @pytest.mark.parametrize("folder", [RESOURCES, CHEMICAL], ids=["genetic", "chemical"])
 def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, tmp_path):
-    """The headline faithfulness metric pays a list or an invented edge no more than chance."""
+    """Path coverage pays a list or an invented edge no more than a random path, and the headline pays no wrong answer.
+
+    The path rule is compared whatever the answer (the random control's answers are random, the
+    adversarial ones always "unchanged"); the headline then pays a path only with the right answer.
+    """
     if not (folder / "test.h5ad").is_file():
         pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
     args = dataset_args(folder, True)
-    random = np.mean([scores(run("control_methods/random_answer", {**args, "seed": k}, tmp_path / f"seed{k}"), folder)["path_coverage"]
-                      for k in range(5)])
+    random = np.mean([scores(run("control_methods/random_answer", {**args, "seed": k}, tmp_path / f"seed{k}"), folder)
+                      ["path_coverage_any_answer"] for k in range(5)])
     for control in ("all_nearby_edges", "invented_edge"):
         s = scores(run(f"control_methods/{control}", args, tmp_path), folder)
-        assert s["path_coverage"] <= random, (control, s["path_coverage"], random)
+        assert s["path_coverage_any_answer"] <= random, (control, s["path_coverage_any_answer"], random)
         assert s["edge_recall"] >= 0 and s["edge_precision"] <= 1
     listed = scores(tmp_path / "out" / "control_methods_all_nearby_edges" / "prediction.h5ad", folder)
     # what a recall-only score would have paid the list, and what precision takes back
     assert listed["edge_recall"] > 0.9 and listed["edge_precision"] < 0.9
+    # "unchanged" with the most plausible path: its paths for up/down items no longer count in the headline
+    plausible = scores(run("control_methods/unchanged_plausible_path", args, tmp_path), folder)
+    assert plausible["path_coverage"] < plausible["path_coverage_any_answer"]
+    assert plausible["wrong_answer_right_reason"] > 0  # the paths the headline refuses to pay
 
 
 # --- language-model methods against a local OpenAI-format server -----------------------------------

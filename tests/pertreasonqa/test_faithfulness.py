@@ -129,6 +129,25 @@ def test_faithfulness_of_a_chemical_mechanism_starts_at_the_compound():
     assert row["edge_precision"] == 1.0 and row["edge_f1"] == pytest.approx(2 / 3)
 
 
+def test_headline_path_coverage_pays_a_path_only_with_the_right_answer():
+    """'Unchanged' with the plausible path earns headline credit only on the items labelled unchanged (Table 3's quadrants)."""
+    path = [("P", 1, "A"), ("A", -1, "G")]
+    items = ["up", "down", "unchanged"]
+    solution = pd.DataFrame({"perturbation": "P", "perturbation_type": "CRISPRi", "gene": "G", "label": items,
+                             "reference_paths": json.dumps([path])}, index=items)
+    plausible = pd.DataFrame({"answer": "unchanged", "triplets": triplets_to_json(path)}, index=items)
+    graph = SignedGraph.from_frame(pd.DataFrame({"source": ["P", "A"], "target": ["A", "G"], "sign": [1, -1],
+                                                      "databases": ["OmniPath", "OmniPath"]}))
+    table = faithfulness_table(solution, plausible, graph)
+    assert table["path_coverage_any_answer"].tolist() == [1.0, 1.0, 1.0]
+    assert table["path_coverage"].tolist() == [0.0, 0.0, 1.0]
+    # a wrong path stays 0 even with the right answer
+    wrong = pd.DataFrame({"answer": items, "triplets": triplets_to_json([("P", 1, "G")])}, index=items)
+    assert faithfulness_table(solution, wrong, graph)["path_coverage"].tolist() == [0.0, 0.0, 0.0]
+    right = pd.DataFrame({"answer": items, "triplets": triplets_to_json(path)}, index=items)
+    assert faithfulness_table(solution, right, graph)["path_coverage"].tolist() == [1.0, 1.0, 1.0]
+
+
 def test_start_names_compound_or_genes():
     assert start_names("ABT-199 (GDC-0199)", "chemical") == ["ABT-199 (GDC-0199)"]
     assert start_names("A+B", "CRISPRi") == ["A", "B"]

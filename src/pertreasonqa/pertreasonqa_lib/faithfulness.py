@@ -2,12 +2,15 @@
 
 Per item (:func:`faithfulness_table`), against the item's reference paths and the task's graph:
 
-- :func:`path_coverage` — the paper's headline faithfulness score, "the fraction of reference
+- :func:`path_coverage` — the paper's faithfulness score, "the fraction of reference
   paths correctly covered by the generated reasoning paths" (section 2.4), read at the level of
   paths as defined: a reference path is covered when the triplets name every one of its signed
   edges. The prediction is a mechanism, not a list: every triplet on a chain from the
   perturbation to the effect gene must be a reference edge (a route the cell state or the outcome
-  rules out makes the mechanism wrong), so listing alternatives never pays;
+  rules out makes the mechanism wrong), so listing alternatives never pays. The task's headline
+  (``path_coverage`` of :func:`faithfulness_table`) counts it only on items answered right, the
+  "right answer, right reason" quadrant of section 4 / Table 3; the answer-blind value is kept as
+  ``path_coverage_any_answer``;
 - :func:`edge_scores` — edge-level precision, recall and F1 (diagnostic: what the paper's column
   name "edge recall" suggests);
 - :func:`path_connectivity` — every triplet an edge of the task's graph with a compatible sign,
@@ -32,7 +35,8 @@ from pertreasonqa_lib.prediction_files import aligned_prediction
 from pertreasonqa_lib.signed_graph import SignedGraph
 
 #: Faithfulness scores of :func:`faithfulness_table`, in the order the metric reports them.
-FAITHFULNESS_METRICS = ("path_coverage", "edge_precision", "edge_recall", "edge_f1", "path_connectivity", "go_similarity")
+FAITHFULNESS_METRICS = ("path_coverage", "path_coverage_any_answer", "edge_precision", "edge_recall", "edge_f1",
+                        "path_connectivity", "go_similarity")
 
 
 def start_names(perturbation: str, perturbation_type: str) -> list[str]:
@@ -334,6 +338,17 @@ def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame,
         Indexed like the solution: ``correct`` (bool), ``has_reference`` (bool), and for items with
         a reference path each of :data:`FAITHFULNESS_METRICS` (NaN otherwise). The start nodes of
         a perturbation are its genes (``A+B`` -> A and B), or the compound (:func:`start_names`).
+        ``path_coverage_any_answer`` is :func:`path_coverage` whatever the answer;
+        ``path_coverage`` is the same value on items answered right and 0 on the others.
+
+    Notes
+    -----
+    Why the headline needs the right answer: a reason supports an answer, and the reference paths
+    of an item are the paths that explain its label (the label filter, appendix B.2). A path given
+    for a wrong answer is the paper's "wrong answer, right reason" failure mode (section 4, Table
+    3), not a faithful mechanism; counting it would let an answer that never models the outcome
+    (always "unchanged", with the graph's most plausible path) collect faithfulness credit on
+    every item whose label is up or down. Only the "right answer, right reason" quadrant pays.
     """
     pred = aligned_prediction(solution_obs, prediction_obs, where)
     answers = pred["answer"].to_numpy()
@@ -345,7 +360,9 @@ def faithfulness_table(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame,
         starts = start_names(str(sol.perturbation), str(getattr(sol, "perturbation_type", "")))
         row = {"correct": ans == str(sol.label), "has_reference": bool(refs), **dict.fromkeys(FAITHFULNESS_METRICS, np.nan)}
         if refs:
-            row["path_coverage"] = path_coverage(triplets, refs, starts, str(sol.gene))
+            coverage = path_coverage(triplets, refs, starts, str(sol.gene))
+            row["path_coverage_any_answer"] = coverage
+            row["path_coverage"] = coverage if row["correct"] else 0.0
             row["edge_precision"], row["edge_recall"], row["edge_f1"] = edge_scores(triplets, refs)
             row["path_connectivity"] = path_connectivity(triplets, starts, str(sol.gene), edges)
             if go is not None:
