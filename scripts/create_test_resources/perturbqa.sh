@@ -3,7 +3,8 @@
 # ($OPENPERT_SHARED_DATA or ../shared/data) and the venv.
 #
 # raw/         a small subset of the published PerturbQA files and of the knowledge graphs, in their
-#              original layout (32 K562 perturbations, 40 downstream genes, 4 clusters per gse file),
+#              original layout (72 K562 perturbations, 60 downstream genes, 4 clusters per gse file;
+#              31 downstream genes with both classes among the de test pairs, so macro AUROC means something),
 #              plus a synthetic Perturb-seq screen in the Replogle layout for the label pipeline;
 # k562/        de items and annotated gene and perturbation clusters in one dataset, so that every
 #              method and metric meets both kinds of item in its component test (benchmark datasets
@@ -11,6 +12,7 @@
 # k562_dir/, k562_set_de/, perturbseq_de/   one subtask each (perturbseq_de: the label pipeline on
 #              the synthetic screen).
 # Each dataset folder also holds a prediction of the random_scores control and its AUROC score.
+# Test files of de/dir hold decoy pairs (every test perturbation as many items); solutions do not.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
@@ -36,9 +38,10 @@ genes = genes[genes["ensembl"].isin(baseline.index)].merge(baseline, left_on="en
 rng = np.random.default_rng(1)
 genes = genes[genes["relative_expression"] > 1e-5].sort_values("symbol")
 genes = genes.iloc[np.sort(rng.choice(len(genes), size=min(100, len(genes)), replace=False))].reset_index(drop=True)
-targets = sorted(rng.choice(genes["symbol"], size=12, replace=False))
+# 32 knockdowns, so that the label pipeline's split (a quarter) leaves 8 test perturbations to rank per gene.
+targets = sorted(rng.choice(genes["symbol"], size=32, replace=False))
 adata = synthetic_perturbseq(genes["ensembl"], genes["symbol"], genes["relative_expression"].to_numpy(),
-                             genes["expression_size"].to_numpy(), targets, n_cells=700, control_fraction=0.2,
+                             genes["expression_size"].to_numpy(), targets, n_cells=1800, control_fraction=0.2,
                              umis_per_cell=5000, seed=0)
 adata.write_h5ad("resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", compression="gzip")
 print(f"subset: {len(universe)} genes; synthetic screen {adata.shape}")

@@ -47,14 +47,28 @@ def test_controls_on_clusters(tmp_path):
     truth = run_method("ground_truth", "k562", tmp_path, kind="control_methods")
     rand = run_method("random_scores", "k562", tmp_path, kind="control_methods")
     solution = ad.read_h5ad(RESOURCES / "k562" / "solution.h5ad").obs
-    clusters = solution["subtask"].str.startswith("gse")
+    clusters = solution.index[solution["subtask"].str.startswith("gse")]
     assert (truth.obs.loc[clusters, "text"] == solution.loc[clusters, "annotation"]).all()
     # The negative control describes every cluster with another cluster's annotation.
     assert (rand.obs.loc[clusters, "text"] != "").all()
     for subtask in ("gse_gene", "gse_pert"):
-        rows = solution["subtask"] == subtask
+        rows = solution.index[solution["subtask"] == subtask]
         assert sorted(rand.obs.loc[rows, "text"]) == sorted(solution.loc[rows, "annotation"])
-        assert (rand.obs.loc[rows, "text"] != solution.loc[rows, "annotation"]).sum() >= rows.sum() - 1
+        assert (rand.obs.loc[rows, "text"] != solution.loc[rows, "annotation"]).sum() >= len(rows) - 1
+
+
+def test_controls_score_the_decoy_pairs(tmp_path):
+    test = ad.read_h5ad(RESOURCES / "k562" / "test.h5ad")
+    solution = ad.read_h5ad(RESOURCES / "k562" / "solution.h5ad").obs
+    pairs = test.obs.index[test.obs["subtask"] == "de"]
+    decoys = pairs.difference(solution.index)
+    assert len(decoys) == test.uns["n_decoy_items"] > 0
+    truth = run_method("ground_truth", "k562", tmp_path, kind="control_methods")
+    labelled = pairs.intersection(solution.index)
+    assert (truth.obs.loc[labelled, "score"] == solution.loc[labelled, "label"]).all()
+    assert (truth.obs.loc[decoys, "score"] == 0).all()
+    rand = run_method("random_scores", "k562", tmp_path, kind="control_methods")
+    assert np.isfinite(rand.obs.loc[pairs, "score"]).all()
 
 
 def test_ora_describes_clusters_only(tmp_path):
@@ -81,9 +95,13 @@ def test_adversarial_controls(tmp_path):
     # Constant within a downstream gene: it knows nothing of the perturbation.
     assert (prevalence.obs.loc[pairs, "score"].groupby(test.loc[pairs, "gene"].astype(str)).nunique() == 1).all()
     share = run_method("perturbation_prevalence", "k562", tmp_path, kind="control_methods")
-    perts = test.loc[pairs, "pert"].astype(str)
-    counts = perts.map(perts.value_counts()).astype(float)
-    np.testing.assert_allclose(share.obs.loc[pairs, "score"], counts / counts.max())
+    # Decoys give every test perturbation as many items: the count carries nothing.
+    assert (share.obs.loc[pairs, "score"] == 1.0).all()
+    composition = run_method("item_composition", "k562", tmp_path, kind="control_methods")
+    # Constant within a perturbation: it knows nothing of the downstream gene.
+    scores = composition.obs.loc[pairs, "score"]
+    assert np.isfinite(scores).all() and (scores.groupby(test.loc[pairs, "pert"].astype(str)).nunique() == 1).all()
+    assert scores.nunique() > 1 and np.isnan(composition.obs.loc[~pairs, "score"]).all()
     assert np.isnan(share.obs.loc[~pairs, "score"]).all()
     members = run_method("member_list", "k562", tmp_path, kind="control_methods")
     clusters = ~pairs

@@ -38,7 +38,8 @@ def test_dataset_round_trip(tmp_path, dataset):
     pd.testing.assert_frame_equal(train.obs[["pert", "gene", "response"]], dataset["train"], check_names=False)
     assert train.uns["sets"] == {"S1": ["x", "y"]} and list(test.obs_names) == list(dataset["test"].index)
     assert test.uns["subtask"] == "de" and "dataset_description" not in test.uns  # the test file keeps the short uns
-    assert ad.read_h5ad(paths["solution"]).obs["label"].tolist() == [1.0, 0.0]
+    # Items are sorted by pair (C:S1 before C:x); one test perturbation, so no decoy.
+    assert ad.read_h5ad(paths["solution"]).obs["label"].tolist() == [0.0, 1.0] and test.uns["n_decoy_items"] == 0
     pd.testing.assert_frame_equal(pd.read_parquet(paths["kg_edges"]), edges)
     assert set_members(None) == {}
 

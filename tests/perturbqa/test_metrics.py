@@ -67,3 +67,25 @@ def test_auroc_not_applicable_and_partial_scores(tmp_path):
     assert list(score.uns["metric_values"]) == [0.5, 0.75]
     with pytest.raises(AssertionError, match="have no score"):
         run_auroc(tmp_path / "c", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series([0.9, np.nan, 0.2, 0.8], index=sol.index))
+
+
+def test_auroc_ignores_items_the_solution_lacks(tmp_path):
+    """Decoy pairs of the test file are scored by the method but never by the metric."""
+    sol = pd.DataFrame({"subtask": "de", "pert": ["A", "B", "C", "D"], "gene": ["x", "x", "y", "y"],
+                        "label": [1.0, 0.0, 1.0, 0.0], "annotation": ""}, index=[f"de:{p}" for p in "ABCD"])
+    uns = {"dataset_id": "t", "subtask": "de"}
+    (tmp_path / "plain").mkdir()
+    plain = run_auroc(tmp_path / "plain", sol, uns, pd.Series([0.9, 0.1, 0.2, 0.8], index=sol.index))
+    test = pd.concat([sol, pd.DataFrame({"subtask": "de", "pert": ["A", "C"], "gene": ["y", "x"]},
+                                        index=["de:A:y", "de:C:x"])])
+    sol_path, pred_path = tmp_path / "solution.h5ad", tmp_path / "prediction.h5ad"
+    ad.AnnData(obs=sol, uns=uns).write_h5ad(sol_path)
+    scores = pd.Series([0.9, 0.1, 0.2, 0.8, 100.0, -100.0], index=test.index)  # extreme decoy scores
+    ad.AnnData(obs=prediction_frame(test, scores), uns={"dataset_id": "t", "method_id": "m"}).write_h5ad(pred_path)
+    config = read_config(ROOT / "src/perturbqa/metrics/auroc/config.vsh.yaml")
+    result = run_component(config, {"input_solution": sol_path, "input_prediction": pred_path, "output": tmp_path / "score.h5ad"},
+                           work_dir=tmp_path / "work")
+    assert result.succeeded, result.log.read_text()
+    padded = ad.read_h5ad(tmp_path / "score.h5ad")
+    np.testing.assert_array_equal(padded.uns["metric_values"], plain.uns["metric_values"])
+    assert padded.uns["metric_values"][0] == pytest.approx(0.5)  # x: 1.0, y: 0.0

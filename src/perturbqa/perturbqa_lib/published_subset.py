@@ -13,8 +13,8 @@ from perturbqa_lib.published_labels import read_label_csv, read_set_mapping
 __all__ = ["subsample_published"]
 
 
-def subsample_published(data_dir: str | Path, kg_dir: str | Path, out: str | Path, *, n_train_perts: int = 24,
-                        n_test_perts: int = 8, n_genes: int = 40, n_clusters: int = 4, max_members: int = 5,
+def subsample_published(data_dir: str | Path, kg_dir: str | Path, out: str | Path, *, n_train_perts: int = 48,
+                        n_test_perts: int = 24, n_genes: int = 60, n_clusters: int = 4, max_members: int = 5,
                         seed: int = 0) -> list[str]:
     """Write a small subset of the published PerturbQA files and knowledge graphs, same layout.
 
@@ -22,7 +22,9 @@ def subsample_published(data_dir: str | Path, kg_dir: str | Path, out: str | Pat
     ``out/knowledge_graphs`` so that the loaders read them as they read the originals. The K562
     pairs (and the K562-set pairs) of a sample of perturbations are kept for the downstream genes
     with the most positive labels among them; gene-set clusters and downstream sets keep at most
-    ``max_members`` members; the knowledge graphs keep the genes involved.
+    ``max_members`` members; the knowledge graphs keep the genes involved. The defaults give macro
+    AUROC a few dozen downstream genes with both classes among the test pairs (31 for de, 11 for
+    dir), enough for the headline to rank methods, while every job stays a few seconds.
 
     Returns
     -------

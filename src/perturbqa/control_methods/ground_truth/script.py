@@ -14,7 +14,10 @@ sys.path.append(meta["resources_dir"])
 from perturbqa_lib.dataset_files import write_prediction  # noqa: E402
 
 test = ad.read_h5ad(par["input_test"])
-solution = ad.read_h5ad(par["input_solution"])[test.obs_names]
-pairs = solution.obs["subtask"].isin(["de", "dir"])
+solution = ad.read_h5ad(par["input_solution"]).obs
+pairs = solution["subtask"].isin(["de", "dir"])
+# Decoy pairs of the test file (unlabelled, not in the solution, never scored) get the lowest score, 0.
+test_pairs = test.obs.index[test.obs["subtask"].isin(["de", "dir"])]
+scores = solution.loc[pairs, "label"].reindex(test_pairs).fillna(0.0)
 write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"],
-                 scores=solution.obs.loc[pairs, "label"], texts=solution.obs.loc[~pairs, "annotation"])
+                 scores=scores, texts=solution.loc[~pairs, "annotation"])

@@ -17,11 +17,13 @@ from perturbqa_lib.dataset_files import write_prediction  # noqa: E402
 
 rng = np.random.default_rng(par["seed"])
 test = ad.read_h5ad(par["input_test"])
-solution = ad.read_h5ad(par["input_solution"])[test.obs_names].obs
-pairs = solution["subtask"].isin(["de", "dir"])
-scores = pd.Series(rng.random(int(pairs.sum())), index=solution.index[pairs])
+solution = ad.read_h5ad(par["input_solution"]).obs
+# Every pair item of the test file, decoys included, gets a score; clusters take the solution's annotations.
+test_pairs = test.obs.index[test.obs["subtask"].isin(["de", "dir"])]
+scores = pd.Series(rng.random(len(test_pairs)), index=test_pairs)
+clusters = solution[~solution["subtask"].isin(["de", "dir"])]
 texts = {}
-for _, group in solution[~pairs].groupby("subtask"):
+for _, group in clusters.groupby("subtask"):
     # A random cyclic shift of a random order: no cluster keeps its own annotation.
     order = rng.permutation(len(group))
     shifted = np.roll(order, 1) if len(group) > 1 else order

@@ -10,6 +10,7 @@ par = {
     "manifest": None,
     "subtasks": "de,gse_gene,gse_pert",
     "dataset_id": "k562",
+    "seed": 0,
     "output_train": "train.h5ad",
     "output_test": "test.h5ad",
     "output_solution": "solution.h5ad",
@@ -47,7 +48,7 @@ manifest_path = par["manifest"] or find_screen_manifest(par["screen"], data_dir,
 manifest = read_screen_manifest(manifest_path)
 print(f"screen {par['screen']}: manifest {manifest_path}")
 
-dataset = perturbqa_dataset(data_dir, manifest, subtasks, par["dataset_id"])
+dataset = perturbqa_dataset(data_dir, manifest, subtasks, par["dataset_id"], seed=par["seed"])
 # HuRI names genes by Ensembl id: every human gene through HGNC, named as the screen names them.
 in_use = set(dataset["train"]["pert"]) | set(dataset["train"]["gene"]) | set(dataset["test"]["pert"]) \
     | set(dataset["test"]["gene"]) | set(dataset["sets"]["gene"])
@@ -58,6 +59,7 @@ write_dataset(dataset, edges, descriptions, train=par["output_train"], test=par[
               gene_descriptions=par["output_gene_descriptions"])
 huri = edges[edges["database"] == "HuRI"]
 on_screen = huri["source"].isin(in_use) & huri["target"].isin(in_use)
-print(f"{par['dataset_id']}: {len(dataset['train'])} training pairs, {len(dataset['test'])} test items, "
+print(f"{par['dataset_id']}: {len(dataset['train'])} training pairs, {len(dataset['test'])} test items "
+      f"({dataset['uns']['n_decoy_items']} decoys), "
       f"{len(edges)} edges ({len(huri)} HuRI, {int(on_screen.sum())} between genes of the screen), "
       f"{len(descriptions)} gene descriptions")
