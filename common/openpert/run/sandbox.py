@@ -108,6 +108,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
@@ -449,10 +450,17 @@ def _python_files(config: ComponentConfig) -> list[Path]:
     return files
 
 
+#: CPython 3.11's AST constructor is not safe across threads (it fails with "AST constructor
+#: recursion depth mismatch"); the local engine starts jobs from several threads.
+_AST_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
 def _imports_embedding_module(source: str) -> bool:
     """Whether Python source imports one of :data:`EMBEDDING_MODULES` (``import``, ``from ... import``)."""
     try:
-        tree = ast.parse(source)
+        with _AST_LOCK:
+            tree = ast.parse(source)
     except SyntaxError:
         return False  # the job will fail on it; it embeds nothing
     for node in ast.walk(tree):
