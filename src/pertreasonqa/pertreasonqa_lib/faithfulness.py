@@ -161,13 +161,7 @@ def path_coverage(predicted: Iterable[Sequence], reference_paths: Sequence[Seque
     if not refs:
         return float("nan")
     trip = _signed(predicted)
-    forward: dict[str, set[str]] = {}
-    backward: dict[str, set[str]] = {}
-    for u, _, v in trip:
-        forward.setdefault(u, set()).add(v)
-        backward.setdefault(v, set()).add(u)
-    reached = _reach([_norm(s) for s in starts], forward)
-    reaching = _reach([_norm(target)], backward)
+    reached, reaching = _chain_reach(trip, starts, target)
     on_chain = [t for t in trip if t[0] in reached and t[2] in reaching]
     if _norm(target) not in reached or not on_chain:
         return 0.0
@@ -208,16 +202,20 @@ def path_connectivity(predicted: Iterable[Sequence], starts: Iterable[str], targ
         known = edges.get((u, v))
         if known is None or (known != 0 and s != known):
             return 0.0
+    reached, reaching = _chain_reach(trip, starts, target)
+    if _norm(target) not in reached:
+        return 0.0
+    return float(all(u in reached and v in reaching for u, _, v in trip))
+
+
+def _chain_reach(trip: Iterable[Sequence], starts: Iterable[str], target: str) -> tuple[set[str], set[str]]:
+    """Nodes the triplets reach from the start nodes, and nodes from which they reach the target."""
     forward: dict[str, set[str]] = {}
     backward: dict[str, set[str]] = {}
     for u, _, v in trip:
         forward.setdefault(u, set()).add(v)
         backward.setdefault(v, set()).add(u)
-    reached = _reach([_norm(s) for s in starts], forward)
-    reaching = _reach([_norm(target)], backward)
-    if _norm(target) not in reached:
-        return 0.0
-    return float(all(u in reached and v in reaching for u, _, v in trip))
+    return _reach([_norm(s) for s in starts], forward), _reach([_norm(target)], backward)
 
 
 def _reach(seeds: Iterable[str], adjacency: Mapping[str, set[str]]) -> set[str]:
