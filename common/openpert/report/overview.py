@@ -100,7 +100,9 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
         did = str(d.get("dataset_id"))
         tip = plain_text(d.get("dataset_summary")) or None
         cols.append(_Column("Datasets", did, label_span(results.dataset_label(did), tip), "dataset"))
-    for m in results.metrics:
+    # The overview shows what the scores are made of: the headline metrics. Diagnostic metrics are
+    # in each dataset's table (a dozen more columns would push the overview off a desktop screen).
+    for m in [m for m in results.metrics if results.is_headline(m.get("id"))] or results.metrics:
         maximize = m.get("maximize", True) is not False
         arrow = "↑" if maximize else "↓"
         direction = "higher is better" if maximize else "lower is better"
@@ -319,14 +321,13 @@ def _legend(has_tests: bool) -> str:
         '<span class="legend-item"><span class="swatch failed" aria-hidden="true"></span> failed</span>'
         '<span class="legend-item"><span class="swatch partial" aria-hidden="true"></span> includes a failed job</span>'
         f'<span class="legend-item"><span class="swatch none" aria-hidden="true">{MISSING}</span> no value</span>'
-        '<span class="legend-item"><span class="tag tag-diagnostic tag-mark" aria-hidden="true">○</span> diagnostic '
-        "metric (not in the scores)</span>"
         '<span class="legend-item"><span class="tag tag-gameable tag-mark" aria-hidden="true">⚠</span> gameable: an '
         "adversarial control beats the median method</span>"
     )
     text = (
-        "Dataset scores are the mean over headline metrics; metric scores the mean over datasets; the overall score "
-        "the mean over datasets. Failed jobs count as 0. Hover a cell for details."
+        "Dataset scores are the mean over the headline metrics shown; metric scores the mean over datasets; the "
+        "overall score the mean over datasets. Diagnostic metrics are in each dataset's table. Failed jobs count as 0. "
+        "Hover a cell for details."
     )
     if has_tests:
         text += (
