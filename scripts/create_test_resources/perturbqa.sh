@@ -12,7 +12,7 @@
 # k562_dir/, k562_set_de/, perturbseq_de/   one subtask each (perturbseq_de: the label pipeline on
 #              the synthetic screen).
 # Each dataset folder also holds a prediction of the random_scores control and its AUROC score.
-# Test files of de/dir hold decoy pairs (every test perturbation as many items); solutions do not.
+# Test files of de/dir cross every test perturbation with every scored gene (unlabelled decoys included); solutions do not hold the decoys.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"

@@ -95,13 +95,13 @@ def test_adversarial_controls(tmp_path):
     # Constant within a downstream gene: it knows nothing of the perturbation.
     assert (prevalence.obs.loc[pairs, "score"].groupby(test.loc[pairs, "gene"].astype(str)).nunique() == 1).all()
     share = run_method("perturbation_prevalence", "k562", tmp_path, kind="control_methods")
-    # Decoys give every test perturbation as many items: the count carries nothing.
+    # The test file crosses every test perturbation with the same genes: the count carries nothing ...
     assert (share.obs.loc[pairs, "score"] == 1.0).all()
     composition = run_method("item_composition", "k562", tmp_path, kind="control_methods")
-    # Constant within a perturbation: it knows nothing of the downstream gene.
+    # ... nor which genes a perturbation's items name: one value for every pair.
     scores = composition.obs.loc[pairs, "score"]
-    assert np.isfinite(scores).all() and (scores.groupby(test.loc[pairs, "pert"].astype(str)).nunique() == 1).all()
-    assert scores.nunique() > 1 and np.isnan(composition.obs.loc[~pairs, "score"]).all()
+    assert np.isfinite(scores).all() and scores.nunique() == 1
+    assert np.isnan(composition.obs.loc[~pairs, "score"]).all()
     assert np.isnan(share.obs.loc[~pairs, "score"]).all()
     members = run_method("member_list", "k562", tmp_path, kind="control_methods")
     clusters = ~pairs

@@ -12,8 +12,8 @@ from perturbqa_lib.dataset_assembly import (
     MAX_DATASET_LABEL,
     dataset_from_responses,
     dataset_label,
-    pad_with_decoys,
     perturbqa_dataset,
+    scored_cross,
     screen_metadata,
 )
 from perturbqa_lib.screen_manifest import read_screen_manifest
@@ -29,19 +29,32 @@ def screen(name):
 
 
 def responses():
-    return pd.DataFrame({"pert": ["A", "A", "B", "C", "C"], "gene": ["x", "y", "x", "x", "y"],
-                         "split": ["train", "train", "train", "test", "test"],
-                         "response": ["up", "unchanged", "down", "up", "unchanged"]})
+    """Two training perturbations; test perturbations C, D (x, y, z each) and E (y only)."""
+    test = [("C", "x", "up"), ("C", "y", "unchanged"), ("C", "z", "down"), ("D", "x", "down"), ("D", "y", "up"),
+            ("D", "z", "unchanged"), ("E", "y", "unchanged")]
+    return pd.DataFrame([("A", "x", "train", "up"), ("A", "y", "train", "unchanged"), ("B", "x", "train", "down")]
+                        + [(p, g, "test", r) for p, g, r in test], columns=["pert", "gene", "split", "response"])
 
 
 def test_dataset_never_mixes_de_and_dir():
     with pytest.raises(ValueError, match="cannot share"):
         dataset_from_responses(responses(), ["de", "dir"], {"dataset_id": "t"})
+    # dir: only x is up for one test perturbation and down for another; y (up once) and z (down
+    # once) cannot be scored and are left out.
     ds = dataset_from_responses(responses(), ["dir"], {"dataset_id": "t"})
-    assert list(ds["test"].index) == ["dir:C:x"] and ds["solution"]["label"].tolist() == [1.0]
+    assert list(ds["test"].index) == ["dir:C:x", "dir:D:x"] and ds["solution"]["label"].tolist() == [1.0, 0.0]
     assert list(ds["train"].index) == ["A:x", "A:y", "B:x"] and ds["uns"]["subtask"] == "dir"
+    assert ds["uns"]["n_decoy_items"] == 0 and ds["uns"]["n_unscored_pairs"] == 2
+    # de: x is DE for both C and D (one class: left out); y and z have both classes. Every test
+    # perturbation gets y and z, so E gets an unlabelled z.
     ds = dataset_from_responses(responses(), ["de"], {"dataset_id": "t"})
-    assert ds["solution"]["label"].tolist() == [1.0, 0.0] and "2 test items (de)" in ds["uns"]["dataset_description"]
+    assert list(ds["test"].index) == ["de:C:y", "de:C:z", "de:D:y", "de:D:z", "de:E:y", "de:E:z"]
+    assert list(ds["solution"].index) == ["de:C:y", "de:C:z", "de:D:y", "de:D:z", "de:E:y"]
+    assert ds["solution"]["label"].tolist() == [0.0, 1.0, 1.0, 0.0, 0.0]
+    assert ds["uns"]["n_decoy_items"] == 1 and ds["uns"]["n_unscored_pairs"] == 2
+    description = ds["uns"]["dataset_description"]
+    assert "6 test items (de), every test perturbation with every gene macro AUROC scores, 1 of them unlabelled" in description
+    assert "2 labelled test pairs of genes with one class only" in description
 
 
 def test_clusters_need_annotations_and_the_k562_screen():
@@ -77,6 +90,9 @@ def test_a_subtask_without_items_is_an_error_naming_the_file():
                                sources={"gse_gene": "gse.json"})
     with pytest.raises(ValueError, match="screen.h5ad: no training pairs"):
         dataset_from_responses(responses().assign(split="test"), ["de"], {"dataset_id": "t"}, sources={"de": "screen.h5ad"})
+    one_class = responses().query("split == 'train' or pert == 'C'")  # C alone: every gene has one class
+    with pytest.raises(ValueError, match=r"k562-de\.csv: no downstream gene of subtask de has both labels"):
+        dataset_from_responses(one_class, ["de"], {"dataset_id": "t"}, sources={"de": "k562-de.csv"})
 
 
 def test_dataset_labels_are_short():
@@ -107,76 +123,74 @@ def labelled_items():
 
     pairs = pd.DataFrame({"pert": ["A"] * 6 + ["B"] * 2 + ["C"] * 3,
                           "gene": ["g1", "g2", "g3", "g4", "g5", "g6", "g1", "g2", "g1", "g3", "g7"]})
-    return pair_items(pairs, "de")
+    labels = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1])
+    return pair_items(pairs, "de"), labels
 
 
-def test_decoys_give_every_perturbation_as_many_items():
-    items = labelled_items()
-    padded = pad_with_decoys(items, seed=0)
-    assert padded.groupby("pert").size().tolist() == [6, 6, 6]
-    assert padded.index.is_unique and items.index.isin(padded.index).all()
-    decoys = padded.drop(items.index)
-    assert len(decoys) == 7 and (decoys["subtask"] == "de").all() and (decoys["members"] == "").all()
-    # A decoy's gene is a labelled gene of the subtask, never one of its own perturbation's.
-    assert set(decoys["gene"]) <= set(items["gene"])
-    for pert, group in decoys.groupby("pert"):
-        assert not set(group["gene"]) & set(items.loc[items["pert"] == pert, "gene"])
-    assert padded.equals(pad_with_decoys(items, seed=0)) and not padded.equals(pad_with_decoys(items, seed=1))
-    # Already balanced: nothing to add.
-    assert pad_with_decoys(padded, seed=0).equals(padded)
-    assert pad_with_decoys(items, seed=0, items_per_perturbation=7).groupby("pert").size().tolist() == [7, 7, 7]
-    with pytest.raises(ValueError, match="labelled items are never dropped"):
-        pad_with_decoys(items, items_per_perturbation=5)
-    with pytest.raises(ValueError, match="name only 7 genes"):
-        pad_with_decoys(items, items_per_perturbation=8)
+def test_scored_cross_names_the_same_genes_for_every_perturbation():
+    items, labels = labelled_items()
+    cross, kept = scored_cross(items, labels)
+    # g1 (1, 0, 0) and g2 (1, 0) have both classes; g3 (1, 0) too; g4-g7 one class each.
+    assert kept.tolist() == [True, True, True, False, False, False, True, True, True, True, False]
+    assert cross.groupby("pert")["gene"].apply(list).to_dict() == {p: ["g1", "g2", "g3"] for p in "ABC"}
+    assert list(cross.index) == sorted(cross.index) and (cross["subtask"] == "de").all() and (cross["members"] == "").all()
+    assert items.index[kept].isin(cross.index).all() and len(cross) == 9
     with pytest.raises(ValueError, match="listed twice"):
-        pad_with_decoys(pd.concat([items, items.iloc[:1]]))
+        scored_cross(pd.concat([items, items.iloc[:1]]), np.append(labels, 1))
     with pytest.raises(ValueError, match="one pair subtask"):
-        pad_with_decoys(items.assign(subtask="gse_gene"))
+        scored_cross(items.assign(subtask="gse_gene"), labels)
+    with pytest.raises(ValueError, match="11 labels for 10 items"):
+        scored_cross(items.iloc[:10], labels)
+    with pytest.raises(ValueError, match="no downstream gene of subtask de has both labels"):
+        scored_cross(items, np.ones(len(items)))
 
 
-def test_decoy_genes_follow_the_labelled_genes_frequency():
-    from perturbqa_lib.task_items import pair_items
+def test_the_cross_hides_what_the_published_sampling_reveals():
+    """Strong knockdowns list the genes that often respond; the labelled pairs alone give that away."""
+    from perturbqa_lib.task_items import pair_items, subtask_labels
+    from perturbqa_lib.training_prevalence import item_composition_scores, macro_auroc, perturbation_item_share
 
     rng = np.random.default_rng(0)
-    # 200 perturbations; gene "common" is an item of half of them, 300 rare genes of few each.
-    perts, genes = [], []
-    for i in range(200):
-        own = list(rng.choice([f"r{j}" for j in range(300)], size=int(rng.integers(2, 12)), replace=False))
-        if i % 2 == 0:
-            own.append("common")
-        perts += [f"P{i}"] * len(own)
-        genes += own
-    items = pair_items(pd.DataFrame({"pert": perts, "gene": genes}), "de")
-    decoys = pad_with_decoys(items, seed=0).drop(items.index)
-    # "common" is 100 of about 1,400 labelled items: a decoy is "common" about 7% of the time where it
-    # may be (perturbations without it), against 0.3% for a uniform draw over the 301 genes.
-    can_draw = ~decoys["pert"].isin(items.loc[items["gene"] == "common", "pert"])
-    decoy_share = (decoys.loc[can_draw, "gene"] == "common").mean()
-    labelled_share = (items["gene"] == "common").mean()
-    assert 0.5 * labelled_share < decoy_share < 2 * labelled_share
+    genes = [f"g{i}" for i in range(60)]
+    responsive = np.linspace(0.9, 0.05, len(genes))  # g0 responds most often
+    rows = []
+    for i in range(160):
+        strength = rng.uniform(0.02, 0.4)
+        changed = rng.random(len(genes)) < strength * responsive
+        positives = [g for g, c in zip(genes, changed) if c][:8]  # the top DE genes, as published
+        negatives = list(rng.choice([g for g, c in zip(genes, changed) if not c], 6, replace=False))
+        split = "test" if i % 4 == 0 else "train"
+        rows += [(f"P{i}", g, split, "up") for g in positives] + [(f"P{i}", g, split, "unchanged") for g in negatives]
+    responses = pd.DataFrame(rows, columns=["pert", "gene", "split", "response"])
+    ds = dataset_from_responses(responses, ["de"], {"dataset_id": "t"})
+    test_pairs = responses[responses["split"] == "test"]
+    _, labels = subtask_labels(test_pairs["response"], "de")
+    published = pair_items(test_pairs, "de")  # the labelled pairs alone
+    sol = ds["solution"]
 
+    def auroc(scores):
+        return macro_auroc(sol["label"].to_numpy(), scores.reindex(sol.index).to_numpy(), sol["gene"].to_numpy())
 
-def test_dataset_pads_the_test_file_not_the_solution():
-    r = pd.concat([responses(), pd.DataFrame({"pert": ["D"] * 3, "gene": ["x", "y", "z"], "split": "test",
-                                               "response": ["up", "down", "unchanged"]})], ignore_index=True)
-    ds = dataset_from_responses(r, ["de"], {"dataset_id": "t"}, seed=0)
-    test, sol = ds["test"], ds["solution"]
-    assert test.groupby("pert").size().to_dict() == {"C": 3, "D": 3}
-    assert ds["uns"]["n_decoy_items"] == 1 and len(sol) == 5 and sol.index.isin(test.index).all()
-    assert list(test.index) == sorted(test.index)  # sorted by pair: the order marks no decoy
-    assert "of which 1 unlabelled decoy pairs" in ds["uns"]["dataset_description"]
-    assert set(test.index) - set(sol.index) == {"de:C:z"}  # z: the only labelled gene C lacks
-    ds = dataset_from_responses(r, ["dir"], {"dataset_id": "t"}, seed=0)
-    # dir: C's one DE gene (x) gets one decoy among the others' DE genes (D's x and y), never x.
-    assert ds["test"].groupby("pert").size().to_dict() == {"C": 2, "D": 2}
-    assert set(ds["test"].index) - set(ds["solution"].index) == {"dir:C:y"}
+    assert auroc(perturbation_item_share(published)) > 0.6  # weak knockdowns have fewer pairs
+    assert auroc(perturbation_item_share(ds["test"])) == 0.5
+    assert auroc(item_composition_scores(ds["train"], ds["test"])) == 0.5
+    assert len(sol) == int(scored_cross(published, np.asarray(labels))[1].sum())
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "perturbqa").is_dir(), reason="the shared PerturbQA data is not present")
-@pytest.mark.parametrize("screen_name,subtask,growth", [("k562", "de", 1.2), ("rpe1", "dir", 1.5)])
-def test_published_test_files_are_balanced_and_small(screen_name, subtask, growth):
+@pytest.mark.parametrize("screen_name,subtask,n_items,growth", [("k562", "de", 177_555, 7.6), ("rpe1", "dir", 73_533, 13.7)])
+def test_published_test_files_cross_the_scored_genes(screen_name, subtask, n_items, growth):
     ds = perturbqa_dataset(SHARED_DATA / "perturbqa", screen(screen_name), [subtask], "t")
-    counts = ds["test"].groupby("pert").size()
-    assert counts.nunique() == 1 and len(ds["test"]) <= growth * len(ds["solution"])
-    assert ds["uns"]["n_decoy_items"] == len(ds["test"]) - len(ds["solution"]) > 0
+    test, sol = ds["test"], ds["solution"]
+    genes = test.groupby("pert")["gene"].apply(frozenset)
+    assert genes.nunique() == 1 and len(test) == n_items == test["pert"].nunique() * test["gene"].nunique()
+    classes = sol.groupby("gene")["label"].agg(["min", "max"])
+    assert set(classes.index) == set(test["gene"]) and (classes["min"] == 0).all() and (classes["max"] == 1).all()
+    published = len(sol) + ds["uns"]["n_unscored_pairs"]
+    assert len(test) / published == pytest.approx(growth, abs=0.05)
+    assert ds["uns"]["n_decoy_items"] == len(test) - len(sol) > 0
+    # The item-composition control, 0.798 (K562 dir) on the labelled pairs alone, finds nothing.
+    from perturbqa_lib.training_prevalence import item_composition_scores, macro_auroc
+
+    scores = item_composition_scores(ds["train"], test).reindex(sol.index).to_numpy()
+    assert macro_auroc(sol["label"].to_numpy(), scores, sol["gene"].to_numpy()) == 0.5

@@ -5,15 +5,28 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from perturbqa_lib.dataset_assembly import dataset_from_responses
+from perturbqa_lib.task_items import pair_items
 from perturbqa_lib.training_prevalence import gene_prevalence, prevalence_scores
+
+
+def published_design(responses: pd.DataFrame) -> dict:
+    """Training pairs as a dataset has them, and the labelled de test pairs alone as test items.
+
+    The datasets cross every test perturbation with the same genes, under which the controls
+    that read a perturbation's items are constant; the published design (the labelled pairs
+    alone) is where they have something to find.
+    """
+    train = responses[responses["split"] == "train"]
+    train_obs = pd.DataFrame({"pert": train["pert"].to_numpy(), "gene": train["gene"].to_numpy(),
+                              "response": train["response"].to_numpy()}, index=(train["pert"] + ":" + train["gene"]).to_numpy())
+    return {"train": train_obs, "test": pair_items(responses[responses["split"] == "test"], "de")}
 
 
 def test_gene_prevalence_and_scores():
     responses = pd.DataFrame({"pert": ["A", "A", "B", "C", "C", "C"], "gene": ["x", "y", "x", "x", "y", "z"],
                               "split": ["train", "train", "train", "test", "test", "test"],
                               "response": ["up", "unchanged", "down", "up", "unchanged", "down"]})
-    ds = dataset_from_responses(responses, ["de"], {"dataset_id": "t"})
+    ds = published_design(responses)
     per_gene, overall = gene_prevalence(ds["train"], "de")
     assert per_gene["x"] == 1.0 and per_gene["y"] == 0.0 and overall == pytest.approx(2 / 3)
     per_gene, overall = gene_prevalence(ds["train"], "dir")
@@ -61,8 +74,7 @@ def random_screen(seed, strong_lists_rare_genes):
         for g in dict.fromkeys(genes):
             changed = rng.random() < (0.7 if strong else 0.2) * (1.5 if g.startswith("c") else 1.0)
             rows.append((f"P{i}", g, "train" if i < 45 else "test", "up" if changed else "unchanged"))
-    return dataset_from_responses(pd.DataFrame(rows, columns=["pert", "gene", "split", "response"]), ["de"],
-                                  {"dataset_id": "t"}, seed=seed)
+    return published_design(pd.DataFrame(rows, columns=["pert", "gene", "split", "response"]))
 
 
 @pytest.mark.parametrize("strong_lists_rare_genes", [True, False])
@@ -97,7 +109,6 @@ def test_item_composition_flips_its_sign_when_training_says_so():
         split = "test" if i == 5 else "train"
         rows += [(f"X{i}", g, split, "up") for g in ("h1", "h2", "h3")] + [(f"X{i}", "s", split, "unchanged")]
         rows += [(f"Y{i}", g, split, "unchanged") for g in ("l1", "l2", "l3")] + [(f"Y{i}", "s", split, "up")]
-    ds = dataset_from_responses(pd.DataFrame(rows, columns=["pert", "gene", "split", "response"]), ["de"],
-                                {"dataset_id": "t"})
+    ds = published_design(pd.DataFrame(rows, columns=["pert", "gene", "split", "response"]))
     scores = item_composition_scores(ds["train"], ds["test"])
     assert scores["de:Y5:s"] > scores["de:X5:s"] and (scores < 0).all()

@@ -6,17 +6,17 @@ writes; :func:`perturbqa_dataset` does so for a screen declared by its manifest
 (:mod:`perturbqa_lib.screen_manifest`), with its metadata; :func:`dataset_label` makes the short
 label (at most 30 characters) that heads a dataset's column on the website.
 
-**Decoy items.** The published label files sample, for each perturbation, its DE genes and a set
-of unchanged ones, so a perturbation's number of labelled test pairs follows how many genes it
-changes (for dir, its pairs *are* its DE genes). Every method sees the test file, so that count
-alone would reveal each unseen perturbation's strength, and macro AUROC (per downstream gene,
-across perturbations) rewards it: scoring a pair by its perturbation's item count reaches 0.58 to
-0.62 on the published K562 and RPE1 splits. :func:`pad_with_decoys` therefore gives every test
-perturbation of a pair subtask the same number of items, adding unlabelled *decoy* pairs whose
-genes are drawn (seeded) from the genes of the other perturbations' labelled items, in proportion
-to how often each occurs there, so neither a decoy's gene nor its perturbation's count tells it
-apart. Decoys are in the test file only; the solution keeps the labelled items, and the metrics
-score those alone.
+**Test items.** The published label files sample, for each perturbation, its top DE genes and a
+set of unchanged ones, so which genes a perturbation's test pairs name, and how many, follow how
+strongly it acts (for dir, its pairs *are* its DE genes). Every method sees the test file, so a
+file of the labelled pairs alone would reveal each unseen perturbation's strength, and macro AUROC
+(per downstream gene, across perturbations) rewards that: scoring a pair by its perturbation's
+item count reached 0.59 to 0.62 on the published K562 and RPE1 splits, by the training prevalence
+of the genes its items name up to 0.75 (K562 dir). :func:`scored_cross` therefore makes the test
+items of a pair subtask the full cross of its test perturbations with the genes macro AUROC
+scores (both classes among their labelled test pairs): every perturbation names the same genes.
+Pairs of the cross without a label (*decoys*) are in the test file only; the solution keeps the
+labelled pairs, and the metrics score those alone.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from perturbqa_lib.task_items import (
 )
 
 __all__ = ["KNOWLEDGE_LICENSE", "MAX_DATASET_LABEL", "perturbqa_dataset", "screen_metadata", "dataset_label",
-           "dataset_from_responses", "pad_with_decoys"]
+           "dataset_from_responses", "scored_cross"]
 
 #: Licences of the knowledge graphs every dataset ships (the labels' licence is the screen's own).
 KNOWLEDGE_LICENSE = ("Knowledge graphs: CORUM CC BY-NC 4.0, HuRI, Reactome, GO, OmniPath and STRING under their own "
@@ -71,8 +71,7 @@ def dataset_label(screen_label: str, subtasks: Sequence[str]) -> str:
     raise ValueError(f"screen label {screen_label!r} is too long for a {MAX_DATASET_LABEL}-character dataset label")
 
 
-def perturbqa_dataset(data_dir: str | Path, manifest: ScreenManifest, subtasks: Sequence[str], dataset_id: str, *,
-                      seed: int = 0) -> dict:
+def perturbqa_dataset(data_dir: str | Path, manifest: ScreenManifest, subtasks: Sequence[str], dataset_id: str) -> dict:
     """Build a dataset of the task from a screen's files in the published layout.
 
     Parameters
@@ -86,8 +85,6 @@ def perturbqa_dataset(data_dir: str | Path, manifest: ScreenManifest, subtasks: 
         together would reveal the de labels, since dir items are the DE pairs). Gene-set
         enrichment subtasks need their cluster file in the manifest.
     dataset_id : str
-    seed : int
-        Seed of the decoy pairs (:func:`pad_with_decoys`).
 
     Returns
     -------
@@ -128,7 +125,7 @@ def perturbqa_dataset(data_dir: str | Path, manifest: ScreenManifest, subtasks: 
         "cell_line_description": manifest.cell_line_description,
         "downstream_type": manifest.downstream_type,
     }
-    return dataset_from_responses(responses, subtasks, uns, sets=sets, clusters=clusters, sources=sources, seed=seed)
+    return dataset_from_responses(responses, subtasks, uns, sets=sets, clusters=clusters, sources=sources)
 
 
 def screen_metadata(dataset_id: str, screen_file: str | Path, subtasks: Sequence[str], cell_line: str,
@@ -155,21 +152,23 @@ def screen_metadata(dataset_id: str, screen_file: str | Path, subtasks: Sequence
 def dataset_from_responses(responses: pd.DataFrame, subtasks: Sequence[str], uns: Mapping, *,
                            sets: Mapping[str, Sequence[str]] | None = None,
                            clusters: Mapping[str, pd.DataFrame] | None = None,
-                           sources: Mapping[str, str] | None = None, seed: int = 0) -> dict:
+                           sources: Mapping[str, str] | None = None) -> dict:
     """Assemble a dataset from labelled pairs (``pert, gene, split, response``).
 
-    Training pairs are every pair of the training split; test items are the test pairs of each
-    pair subtask, padded with decoy pairs so that every test perturbation has as many items
-    (:func:`pad_with_decoys`, seeded by ``seed``), and the annotated clusters of each cluster
-    subtask (``clusters[subtask]`` from :func:`read_clusters_json`). The solution holds the
-    labelled items only. ``uns`` gets ``subtask``, ``n_decoy_items`` and a count of pairs and
-    items. ``sources`` names the file each subtask's items come from, for the error messages.
+    Training pairs are every pair of the training split; test items are, for each pair subtask,
+    the cross of its test perturbations with the genes macro AUROC scores (:func:`scored_cross`),
+    and the annotated clusters of each cluster subtask (``clusters[subtask]`` from
+    :func:`read_clusters_json`). The solution holds the labelled items of the test file.
+    ``uns`` gets ``subtask``, ``n_decoy_items`` (unlabelled pairs of the cross),
+    ``n_unscored_pairs`` (labelled test pairs of genes with one class, left out) and a count of
+    pairs and items. ``sources`` names the file each subtask's items come from, for the error
+    messages.
 
     Raises
     ------
     ValueError
-        When there are no training pairs, or a requested subtask has no test item (naming its
-        file): an empty dataset never passes silently.
+        When there are no training pairs, or a requested subtask has no test item, or no gene
+        with both classes (naming its file): an empty dataset never passes silently.
     """
     sources = dict(sources or {})
     subtasks = list(dict.fromkeys(subtasks))
@@ -182,19 +181,23 @@ def dataset_from_responses(responses: pd.DataFrame, subtasks: Sequence[str], uns
                               "response": train["response"].to_numpy()},
                              index=pd.Index(train["pert"] + ":" + train["gene"], name="pair"))
     tests, solutions = [], []
-    n_decoys = 0
+    n_decoys = n_unscored = 0
     test_pairs = responses[responses["split"] == "test"]
     for subtask in subtasks:
         if subtask in PAIR_SUBTASKS:
             mask, labels = subtask_labels(test_pairs["response"], subtask)
-            labelled = pair_items(test_pairs[mask], subtask)
-            sol = labelled[["subtask", "pert", "gene"]].copy()
-            sol["label"] = labels.astype(float)
-            sol["annotation"] = ""
-            # Sorted by pair, so the file's order says nothing of labels or of which items are decoys.
-            items = pad_with_decoys(labelled, seed=seed).sort_values(["pert", "gene"], kind="stable")
-            sol = sol.loc[items.index[items.index.isin(sol.index)]]
-            n_decoys += len(items) - len(labelled)
+            labelled, labels = pair_items(test_pairs[mask], subtask), np.asarray(labels, dtype=float)
+            if labelled.empty:
+                raise ValueError(f"{sources.get(subtask, 'the labelled pairs')}: no test items for subtask {subtask} "
+                                 "(no test pair of it)")
+            try:
+                items, kept = scored_cross(labelled, labels)
+            except ValueError as err:
+                raise ValueError(f"{sources.get(subtask, 'the labelled pairs')}: {err}") from None
+            sol = labelled.loc[kept, ["subtask", "pert", "gene"]].assign(label=labels[kept], annotation="")
+            sol = sol.loc[items.index[items.index.isin(sol.index)]]  # in the test file's order
+            n_decoys += len(items) - len(sol)
+            n_unscored += int((~kept).sum())
         else:
             if clusters is None or subtask not in clusters:
                 raise ValueError(f"subtask {subtask} needs its clusters")
@@ -203,18 +206,21 @@ def dataset_from_responses(responses: pd.DataFrame, subtasks: Sequence[str], uns
             sol = items[["subtask", "pert", "gene"]].copy()
             sol["label"] = np.nan
             sol["annotation"] = annotated["annotation"].to_numpy()
-        if items.empty:
-            where = sources.get(subtask, "the labelled pairs")
-            raise ValueError(f"{where}: no test items for subtask {subtask}"
-                             + (" (no annotated cluster)" if subtask in CLUSTER_SUBTASKS else " (no test pair of it)"))
+            if items.empty:
+                raise ValueError(f"{sources.get(subtask, 'the labelled pairs')}: no test items for subtask {subtask} "
+                                 "(no annotated cluster)")
         tests.append(items)
         solutions.append(sol)
     test_obs = pd.concat(tests)
     uns = dict(uns)
     uns["subtask"] = ",".join(subtasks)
     uns["n_decoy_items"] = int(n_decoys)
-    decoy_text = (f", of which {n_decoys} unlabelled decoy pairs that give every test perturbation as many items "
+    uns["n_unscored_pairs"] = int(n_unscored)
+    decoy_text = (f", every test perturbation with every gene macro AUROC scores, {n_decoys} of them unlabelled "
                   "(the solution and the metrics hold the labelled ones only)" if n_decoys else "")
+    if n_unscored:
+        decoy_text += (f"; {n_unscored} labelled test pairs of genes with one class only, which macro AUROC "
+                       "cannot score, are left out")
     uns["dataset_description"] = (f"{uns.get('dataset_description', '')} {len(train_obs)} training pairs of "
                                   f"{train_obs['pert'].nunique()} perturbations; {len(test_obs)} test items "
                                   f"({', '.join(subtasks)}){decoy_text}.").strip()
@@ -222,72 +228,52 @@ def dataset_from_responses(responses: pd.DataFrame, subtasks: Sequence[str], uns
     return {"train": train_obs, "test": test_obs, "solution": pd.concat(solutions), "uns": uns, "sets": sets_table}
 
 
-def pad_with_decoys(items: pd.DataFrame, *, seed: int = 0, items_per_perturbation: int | None = None) -> pd.DataFrame:
-    """Pad a pair subtask's test items with decoy pairs so every perturbation has as many items.
+def scored_cross(items: pd.DataFrame, labels: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The test items of a pair subtask: every test perturbation with every gene macro AUROC scores.
 
-    Each perturbation with fewer items than the largest count gets that many more pairs
-    ``(pert, g)``, ``g`` drawn without replacement among the subtask's labelled genes that are not
-    already items of the perturbation, each with probability proportional to its number of
-    labelled items (all of them of other perturbations, since the perturbation's own genes are
-    excluded). Decoys thus follow the genes' distribution over labelled items: neither their gene
-    nor their perturbation's item count distinguishes them, and the count no longer measures how
-    many genes a knockdown changes. For ``dir`` the excluded genes are the perturbation's DE
-    genes (its items), so a decoy may be a gene the ``de`` file labels unchanged.
+    Macro AUROC (section 5.2) scores a downstream gene across the test perturbations when its
+    labelled test pairs hold both classes. The items are the full cross of the subtask's test
+    perturbations with those genes, so every perturbation names the same genes, as many of them:
+    neither the number nor the choice of a perturbation's items depends on its labels. The cross
+    holds every labelled pair of a scored gene; its other pairs are unlabelled (the *decoys*).
+    Labelled pairs of genes with one class only cannot enter macro AUROC and are left out.
 
     Parameters
     ----------
     items : pandas.DataFrame
-        Test items of one pair subtask (:func:`~perturbqa_lib.task_items.pair_items`).
-    seed : int
-        Seed of the draw.
-    items_per_perturbation : int, optional
-        Items every perturbation ends with; the largest labelled count when not given (the
-        datasets' choice: padding beyond it dilutes which genes a perturbation's items name only
-        slowly, see the task description, at 2x to 6x the items).
+        Labelled test items of one pair subtask (:func:`~perturbqa_lib.task_items.pair_items`).
+    labels : numpy.ndarray
+        Their labels (0 or 1), in the same order.
 
     Returns
     -------
-    pandas.DataFrame
-        The items followed by the decoys, in the same columns and index form
-        (``<subtask>:<pert>:<gene>``); decoys carry no mark.
+    cross : pandas.DataFrame
+        The items, sorted by perturbation and gene (the order marks nothing), in the columns and
+        index form of :func:`~perturbqa_lib.task_items.pair_items`.
+    kept : numpy.ndarray of bool
+        Which of ``items`` are in ``cross`` (those of a scored gene).
 
     Raises
     ------
     ValueError
-        For items of several subtasks, a pair listed twice, or ``items_per_perturbation`` below
-        a perturbation's labelled count or above the number of genes to draw from.
+        For items of several subtasks or a non-pair subtask, a pair listed twice, labels of
+        another length, or no gene with both classes (nothing macro AUROC could score).
     """
-    if items.empty:
-        return items
     subtasks = items["subtask"].unique()
     if len(subtasks) != 1 or subtasks[0] not in PAIR_SUBTASKS:
-        raise ValueError(f"decoys pad the items of one pair subtask {PAIR_SUBTASKS}, got {list(subtasks)}")
+        raise ValueError(f"a cross is built from the items of one pair subtask {PAIR_SUBTASKS}, got {list(subtasks)}")
     if items.index.duplicated().any():
         raise ValueError(f"{int(items.index.duplicated().sum())} test pairs listed twice, e.g. "
                          f"{items.index[items.index.duplicated()][0]}")
-    pert = items["pert"].astype(str)
-    gene = items["gene"].astype(str)
-    gene_counts = gene.value_counts()
-    genes = gene_counts.index.to_numpy()
-    weights = gene_counts.to_numpy(dtype=float)
-    per_pert = pert.value_counts()
-    target = int(per_pert.max()) if items_per_perturbation is None else int(items_per_perturbation)
-    if target < int(per_pert.max()):
-        raise ValueError(f"{target} items per perturbation is fewer than the {int(per_pert.max())} labelled pairs "
-                         "of one of them; labelled items are never dropped")
-    if target > len(genes):
-        raise ValueError(f"{target} items per perturbation, but the subtask's labelled pairs name only {len(genes)} genes")
-    rng = np.random.default_rng(seed)
-    position = pd.Series(np.arange(len(genes)), index=genes)
-    decoy_perts, decoy_genes = [], []
-    for p in sorted(per_pert.index[per_pert < target]):  # sorted: the draw does not depend on file order
-        available = np.ones(len(genes), bool)
-        available[position[gene[pert == p]].to_numpy()] = False
-        chosen = rng.choice(genes[available], size=target - int(per_pert[p]), replace=False,
-                            p=weights[available] / weights[available].sum())
-        decoy_perts.append(np.full(len(chosen), p))
-        decoy_genes.append(chosen)
-    if not decoy_perts:
-        return items
-    decoys = pd.DataFrame({"pert": np.concatenate(decoy_perts), "gene": np.concatenate(decoy_genes)})
-    return pd.concat([items, pair_items(decoys, str(subtasks[0]))])
+    labels = np.asarray(labels, dtype=float)
+    if len(labels) != len(items):
+        raise ValueError(f"{len(labels)} labels for {len(items)} items")
+    gene = items["gene"].astype(str).to_numpy()
+    classes = pd.Series(labels).groupby(gene).agg(["min", "max"])
+    scored = np.sort(classes.index[(classes["min"] == 0) & (classes["max"] == 1)].to_numpy(dtype=str))
+    if not len(scored):
+        raise ValueError(f"no downstream gene of subtask {subtasks[0]} has both labels among the test pairs: "
+                         "macro AUROC has nothing to score")
+    perts = np.sort(items["pert"].astype(str).unique())
+    cross = pd.DataFrame({"pert": np.repeat(perts, len(scored)), "gene": np.tile(scored, len(perts))})
+    return pair_items(cross, str(subtasks[0])), np.isin(gene, scored)

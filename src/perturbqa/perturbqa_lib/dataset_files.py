@@ -28,8 +28,10 @@ def write_dataset(dataset: Mapping, edges: pd.DataFrame, descriptions: pd.DataFr
     if len(dataset.get("sets", [])):
         train_uns["downstream_sets"] = dataset["sets"].reset_index(drop=True)
     short = {k: uns[k] for k in ("dataset_id", "subtask", "cell_line", "cell_line_description", "downstream_type")}
-    # How many test items are unlabelled decoys (dataset_assembly.pad_with_decoys): a count, not which.
+    # How many test items are unlabelled decoys of the cross (dataset_assembly.scored_cross): a count,
+    # not which; and how many labelled pairs of one-class genes were left out.
     short["n_decoy_items"] = int(uns.get("n_decoy_items", 0))
+    short["n_unscored_pairs"] = int(uns.get("n_unscored_pairs", 0))
 
     def strings(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.copy()

@@ -91,9 +91,10 @@ def _items_mean_prevalence(pert: pd.Series, gene: pd.Series, prevalence: pd.Seri
 def item_composition_scores(train_obs: pd.DataFrame, test_obs: pd.DataFrame) -> pd.Series:
     """Score each pair by which genes its perturbation's test items name, signed on the training pairs.
 
-    The published files list, for each perturbation, its DE genes and a sample of unchanged ones,
-    so the genes a perturbation's items name (not their number, which the test file's decoys make
-    equal) still reflect how many genes it changes. The statistic of a perturbation is the mean
+    The published files list, for each perturbation, its top DE genes and a sample of unchanged
+    ones, so the genes a perturbation's items name reflect how strongly it acts, unless the test
+    file crosses every perturbation with the same genes (as the datasets do, where this scores
+    0.5 exactly). The statistic of a perturbation is the mean
     training prevalence (:func:`gene_prevalence`) of the genes of its items. Its sign is learnt
     from the training perturbations alone: the macro AUROC (per downstream gene, over the
     training perturbations) of the same statistic, with leave-one-perturbation-out prevalences so

@@ -10,7 +10,6 @@ par = {
     "manifest": None,
     "subtasks": "de,gse_gene,gse_pert",
     "dataset_id": "k562",
-    "seed": 0,
     "output_train": "train.h5ad",
     "output_test": "test.h5ad",
     "output_solution": "solution.h5ad",
@@ -48,7 +47,7 @@ manifest_path = par["manifest"] or find_screen_manifest(par["screen"], data_dir,
 manifest = read_screen_manifest(manifest_path)
 print(f"screen {par['screen']}: manifest {manifest_path}")
 
-dataset = perturbqa_dataset(data_dir, manifest, subtasks, par["dataset_id"], seed=par["seed"])
+dataset = perturbqa_dataset(data_dir, manifest, subtasks, par["dataset_id"])
 # HuRI names genes by Ensembl id: every human gene through HGNC, named as the screen names them.
 in_use = set(dataset["train"]["pert"]) | set(dataset["train"]["gene"]) | set(dataset["test"]["pert"]) \
     | set(dataset["test"]["gene"]) | set(dataset["sets"]["gene"])

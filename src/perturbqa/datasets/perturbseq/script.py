@@ -72,8 +72,7 @@ labels["split"] = labels["pert"].map(split)
 print(f"{len(summary)} perturbations tested, {len(kept)} kept ({int((kept['n_degs'] == 0).sum())} without DEG); "
       f"{len(labels)} labelled pairs, {int((labels['response'] != 'unchanged').sum())} DE")
 
-dataset = dataset_from_responses(labels, subtasks, uns, sources={s: str(par["input"]) for s in subtasks},
-                                 seed=par["seed"])
+dataset = dataset_from_responses(labels, subtasks, uns, sources={s: str(par["input"]) for s in subtasks})
 # HuRI names genes by Ensembl id: every human gene through HGNC, named as the screen names them.
 edges, descriptions = knowledge_tables(kg_dir, screen_symbols(par["ensembl_map"], set(labels["pert"]) | set(labels["gene"])))
 write_dataset(dataset, edges, descriptions, train=par["output_train"], test=par["output_test"],
