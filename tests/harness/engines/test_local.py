@@ -331,3 +331,15 @@ def test_the_sandbox_mode_reaches_every_job_record(tiny_task, tmp_path):
         auto = run_benchmark(tiny_task, tmp_path / "auto", input_dir=inputs, methods=["group_mean"], metrics=["errors"],
                              progress=False)
         assert {r["sandbox"] for r in auto["resources"]} == {"bubblewrap"}
+
+
+def test_a_job_gets_its_share_of_the_cores_at_most_what_its_label_asks():
+    from openpert.engines.local import machine_share
+    from openpert.run.process import Limits
+
+    midcpu = Limits(time_s=60, memory_mb=100, cpus=2)
+    assert machine_share(midcpu, jobs=2, cores=2) == Limits(time_s=60, memory_mb=100, cpus=1)
+    assert machine_share(midcpu, jobs=1, cores=8).cpus == 2  # the label's count, not the machine's
+    assert machine_share(midcpu, jobs=8, cores=2).cpus == 1  # never 0
+    assert machine_share(Limits(cpus=None), jobs=2, cores=8).cpus == 4  # no label: the share
+    assert machine_share(Limits(cpus=4), jobs=3, cores=8).cpus == 2
