@@ -83,6 +83,9 @@ def lint_config(config: ComponentConfig) -> list[str]:
                 bad(f"info.metrics[{i}]", f"missing {', '.join(missing)}")
             elif not isinstance(metric["maximize"], bool):
                 bad(f"info.metrics[{i}].maximize", "must be true or false")
+            elif "chance" in metric and (isinstance(metric["chance"], bool)
+                                         or not isinstance(metric["chance"], (int, float))):
+                bad(f"info.metrics[{i}].chance", "must be a number: the metric's expected value for an uninformative answer")
             metric_label = metric.get("label") if isinstance(metric, dict) else None
             if isinstance(metric_label, str) and len(metric_label) > LABEL_MAX:
                 bad(f"info.metrics[{i}].label", f"{len(metric_label)} characters; at most {LABEL_MAX}")

@@ -150,6 +150,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     controls = {m["id"]: m["control"] for m in methods}
     metric_rows: list[dict] = []
     maximize: dict[str, bool] = {}
+    chance: dict[str, float] = {}
     metric_configs = []
     for entry in plan["metrics"]:
         config = read_config(entry["config"])
@@ -157,10 +158,13 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         refs = config.data.get("references") or {}
         for m in config.metrics:
             maximize[m["name"]] = bool(m.get("maximize", True))
+            if m.get("chance") is not None:
+                chance[m["name"]] = float(m["chance"])
             metric_rows.append({
                 "id": m["name"], "component": config.name, "label": m.get("label", m["name"]),
                 "summary": m.get("summary", ""), "description": m.get("description", ""),
                 "min": _clean(m.get("min")), "max": _clean(m.get("max")), "maximize": bool(m.get("maximize", True)),
+                "chance": _clean(m.get("chance")),
                 "references": {"doi": list(np.atleast_1d((m.get("references") or refs).get("doi", []))),
                                "bibtex": list(np.atleast_1d((m.get("references") or refs).get("bibtex", [])))},
                 "parameters": entry["params"], "engines": config.engines, "links": config.data.get("links") or {},
@@ -221,7 +225,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
 
     raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"])
     averaged = average_seeds(raw_df)
-    scaled, flags = scale_scores(averaged, controls, maximize)
+    scaled, flags = scale_scores(averaged, controls, maximize, chance)
     flags = headline_flags + flags
     dataset_ids = [d["id"] for d in plan["datasets"]]
     dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods,

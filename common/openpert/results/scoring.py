@@ -2,8 +2,11 @@
 
 The scale is strict. For each dataset and metric, 1 is the mean raw value of the positive controls
 and 0 the raw value of the *strongest* negative control: the best one in the metric's direction,
-after each seeded control has been averaged over its seeds. ``scaled = (raw - lo) / (hi - lo)``, so a
-method scores above 0 only if it beats every trivial answer. Baselines, adversarial controls and
+after each seeded control has been averaged over its seeds. A metric may declare its *chance*
+level, the exact expected value of an answer that carries no information (0.5 for an AUROC); a
+seeded negative control then stands at that value, not at the mean of its few draws, so the scale
+does not rest on how lucky the draws were. ``scaled = (raw - lo) / (hi - lo)``, so a method scores
+above 0 only if it beats every trivial answer. Baselines, adversarial controls and
 ceilings are scored on that scale but never set it. Scaled values are kept unclipped; only the
 aggregate clips them to [0, 1] before averaging, so that one metric cannot dominate and the raw
 picture stays visible. Only headline metrics enter the aggregate; diagnostic metrics are scaled and
@@ -41,8 +44,8 @@ OPENPROBLEMS_SCALE_ROLES = ("positive", "negative", "baseline")
 #: The scale in one sentence, as results.json and the website state it.
 SCALE_SENTENCE = (
     "On each dataset and metric, 1 is the positive control's score (their mean if several) and 0 the score "
-    "of the strongest negative control (the best trivial answer, random controls averaged over their "
-    "seeds), so a method scores above 0 only if it beats every trivial answer; baselines, adversarial "
+    "of the strongest negative control (the best trivial answer; a random control at its exact expectation "
+    "where the metric has one, else averaged over its seeds), so a method scores above 0 only if it beats every trivial answer; baselines, adversarial "
     "and ceiling controls are placed on this scale but never set it."
 )
 
@@ -137,6 +140,7 @@ def scale_scores(
     raw: pd.DataFrame,
     controls: Mapping[str, str | None],
     maximize: Mapping[str, bool],
+    chance: Mapping[str, float] | None = None,
 ) -> tuple[pd.DataFrame, list[QCFlag]]:
     """Scale raw scores between the positive controls and the strongest negative control.
 
@@ -150,6 +154,10 @@ def scale_scores(
         ``"ceiling"`` or ``None`` (a method).
     maximize
         Metric id -> whether higher is better: it decides which negative control is the strongest.
+    chance
+        Metric id -> its exact expected value for an uninformative answer. On these metrics a
+        seeded negative control (``n_seeds`` above 1: a random answer) counts at that value when
+        the strongest negative control is chosen; its own mean stays in ``raw``.
 
     Returns
     -------
@@ -185,6 +193,10 @@ def scale_scores(
             flags.append(QCFlag("missing_control", f"no {missing} control scored on {dataset_id}/{metric_id}: scaled scores are missing",
                                 dataset_id=dataset_id, metric_id=metric_id))
             continue
+        if chance and metric_id in chance and "n_seeds" in group:
+            # A random control's expectation is known exactly: its mean over a few seeds only estimates it.
+            seeded = group.loc[neg.index, "n_seeds"] > 1
+            neg = neg.where(~seeded, float(chance[metric_id]))
         strongest = neg.idxmax() if up else neg.idxmin()
         hi, lo = float(pos.mean()), float(neg.loc[strongest])
         lo_method = str(out.at[strongest, "method_id"])

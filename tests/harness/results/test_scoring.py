@@ -129,6 +129,28 @@ def test_seed_replicates_are_averaged_before_the_strongest_negative_is_chosen():
     assert m1["scale_lo"] == pytest.approx(0.5) and m1["scaled"] == pytest.approx(0.2)
 
 
+def test_a_random_control_counts_at_the_metric_s_chance_level():
+    from openpert.results.scoring import average_seeds
+
+    # Five lucky draws average 0.52; an AUROC's exact expectation for any uninformative answer is 0.5.
+    rows = [("d", "neg_a", "auc", v, k) for k, v in enumerate([0.50, 0.55, 0.51, 0.53, 0.51])]
+    rows += [("d", "prev", "auc", 0.5, None), ("d", "pos", "auc", 1.0, None), ("d", "m1", "auc", 0.51, None)]
+    averaged = average_seeds(pd.DataFrame(rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"]))
+    roles = {"neg_a": "negative", "prev": "adversarial", "pos": "positive", "m1": None}
+    scaled = scale_scores(averaged, roles, {"auc": True}, {"auc": 0.5})[0].set_index("method_id")
+    assert scaled.loc["neg_a", "raw"] == pytest.approx(0.52)  # shown as measured ...
+    assert scaled.loc["m1", "scale_lo"] == 0.5 and scaled.loc["m1", "scaled"] == pytest.approx(0.02)  # ... counted at 0.5
+    assert scaled.loc["prev", "scaled"] == 0.0 and scaled.loc["neg_a", "scaled"] == pytest.approx(0.04)
+    # Without a chance level the draws set the scale, and the method would score below a trivial answer.
+    unscaled = scale_scores(averaged, roles, {"auc": True})[0].set_index("method_id")
+    assert unscaled.loc["m1", "scaled"] < 0 < unscaled.loc["m1", "scaled"] + 0.03
+    # An unseeded negative control above chance still sets 0: it is a trivial answer that does better.
+    rows += [("d", "neg_b", "auc", 0.6, None)]
+    averaged = average_seeds(pd.DataFrame(rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"]))
+    scaled = scale_scores(averaged, {**roles, "neg_b": "negative"}, {"auc": True}, {"auc": 0.5})[0]
+    assert (scaled["scale_lo"] == 0.6).all() and (scaled["scale_lo_method"] == "neg_b").all()
+
+
 def test_only_headline_metrics_enter_the_aggregate():
     raw = table([("d", "pos", "acc", 1.0), ("d", "neg_a", "acc", 0.0), ("d", "m1", "acc", 0.4),
                  ("d", "pos", "pooled", 1.0), ("d", "neg_a", "pooled", 0.0), ("d", "m1", "pooled", 1.0)])
