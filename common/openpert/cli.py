@@ -19,9 +19,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from openpert.config.formats import FormatError
 from openpert.config.viash import ConfigError, find_project_root
+
+if TYPE_CHECKING:
+    from openpert.config.task import Task
+    from openpert.engines.local import JobSlots
 
 
 def _root(start: Path | None = None) -> Path:
@@ -105,8 +110,7 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
 # --- benchmark --------------------------------------------------------------------------------------------
 def cmd_benchmark(ns: argparse.Namespace) -> int:
     from openpert.config.task import Task, discover_tasks
-    from openpert.engines.local import install_signal_handlers, run_benchmark
-    from openpert.results.collect import format_summary
+    from openpert.engines.local import install_signal_handlers
 
     root = _root()
     tasks = discover_tasks(root) if ns.task == ["all"] else [Task(root / "src" / t) if (root / "src" / t).is_dir() else None for t in ns.task]
@@ -114,38 +118,79 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         missing = [n for n, t in zip(ns.task, tasks) if t is None]
         raise ConfigError(f"{root / 'src'}: no task {', '.join(missing)}; known: {', '.join(t.name for t in discover_tasks(root))}")
     install_signal_handlers()
+    if ns.engine == "local" and len(tasks) > 1:
+        return _benchmark_tasks_at_once(ns, tasks)
     status = 0
     for task in tasks:
-        input_dir = ns.input
-        if input_dir is not None and len(tasks) > 1:
-            input_dir = Path(input_dir) / task.dir.name
-        out = Path(ns.output) / task.dir.name
-        if ns.engine == "nextflow":
-            from openpert.engines.nextflow import run_nextflow_benchmark
-
-            results = run_nextflow_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
-                                             controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                                             profile=ns.profile, work_dir=ns.work_dir, nextflow_args=ns.nextflow_args,
-                                             user_configs=ns.nextflow_config, sandbox=_SANDBOX[ns.sandbox])
-        else:
-            results = run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
-                                    controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                                    engine=ns.engine, progress=False if ns.quiet else None,
-                                    sandbox=_SANDBOX[ns.sandbox])
-        n_jobs = len(results["resources"])
-        n_failed = len(results["failures"])
-        cached = sum(r["cached"] for r in results["resources"])
-        print(f"{task.name}: {n_jobs} jobs ({cached} cached), {n_failed} failed -> {out / 'results.json'}")
-        for fail in results["failures"]:
-            print(f"  failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason'][:200]}")
-        for skip in results.get("skipped", []):
-            print(f"  skipped {skip['id']}: {skip['reason']}")
-        print(format_summary(results))
-        problems = run_problems(results)
-        for problem in problems:
-            print(f"  error: {problem}", file=sys.stderr)
-        status = status or (1 if problems else 0)
+        status = _report_task(ns, task, _benchmark_task(ns, task, several=len(tasks) > 1)) or status
     return status
+
+
+def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots: JobSlots | None = None) -> dict:
+    """One task's benchmark with the command's options; returns its results."""
+    from openpert.engines.local import run_benchmark
+
+    input_dir = ns.input
+    if input_dir is not None and several:
+        input_dir = Path(input_dir) / task.dir.name
+    out = Path(ns.output) / task.dir.name
+    if ns.engine == "nextflow":
+        from openpert.engines.nextflow import run_nextflow_benchmark
+
+        return run_nextflow_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
+                                      controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+                                      profile=ns.profile, work_dir=ns.work_dir, nextflow_args=ns.nextflow_args,
+                                      user_configs=ns.nextflow_config, sandbox=_SANDBOX[ns.sandbox])
+    # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
+    progress = False if ns.quiet else ("lines" if slots is not None else None)
+    return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
+                         controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+                         engine=ns.engine, progress=progress, sandbox=_SANDBOX[ns.sandbox], slots=slots)
+
+
+def _benchmark_tasks_at_once(ns: argparse.Namespace, tasks: list[Task]) -> int:
+    """Run several tasks' benchmarks at once on one pool of ``--jobs`` job slots; report in task order.
+
+    One task's last jobs and its collection of results would otherwise leave slots idle. An error
+    of one task (or an interrupt) stops every task's jobs, as it would stop a run of one task.
+    """
+    import concurrent.futures as cf
+
+    from openpert.engines.local import JobSlots
+    from openpert.run.process import kill_active_jobs
+
+    slots = JobSlots(ns.jobs)
+    status = 0
+    with cf.ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+        futures = [pool.submit(_benchmark_task, ns, task, several=True, slots=slots) for task in tasks]
+        try:
+            for task, future in zip(tasks, futures):
+                status = _report_task(ns, task, future.result()) or status
+        except BaseException:
+            slots.stop()
+            kill_active_jobs()
+            raise
+    return status
+
+
+def _report_task(ns: argparse.Namespace, task: Task, results: dict) -> int:
+    """Print a task's summary (jobs, failures, skips, scores); 1 when its results have a problem."""
+    from openpert.results.collect import format_summary
+
+    out = Path(ns.output) / task.dir.name
+    n_jobs = len(results["resources"])
+    n_failed = len(results["failures"])
+    cached = sum(r["cached"] for r in results["resources"])
+    print(f"{task.name}: {n_jobs} jobs ({cached} cached), {n_failed} failed -> {out / 'results.json'}")
+    for fail in results["failures"]:
+        print(f"  failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason'][:200]}")
+    for skip in results.get("skipped", []):
+        print(f"  skipped {skip['id']}: {skip['reason']}")
+    print(format_summary(results))
+    problems = run_problems(results)
+    for problem in problems:
+        print(f"  error: {problem}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def run_problems(results: dict) -> list[str]:

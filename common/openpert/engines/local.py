@@ -21,12 +21,15 @@ job and the other datasets run.
 
 Each job gets its share of the machine's cores (:func:`machine_share`), never more than its
 resource label asks for: parallel jobs whose thread pools together exceed the cores only wait on
-each other.
+each other. Several tasks may run at once in one process (``openpert benchmark --task all``);
+they then draw on one pool of job slots (:class:`JobSlots`), so that while one task collects its
+results or waits for its last job, the others keep every slot busy.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import dataclasses
 import json
 import os
@@ -37,7 +40,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +60,43 @@ from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component
 from openpert.run.process import Limits, kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
+
+
+class RunStopped(KeyboardInterrupt):
+    """The run was stopped (Ctrl-C, SIGTERM, or another task's error) while a job waited for a slot."""
+
+
+class JobSlots:
+    """How many job processes run at once across the engines of one run, and a stop for them all.
+
+    Parameters
+    ----------
+    jobs
+        Job processes that may run at once.
+    """
+
+    def __init__(self, jobs: int):
+        self.jobs = max(1, int(jobs))
+        self._free = threading.BoundedSemaphore(self.jobs)
+        self._stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Let no job start any more (jobs waiting for a slot raise :class:`RunStopped`)."""
+        self._stopped.set()
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[None]:
+        """Hold one slot while a job's process runs."""
+        # A timeout, so that a stop reaches a thread waiting here.
+        while not self._free.acquire(timeout=0.2):
+            if self._stopped.is_set():
+                raise RunStopped("the run was stopped")
+        try:
+            if self._stopped.is_set():
+                raise RunStopped("the run was stopped")
+            yield
+        finally:
+            self._free.release()
 
 
 def machine_share(limits: Limits, jobs: int, cores: int | None = None) -> Limits:
@@ -97,18 +137,28 @@ class LocalEngine:
         ``None``: every job in a bubblewrap sandbox where it works, else unsandboxed with a warning;
         ``True``: require the sandbox; ``False``: run jobs unsandboxed (see :mod:`openpert.run.sandbox`).
     progress
-        ``True``: a progress line on stderr, redrawn in place; ``False``: nothing; ``None`` (the
-        default): the progress line on a terminal, else one plain line per job start and end (job
-        id, status, seconds), so that a log shows what is running.
+        ``True``: a progress line on stderr, redrawn in place; ``False``: nothing; ``"lines"``: one
+        plain line per job start and end (job id, status, seconds), so that a log shows what is
+        running; ``None`` (the default): the progress line on a terminal, else the plain lines.
+    slots
+        Job slots shared with the engines of other tasks running at once (default: this
+        engine's own, ``jobs`` of them).
+    label
+        Put before each job id in the plain lines (the task's name when several run at once).
     """
 
-    def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | None = None,
-                 sandbox: bool | None = None):
+    def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | str | None = None,
+                 sandbox: bool | None = None, slots: JobSlots | None = None, label: str = ""):
         self.outdir = Path(outdir).resolve()
-        self.jobs = max(1, int(jobs))
+        self.slots = slots if slots is not None else JobSlots(jobs)
+        self.jobs = self.slots.jobs
         self.resume = resume
         self.sandbox = sandbox
-        self.mode = ("bar" if sys.stderr.isatty() else "lines") if progress is None else ("bar" if progress else "none")
+        self.label = label
+        if progress == "lines":
+            self.mode = "lines"
+        else:
+            self.mode = ("bar" if sys.stderr.isatty() else "lines") if progress is None else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
         #: dataset id -> {format id: path} of the planned datasets, for each job record's dataset digest.
         self.dataset_files: dict[str, dict[str, str]] = {}
@@ -171,14 +221,15 @@ class LocalEngine:
         args: dict[str, Any] = {name: str(path) for name, path in job.inputs.items()}
         args.update({name: str(out_dir / filename) for name, filename in job.outputs.items()})
         args.update(job.params)
-        with self._lock:
-            self._running.add(job.job_id)
-        self._show()
-        self._log_line(f"start    {job.job_id}")
         try:
-            result = run_component(job.config, args, work_dir=attempt / "run", limits=machine_share(job.limits, self.jobs),
-                                   log=attempt / "output.log", sandbox=self.sandbox,
-                                   context=job.context, allowed_input_formats=job.allowed)
+            with self.slots.slot():
+                with self._lock:
+                    self._running.add(job.job_id)
+                self._show()
+                self._log_line(f"start    {self._named(job.job_id)}")
+                result = run_component(job.config, args, work_dir=attempt / "run", limits=machine_share(job.limits, self.jobs),
+                                       log=attempt / "output.log", sandbox=self.sandbox,
+                                       context=job.context, allowed_input_formats=job.allowed)
         except ConfigError as err:
             # The call itself is wrong (e.g. a method that asks for the solution): nothing ran.
             record.exit_code, record.reason = EXIT_INVALID, str(err)
@@ -313,7 +364,7 @@ class LocalEngine:
                             self._done += 1
                         self._show()
                         state = "cached" if record.cached else (record.status if record.succeeded else f"failed (exit {record.exit_code})")
-                        self._log_line(f"{'end':8} {job.job_id} {state} {record.duration_s or 0:.1f}s [{self._done}/{self._total}]")
+                        self._log_line(f"{'end':8} {self._named(job.job_id)} {state} {record.duration_s or 0:.1f}s [{self._done}/{self._total}]")
                         for follow in (then(job, record) if then else []):
                             with self._lock:
                                 self._total += 1
@@ -325,6 +376,9 @@ class LocalEngine:
                 raise
         self._show(final=True)
         return records
+
+    def _named(self, job_id: str) -> str:
+        return f"{self.label}/{job_id}" if self.label else job_id
 
     def _log_line(self, text: str) -> None:
         """One line of the plain progress log (when stderr is not a terminal)."""
@@ -369,10 +423,11 @@ def run_benchmark(
     metrics: Sequence[str] | None = None,
     jobs: int = 1,
     resume: bool = False,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
     engine: str = "local",
     profile: str = "local",
     sandbox: bool | None = None,
+    slots: JobSlots | None = None,
 ) -> dict[str, Any]:
     """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
 
@@ -394,6 +449,9 @@ def run_benchmark(
         ``local`` or ``nextflow``.
     profile
         Nextflow profile (``local``, ``docker``, ``singularity``, ``slurm``, ``awsbatch``, ``k8s``).
+    slots
+        Job slots shared with other tasks running at once (local engine; their log lines then
+        name the task).
     """
     from openpert.results.collect import write_results
 
@@ -407,7 +465,8 @@ def run_benchmark(
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     resources = label_resources(task.root)
-    local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress, sandbox=sandbox)
+    local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress, sandbox=sandbox, slots=slots,
+                        label=task.dir.name if slots is not None else "")
     records: list[JobRecord] = []
     if input_dir is not None:
         # A corrupt file costs its dataset (a failed dataset job naming it), not the run.

@@ -343,3 +343,65 @@ def test_a_job_gets_its_share_of_the_cores_at_most_what_its_label_asks():
     assert machine_share(midcpu, jobs=8, cores=2).cpus == 1  # never 0
     assert machine_share(Limits(cpus=None), jobs=2, cores=8).cpus == 4  # no label: the share
     assert machine_share(Limits(cpus=4), jobs=3, cores=8).cpus == 2
+
+
+def test_job_slots_bound_jobs_across_engines_and_stop_them_all():
+    import threading
+
+    from openpert.engines.local import JobSlots, RunStopped
+
+    slots = JobSlots(2)
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def job():
+        with slots.slot():
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=job) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 2
+    # A stop reaches a job waiting for a slot and one about to take it.
+    with slots.slot():
+        held = JobSlots(1)
+        blocked = []
+        with held.slot():
+            waiter = threading.Thread(target=lambda: blocked.append(pytest.raises(RunStopped, held.slot().__enter__)))
+            waiter.start()
+            held.stop()
+            waiter.join(timeout=5)
+        assert not waiter.is_alive() and len(blocked) == 1
+        with pytest.raises(RunStopped):
+            with held.slot():
+                pass
+
+
+def test_several_tasks_share_the_job_slots_and_report_in_order(project_copy, tmp_path, capsys, monkeypatch):
+    from openpert.cli import main
+
+    # A second task: the fixture task under another name, with its own test resources.
+    shutil.copytree(project_copy / "src" / "tiny", project_copy / "src" / "tiny2")
+    info = project_copy / "src" / "tiny2" / "api" / "task_info.yaml"
+    info.write_text(info.read_text().replace("name: tiny\n", "name: tiny2\n", 1))
+    shutil.copytree(project_copy / "resources_test" / "tiny", project_copy / "resources_test" / "tiny2")
+    monkeypatch.chdir(project_copy)
+    args = ["benchmark", "--task", "tiny", "tiny2", "--input", "resources_test", "--methods", "group_mean",
+            "--metrics", "errors", "-j", "2", "-o", str(tmp_path / "out")]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    # Each task's summary in the order asked; the progress lines name the task of each job.
+    assert captured.out.index("tiny: ") < captured.out.index("tiny2: ")
+    started = [line.split()[1] for line in captured.err.splitlines() if line.startswith("start ")]
+    assert "tiny/syn/group_mean" in started and "tiny2/syn/group_mean" in started
+    first = json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())
+    second = json.loads((tmp_path / "out" / "tiny2" / "results.json").read_text())
+    assert [(s["method_id"], s["metric_id"], s["raw"]) for s in first["scores"]] == \
+           [(s["method_id"], s["metric_id"], s["raw"]) for s in second["scores"]]
