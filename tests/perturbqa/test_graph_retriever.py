@@ -75,3 +75,12 @@ def test_contrasting_examples_take_one_of_each_label(toy):
     # None in training either: left out.
     assert contrasting_examples([], train.assign(label=1), np.random.default_rng(0))[0].label == 1
     assert len(contrasting_examples([], train.assign(label=1), np.random.default_rng(0))) == 1
+
+
+def test_retrieved_labels_are_those_of_as_many_retrievals(toy):
+    edges, train = toy
+    r = Retriever(train, edges, k=10, per_criterion=1)  # one example of several candidates: the draws matter
+    for pert, gene in (("P0", "g0"), ("P3", "g2"), ("P0", "g1")):
+        rng = np.random.default_rng(5)
+        expected = [[e.label for e in r.retrieve(pert, gene, rng)] for _ in range(3)]
+        assert [list(labels) for labels in r.retrieved_labels(pert, gene, np.random.default_rng(5), 3)] == expected

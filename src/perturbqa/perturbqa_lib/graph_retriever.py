@@ -167,6 +167,7 @@ class Retriever:
         self._pool_p: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._pool_g: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._close_g_idx: dict[str, np.ndarray] = {}
+        self._close_g_mask: dict[str, np.ndarray] = {}
 
     def prepare(self, perts: Sequence[str], genes: Sequence[str]) -> None:
         """Compute N(p) and N(g) for the queries to come (done once for all their pairs)."""
@@ -187,6 +188,20 @@ class Retriever:
 
     def retrieve(self, pert: str, gene: str, rng: np.random.Generator) -> list[Example]:
         """Up to ``3 * per_criterion`` training examples for the pair, criterion 1 first."""
+        keys, labels, criteria = self._draw(pert, gene, rng, 1)[0]
+        return [Example(str(self.train_perts[key // self._n_genes]), str(self.train_genes[key % self._n_genes]),
+                        int(label), int(crit)) for key, label, crit in zip(keys, labels, criteria)]
+
+    def retrieved_labels(self, pert: str, gene: str, rng: np.random.Generator, n_runs: int = 1) -> list[np.ndarray]:
+        """The labels of the examples :meth:`retrieve` would return, for ``n_runs`` calls in a row.
+
+        The same draws from ``rng`` as that many calls of :meth:`retrieve`, without building the
+        examples: what Retrieval (No LLM) averages, for every test pair.
+        """
+        return [labels for _, labels, _ in self._draw(pert, gene, rng, n_runs)]
+
+    def _draw(self, pert: str, gene: str, rng: np.random.Generator, n_runs: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """``n_runs`` draws of (pair keys, labels, criteria), criterion 1 first in each."""
         if pert not in self.close_perts or gene not in self.close_genes:
             self.prepare([pert], [gene])
         if pert not in self._pool_p:
@@ -196,21 +211,34 @@ class Retriever:
             self._close_g_idx[gene] = self.train_genes.get_indexer(self.close_genes[gene])
         keys_p, labels_p = self._pool_p[pert]
         keys_g, labels_g = self._pool_g[gene]
-        chosen: list[tuple[int, int, int]] = []  # (key, label, criterion)
+        if gene not in self._close_g_mask:
+            mask = np.zeros(self._n_genes, dtype=bool)
+            mask[self._close_g_idx[gene]] = True
+            self._close_g_mask[gene] = mask
+        # Criterion 1 (the perturbation's neighbours' pairs with the gene's neighbours) is the same every run.
+        both_close = np.flatnonzero(self._close_g_mask[gene][keys_p % self._n_genes])
 
-        def take(candidates: np.ndarray, keys: np.ndarray, labels: np.ndarray, criterion: int) -> None:
+        def take(candidates: np.ndarray) -> np.ndarray:
             if candidates.size > self.per_criterion:
                 candidates = np.sort(rng.choice(candidates, size=self.per_criterion, replace=False))
-            chosen.extend((int(keys[i]), int(labels[i]), criterion) for i in candidates)
+            return candidates
 
-        in_close_g = np.isin(keys_p % self._n_genes, self._close_g_idx[gene])
-        take(np.flatnonzero(in_close_g), keys_p, labels_p, 1)
-        used = np.array([c[0] for c in chosen], dtype=np.int64)
-        take(np.flatnonzero(~np.isin(keys_p, used)), keys_p, labels_p, 2)
-        used = np.array([c[0] for c in chosen], dtype=np.int64)
-        take(np.flatnonzero(~np.isin(keys_g, used)), keys_g, labels_g, 3)
-        return [Example(str(self.train_perts[key // self._n_genes]), str(self.train_genes[key % self._n_genes]), label, crit)
-                for key, label, crit in chosen]
+        draws = []
+        for _ in range(n_runs):
+            first = take(both_close)
+            # A pool holds each training pair once, so "not yet chosen" is "not at a chosen position".
+            rest = np.ones(keys_p.size, dtype=bool)
+            rest[first] = False
+            second = take(np.flatnonzero(rest))
+            from_p = np.concatenate([first, second])
+            # The gene pool may hold pairs chosen from the perturbation pool (a few keys: compare them all).
+            chosen = (keys_g[:, None] == keys_p[from_p][None, :]).any(axis=1)
+            third = take(np.flatnonzero(~chosen))
+            keys = np.concatenate([keys_p[from_p], keys_g[third]])
+            labels = np.concatenate([labels_p[from_p], labels_g[third]])
+            criteria = np.repeat([1, 2, 3], [first.size, second.size, third.size])
+            draws.append((keys, labels, criteria))
+        return draws
 
 
 def contrasting_examples(examples: Sequence[Example], train: pd.DataFrame, rng: np.random.Generator) -> list[Example]:
