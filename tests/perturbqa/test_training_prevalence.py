@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from perturbqa_lib.dataset_assembly import training_obs
 from perturbqa_lib.task_items import pair_items
 from perturbqa_lib.training_prevalence import gene_prevalence, prevalence_scores
 
@@ -16,10 +17,8 @@ def published_design(responses: pd.DataFrame) -> dict:
     that read a perturbation's items are constant; the published design (the labelled pairs
     alone) is where they have something to find.
     """
-    train = responses[responses["split"] == "train"]
-    train_obs = pd.DataFrame({"pert": train["pert"].to_numpy(), "gene": train["gene"].to_numpy(),
-                              "response": train["response"].to_numpy()}, index=(train["pert"] + ":" + train["gene"]).to_numpy())
-    return {"train": train_obs, "test": pair_items(responses[responses["split"] == "test"], "de")}
+    return {"train": training_obs(responses[responses["split"] == "train"]),
+            "test": pair_items(responses[responses["split"] == "test"], "de")}
 
 
 def test_gene_prevalence_and_scores():

@@ -45,8 +45,8 @@ OPENPROBLEMS_SCALE_ROLES = ("positive", "negative", "baseline")
 SCALE_SENTENCE = (
     "On each dataset and metric, 1 is the positive control's score (their mean if several) and 0 the score "
     "of the strongest negative control (the best trivial answer; a random control at its exact expectation "
-    "where the metric has one, else averaged over its seeds), so a method scores above 0 only if it beats every trivial answer; baselines, adversarial "
-    "and ceiling controls are placed on this scale but never set it."
+    "where the metric has one, else averaged over its seeds), so a method scores above 0 only if it beats "
+    "every trivial answer; baselines, adversarial and ceiling controls are placed on this scale but never set it."
 )
 
 
@@ -156,8 +156,8 @@ def scale_scores(
         Metric id -> whether higher is better: it decides which negative control is the strongest.
     chance
         Metric id -> its exact expected value for an uninformative answer. On these metrics a
-        seeded negative control (``n_seeds`` above 1: a random answer) counts at that value when
-        the strongest negative control is chosen; its own mean stays in ``raw``.
+        seeded negative control (one with ``raw_seeds``: a random answer) counts at that value
+        when the strongest negative control is chosen; its own mean stays in ``raw``.
 
     Returns
     -------
@@ -193,9 +193,9 @@ def scale_scores(
             flags.append(QCFlag("missing_control", f"no {missing} control scored on {dataset_id}/{metric_id}: scaled scores are missing",
                                 dataset_id=dataset_id, metric_id=metric_id))
             continue
-        if chance and metric_id in chance and "n_seeds" in group:
+        if chance and metric_id in chance and "raw_seeds" in group:
             # A random control's expectation is known exactly: its mean over a few seeds only estimates it.
-            seeded = group.loc[neg.index, "n_seeds"] > 1
+            seeded = group.loc[neg.index, "raw_seeds"].map(len) > 0
             neg = neg.where(~seeded, float(chance[metric_id]))
         strongest = neg.idxmax() if up else neg.idxmin()
         hi, lo = float(pos.mean()), float(neg.loc[strongest])

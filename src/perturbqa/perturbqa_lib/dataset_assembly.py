@@ -39,7 +39,7 @@ from perturbqa_lib.task_items import (
 )
 
 __all__ = ["KNOWLEDGE_LICENSE", "MAX_DATASET_LABEL", "perturbqa_dataset", "screen_metadata", "dataset_label",
-           "dataset_from_responses", "scored_cross"]
+           "dataset_from_responses", "training_obs", "scored_cross"]
 
 #: Licences of the knowledge graphs every dataset ships (the labels' licence is the screen's own).
 KNOWLEDGE_LICENSE = ("Knowledge graphs: CORUM CC BY-NC 4.0, HuRI, Reactome, GO, OmniPath and STRING under their own "
@@ -177,9 +177,7 @@ def dataset_from_responses(responses: pd.DataFrame, subtasks: Sequence[str], uns
     train = responses[responses["split"] == "train"]
     if train.empty:
         raise ValueError(f"{sources.get('de', 'the labelled pairs')}: no training pairs")
-    train_obs = pd.DataFrame({"pert": train["pert"].to_numpy(), "gene": train["gene"].to_numpy(),
-                              "response": train["response"].to_numpy()},
-                             index=pd.Index(train["pert"] + ":" + train["gene"], name="pair"))
+    train_obs = training_obs(train)
     tests, solutions = [], []
     n_decoys = n_unscored = 0
     test_pairs = responses[responses["split"] == "test"]
@@ -226,6 +224,13 @@ def dataset_from_responses(responses: pd.DataFrame, subtasks: Sequence[str], uns
                                   f"({', '.join(subtasks)}){decoy_text}.").strip()
     sets_table = pd.DataFrame([(k, g) for k, v in (sets or {}).items() for g in v], columns=["set_name", "gene"])
     return {"train": train_obs, "test": test_obs, "solution": pd.concat(solutions), "uns": uns, "sets": sets_table}
+
+
+def training_obs(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The training file's table of labelled pairs: ``pert, gene, response``, indexed ``<pert>:<gene>``."""
+    return pd.DataFrame({"pert": pairs["pert"].to_numpy(), "gene": pairs["gene"].to_numpy(),
+                         "response": pairs["response"].to_numpy()},
+                        index=pd.Index(pairs["pert"] + ":" + pairs["gene"], name="pair"))
 
 
 def scored_cross(items: pd.DataFrame, labels: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:

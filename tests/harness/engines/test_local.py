@@ -370,18 +370,24 @@ def test_job_slots_bound_jobs_across_engines_and_stop_them_all():
         t.join()
     assert most[0] == 2
     # A stop reaches a job waiting for a slot and one about to take it.
-    with slots.slot():
-        held = JobSlots(1)
-        blocked = []
-        with held.slot():
-            waiter = threading.Thread(target=lambda: blocked.append(pytest.raises(RunStopped, held.slot().__enter__)))
-            waiter.start()
-            held.stop()
-            waiter.join(timeout=5)
-        assert not waiter.is_alive() and len(blocked) == 1
+    held = JobSlots(1)
+    stopped = []
+
+    def wait_for_a_slot():
         with pytest.raises(RunStopped):
             with held.slot():
                 pass
+        stopped.append(True)
+
+    with held.slot():
+        waiter = threading.Thread(target=wait_for_a_slot)
+        waiter.start()
+        held.stop()
+        waiter.join(timeout=5)
+    assert not waiter.is_alive() and len(stopped) == 1
+    with pytest.raises(RunStopped):
+        with held.slot():
+            pass
 
 
 def test_several_tasks_share_the_job_slots_and_report_in_order(project_copy, tmp_path, capsys, monkeypatch):

@@ -149,6 +149,12 @@ def test_a_random_control_counts_at_the_metric_s_chance_level():
     averaged = average_seeds(pd.DataFrame(rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"]))
     scaled = scale_scores(averaged, {**roles, "neg_b": "negative"}, {"auc": True}, {"auc": 0.5})[0]
     assert (scaled["scale_lo"] == 0.6).all() and (scaled["scale_lo_method"] == "neg_b").all()
+    # A random control with one seed left (the others failed) is still random: it counts at chance.
+    rows = [("d", "neg_a", "auc", v, k) for k, v in enumerate([0.58, None, None])]
+    rows += [("d", "pos", "auc", 1.0, None), ("d", "m1", "auc", 0.51, None)]
+    averaged = average_seeds(pd.DataFrame(rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"]))
+    scaled = scale_scores(averaged, roles, {"auc": True}, {"auc": 0.5})[0].set_index("method_id")
+    assert averaged.set_index("method_id").loc["neg_a", "n_seeds"] == 1 and scaled.loc["m1", "scale_lo"] == 0.5
 
 
 def test_only_headline_metrics_enter_the_aggregate():
