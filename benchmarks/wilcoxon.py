@@ -14,13 +14,14 @@ time under ``tracemalloc``, whose peak of traced (numpy) allocations misses no s
 Settings: scanpy ``rank_genes_groups(method="wilcoxon", reference=control, tie_correct=True)``
 (scanpy applies no continuity correction, so its p-values differ slightly by design); illico
 ``asymptotic_wilcoxon(reference=control, use_continuity=True, tie_correct=True)``, once for each
-number of threads given with ``--threads`` (default 1 and 2; pertsci.wilcoxon is single-threaded).
+number of threads given with ``--threads`` (default 1 and 2), as pertsci.wilcoxon is for
+``--openpert-threads`` (``n_threads``, default 1 and 2).
 illico comes with the ``bench`` extra (``pip install -e '.[bench]'``, or beside the environment:
 ``pip install --target DIR illico loguru`` and ``PYTHONPATH=common:DIR``); without it, it is left
 out.
 
-Targets: at least 100x faster than scanpy, at most half of illico's time (its fastest run), and
-peak memory above the data at most illico's. The figures go to ``benchmarks/results/wilcoxon.json``
+Targets, each tool by its fastest run: at least 100x faster than scanpy, at most half of illico's
+time, and peak memory above the data (of that run) at most illico's. The figures go to ``benchmarks/results/wilcoxon.json``
 (``--json``), read by ``benchmarks/summary.py``.
 """
 
@@ -221,7 +222,7 @@ def main() -> None:
     parser.add_argument("--genes", type=int, default=2_000)
     parser.add_argument("--perturbations", type=int, default=200)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="illico threads, one run per value")
-    parser.add_argument("--openpert-threads", type=int, nargs="+", default=[1],
+    parser.add_argument("--openpert-threads", type=int, nargs="+", default=[1, 2],
                         help="also run pertsci.wilcoxon with these thread counts (n_threads); 1 is always run")
     parser.add_argument("--tools", nargs="+", default=["openpert", "illico", "scanpy"])
     parser.add_argument("--cache", default=None, help="where to keep the synthetic screen (default: a temp dir)")
@@ -290,34 +291,42 @@ def main() -> None:
                         "max_dlog10_p_vs_openpert": dlog, "max_rel_dp_vs_openpert": rel, "max_rel_dp_vs_scipy": vs_scipy}
     figures: dict[str, float] = {}
     if base:
-        figures["openpert_seconds"] = base["seconds"]
-        figures["openpert_above_data_mb"] = base["peak_mb"] - base["loaded_mb"]
-        figures["openpert_max_rel_dp_vs_scipy"] = table["openpert"]["max_rel_dp_vs_scipy"]
+        # The targets compare the fastest run of each tool: scanpy runs on every core of an idle
+        # machine, illico on the threads it is given, pertsci.wilcoxon on its n_threads.
+        mine = {label: r for label, r in results.items() if label.startswith("openpert")}
+        best_label = min(mine, key=lambda label: mine[label]["seconds"])
+        best = mine[best_label]
+        figures["openpert_seconds"] = best["seconds"]
+        figures["openpert_threads"] = float(best_label.split("@")[1]) if "@" in best_label else 1.0
+        figures["openpert_1_thread_seconds"] = base["seconds"]
+        figures["openpert_above_data_mb"] = best["peak_mb"] - best["loaded_mb"]
+        figures["openpert_1_thread_above_data_mb"] = base["peak_mb"] - base["loaded_mb"]
+        figures["openpert_max_rel_dp_vs_scipy"] = max(table[label]["max_rel_dp_vs_scipy"] for label in mine)
         figures["openpert_traced_peak_mb"] = base["traced_peak_mb"]
-        print(f"pertsci.wilcoxon's arrays peak at {base['traced_peak_mb']:.0f} MB (tracemalloc)")
+        print(f"pertsci.wilcoxon's arrays peak at {base['traced_peak_mb']:.0f} MB (tracemalloc, 1 thread)")
+        print(f"pertsci.wilcoxon's fastest run: {best_label}, {best['seconds']:.2f} s")
         if "scanpy" in results:
-            figures["speedup_vs_scanpy"] = results["scanpy"]["seconds"] / base["seconds"]
-            # CPU time depends less on the machine's load, and on how many threads a tool starts (scanpy
-            # runs on every core of an idle machine; pertsci.wilcoxon on one unless n_threads says more).
+            figures["speedup_vs_scanpy"] = results["scanpy"]["seconds"] / best["seconds"]
+            # CPU time depends less on the machine's load and on how many threads a tool starts.
             figures["cpu_speedup_vs_scanpy"] = results["scanpy"]["cpu_seconds"] / base["cpu_seconds"]
             print(f"\npertsci.wilcoxon is {figures['speedup_vs_scanpy']:.1f}x faster than scanpy "
-                  f"(target >= {TARGET_SPEEDUP_SCANPY:g}x)")
+                  f"(target >= {TARGET_SPEEDUP_SCANPY:g}x); by CPU time, 1 thread: {figures['cpu_speedup_vs_scanpy']:.1f}x")
         illico = {label: r for label, r in results.items() if label.startswith("illico")}
         if illico:
             fastest = min(illico, key=lambda label: illico[label]["seconds"])
-            figures["time_vs_illico"] = base["seconds"] / illico[fastest]["seconds"]
+            figures["time_vs_illico"] = best["seconds"] / illico[fastest]["seconds"]
             figures["illico_above_data_mb"] = illico[fastest]["peak_mb"] - illico[fastest]["loaded_mb"]
-            for label in (name for name in results if name.startswith("openpert@")):
-                threads = label.split("@")[1]
+            for label in mine:
+                threads = label.split("@")[1] if "@" in label else "1"
                 if f"illico@{threads}" in illico:
                     ratio = results[label]["seconds"] / illico[f"illico@{threads}"]["seconds"]
-                    figures[f"time_vs_illico_{threads}_threads"] = ratio
+                    figures[f"time_vs_illico_{threads}_thread{'s' if threads != '1' else ''}"] = ratio
                     print(f"{label} takes {ratio:.2f}x the time of illico@{threads}")
             if "illico@1" in illico:
                 figures["cpu_time_vs_illico_1_thread"] = base["cpu_seconds"] / illico["illico@1"]["cpu_seconds"]
-            print(f"pertsci.wilcoxon takes {figures['time_vs_illico']:.2f}x the time of {fastest}, the fastest illico "
-                  f"(target <= {TARGET_TIME_VS_ILLICO:g}x)")
-            print(f"memory above the data: pertsci.wilcoxon {figures['openpert_above_data_mb']:.0f} MB, "
+            print(f"pertsci.wilcoxon ({best_label}) takes {figures['time_vs_illico']:.2f}x the time of {fastest}, "
+                  f"the fastest illico (target <= {TARGET_TIME_VS_ILLICO:g}x)")
+            print(f"memory above the data: pertsci.wilcoxon ({best_label}) {figures['openpert_above_data_mb']:.0f} MB, "
                   f"{fastest} {figures['illico_above_data_mb']:.0f} MB (target: at most illico's)")
     dest = write_figures("wilcoxon", figures, path=args.json, screen=shape, tools=table)
     print(f"figures: {dest}")

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from pertsci.wilcoxon import _gene_blocks, order_codes, rank_sum_test
+from pertsci.wilcoxon import _BlockReader, _gene_blocks, order_codes, rank_sum_test
 
 
 def scipy_reference(X, groups, tested):
@@ -115,13 +115,37 @@ def test_order_codes_preserve_order_and_ties():
         assert np.all((codes > zero) == (values > 0)) and np.all((codes < zero) == (values < 0))
 
 
-@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "dense"])
+def test_order_codes_of_positive_float32_are_their_bits():
+    values = np.array([0.5, 3.0, 1e-30, 0.5, 7.25], dtype=np.float32)
+    codes, zero = order_codes(values)
+    assert np.shares_memory(codes, values)  # no pass over the values but the check
+    assert np.array_equal(codes[:, None] < codes[None, :], values[:, None] < values[None, :])
+    assert np.array_equal(codes[:, None] == codes[None, :], values[:, None] == values[None, :])
+    assert (codes > zero).all()
+
+
+def test_a_block_read_from_csr_equals_its_column_slice():
+    X, groups = screen(kind="negative", genes=23)
+    M = sp.csr_matrix(X)
+    codes = np.arange(X.shape[0]) % 5
+    reader = _BlockReader(M, codes.astype(np.uint8))
+    bounds = [0, 4, 5, 11, 23]
+    reader.prepare(bounds, max_values=37)  # chunks of a few rows
+    for start, stop in zip(bounds, bounds[1:]):
+        values, gene, group = reader.read(start, stop)
+        block = M[:, start:stop].tocoo()
+        want = sorted(zip(block.col, block.data, codes[block.row]))
+        assert sorted(zip(gene, values, group)) == want
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csr-unsorted", "csc", "coo", "dense"])
 def test_blocks_of_any_size_give_the_same_result(fmt):
     X, groups = screen(kind="negative", genes=40)
     groups = groups.astype(object)
     groups[::7] = "left-out"  # cells of no group asked for, dropped gene by gene
     tested = ["A", "B", "C", "D", "E"]
-    M = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "coo": sp.coo_matrix, "dense": np.asarray}[fmt](X)
+    M = {"csr": sp.csr_matrix, "csr-unsorted": unsorted_csr, "csc": sp.csc_matrix, "coo": sp.coo_matrix,
+         "dense": np.asarray}[fmt](X)
     whole = rank_sum_test(M, groups, "ctrl", group_order=tested, block_genes=10_000, max_block_values=2**40)
     small = rank_sum_test(M, groups, "ctrl", group_order=tested, block_genes=7, max_block_values=50)
     threaded = rank_sum_test(M, groups, "ctrl", group_order=tested, block_genes=9, n_threads=3)
@@ -130,6 +154,17 @@ def test_blocks_of_any_size_give_the_same_result(fmt):
         np.testing.assert_array_equal(getattr(threaded, name), getattr(whole, name))
     _, P = scipy_reference(X, np.asarray(groups), tested)
     np.testing.assert_allclose(whole.pvalue, P, rtol=1e-9)
+
+
+def unsorted_csr(X):
+    """A CSR matrix whose rows list their columns in reverse (valid, but not sorted)."""
+    M = sp.csr_matrix(X)
+    for r in range(M.shape[0]):
+        a, b = M.indptr[r], M.indptr[r + 1]
+        M.indices[a:b], M.data[a:b] = M.indices[a:b][::-1].copy(), M.data[a:b][::-1].copy()
+    M.has_sorted_indices = False
+    assert not M.has_sorted_indices
+    return M
 
 
 def test_explicit_zeros_count_as_zeros():
