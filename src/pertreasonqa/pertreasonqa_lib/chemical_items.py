@@ -113,7 +113,7 @@ def compound_targets(simulation: Mapping) -> pd.DataFrame:
 
 def outcome_labels(sc, *, control: str = op3_sim.CONTROL_COMPOUND, alpha: float = 0.01, unchanged_min_p: float = 0.1,
                    min_detection: float = 0.05, min_cells: int = 10, max_changed: int = 100, max_unchanged: int = 100,
-                   seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                   seed: int = 0, n_threads: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Up/down/unchanged outcomes of every (cell type, compound) against the control (section 2.2).
 
     Parameters
@@ -135,6 +135,8 @@ def outcome_labels(sc, *, control: str = op3_sim.CONTROL_COMPOUND, alpha: float 
         Items kept per (cell type, compound) (0: all); see the module notes.
     seed
         Seed of the sampling of unchanged genes.
+    n_threads
+        Threads of the Wilcoxon tests (the results do not depend on it).
 
     Returns
     -------
@@ -163,7 +165,7 @@ def outcome_labels(sc, *, control: str = op3_sim.CONTROL_COMPOUND, alpha: float 
                         int(sizes.get(control, 0)), len(tested), len(cols))
             continue
         x = normalize_log_tp10k(counts, totals=None if totals is None else totals[rows])[:, cols]
-        res = rank_sum_test(x, groups, control, genes=genes[cols], group_order=tested)
+        res = rank_sum_test(x, groups, control, genes=genes[cols], group_order=tested, n_threads=n_threads)
         for k, comp in enumerate(res.groups):
             p, padj, z = res.pvalue[k], res.pvalue_adj[k], res.zscore[k]
             changed = np.flatnonzero(padj < alpha)

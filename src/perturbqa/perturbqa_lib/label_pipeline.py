@@ -36,6 +36,7 @@ def perturbation_labels(
     n_positives: int = 20,
     n_negatives: int = 100,
     seed: int = 0,
+    n_threads: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Label (perturbation, gene) pairs of a screen as in appendix A.2 of the paper.
 
@@ -60,6 +61,8 @@ def perturbation_labels(
         Negatives: ``n_negatives`` genes sampled among adjusted p > ``negative_min_p``.
     seed : int
         Seed of the sampling.
+    n_threads : int
+        Threads of the Wilcoxon tests (the results do not depend on it).
 
     Returns
     -------
@@ -76,7 +79,7 @@ def perturbation_labels(
     """
     rng = np.random.default_rng(seed)
     genes = pd.Index([str(g) for g in genes])
-    result = rank_sum_test(X, perturbations, control, genes=genes)
+    result = rank_sum_test(X, perturbations, control, genes=genes, n_threads=n_threads)
     padj = result.pvalue_adj.copy()
     # The target's own knockdown is not a downstream effect.
     own = genes.get_indexer(result.groups)

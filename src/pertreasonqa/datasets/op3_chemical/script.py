@@ -16,7 +16,7 @@ par = {
     "max_unchanged": 100, "max_perturbations": 2, "max_items_per_perturbation": 20, "perturbations_in_graph_only": True,
     "graph_scope": "paths",
 }
-meta = {"resources_dir": "src/pertreasonqa", "name": "op3_chemical"}
+meta = {"resources_dir": "src/pertreasonqa", "name": "op3_chemical", "cpus": None}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
@@ -40,7 +40,8 @@ genes_graph = load_signed_graph(kg_dir)
 simulation = chemical_items.simulation_design(par["n_compounds"], par["plates_per_donor"], par["dmso_wells"], par["cells_per_well"], par["seed"])
 built = chemical_items.chemical_items(
     genes_graph.nodes, genes_graph.to_frame(), data_dir, simulation=simulation, n_clusters=par["n_clusters"], seed=par["seed"],
-    label_params={"seed": par["seed"], **{k: par[k] for k in ("min_detection", "max_changed", "max_unchanged")}})
+    label_params={"seed": par["seed"], "n_threads": meta.get("cpus") or 1,
+                  **{k: par[k] for k in ("min_detection", "max_changed", "max_unchanged")}})
 items, graph = built["items"], genes_graph.with_drug_targets(built["targets"], chemical_items.TARGET_DATABASE)
 log.info("compounds per distribution and split:\n%s", built["splits"].groupby(["distribution", "split"]).size())
 basal, profile, basal_stats = load_blood_basal(data_dir)

@@ -16,7 +16,7 @@ par = {"input": "resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", "pertu
        "ensembl_map": "resources_test/perturbqa/raw/perturbqa/k562_gw_mapping_full.json", "dataset_id": "perturbseq_de",
        "output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
        "output_kg_edges": "kg_edges.parquet", "output_gene_descriptions": "gene_descriptions.parquet"}
-meta = {"resources_dir": "src/perturbqa", "name": "perturbseq"}
+meta = {"resources_dir": "src/perturbqa", "name": "perturbseq", "cpus": None}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
@@ -65,7 +65,7 @@ X = normalize_log_tp10k(screen.X)[:, unique]
 labels, summary = perturbation_labels(
     X, screen.obs[column].astype(str).to_numpy(), symbols[unique].to_numpy(), control=par["control_label"],
     min_degs=par["min_degs"], n_negative_perturbations=par["n_negative_perturbations"],
-    n_positives=par["n_positives"], n_negatives=par["n_negatives"], seed=par["seed"])
+    n_positives=par["n_positives"], n_negatives=par["n_negatives"], seed=par["seed"], n_threads=meta.get("cpus") or 1)
 kept = summary[summary["kept"]]
 split = split_perturbations(kept["n_degs"], par["test_fraction"], par["seed"])
 labels["split"] = labels["pert"].map(split)
