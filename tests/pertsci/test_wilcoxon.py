@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy import stats
 
-from pertsci.wilcoxon import _BlockReader, _gene_blocks, order_codes, rank_sum_test
+from pertsci.wilcoxon import _BlockReader, _consecutive_blocks, order_codes, rank_sum_test
 
 
 def scipy_reference(X, groups, tested):
@@ -178,9 +178,9 @@ def test_explicit_zeros_count_as_zeros():
     np.testing.assert_allclose(res.pvalue, P, rtol=1e-9)
 
 
-def test_gene_blocks_respect_both_limits():
+def test_consecutive_blocks_respect_both_limits():
     per_gene = np.array([5, 5, 5, 50, 1, 1, 1, 1, 1, 0, 3])
-    blocks = _gene_blocks(per_gene, 3, 12)
+    blocks = _consecutive_blocks(per_gene, 3, 12)
     assert blocks[0][0] == 0 and blocks[-1][1] == per_gene.size
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
     for start, stop in blocks:
