@@ -275,9 +275,14 @@ def rank_sum_test(
     # block; its numpy calls run over a block's values at once, so the GIL is rarely held.
     with ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else contextlib.nullcontext() as pool:
         map_ = pool.map if pool is not None else map
-        reader.prepare([start for start, _ in blocks] + [n_genes], max_block_values, map_)
-        for done in map_(test_block, blocks):
-            assert done is None
+        try:
+            reader.prepare([start for start, _ in blocks] + [n_genes], max_block_values, map_)
+            for done in map_(test_block, blocks):
+                assert done is None
+        except BaseException:
+            if pool is not None:  # a block failed (e.g. NaN): the blocks not started are not run
+                pool.shutdown(cancel_futures=True)
+            raise
     return tallies.result(n_per, tested, gene_index)
 
 
