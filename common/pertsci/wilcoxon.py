@@ -342,8 +342,11 @@ class _BlockReader:
         for done in map_(count, chunks):
             assert done is None
 
-    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(values, gene, group)`` of the block's stored non-zero values; gene counts from ``start``."""
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+        """``(values, gene, group, negative)`` of the block's stored non-zero values.
+
+        ``gene`` counts from ``start``; ``negative`` tells whether any value is below zero.
+        """
         M = self.M
         if self.by_crossings:
             first, last = self.before[:, self.bound_index[start]], self.before[:, self.bound_index[stop]]
@@ -371,7 +374,7 @@ class _BlockReader:
             stored = values != 0
             if not stored.all():  # explicit zeros are zeros like the implicit ones
                 values, gene, group = values[stored], gene[stored], group[stored]
-        return values, gene, group
+        return values, gene, group, bool(lowest < 0)
 
 
 def _run_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -409,8 +412,12 @@ class _Tallies:
             raise ValueError(f"{n_codes} groups: at most 2**31 can be tested")
         self.U, self.T, self.nnz, self.neg, self.sums = (np.zeros((n_genes, n_codes)) for _ in range(5))
 
-    def add(self, start: int, stop: int, values: np.ndarray, gene: np.ndarray, group: np.ndarray) -> None:
-        """Tally the stored values of genes ``start`` to ``stop`` (``gene`` counts from ``start``)."""
+    def add(self, start: int, stop: int, values: np.ndarray, gene: np.ndarray, group: np.ndarray,
+            negative: bool) -> None:
+        """Tally the stored values of genes ``start`` to ``stop`` (``gene`` counts from ``start``).
+
+        ``negative``: whether any value is below zero (found by the read; else none is looked for).
+        """
         n_codes = self.n_codes
         n_block = stop - start
         rows = slice(start, stop)
@@ -418,9 +425,9 @@ class _Tallies:
         cell += group
         self.sums[rows] = np.bincount(cell, weights=values, minlength=n_block * n_codes).reshape(n_block, n_codes)
         self.nnz[rows] = np.bincount(cell, minlength=n_block * n_codes).reshape(n_block, n_codes)
-        if values.size and values.min() < 0:
-            negative = values < 0
-            self.neg[rows] = np.bincount(cell[negative], minlength=n_block * n_codes).reshape(n_block, n_codes)
+        if negative:
+            below = values < 0
+            self.neg[rows] = np.bincount(cell[below], minlength=n_block * n_codes).reshape(n_block, n_codes)
         del cell
         # One uint64 key per stored value: gene, then order code, then group, from the high bits
         # down, so that one sort orders the block by gene, by value within a gene, and by group

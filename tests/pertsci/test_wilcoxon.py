@@ -129,11 +129,13 @@ def test_a_block_read_from_csr_equals_its_column_slice():
     M = sp.csr_matrix(X)
     codes = np.arange(X.shape[0]) % 5
     reader = _BlockReader(M, codes.astype(np.uint8))
+    assert reader.by_crossings  # sorted CSR: read through the crossing table, not sliced
     bounds = [0, 4, 5, 11, 23]
     reader.prepare(bounds, max_values=37)  # chunks of a few rows
     for start, stop in zip(bounds, bounds[1:]):
-        values, gene, group = reader.read(start, stop)
+        values, gene, group, negative = reader.read(start, stop)
         block = M[:, start:stop].tocoo()
+        assert negative == bool((block.data < 0).any())
         want = sorted(zip(block.col, block.data, codes[block.row]))
         assert sorted(zip(gene, values, group)) == want
 
@@ -163,7 +165,7 @@ def unsorted_csr(X):
         a, b = M.indptr[r], M.indptr[r + 1]
         M.indices[a:b], M.data[a:b] = M.indices[a:b][::-1].copy(), M.data[a:b][::-1].copy()
     M.has_sorted_indices = False
-    assert not M.has_sorted_indices
+    assert not _BlockReader(M, np.zeros(M.shape[0], dtype=np.uint8)).by_crossings  # read by slicing
     return M
 
 

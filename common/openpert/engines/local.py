@@ -155,10 +155,9 @@ class LocalEngine:
         self.resume = resume
         self.sandbox = sandbox
         self.label = label
-        if progress == "lines":
-            self.mode = "lines"
-        else:
-            self.mode = ("bar" if sys.stderr.isatty() else "lines") if progress is None else ("bar" if progress else "none")
+        if progress is None:
+            progress = True if sys.stderr.isatty() else "lines"
+        self.mode = "lines" if progress == "lines" else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
         #: dataset id -> {format id: path} of the planned datasets, for each job record's dataset digest.
         self.dataset_files: dict[str, dict[str, str]] = {}
