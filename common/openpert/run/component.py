@@ -31,7 +31,7 @@ import yaml
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.run import sandbox as sandboxing
-from openpert.run.process import Limits, execute
+from openpert.run.process import Limits, PeakReport, execute
 from openpert.run.records import EXIT_INVALID
 from openpert.run.viash_block import substitute_block
 
@@ -42,16 +42,31 @@ SANDBOX_BWRAP = "bubblewrap"
 SANDBOX_NONE = "none"
 _warned_unsandboxed = False
 
-#: How a job's script is run: as ``python script.py`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``), then,
-#: once it has returned, the exit handlers run, the streams are flushed and the interpreter leaves
-#: without tearing its modules down, which costs about 0.15 s a job for the scientific stack
-#: (seconds under load). An exception or ``sys.exit`` in the script exits as usual.
-FAST_EXIT_LAUNCHER = (
-    "import atexit, os, runpy, sys; sys.argv = sys.argv[1:]; "
-    "sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0])); "
-    "runpy.run_path(sys.argv[0], run_name='__main__'); "
-    "atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush(); os._exit(0)"
-)
+#: How a job's script is run: ``python -c FAST_EXIT_LAUNCHER REPORT_FD script.py args...`` runs the
+#: script as ``python script.py args...`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``).
+#: As the script ends, even by an exception, the launcher writes its peak resident size in kB
+#: (``VmHWM``) to the file descriptor ``REPORT_FD`` (``-1``: none; see
+#: :class:`openpert.run.process.PeakReport`). Once the script has returned, the exit handlers run,
+#: the streams are flushed and the interpreter leaves without tearing its modules down, which
+#: costs about 0.15 s a job for the scientific stack (seconds under load). An exception or
+#: ``sys.exit`` in the script exits as usual.
+FAST_EXIT_LAUNCHER = """\
+import atexit, os, runpy, sys
+report = int(sys.argv[1])
+sys.argv = sys.argv[2:]
+sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+try:
+    runpy.run_path(sys.argv[0], run_name='__main__')
+finally:
+    if report >= 0 and os.path.exists('/proc/self/status'):
+        with open('/proc/self/status') as status:
+            peak = [line.split()[1] for line in status if line.startswith('VmHWM:')]
+        try:
+            os.write(report, (' '.join(peak) + '\\n').encode())
+        except OSError as err:  # the script closed it: the harness keeps its own samples
+            sys.stderr.write('openpert launcher: peak memory not reported (%s)\\n' % err)
+atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
+"""
 
 
 @dataclasses.dataclass
@@ -353,14 +368,16 @@ def run_component(
             box.writable[sandboxing.EMBED_CACHE_DIR] = embed_cache
     script.write_text(substitute_block(config.script.read_text(), script_par, meta, path=config.script))
 
+    report = PeakReport()
+    launcher = ["-c", FAST_EXIT_LAUNCHER, str(report.write_fd)]
     if box is not None:
         box.read_only.append(resources_dir)
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,
                                              embed_cache=embed_cache is not None)
-        cmd = box.command([str(sandboxing.python_environment().executable), "-c", FAST_EXIT_LAUNCHER, seen_as(script)])
+        cmd = box.command([str(sandboxing.python_environment().executable), *launcher, seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
     else:
-        cmd = [sys.executable, "-c", FAST_EXIT_LAUNCHER, str(script)]
+        cmd = [sys.executable, *launcher, str(script)]
         env = dict(os.environ)
         env["TMPDIR"] = str(temp_dir)
         env["VIASH_TEMP"] = str(temp_dir)
@@ -373,7 +390,7 @@ def run_component(
                 env.setdefault(var, str(limits.cpus))
     header = warning + "\n" if warning else ""
     code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
-                                              sandboxed=box is not None, header=header)
+                                              sandboxed=box is not None, header=header, peak_report=report)
     if code != 0:
         return RunResult(code, reason, duration, peak_mb, {}, log, mode)
 

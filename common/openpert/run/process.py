@@ -137,6 +137,41 @@ def _last_error_line(log: Path) -> str:
     return lines[-1][:500] if lines else ""
 
 
+class PeakReport:
+    """A pipe on which a job's launcher reports its own peak resident size (``VmHWM``) as it ends.
+
+    Sampling misses a peak reached after the last sample: a job that fills its memory and exits
+    within one polling interval. The launcher (:data:`openpert.run.component.FAST_EXIT_LAUNCHER`)
+    writes its high-water mark here last. The job could write anything here too, so the report
+    only ever raises the sampled peak (a job can make itself look larger, never smaller).
+    """
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+
+    def close_writer(self) -> None:
+        """Close this process's write end once the job holds its own (so the pipe can end)."""
+        if self.write_fd >= 0:
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def peak_kb(self) -> int:
+        """The largest number reported, in kB (0 when none); closes the pipe.
+
+        Read without blocking: a process that escaped the job could still hold the write end.
+        """
+        self.close_writer()
+        os.set_blocking(self.read_fd, False)
+        try:
+            text = os.read(self.read_fd, 1 << 16).decode("ascii", errors="replace")
+        except BlockingIOError:
+            text = ""  # nothing was written: the job ended before its launcher reported
+        finally:
+            os.close(self.read_fd)
+        numbers = [int(word) for word in text.split() if word.isdigit()]
+        return max(numbers, default=0)
+
+
 def execute(
     cmd: list[str],
     *,
@@ -147,6 +182,7 @@ def execute(
     poll_s: float = 0.1,
     sandboxed: bool = False,
     header: str = "",
+    peak_report: PeakReport | None = None,
 ) -> tuple[int, str, float, float]:
     """Run ``cmd``, enforce limits, capture output.
 
@@ -165,6 +201,9 @@ def execute(
         descendants only.
     header
         Lines written to the log before the command's output (e.g. a warning about the run).
+    peak_report
+        A pipe whose write end the command inherits and on which it reports its own peak
+        resident size as it ends; it is closed here.
 
     Returns
     -------
@@ -183,8 +222,13 @@ def execute(
         if header:
             out.write(header.encode())
             out.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=dict(env) if env is not None else None, start_new_session=True)
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=dict(env) if env is not None else None, start_new_session=True,
+                                    pass_fds=(peak_report.write_fd,) if peak_report is not None else ())
+        finally:
+            if peak_report is not None:
+                peak_report.close_writer()
         _ACTIVE.add(proc.pid)
         ps = psutil.Process(proc.pid)
         # Between two samples of memory and time, wait on the process itself (a pidfd becomes
@@ -230,7 +274,9 @@ def execute(
     duration = time.perf_counter() - start
     # The processes' own high-water marks catch peaks between two polls. (ru_maxrss of wait4 would
     # not do: Linux carries the parent's resident size at fork across exec into it.)
-    peak_mb = max(peak / 2**20, hwm_kb / 1024)
+    # What the job's launcher reported as it ended catches a peak after the last sample.
+    reported_kb = peak_report.peak_kb() if peak_report is not None else 0
+    peak_mb = max(peak / 2**20, hwm_kb / 1024, reported_kb / 1024)
     code = proc.returncode
     if code < 0:
         code = 128 - code

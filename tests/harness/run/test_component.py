@@ -174,12 +174,12 @@ def test_only_regular_files_and_folders_of_them_are_outputs(tmp_path):
     assert "out/sub/b.txt is a symbolic link" in output_file_problem(folder)
 
 
-def _launch(tmp_path, body: str) -> subprocess.CompletedProcess:
+def _launch(tmp_path, body: str, report_fd: int = -1) -> subprocess.CompletedProcess:
     script = tmp_path / "job" / "script.py"
     script.parent.mkdir(exist_ok=True)
     script.write_text(body)
-    return subprocess.run([sys.executable, "-c", FAST_EXIT_LAUNCHER, str(script)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=120)
+    return subprocess.run([sys.executable, "-c", FAST_EXIT_LAUNCHER, str(report_fd), str(script)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120, pass_fds=(report_fd,) if report_fd >= 0 else ())
 
 
 def test_the_launcher_runs_a_script_as_python_would(tmp_path):
@@ -203,3 +203,38 @@ def test_the_launcher_keeps_failures(tmp_path, body, code, message):
     done = _launch(tmp_path, body)
     assert done.returncode == code
     assert message in done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="VmHWM comes from /proc (Linux)")
+@pytest.mark.parametrize(("tail", "code"), [("", 0), ("raise ValueError('late')\n", 1), ("import sys\nsys.exit(3)\n", 3)])
+def test_the_launcher_reports_its_peak_as_the_script_ends(tmp_path, tail, code):
+    from openpert.run.process import PeakReport
+
+    report = PeakReport()
+    # 150 MB filled, then the end at once: no sampling between the two would see it.
+    done = _launch(tmp_path, "import numpy as np\nblock = np.ones(150 * 2**20 // 8)\n" + tail, report.write_fd)
+    assert done.returncode == code, done.stderr
+    assert 150 * 1024 < report.peak_kb() < 400 * 1024
+
+
+def test_a_closed_report_pipe_costs_the_report_not_the_exit_code(tmp_path):
+    from openpert.run.process import PeakReport
+
+    report = PeakReport()
+    done = _launch(tmp_path, f"import os, sys\nos.close({report.write_fd})\nsys.exit(4)\n", report.write_fd)
+    assert done.returncode == 4
+    assert "peak memory not reported" in done.stderr and report.peak_kb() == 0
+
+
+def test_a_peak_report_only_reads_numbers_and_never_waits():
+    from openpert.run.process import PeakReport
+
+    report = PeakReport()
+    os.write(report.write_fd, b"junk 123 -5 4567\n")
+    assert report.peak_kb() == 4567
+    held = PeakReport()
+    writer = os.dup(held.write_fd)  # a process that still holds the write end: no EOF
+    try:
+        assert held.peak_kb() == 0
+    finally:
+        os.close(writer)
