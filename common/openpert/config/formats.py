@@ -46,6 +46,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -174,11 +176,26 @@ class FileFormat:
         ------
         FormatError
             Naming the file and listing every problem.
+
+        Notes
+        -----
+        What a file passes is remembered under its :func:`file_identity`: its own checks (slots and
+        rows) by what they check, each shape rule with the identity of the file it compared. A
+        check already passed costs a ``stat`` until either file changes, whatever the other rules
+        in ``context``: a dataset's files, read by every job of the dataset, are read once.
         """
         path = Path(path)
         label = f"{path} ({self.format_id})"
         if not path.exists():
             raise FormatError(f"{label}: file not found")
+        others = [(rule, Path(other)) for rule in self.matches
+                  if (other := (context or {}).get(rule.file)) is not None and Path(other) != path]
+        identity = file_identity(path)
+        checks = {("own", self.type, repr(self.slots), self.min_rows),
+                  *(("rule", rule, _identity_if_any(other)) for rule, other in others)}
+        with _VALIDATED_LOCK:
+            if checks <= _VALIDATED.get(identity, set()):
+                return
         try:
             obj = load_file(path, self.type)
         except FormatError:
@@ -186,13 +203,11 @@ class FileFormat:
         except Exception as err:  # any reader error means the file is not of this type
             raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
         problems = self._check_rows(obj) + self._check_slots(obj)
-        for rule in self.matches:
-            other = (context or {}).get(rule.file)
-            if other is None or Path(other) == path:
-                continue
-            problems.extend(self._check_match(obj, rule, Path(other)))
+        for rule, other in others:
+            problems.extend(self._check_match(obj, rule, other))
         if problems:
             raise FormatError(f"{label}: " + "; ".join(problems))
+        _remember_valid(identity, checks)
 
     def _check_rows(self, obj: Any) -> list[str]:
         if not self.min_rows:
@@ -279,19 +294,52 @@ def _type_from_suffix(path: Path) -> str:
     return suffix
 
 
+# --- what passed ----------------------------------------------------------------------------------
+#: File identity -> the checks it passed: ("own", type, slots, min_rows), ("rule", rule, other file's identity).
+_VALIDATED: dict[tuple, set[tuple]] = {}
+_VALIDATED_MAX = 4096
+_VALIDATED_LOCK = threading.Lock()
+
+
+def file_identity(path: str | Path) -> tuple[int, int, int, int]:
+    """The identity of a file's current content: device, inode, size and mtime (ns).
+
+    Not the path, so a file keeps what it passed when it is renamed (as outputs are, to publish
+    them), and not the ctime, which every hard link to the file changes (as staging an input does).
+    A same-size rewrite whose writer sets the mtime back goes unseen; in a sandbox no job can write
+    a checked file (inputs are mounted read-only, outputs are checked once every process of their
+    job has ended).
+    """
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _identity_if_any(path: Path) -> tuple | None:
+    try:
+        return file_identity(path)
+    except OSError:  # a missing file is part of what was checked: its rule failed
+        return None
+
+
+def _remember_valid(identity: tuple, checks: set[tuple]) -> None:
+    with _VALIDATED_LOCK:
+        if identity not in _VALIDATED and len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.pop(next(iter(_VALIDATED)))
+        _VALIDATED.setdefault(identity, set()).update(checks)
+
+
 # --- reading --------------------------------------------------------------------------------------
 _CACHE: dict[tuple, Any] = {}
 _CACHE_MAX = 16
 
 
 def load_file(path: Path, ftype: str) -> Any:
-    """Read a file of a known type. Results are cached by path, size and mtime.
+    """Read a file of a known type. Results are cached by :func:`file_identity`.
 
     Reference files (a dataset's test file) are read by many validations; caching keeps the
     harness overhead per job small. The cache holds a few objects at most.
     """
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, ftype)
+    key = (file_identity(path), ftype)
     if key in _CACHE:
         return _CACHE[key]
     if ftype == "h5ad":

@@ -442,6 +442,14 @@ class ComponentConfig:
         """The merged config as Viash would show it (private bookkeeping removed)."""
         return _strip_private(self.data)
 
+    @cached_property
+    def public_yaml(self) -> str:
+        """:meth:`public_dict` as YAML in its own key order: the ``.config.vsh.yaml`` beside a job's script.
+
+        Dumped once per config, not once per job (a config is not changed once read).
+        """
+        return yaml.safe_dump(self.public_dict(), sort_keys=False, allow_unicode=True)
+
 
 def collect_arguments(data: dict, file: Path) -> list[Argument]:
     """The arguments of a merged config: ``arguments`` and those of every ``argument_groups`` entry."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 from openpert.config.formats import FormatError
 from openpert.config.project import SHARED_DATA_ARGUMENT, shared_data_input
 from openpert.config.task import Dataset, Task
-from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.config.viash import ComponentConfig, ConfigError, read_config
 from openpert.engines.cache_keys import component_digest, file_digest
 from openpert.engines.resource_labels import parse_label_resources
 from openpert.files import hash_text, write_text_atomic
@@ -295,19 +295,21 @@ def replicate_name(method_id: str, seed: int | None) -> str:
     return method_id if seed is None else f"{method_id}@seed{seed}"
 
 
-def plan_jobs(plan: dict[str, Any]) -> tuple[list[Job], Callable[[Job, JobRecord], list[Job]]]:
+def plan_jobs(plan: dict[str, Any], configs: Mapping[str, ComponentConfig] | None = None
+              ) -> tuple[list[Job], Callable[[Job, JobRecord], list[Job]]]:
     """Method jobs of a plan, and the function that turns a finished prediction into metric jobs.
 
     A method entry with ``seeds: [0, ..., n-1]`` runs once per seed and dataset, with ``--seed k``:
     job ``<dataset>/<method>@seed<k>``, published in ``outputs/<dataset>/<method>@seed<k>/``, and
     its metric jobs ``<dataset>/<method>@seed<k>/<metric>``. Every such job keeps ``method_id`` the
     method's name and carries ``seed`` so that results average the replicates.
-    """
-    from openpert.config.viash import read_config
 
+    ``configs`` (config path -> config, e.g. a task's) are used as read; the others are read here.
+    """
     outdir = Path(plan["outdir"])
     resources = plan["resources"]
-    configs = {e["config"]: read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
+    known = dict(configs or {})
+    configs = {e["config"]: known.get(e["config"]) or read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
     allowed = set(plan["method_formats"])
     jobs: list[Job] = []
     for ds in plan["datasets"]:

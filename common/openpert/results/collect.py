@@ -21,7 +21,7 @@ import pandas as pd
 
 from openpert import __version__
 from openpert.config.task import Task
-from openpert.config.viash import UNRANKED_ROLES, ConfigError, read_config
+from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError, read_config
 from openpert.files import write_text_atomic, write_yaml_atomic
 from openpert.results.provenance import run_provenance
 from openpert.results.scoring import (
@@ -117,8 +117,7 @@ def _dataset_uns(files: dict[str, str]) -> tuple[dict, list[str]]:
     return {}, problems
 
 
-def _component_meta(config_path: str, params: dict, seeds: list | None = None) -> dict:
-    config = read_config(config_path)
+def _component_meta(config: ComponentConfig, params: dict, seeds: list | None = None) -> dict:
     refs = config.data.get("references") or {}
     return {
         "id": config.name,
@@ -146,14 +145,17 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     from openpert.results.resampling import bootstrap_ci, compare_to_best
 
     outdir = Path(outdir)
-    methods = [_component_meta(e["config"], e["params"], e.get("seeds")) for e in plan["methods"]]
+    # The task's configs as read for the plan, not read again per job.
+    known = {str(c.path): c for c in task.components}
+    configs = {e["config"]: known.get(e["config"]) or read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
+    methods = [_component_meta(configs[e["config"]], e["params"], e.get("seeds")) for e in plan["methods"]]
     controls = {m["id"]: m["control"] for m in methods}
     metric_rows: list[dict] = []
     maximize: dict[str, bool] = {}
     chance: dict[str, float] = {}
     metric_configs = []
     for entry in plan["metrics"]:
-        config = read_config(entry["config"])
+        config = configs[entry["config"]]
         metric_configs.append(config.public_dict())
         refs = config.data.get("references") or {}
         for m in config.metrics:
@@ -206,7 +208,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             rec.status, rec.reason, rec.exit_code = "failed", reason, -1
             failures.append(rec)
             continue
-        declared = {m["name"] for m in read_config(task.component(rec.component).path).metrics}
+        declared = {m["name"] for m in task.component(rec.component).metrics}
         unknown = sorted(set(raw) - declared)
         if unknown:
             rec.status, rec.exit_code = "failed", -1
@@ -353,7 +355,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
     write_yaml_atomic(outdir / "task_info.yaml", _clean(task.info))
     write_yaml_atomic(outdir / "score_uns.yaml", score_uns)
-    write_yaml_atomic(outdir / "method_configs.yaml", _clean([read_config(e["config"]).public_dict() for e in plan["methods"]]))
+    write_yaml_atomic(outdir / "method_configs.yaml", _clean([configs[e["config"]].public_dict() for e in plan["methods"]]))
     write_yaml_atomic(outdir / "metric_configs.yaml", _clean(metric_configs))
     write_yaml_atomic(outdir / "dataset_uns.yaml", datasets_meta)
     write_text_atomic(outdir / "trace.tsv", _trace_tsv(records))

@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.run import sandbox as sandboxing
@@ -326,7 +324,7 @@ def run_component(
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest)
     script = resources_dir / config.script.name
-    (resources_dir / ".config.vsh.yaml").write_text(yaml.safe_dump(config.public_dict(), sort_keys=False, allow_unicode=True))
+    (resources_dir / ".config.vsh.yaml").write_text(config.public_yaml)
     memory_b = int(limits.memory_mb * 2**20) if limits.memory_mb else None
     meta = {
         "name": config.name,

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
 
+from openpert.config import formats
 from openpert.config.formats import FileFormat, FormatError
 
 PREDICTION = {
@@ -168,3 +171,70 @@ def test_a_dataset_label_longer_than_a_table_header_is_invalid(tmp_path):
     long = write_h5ad(tmp_path / "long.h5ad", None, uns={"dataset_id": "d", "dataset_name": long_name})
     with pytest.raises(FormatError, match=r"long.h5ad.*uns\['dataset_name'\] is the dataset's label .*58 characters.*at most 30"):
         fmt(spec, "file_train").validate(long)
+
+
+@pytest.fixture()
+def reads(monkeypatch):
+    """The files ``validate`` reads as the file it checks (not those its rules compare), in order."""
+    seen = []
+    real = formats.load_file
+
+    def counting(path, ftype):
+        if path.name not in ("test.h5ad", "genes.csv"):
+            seen.append(path.name)
+        return real(path, ftype)
+
+    monkeypatch.setattr(formats, "load_file", counting)
+    return seen
+
+
+def test_a_file_that_passed_is_not_read_again(tmp_path, context, reads):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt(PREDICTION).validate(path, context)
+    # Another format object with the same spec accepts the same files: nothing is read again.
+    fmt(PREDICTION).validate(path, context)
+    fmt(PREDICTION).validate(path, {"file_test": context["file_test"]})
+    assert reads == ["p.h5ad"]
+    # A format with other checks reads it.
+    fmt({**PREDICTION, "min_rows": 1}).validate(path, context)
+    assert reads == ["p.h5ad", "p.h5ad"]
+
+
+def test_a_rewritten_file_is_checked_again(tmp_path, context, reads):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt(PREDICTION).validate(path, context)
+    write_h5ad(path, np.ones((2, 3)), uns={"other": "d"})
+    with pytest.raises(FormatError, match=r"required uns\['dataset_id'\] is missing"):
+        fmt(PREDICTION).validate(path, context)
+    assert reads == ["p.h5ad", "p.h5ad"]
+
+
+def test_a_changed_file_of_a_rule_is_compared_again(tmp_path, context, reads):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt(PREDICTION).validate(path, context)
+    ad.AnnData(obs=pd.DataFrame(index=["b", "a"])).write_h5ad(context["file_test"])
+    with pytest.raises(FormatError, match="not in the order of file_test's obs_names"):
+        fmt(PREDICTION).validate(path, context)
+    # The rule's file gone: the rule fails instead of being passed by memory.
+    context["file_test"].unlink()
+    with pytest.raises(FormatError, match="cannot read"):
+        fmt(PREDICTION).validate(path, context)
+    assert reads == ["p.h5ad"] * 3
+    # Without the broken rule's file, every check left has passed before: nothing is read.
+    fmt(PREDICTION).validate(path, {"file_genes": context["file_genes"]})
+    assert reads == ["p.h5ad"] * 3
+
+
+def test_a_renamed_or_linked_file_keeps_what_it_passed_and_a_copy_does_not(tmp_path, context, reads):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt(PREDICTION).validate(path, context)
+    published = tmp_path / "published.h5ad"
+    os.replace(path, published)  # as an output is published
+    os.link(published, tmp_path / "staged.h5ad")  # as an input is staged
+    fmt(PREDICTION).validate(published, context)
+    fmt(PREDICTION).validate(tmp_path / "staged.h5ad", context)
+    assert reads == ["p.h5ad"]
+    copy = tmp_path / "copy.h5ad"
+    shutil.copyfile(published, copy)
+    fmt(PREDICTION).validate(copy, context)
+    assert reads == ["p.h5ad", "copy.h5ad"]
