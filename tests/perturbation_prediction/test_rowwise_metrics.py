@@ -8,8 +8,8 @@ import anndata as ad
 import numpy as np
 import pandas as pd
 import pytest
-from perturbation_prediction_lib.rowwise_metrics import rowwise_correlations, rowwise_errors, score_adata
-from scipy.stats import spearmanr
+from perturbation_prediction_lib.rowwise_metrics import average_ranks, rowwise_correlations, rowwise_errors, score_adata
+from scipy.stats import rankdata, spearmanr
 
 DATA = Path(__file__).resolve().parents[2] / "resources_test" / "perturbation_prediction" / "op3_synthetic"
 
@@ -56,3 +56,26 @@ def test_score_file_holds_means_and_rows():
     assert score.uns["metric_ids"] == ["mean_rowwise_rmse", "mean_rowwise_mae"]
     assert score.uns["metric_values"] == [2.0, 0.25]
     assert (score.uns["dataset_id"], score.uns["method_id"]) == ("d", "m")
+
+
+@pytest.mark.parametrize("kind", ["continuous", "few values", "some rows tied", "one column", "no rows", "integers"])
+def test_average_ranks_equal_scipy_rankdata_exactly(kind):
+    rng = np.random.default_rng(3)
+    values = {
+        "continuous": rng.normal(size=(20, 300)),
+        "few values": rng.integers(0, 4, size=(20, 50)).astype(float),
+        "some rows tied": np.vstack([rng.normal(size=(3, 40)), np.round(rng.normal(size=(3, 40)))]),
+        "one column": rng.normal(size=(4, 1)),
+        "no rows": np.empty((0, 5)),
+        "integers": rng.integers(0, 3, size=(6, 9)),
+    }[kind]
+    ranks = average_ranks(values)
+    assert ranks.dtype == np.float64
+    np.testing.assert_array_equal(ranks, rankdata(values, axis=1))
+
+
+def test_average_ranks_propagate_nan_by_row():
+    values = np.array([[3.0, 1.0, 1.0], [np.nan, 2.0, 1.0]])
+    ranks = average_ranks(values)
+    np.testing.assert_array_equal(ranks[0], [3.0, 1.5, 1.5])
+    assert np.isnan(ranks[1]).all()

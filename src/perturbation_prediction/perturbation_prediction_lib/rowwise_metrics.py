@@ -34,6 +34,49 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _rowwise_cosine(a - a.mean(axis=1, keepdims=True), b - b.mean(axis=1, keepdims=True))
 
 
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n within each row, tied values given the mean of their ranks.
+
+    The values of ``scipy.stats.rankdata(values, axis=1)`` (method ``"average"``), exactly: each
+    rank is the mean of two integers. A row holding NaN is all NaN, as rankdata propagates it.
+    Written here because importing ``scipy.stats`` takes longer (about 0.4 s) than this metric
+    takes on a test dataset.
+
+    Parameters
+    ----------
+    values
+        Rows x columns.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``float64`` ranks, the shape of ``values``.
+    """
+    values = np.asarray(values)
+    n_rows, n = values.shape
+    order = np.argsort(values, axis=1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=1)
+    # In sorted order a value's rank is its position + 1, unless it is tied: a run of equal values
+    # spanning positions [first, last] shares (first + last) / 2 + 1.
+    in_order = np.broadcast_to(np.arange(1, n + 1, dtype=np.float64), (n_rows, n))
+    tied = np.zeros((n_rows, n), dtype=bool)
+    tied[:, 1:] = ordered[:, 1:] == ordered[:, :-1]
+    rows = np.flatnonzero(tied.any(axis=1))
+    if len(rows):
+        position = np.broadcast_to(np.arange(n), (len(rows), n))
+        starts = ~tied[rows]
+        ends = np.ones_like(starts)
+        ends[:, :-1] = starts[:, 1:]
+        first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+        last = np.minimum.accumulate(np.where(ends, position, n - 1)[:, ::-1], axis=1)[:, ::-1]
+        in_order = in_order.copy()
+        in_order[rows] = (first + last) / 2 + 1
+    ranks = np.empty((n_rows, n), dtype=np.float64)
+    ranks[np.arange(n_rows)[:, None], order] = in_order
+    ranks[np.isnan(values).any(axis=1)] = np.nan
+    return ranks
+
+
 def rowwise_correlations(truth: np.ndarray, pred: np.ndarray) -> pd.DataFrame:
     """Per-row Pearson, Spearman (ranks with ties averaged) and cosine similarity over genes.
 
@@ -50,12 +93,9 @@ def rowwise_correlations(truth: np.ndarray, pred: np.ndarray) -> pd.DataFrame:
         ``mean_rowwise_pearson``, ``mean_rowwise_spearman`` and ``mean_rowwise_cosine``, one row per
         row of ``truth``.
     """
-    # Imported here: scipy.stats costs about 0.4 s to import, and the error metric never ranks.
-    from scipy.stats import rankdata
-
     scores = {
         "mean_rowwise_pearson": _rowwise_pearson(truth, pred),
-        "mean_rowwise_spearman": _rowwise_pearson(rankdata(truth, axis=1), rankdata(pred, axis=1)),
+        "mean_rowwise_spearman": _rowwise_pearson(average_ranks(truth), average_ranks(pred)),
         "mean_rowwise_cosine": _rowwise_cosine(truth, pred),
     }
     return pd.DataFrame({k: np.where(np.isfinite(v), v, 0.0) for k, v in scores.items()})
