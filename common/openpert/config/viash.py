@@ -70,6 +70,11 @@ def find_project_root(start: Path) -> Path:
     raise ConfigError(f"{start}: no _viash.yaml found in this folder or any above it")
 
 
+#: libyaml's parser where PyYAML was built with it: the same safe constructors, parsing about 10x faster
+#: (a run reads several hundred component and API files).
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_yaml(path: Path) -> Any:
     """Load one YAML file, with errors that name it."""
     path = Path(path)
@@ -77,7 +82,7 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: file not found")
     try:
         with open(path) as fh:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
 
