@@ -193,7 +193,7 @@ class FileFormat:
         identity = file_identity(path)
         checks = {("own", self.type, repr(self.slots), self.min_rows),
                   *(("rule", rule, _identity_if_any(other)) for rule, other in others)}
-        with _VALIDATED_LOCK:
+        with _MEMORY_LOCK:
             if checks <= _VALIDATED.get(identity, set()):
                 return
         try:
@@ -240,17 +240,15 @@ class FileFormat:
 
     def _check_match(self, obj: Any, rule: MatchRule, other_path: Path) -> list[str]:
         try:
-            other_type = _type_from_suffix(other_path)
-            other = load_file(other_path, other_type)
-        except Exception as err:  # any reader error: the rule cannot hold, and the message says why
-            return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: cannot read {other_path}: {type(err).__name__}: {err}"]
-        try:
-            mine = attribute(obj, self.type, rule.this)
-            theirs = attribute(other, other_type, rule.that)
+            theirs_s = _compared_attribute(other_path, rule.that)
+        except _UnreadableFile as err:  # the rule cannot hold, and the message says why
+            return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err}"]
         except KeyError as err:
             return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err.args[0]}"]
-        mine_s = pd.Index(np.asarray(mine).astype(str)) if not np.isscalar(mine) else mine
-        theirs_s = pd.Index(np.asarray(theirs).astype(str)) if not np.isscalar(theirs) else theirs
+        try:
+            mine_s = _comparable(attribute(obj, self.type, rule.this))
+        except KeyError as err:
+            return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err.args[0]}"]
         if np.isscalar(mine_s) or np.isscalar(theirs_s):
             return [] if mine_s == theirs_s else [f"{rule.this} is {mine_s} but {rule.file} has {rule.that} {theirs_s}"]
         if rule.relation == "subset":
@@ -298,7 +296,8 @@ def _type_from_suffix(path: Path) -> str:
 #: File identity -> the checks it passed: ("own", type, slots, min_rows), ("rule", rule, other file's identity).
 _VALIDATED: dict[tuple, set[tuple]] = {}
 _VALIDATED_MAX = 4096
-_VALIDATED_LOCK = threading.Lock()
+#: Guards what this module remembers (passed checks, compared attributes): jobs validate from threads.
+_MEMORY_LOCK = threading.Lock()
 
 
 def file_identity(path: str | Path) -> tuple[int, int, int, int]:
@@ -322,10 +321,48 @@ def _identity_if_any(path: Path) -> tuple | None:
 
 
 def _remember_valid(identity: tuple, checks: set[tuple]) -> None:
-    with _VALIDATED_LOCK:
+    with _MEMORY_LOCK:
         if identity not in _VALIDATED and len(_VALIDATED) >= _VALIDATED_MAX:
             _VALIDATED.pop(next(iter(_VALIDATED)))
         _VALIDATED.setdefault(identity, set()).update(checks)
+
+
+class _UnreadableFile(Exception):
+    """The other file of a shape rule cannot be read; the message says why."""
+
+
+def _comparable(value: Any) -> Any:
+    """An attribute as rules compare it: a scalar as it is, values as an index of strings."""
+    return value if np.isscalar(value) else pd.Index(np.asarray(value).astype(str))
+
+
+#: (file identity, type, attribute) -> the attribute as compared: the other file of a rule is
+#: usually a dataset's, compared by every job of the dataset; keeping its few values spares reading it.
+_ATTRIBUTES: dict[tuple, Any] = {}
+_ATTRIBUTES_MAX = 256
+
+
+def _compared_attribute(path: Path, name: str) -> Any:
+    """:func:`attribute` ``name`` of the file at ``path`` (type from its suffix), :func:`_comparable`.
+
+    Raises :class:`_UnreadableFile` when the file cannot be read, ``KeyError`` when it has no such
+    attribute.
+    """
+    try:
+        ftype = _type_from_suffix(path)
+        key = (file_identity(path), ftype, name)
+        with _MEMORY_LOCK:
+            if key in _ATTRIBUTES:
+                return _ATTRIBUTES[key]
+        other = load_file(path, ftype)
+    except Exception as err:  # any reader error
+        raise _UnreadableFile(f"cannot read {path}: {type(err).__name__}: {err}") from None
+    value = _comparable(attribute(other, ftype, name))
+    with _MEMORY_LOCK:
+        if len(_ATTRIBUTES) >= _ATTRIBUTES_MAX:
+            _ATTRIBUTES.pop(next(iter(_ATTRIBUTES)))
+        _ATTRIBUTES[key] = value
+    return value
 
 
 # --- reading --------------------------------------------------------------------------------------

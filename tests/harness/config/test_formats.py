@@ -238,3 +238,17 @@ def test_a_renamed_or_linked_file_keeps_what_it_passed_and_a_copy_does_not(tmp_p
     shutil.copyfile(published, copy)
     fmt(PREDICTION).validate(copy, context)
     assert reads == ["p.h5ad", "copy.h5ad"]
+
+
+def test_the_file_of_a_rule_is_read_once_for_many_files(tmp_path, context, monkeypatch):
+    loaded = []
+    real = formats.load_file
+    monkeypatch.setattr(formats, "load_file", lambda path, ftype: loaded.append(path.name) or real(path, ftype))
+    for name in ("p1.h5ad", "p2.h5ad", "p3.h5ad"):
+        fmt(PREDICTION).validate(write_h5ad(tmp_path / name, np.ones((2, 3))), context)
+    assert sorted(loaded) == ["genes.csv", "p1.h5ad", "p2.h5ad", "p3.h5ad", "test.h5ad"]
+    # A changed rule file is read again, and its new values are the ones compared.
+    ad.AnnData(obs=pd.DataFrame(index=["a", "b", "c"])).write_h5ad(context["file_test"])
+    with pytest.raises(FormatError, match="obs_names has 2 entries but file_test's obs_names has 3"):
+        fmt(PREDICTION).validate(tmp_path / "p1.h5ad", context)
+    assert loaded.count("test.h5ad") == 2
