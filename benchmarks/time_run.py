@@ -7,8 +7,9 @@ runs the command as it is (its output passes through), and writes its wall time 
 ``summary.py`` does not count it as a figure. The names ``summary.py`` sets against a target:
 
 ==========================  =================================================================
-``run_benchmark_cold``      ``bash scripts/run_benchmark.sh`` after clearing the caches
-                            (``rm -rf results .openpert_cache``): target <= 3 min
+``run_benchmark_cold``      ``bash scripts/run_benchmark.sh`` after clearing its results and
+                            the text-embedding cache (``rm -rf results .cache/embeddings``),
+                            as on a fresh clone: target <= 3 min
 ``full_op3``                ``openpert benchmark --task perturbation_prediction -o DIR``, the
                             full-size OP3 run: target <= 10 min
 ``perturbqa_real_before``   the real PerturbQA benchmark (``openpert benchmark --task
