@@ -291,6 +291,11 @@ class Task:
                 return comp
         raise ConfigError(f"{self.dir}: no component named {name!r}")
 
+    def config_at(self, path: str | Path) -> ComponentConfig:
+        """The component whose config is at ``path`` (as a plan names it): the one already read, if any."""
+        by_path = {str(c.path): c for c in self.components}
+        return by_path.get(str(path)) or read_config(path)
+
     # --- API -----------------------------------------------------------------------------------------
     def api_file(self, name: str) -> Path:
         return self.dir / "api" / name

@@ -493,7 +493,7 @@ def run_benchmark(
     write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
     if engine == "local":
         local.dataset_files = {d["id"]: d["files"] for d in plan["datasets"]}
-        method_jobs, follow = plan_jobs(plan, {str(c.path): c for c in task.components})
+        method_jobs, follow = plan_jobs(plan, task.config_at)
         records += local.run(method_jobs, then=follow)
     else:
         raise ConfigError(f"unknown engine {engine!r}; expected local or nextflow")

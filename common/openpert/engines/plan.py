@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -295,7 +295,7 @@ def replicate_name(method_id: str, seed: int | None) -> str:
     return method_id if seed is None else f"{method_id}@seed{seed}"
 
 
-def plan_jobs(plan: dict[str, Any], configs: Mapping[str, ComponentConfig] | None = None
+def plan_jobs(plan: dict[str, Any], config_at: Callable[[str], ComponentConfig] = read_config
               ) -> tuple[list[Job], Callable[[Job, JobRecord], list[Job]]]:
     """Method jobs of a plan, and the function that turns a finished prediction into metric jobs.
 
@@ -304,12 +304,12 @@ def plan_jobs(plan: dict[str, Any], configs: Mapping[str, ComponentConfig] | Non
     its metric jobs ``<dataset>/<method>@seed<k>/<metric>``. Every such job keeps ``method_id`` the
     method's name and carries ``seed`` so that results average the replicates.
 
-    ``configs`` (config path -> config, e.g. a task's) are used as read; the others are read here.
+    ``config_at`` turns a plan's config path into the config (default: read it; a task's
+    :meth:`~openpert.config.task.Task.config_at` gives the configs it has read).
     """
     outdir = Path(plan["outdir"])
     resources = plan["resources"]
-    known = dict(configs or {})
-    configs = {e["config"]: known.get(e["config"]) or read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
+    configs = {e["config"]: config_at(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
     allowed = set(plan["method_formats"])
     jobs: list[Job] = []
     for ds in plan["datasets"]:

@@ -21,7 +21,7 @@ import pandas as pd
 
 from openpert import __version__
 from openpert.config.task import Task
-from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError, read_config
+from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
 from openpert.files import write_text_atomic, write_yaml_atomic
 from openpert.results.provenance import run_provenance
 from openpert.results.scoring import (
@@ -145,9 +145,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     from openpert.results.resampling import bootstrap_ci, compare_to_best
 
     outdir = Path(outdir)
-    # The task's configs as read for the plan, not read again per job.
-    known = {str(c.path): c for c in task.components}
-    configs = {e["config"]: known.get(e["config"]) or read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
+    # The configs the task has read, not read again per job.
+    configs = {e["config"]: task.config_at(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
     methods = [_component_meta(configs[e["config"]], e["params"], e.get("seeds")) for e in plan["methods"]]
     controls = {m["id"]: m["control"] for m in methods}
     metric_rows: list[dict] = []

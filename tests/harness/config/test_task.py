@@ -96,3 +96,11 @@ def test_malformed_dataset_list_is_a_config_error(project_copy):
     task = Task(project_copy / "src" / "tiny")
     assert task.of_type("dataset") == []
     assert "synthetic/config.vsh.yaml: info.datasets[0] needs an id" in errors_of(task)["synthetic"]
+
+
+def test_config_at_gives_the_component_already_read(tiny_task):
+    method = tiny_task.component("group_mean")
+    assert tiny_task.config_at(str(method.path)) is method
+    # A path the task did not read (here: the same file, spelt otherwise) is read from disk.
+    other = tiny_task.config_at(f"{method.path.parent}/./config.vsh.yaml")
+    assert other is not method and other.name == "group_mean"
