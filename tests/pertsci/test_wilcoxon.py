@@ -144,7 +144,7 @@ def test_a_block_read_from_csr_equals_its_column_slice():
 def test_blocks_of_any_size_give_the_same_result(fmt):
     X, groups = screen(kind="negative", genes=40)
     groups = groups.astype(object)
-    groups[::7] = "left-out"  # cells of no group asked for, dropped gene by gene
+    groups[::7] = "left-out"  # cells of no group asked for: sorted under a code of their own, then ignored
     tested = ["A", "B", "C", "D", "E"]
     M = {"csr": sp.csr_matrix, "csr-unsorted": unsorted_csr, "csc": sp.csc_matrix, "coo": sp.coo_matrix,
          "dense": np.asarray}[fmt](X)

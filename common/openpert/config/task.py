@@ -293,8 +293,11 @@ class Task:
 
     def config_at(self, path: str | Path) -> ComponentConfig:
         """The component whose config is at ``path`` (as a plan names it): the one already read, if any."""
-        by_path = {str(c.path): c for c in self.components}
-        return by_path.get(str(path)) or read_config(path)
+        return self._components_by_path.get(str(path)) or read_config(path)
+
+    @cached_property
+    def _components_by_path(self) -> dict[str, ComponentConfig]:
+        return {str(c.path): c for c in self.components}
 
     # --- API -----------------------------------------------------------------------------------------
     def api_file(self, name: str) -> Path:
