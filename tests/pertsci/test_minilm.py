@@ -1,0 +1,129 @@
+"""Tests of pertsci.minilm: the same word pieces and the same vectors, bit for bit, as sentence-transformers."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from pertsci.minilm import MiniLM
+
+#: Texts that exercise the tokenizer: accents, CJK, emoji, control and zero-width characters,
+#: punctuation, empty and blank text, and a text past the 256 word-piece limit.
+TEXTS = [
+    "TP53 is stabilised after DNA damage and induces CDKN1A.",
+    "",
+    "   ",
+    "x",
+    "Ribosome biogenesis " * 150,
+    "Ünïcödé ÀÉÎ naïve café",
+    "北京大学 细胞 の 遺伝子",
+    "IL-6 (LPS) → THP-1 🙂 cells; NADH-dehydrogenase\tactivity\n",
+    "\u0000control\u200bzero width",
+    "Mitochondrial complex I subunit; NADH dehydrogenase activity in the respiratory chain.",
+]
+
+
+def _random_texts(n: int, seed: int) -> list[str]:
+    words = " ".join(TEXTS[:1] + TEXTS[5:]).split()
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(words, int(rng.integers(1, 60)))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def model(minilm_folder):
+    return MiniLM(minilm_folder, device="cpu")
+
+
+def test_word_pieces_equal_the_reference_tokenizer(model, minilm_reference):
+    texts = TEXTS + _random_texts(30, seed=1)
+    expected = minilm_reference.tokenizer(texts, truncation=True, max_length=256, padding=True, return_tensors="pt",
+                                   return_special_tokens_mask=True)
+    batch = model.tokenize(texts)
+    assert batch.input_ids.tolist() == expected["input_ids"].tolist()
+    assert batch.attention_mask.tolist() == expected["attention_mask"].tolist()
+    assert (batch.special_tokens_mask == expected["special_tokens_mask"].numpy().astype(bool)).all()
+    assert batch.input_ids.shape[1] == 256          # the long text is truncated at the model's limit
+    np.testing.assert_array_equal(model.token_counts(texts), expected["attention_mask"].sum(1).numpy())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("batch_size", "length"), [(1, None), (7, None), (16, 64), (64, 256)])
+def test_vectors_equal_the_reference_bit_for_bit(model, minilm_reference, threads, batch_size, length):
+    """Unpadded, padded to the longest text and padded to a fixed length, on one thread or two."""
+    import torch
+
+    texts = TEXTS + _random_texts(40, seed=2)
+    texts = [t for t, n in zip(texts, model.token_counts(texts)) if length is None or n <= length]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start:start + batch_size]
+            features = minilm_reference.tokenizer(chunk, truncation=True, max_length=length or 256, return_tensors="pt",
+                                           padding="max_length" if length else True)
+            with torch.inference_mode():
+                expected = minilm_reference.forward(dict(features))
+            batch = model.tokenize(chunk, length=length)
+            assert torch.equal(model.token_embeddings(batch), expected["token_embeddings"])
+            assert torch.equal(model.sentence_embeddings(batch), expected["sentence_embedding"])
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_sentence_vectors_have_unit_norm_and_meaning(model):
+    vectors = model.sentence_embeddings(model.tokenize([
+        "Knocking out TP53 makes the cells grow faster.",
+        "Cells proliferate more quickly after TP53 knockout.",
+        "The recipe calls for two cups of flour and an egg.",
+    ])).numpy()
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.3
+
+
+def test_a_padded_length_shorter_than_a_text_is_refused(model):
+    with pytest.raises(ValueError, match="more than the padded length 4"):
+        model.tokenize(["a sentence of more than four word pieces"], length=4)
+
+
+def _copy_folder(folder, tmp_path):
+    target = tmp_path / "model"
+    shutil.copytree(folder, target)
+    return target
+
+
+def test_a_model_of_another_kind_is_refused_naming_the_file(minilm_folder, tmp_path):
+    target = _copy_folder(minilm_folder, tmp_path)
+    pooling = target / "1_Pooling" / "config.json"
+    settings = json.loads(pooling.read_text())
+    settings.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    pooling.write_text(json.dumps(settings))
+    with pytest.raises(ValueError, match=r"1_Pooling/config.json: pooling \['pooling_mode_cls_token'\]"):
+        MiniLM(target, device="cpu")
+
+    target = _copy_folder(minilm_folder, tmp_path / "act")
+    config = json.loads((target / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
+    with pytest.raises(ValueError, match=r"config.json: hidden_act is 'relu'"):
+        MiniLM(target, device="cpu")
+
+
+def test_a_missing_or_broken_file_is_named(minilm_folder, tmp_path):
+    target = _copy_folder(minilm_folder, tmp_path)
+    (target / "tokenizer.json").unlink()
+    with pytest.raises(FileNotFoundError, match="tokenizer.json: missing from the model folder"):
+        MiniLM(target, device="cpu")
+    target = _copy_folder(minilm_folder, tmp_path / "broken")
+    (target / "sentence_bert_config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="sentence_bert_config.json: not valid JSON"):
+        MiniLM(target, device="cpu")
+    target = _copy_folder(minilm_folder, tmp_path / "weights")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(target / "model.safetensors")
+    del weights["encoder.layer.5.output.LayerNorm.bias"]
+    save_file(weights, target / "model.safetensors")
+    with pytest.raises(ValueError, match="model.safetensors: no tensor 'encoder.layer.5.output.LayerNorm.bias'"):
+        MiniLM(target, device="cpu")
