@@ -8,6 +8,7 @@ import pytest
 from perturbqa_lib.graph_retriever import (
     Example,
     Retriever,
+    _outside,
     closest_nodes,
     contrasting_examples,
     neighbour_matrix,
@@ -84,3 +85,50 @@ def test_retrieved_labels_are_those_of_as_many_retrievals(toy):
         rng = np.random.default_rng(5)
         expected = [[e.label for e in r.retrieve(pert, gene, rng)] for _ in range(3)]
         assert [list(labels) for labels in r.retrieved_labels(pert, gene, np.random.default_rng(5), 3)] == expected
+
+
+def test_outside_ranks_the_integers_left_after_removing_some():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        excluded = np.unique(rng.integers(0, 40, int(rng.integers(0, 12))))
+        left = np.setdiff1d(np.arange(60), excluded)
+        ranks = np.sort(rng.choice(40, 5, replace=False))
+        np.testing.assert_array_equal(_outside(ranks, excluded), left[ranks])
+
+
+def _listed_draw(r, train, pert, gene, rng):
+    """One retrieval the plain way: list every criterion's candidates and draw from the list."""
+    def take(candidates):
+        if candidates.size <= r.per_criterion:
+            return candidates
+        return np.sort(rng.choice(candidates, r.per_criterion, replace=False))
+
+    # The pools: the training pairs of each close perturbation (gene), in that order, then in training order.
+    pool_p = pd.concat([train[train["pert"] == p] for p in r.close_perts[pert]])
+    pool_g = pd.concat([train[train["gene"] == g] for g in r.close_genes[gene]])
+    first = take(np.flatnonzero(pool_p["gene"].isin(r.close_genes[gene]).to_numpy()))
+    second = take(np.setdiff1d(np.arange(len(pool_p)), first))
+    from_p = pool_p.iloc[np.concatenate([first, second])]
+    chosen = set(zip(from_p["pert"], from_p["gene"]))
+    third = take(np.flatnonzero([(p, g) not in chosen for p, g in zip(pool_g["pert"], pool_g["gene"])]))
+    picked = pd.concat([from_p, pool_g.iloc[third]])
+    criteria = [1] * first.size + [2] * second.size + [3] * third.size
+    return [Example(p, g, int(label), c) for p, g, label, c in zip(picked["pert"], picked["gene"], picked["label"], criteria)]
+
+
+def test_draws_equal_those_from_listed_candidates():
+    """Positions drawn by count and mapped give the draws of rng.choice on the listed candidates."""
+    rng = np.random.default_rng(1)
+    perts, genes = [f"P{i}" for i in range(12)], [f"g{i}" for i in range(15)]
+    rows = [(n, f"S{s}", "pathway") for n in perts + genes for s in rng.choice(6, 3, replace=False)]
+    edges = edges_frame(rows)
+    train = pd.DataFrame([(p, g) for p in perts[2:] for g in genes[3:]], columns=["pert", "gene"])
+    train["label"] = rng.integers(0, 2, len(train))
+    r = Retriever(train, edges, k=4, per_criterion=3)
+    for pert in perts[:4]:
+        for gene in genes[:5]:
+            r.prepare([pert], [gene])
+            seed = int(rng.integers(1 << 30))
+            mine, listed = np.random.default_rng(seed), np.random.default_rng(seed)
+            for _ in range(3):
+                assert r.retrieve(pert, gene, mine) == _listed_draw(r, train, pert, gene, listed)

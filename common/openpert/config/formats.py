@@ -179,10 +179,12 @@ class FileFormat:
 
         Notes
         -----
-        What a file passes is remembered under its :func:`file_identity`: its own checks (slots and
-        rows) by what they check, each shape rule with the identity of the file it compared. A
+        What a file passes is remembered under its :func:`content_identity`: its own checks (slots
+        and rows) by what they check, each shape rule with the identity of the file it compared. A
         check already passed costs a ``stat`` until either file changes, whatever the other rules
-        in ``context``: a dataset's files, read by every job of the dataset, are read once.
+        in ``context``: a dataset's files, read by every job of the dataset, are read once, and so
+        is a copy the harness made of a file (:func:`note_copy`). Jobs validating one file at the
+        same time read it once: the second waits for the first's verdict.
         """
         path = Path(path)
         label = f"{path} ({self.format_id})"
@@ -190,24 +192,25 @@ class FileFormat:
             raise FormatError(f"{label}: file not found")
         others = [(rule, Path(other)) for rule in self.matches
                   if (other := (context or {}).get(rule.file)) is not None and Path(other) != path]
-        identity = file_identity(path)
+        identity = content_identity(path)
         checks = {("own", self.type, repr(self.slots), self.min_rows),
                   *(("rule", rule, _identity_if_any(other)) for rule, other in others)}
-        with _MEMORY_LOCK:
-            if checks <= _VALIDATED.get(identity, set()):
-                return
-        try:
-            obj = load_file(path, self.type)
-        except FormatError:
-            raise
-        except Exception as err:  # any reader error means the file is not of this type
-            raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
-        problems = self._check_rows(obj) + self._check_slots(obj)
-        for rule, other in others:
-            problems.extend(self._check_match(obj, rule, other))
-        if problems:
-            raise FormatError(f"{label}: " + "; ".join(problems))
-        _remember_valid(identity, checks)
+        with _READING[hash(identity) % len(_READING)]:
+            with _MEMORY_LOCK:
+                if checks <= _VALIDATED.get(identity, set()):
+                    return
+            try:
+                obj = load_file(path, self.type)
+            except FormatError:
+                raise
+            except Exception as err:  # any reader error means the file is not of this type
+                raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
+            problems = self._check_rows(obj) + self._check_slots(obj)
+            for rule, other in others:
+                problems.extend(self._check_match(obj, rule, other))
+            if problems:
+                raise FormatError(f"{label}: " + "; ".join(problems))
+            _remember_valid(identity, checks)
 
     def _check_rows(self, obj: Any) -> list[str]:
         if not self.min_rows:
@@ -251,6 +254,8 @@ class FileFormat:
             return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err.args[0]}"]
         if np.isscalar(mine_s) or np.isscalar(theirs_s):
             return [] if mine_s == theirs_s else [f"{rule.this} is {mine_s} but {rule.file} has {rule.that} {theirs_s}"]
+        if mine_s.equals(theirs_s):  # the usual case, and it satisfies every relation: no set to build
+            return []
         if rule.relation == "subset":
             extra = mine_s.difference(theirs_s)
             return [f"{rule.this}: {len(extra)} values not in {rule.file}'s {rule.that}, e.g. {list(extra[:3])}"] if len(extra) else []
@@ -296,8 +301,13 @@ def _type_from_suffix(path: Path) -> str:
 #: File identity -> the checks it passed: ("own", type, slots, min_rows), ("rule", rule, other file's identity).
 _VALIDATED: dict[tuple, set[tuple]] = {}
 _VALIDATED_MAX = 4096
-#: Guards what this module remembers (passed checks, compared attributes): jobs validate from threads.
+#: Guards what this module remembers (passed checks, compared attributes, copies): jobs validate from threads.
 _MEMORY_LOCK = threading.Lock()
+#: Held while a file is read and checked, by its identity's stripe: a second validator of the
+#: same file waits, then finds the verdict remembered, rather than reading the file again.
+_READING = tuple(threading.Lock() for _ in range(32))
+#: Identity of a copy the harness made -> identity of the file it copied (see :func:`note_copy`).
+_COPIES: dict[tuple, tuple] = {}
 
 
 def file_identity(path: str | Path) -> tuple[int, int, int, int]:
@@ -313,9 +323,34 @@ def file_identity(path: str | Path) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def content_identity(path: str | Path) -> tuple[int, int, int, int]:
+    """:func:`file_identity`, or for an unchanged copy noted by :func:`note_copy`, its original's.
+
+    What validation remembers and what this module reads are keyed by it, so a copy passes what
+    its original passed without being read.
+    """
+    identity = file_identity(path)
+    with _MEMORY_LOCK:
+        return _COPIES.get(identity, identity)
+
+
+def note_copy(original: str | Path, copy: str | Path) -> None:
+    """Record that ``copy`` was just made as a byte-for-byte copy of ``original``.
+
+    The harness calls it for the copies it makes itself (published outputs). The copy then shares
+    its original's :func:`content_identity` for as long as its own identity holds: a copy that is
+    edited afterwards changes size or mtime, and is checked on its own again.
+    """
+    source, target = content_identity(original), file_identity(copy)
+    with _MEMORY_LOCK:
+        if target not in _COPIES and len(_COPIES) >= _VALIDATED_MAX:
+            _COPIES.pop(next(iter(_COPIES)))
+        _COPIES[target] = source
+
+
 def _identity_if_any(path: Path) -> tuple | None:
     try:
-        return file_identity(path)
+        return content_identity(path)
     except OSError:  # a missing file is part of what was checked: its rule failed
         return None
 
@@ -333,7 +368,14 @@ class _UnreadableFile(Exception):
 
 def _comparable(value: Any) -> Any:
     """An attribute as rules compare it: a scalar as it is, values as an index of strings."""
-    return value if np.isscalar(value) else pd.Index(np.asarray(value).astype(str))
+    if np.isscalar(value):
+        return value
+    values = np.asarray(value)
+    # Names are usually strings already: converting them to a fixed-width array and back would be
+    # two copies of every name for nothing.
+    if values.dtype == object and pd.api.types.infer_dtype(values, skipna=False) == "string":
+        return pd.Index(values, dtype=object)
+    return pd.Index(values.astype(str))
 
 
 #: (file identity, type, attribute) -> the attribute as compared: the other file of a rule is
@@ -350,7 +392,7 @@ def _compared_attribute(path: Path, name: str) -> Any:
     """
     try:
         ftype = _type_from_suffix(path)
-        key = (file_identity(path), ftype, name)
+        key = (content_identity(path), ftype, name)
         with _MEMORY_LOCK:
             if key in _ATTRIBUTES:
                 return _ATTRIBUTES[key]
@@ -376,7 +418,7 @@ def load_file(path: Path, ftype: str) -> Any:
     Reference files (a dataset's test file) are read by many validations; caching keeps the
     harness overhead per job small. The cache holds a few objects at most.
     """
-    key = (file_identity(path), ftype)
+    key = (content_identity(path), ftype)
     if key in _CACHE:
         return _CACHE[key]
     if ftype == "h5ad":

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from openpert.config.formats import note_copy
 from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import component_digest
@@ -335,6 +336,9 @@ class LocalEngine:
             else:
                 shutil.copyfile(path, tmp)
             os.replace(tmp, dest)
+            if not dest.is_dir():
+                # The copy passes what the cached file passed: the jobs that read it need not read it to check it.
+                note_copy(path, dest)
         except BaseException:
             if tmp.is_dir():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -66,10 +66,47 @@ class _ExitWaiter:
             self._fd = None
 
 
+#: Whether the kernel lists each thread's children in /proc (Linux >= 3.5 with CONFIG_PROC_CHILDREN).
+_PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _descendant_pids(pid: int) -> list[int]:
+    """PIDs of the descendants of ``pid``, from /proc/<pid>/task/<tid>/children.
+
+    This reads the job's own few processes, where :meth:`psutil.Process.children` reads the
+    parent of every process on the machine; the tree is sampled ten times a second per job.
+    """
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        try:
+            threads = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue  # it has ended: it has no children left to list
+        for tid in threads:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children") as fh:
+                    children = [int(c) for c in fh.read().split()]
+            except OSError:
+                continue  # the thread has ended
+            found.extend(children)
+            parents.extend(children)
+    return found
+
+
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
     """``proc`` and its descendants now (only ``proc`` when they cannot be listed)."""
     try:
-        return [proc, *proc.children(recursive=True)]
+        if not _PROC_CHILDREN:
+            return [proc, *proc.children(recursive=True)]
+        tree = [proc]
+        for pid in _descendant_pids(proc.pid):
+            try:
+                tree.append(psutil.Process(pid))
+            except psutil.Error:
+                continue  # it ended between the listing and now
+        return tree
     except psutil.Error:
         return [proc]  # the process has ended: it has no children to list
 

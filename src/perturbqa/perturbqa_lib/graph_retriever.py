@@ -164,9 +164,10 @@ class Retriever:
         self._gene_rows = neighbour_matrix(edges, list(self.train_genes), self.sets)
         self.close_perts: dict[str, list[str]] = {}
         self.close_genes: dict[str, list[str]] = {}
-        self._pool_p: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._pool_g: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self._close_g_idx: dict[str, np.ndarray] = {}
+        # Per perturbation: its pool's pair keys, labels and genes; per gene: keys, labels, their
+        # sorting order and the sorted keys (to find pairs by key), and the mask of N(g).
+        self._pool_p: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._pool_g: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
         self._close_g_mask: dict[str, np.ndarray] = {}
 
     def prepare(self, perts: Sequence[str], genes: Sequence[str]) -> None:
@@ -201,44 +202,64 @@ class Retriever:
         return [labels for _, labels, _ in self._draw(pert, gene, rng, n_runs)]
 
     def _draw(self, pert: str, gene: str, rng: np.random.Generator, n_runs: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """``n_runs`` draws of (pair keys, labels, criteria), criterion 1 first in each."""
+        """``n_runs`` draws of (pair keys, labels, criteria), criterion 1 first in each.
+
+        Each criterion draws ``per_criterion`` of its candidates uniformly without replacement
+        (all of them when there are no more), as ``rng.choice(candidates, per_criterion,
+        replace=False)`` would: ``choice`` draws positions by the number of candidates alone, so
+        the positions are drawn among the candidates' count and mapped to the candidates, without
+        listing the tens of thousands of pairs of a pool at every draw.
+        """
         if pert not in self.close_perts or gene not in self.close_genes:
             self.prepare([pert], [gene])
         if pert not in self._pool_p:
-            self._pool_p[pert] = self._pool(self.close_perts[pert], self.train_perts, self._p_keys, self._p_labels, self._p_bounds)
+            keys, labels = self._pool(self.close_perts[pert], self.train_perts, self._p_keys, self._p_labels, self._p_bounds)
+            self._pool_p[pert] = (keys, labels, keys % self._n_genes)
         if gene not in self._pool_g:
-            self._pool_g[gene] = self._pool(self.close_genes[gene], self.train_genes, self._g_keys, self._g_labels, self._g_bounds)
-            self._close_g_idx[gene] = self.train_genes.get_indexer(self.close_genes[gene])
-        keys_p, labels_p = self._pool_p[pert]
-        keys_g, labels_g = self._pool_g[gene]
-        if gene not in self._close_g_mask:
+            keys, labels = self._pool(self.close_genes[gene], self.train_genes, self._g_keys, self._g_labels, self._g_bounds)
+            order = np.argsort(keys, kind="stable")
+            self._pool_g[gene] = (keys, labels, order, keys[order])
             mask = np.zeros(self._n_genes, dtype=bool)
-            mask[self._close_g_idx[gene]] = True
+            mask[self.train_genes.get_indexer(self.close_genes[gene])] = True
             self._close_g_mask[gene] = mask
+        keys_p, labels_p, genes_p = self._pool_p[pert]
+        keys_g, labels_g, order_g, sorted_g = self._pool_g[gene]
         # Criterion 1 (the perturbation's neighbours' pairs with the gene's neighbours) is the same every run.
-        both_close = np.flatnonzero(self._close_g_mask[gene][keys_p % self._n_genes])
-
-        def take(candidates: np.ndarray) -> np.ndarray:
-            if candidates.size > self.per_criterion:
-                candidates = np.sort(rng.choice(candidates, size=self.per_criterion, replace=False))
-            return candidates
-
+        both_close = np.flatnonzero(self._close_g_mask[gene][genes_p])
         draws = []
         for _ in range(n_runs):
-            first = take(both_close)
+            first = both_close[self._positions(both_close.size, rng)]
             # A pool holds each training pair once, so "not yet chosen" is "not at a chosen position".
-            rest = np.ones(keys_p.size, dtype=bool)
-            rest[first] = False
-            second = take(np.flatnonzero(rest))
+            second = _outside(self._positions(keys_p.size - first.size, rng), first)
             from_p = np.concatenate([first, second])
-            # The gene pool may hold pairs chosen from the perturbation pool (a few keys: compare them all).
-            chosen = (keys_g[:, None] == keys_p[from_p][None, :]).any(axis=1)
-            third = take(np.flatnonzero(~chosen))
-            keys = np.concatenate([keys_p[from_p], keys_g[third]])
+            # The gene pool's positions of the pairs already chosen from the perturbation pool.
+            chosen_keys = keys_p[from_p]
+            starts = np.searchsorted(sorted_g, chosen_keys, side="left")
+            ends = np.searchsorted(sorted_g, chosen_keys, side="right")
+            taken = np.unique(np.concatenate([order_g[a:b] for a, b in zip(starts, ends)] or [np.zeros(0, np.int64)]))
+            third = _outside(self._positions(keys_g.size - taken.size, rng), taken)
+            keys = np.concatenate([chosen_keys, keys_g[third]])
             labels = np.concatenate([labels_p[from_p], labels_g[third]])
             criteria = np.repeat([1, 2, 3], [first.size, second.size, third.size])
             draws.append((keys, labels, criteria))
         return draws
+
+    def _positions(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Sorted positions among ``n`` candidates: ``per_criterion`` drawn without replacement, or all."""
+        if n <= self.per_criterion:
+            return np.arange(n)
+        return np.sort(rng.choice(n, size=self.per_criterion, replace=False))
+
+
+def _outside(ranks: np.ndarray, excluded: np.ndarray) -> np.ndarray:
+    """The positions of rank ``ranks`` among the non-negative integers not in sorted ``excluded``.
+
+    The rank-r integer left after removing e_0 < e_1 < ... is r plus the number of j with
+    e_j - j <= r (``e_j - j`` counts the integers left below e_j).
+    """
+    if excluded.size == 0:
+        return ranks
+    return ranks + np.searchsorted(excluded - np.arange(excluded.size), ranks, side="right")
 
 
 def contrasting_examples(examples: Sequence[Example], train: pd.DataFrame, rng: np.random.Generator) -> list[Example]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+import time
 
 import anndata as ad
 import numpy as np
@@ -238,6 +240,47 @@ def test_a_renamed_or_linked_file_keeps_what_it_passed_and_a_copy_does_not(tmp_p
     shutil.copyfile(published, copy)
     fmt(PREDICTION).validate(copy, context)
     assert reads == ["p.h5ad", "copy.h5ad"]
+
+
+def test_a_noted_copy_passes_what_its_original_passed_until_it_is_edited(tmp_path, context, reads):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    fmt(PREDICTION).validate(path, context)
+    copy = tmp_path / "published.h5ad"
+    shutil.copyfile(path, copy)
+    formats.note_copy(path, copy)  # as the harness publishes an output
+    fmt(PREDICTION).validate(copy, context)
+    assert reads == ["p.h5ad"]
+    # A rule compared against a noted copy of its file is the rule already passed.
+    test_copy = tmp_path / "test_published.h5ad"
+    shutil.copyfile(context["file_test"], test_copy)
+    formats.note_copy(context["file_test"], test_copy)
+    fmt(PREDICTION).validate(copy, {**context, "file_test": test_copy})
+    assert reads == ["p.h5ad"]
+    # Edited afterwards, the copy is a file of its own: read, and its problem found.
+    time.sleep(0.01)
+    write_h5ad(copy, np.ones((2, 3)), uns={"other": "d"})
+    with pytest.raises(FormatError, match=r"published.h5ad .*required uns\['dataset_id'\] is missing"):
+        fmt(PREDICTION).validate(copy, context)
+    assert reads == ["p.h5ad", "published.h5ad"]
+
+
+def test_jobs_validating_one_file_at_once_read_it_once(tmp_path, context, monkeypatch):
+    path = write_h5ad(tmp_path / "p.h5ad", np.ones((2, 3)))
+    loaded = []
+    real = formats.load_file
+
+    def slow(p, ftype):
+        loaded.append(p.name)
+        time.sleep(0.2)  # long enough for every thread to arrive while the first reads
+        return real(p, ftype)
+
+    monkeypatch.setattr(formats, "load_file", slow)
+    threads = [threading.Thread(target=fmt(PREDICTION).validate, args=(path, context)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert loaded.count("p.h5ad") == 1
 
 
 def test_the_file_of_a_rule_is_read_once_for_many_files(tmp_path, context, monkeypatch):

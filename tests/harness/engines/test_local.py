@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from conftest import FAILING, GOOD  # noqa: E402
 
+from openpert.config.formats import content_identity
 from openpert.config.task import Task
 from openpert.config.viash import ConfigError
 from openpert.engines.local import run_benchmark
@@ -215,8 +216,11 @@ def test_resume_reruns_an_edited_prediction_and_outputs_are_copies(project_copy,
     published = out / "outputs" / "syn" / "group_mean" / "prediction.h5ad"
     assert record["output_sha256"] == {"output": hash_file(cached)} and isinstance(record["sandbox"], str)
     assert not os.path.samefile(published, cached), "a published output is a copy, not a link into the cache"
+    # ... noted as one: the jobs that read it take it as the file that passed validation.
+    assert content_identity(published) == content_identity(cached)
 
     bump_prediction(cached if where == "cache" else published)
+    assert content_identity(published) != content_identity(cached)
     resumed = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], resume=True)
     err = capsys.readouterr().err
     jobs = {r["job_id"]: r for r in resumed["resources"]}

@@ -1,12 +1,17 @@
-"""Running one process under limits: noticing its end without waiting for the next poll."""
+"""Running one process under limits: noticing its end without waiting for the next poll, listing its tree."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
 
-from openpert.run.process import _ExitWaiter
+import psutil
+import pytest
+
+from openpert.run.process import _PROC_CHILDREN, _descendant_pids, _ExitWaiter, _tree
 
 
 def test_exit_waiter_returns_when_the_process_ends():
@@ -30,3 +35,31 @@ def test_exit_waiter_waits_its_timeout_while_the_process_runs():
         proc.kill()
         proc.wait()
 
+
+
+@pytest.mark.skipif(not _PROC_CHILDREN, reason="the kernel does not list children in /proc")
+def test_descendants_are_listed_from_proc_as_psutil_lists_them(tmp_path):
+    """Children, a grandchild and a child started from a second thread of a process are all found."""
+    script = tmp_path / "tree.py"
+    script.write_text(
+        "import subprocess, sys, threading, time\n"
+        "sleep = [sys.executable, '-c', 'import time; time.sleep(30)']\n"
+        "nested = [sys.executable, '-c', 'import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep(30)\"]); time.sleep(30)']\n"
+        "subprocess.Popen(sleep); subprocess.Popen(nested)\n"
+        "threading.Thread(target=lambda: subprocess.Popen(sleep)).start()\n"
+        "time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    try:
+        parent = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 20
+        while len(parent.children(recursive=True)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        expected = {p.pid for p in parent.children(recursive=True)}
+        assert len(expected) == 4
+        assert set(_descendant_pids(proc.pid)) == expected
+        assert {p.pid for p in _tree(parent)} == expected | {proc.pid}
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert _descendant_pids(proc.pid) == []
