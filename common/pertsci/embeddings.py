@@ -24,8 +24,8 @@ One vector per text, whatever else is embedded with it
     alone (and the machine's math library): measured bit-identical over batch
     sizes 1 to 64, shuffled orders and every bucket; on CPU, padding to a
     bucket costs no more than padding to the longest text of a batch for long
-    texts and saves the one-text-per-forward cost for short ones. Parallelism comes from running jobs side by
-    side, not from threads inside one.
+    texts and saves the one-text-per-forward cost for short ones. Parallelism
+    comes from running jobs side by side, not from threads inside one.
 
 Disk cache of sentence embeddings
     One ``.npy`` file (float32, shape ``(384,)``) per distinct text at
@@ -279,7 +279,7 @@ def _bucket_lengths(model: MiniLM, texts: list[str]) -> np.ndarray:
 
 
 def _encode_canonical(texts: list[str], *, batch_size: int) -> np.ndarray:
-    """Raw (unnormalised) sentence embeddings, each a function of its text alone.
+    """Sentence embeddings as the model gives them (of unit norm), each a function of its text alone.
 
     Texts are grouped by length bucket; each batch holds texts of one bucket, padded to exactly the
     bucket's length, and runs single-threaded (see the module docstring). Padding positions are
