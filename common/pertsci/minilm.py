@@ -2,7 +2,7 @@
 
 Why not sentence-transformers
     Importing ``sentence_transformers`` costs about 2.8 s after torch (it pulls in transformers,
-    scikit-learn and more), which every short job that embeds a few texts paid before it computed
+    scikit-learn and more), which a short job that embeds a few texts would pay before computing
     anything. The model itself is small and fixed: six BERT layers of width 384, mean pooling over
     the tokens, then L2 normalisation (Reimers & Gurevych 2019; Wang et al. 2020, MiniLM). This
     module reads its files (``config.json``, ``tokenizer.json``, ``model.safetensors`` and the
