@@ -272,9 +272,9 @@ def _single_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _bucket_lengths(model: MiniLM, texts: list[str]) -> np.ndarray:
+def _bucket_lengths(model: MiniLM, encodings: Sequence) -> np.ndarray:
     """Length bucket of each text: its word-piece count (special tokens in) rounded up to :data:`BUCKET_TOKENS`."""
-    counts = model.token_counts(texts)
+    counts = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
     return np.minimum(-(-counts // BUCKET_TOKENS) * BUCKET_TOKENS, model.max_seq_length)
 
 
@@ -290,13 +290,15 @@ def _encode_canonical(texts: list[str], *, batch_size: int) -> np.ndarray:
     if not texts:
         return out
     model = get_model()
-    buckets = _bucket_lengths(model, texts)
+    # Split into word pieces once: the counts choose the buckets, then the same pieces are padded.
+    encodings = model.word_pieces(texts)
+    buckets = _bucket_lengths(model, encodings)
     with _single_thread():
         for length in np.unique(buckets):
             rows = np.flatnonzero(buckets == length)
             for start in range(0, len(rows), batch_size):
                 chunk = rows[start:start + batch_size]
-                batch = model.tokenize([texts[i] for i in chunk], length=int(length))
+                batch = model.pad([encodings[i] for i in chunk], length=int(length))
                 out[chunk] = model.sentence_embeddings(batch).float().cpu().numpy()
     return out
 

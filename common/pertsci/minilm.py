@@ -130,10 +130,9 @@ class MiniLM:
                 names += [f"encoder.layer.{i}.{part}.weight", f"encoder.layer.{i}.{part}.bias"]
         return names
 
-    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
-        """Word pieces of each text after truncation, ``[CLS]`` and ``[SEP]`` included."""
-        return np.fromiter((len(e.ids) for e in self.tokenizer.encode_batch(list(texts))), dtype=np.int64,
-                           count=len(texts))
+    def word_pieces(self, texts: Sequence[str]) -> list:
+        """Each text as ``tokenizers`` gives it: word pieces after truncation, ``[CLS]`` and ``[SEP]`` included."""
+        return self.tokenizer.encode_batch(list(texts))
 
     def tokenize(self, texts: Sequence[str], *, length: int | None = None) -> Batch:
         """Word pieces of ``texts``, truncated to the model's limit and padded to one length.
@@ -149,9 +148,12 @@ class MiniLM:
         ValueError
             A text has more word pieces than ``length``.
         """
+        return self.pad(self.word_pieces(texts), length=length)
+
+    def pad(self, encodings: Sequence, *, length: int | None = None) -> Batch:
+        """:meth:`tokenize` for texts already split by :meth:`word_pieces`."""
         import torch  # noqa: PLC0415 - imported with the model
 
-        encodings = self.tokenizer.encode_batch(list(texts))
         longest = max((len(e.ids) for e in encodings), default=0)
         width = longest if length is None else int(length)
         if longest > width:

@@ -120,7 +120,7 @@ def test_token_embeddings_equal_sentence_transformers_encode_bit_for_bit(minilm_
 
 def test_bucket_lengths_are_multiples_of_the_bucket_width():
     model = embed_mod.get_model()
-    buckets = embed_mod._bucket_lengths(model, TEXTS)
+    buckets = embed_mod._bucket_lengths(model, model.word_pieces(TEXTS))
     assert (buckets % embed_mod.BUCKET_TOKENS == 0).all() and buckets.max() == model.max_seq_length
     assert buckets[1] == embed_mod.BUCKET_TOKENS
 
