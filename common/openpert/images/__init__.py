@@ -16,6 +16,8 @@ Modules
     Every image of the project in the order they must be built.
 :mod:`~openpert.images.environments`
     Virtual environments that hold exactly what an image holds, cached by the hash of its files.
+:mod:`~openpert.images.shared_files`
+    Identical files of environments stored once, as hard links.
 :mod:`~openpert.images.component_tests`
     A component's test run in the environment of its image.
 :mod:`~openpert.images.hadolint`

@@ -44,6 +44,7 @@ from openpert.images import ImageError
 from openpert.images.bases import base_chain, python_version, tool_requirements
 from openpert.images.components import image_declaration
 from openpert.images.requirements import RequirementsFile, merge_pins
+from openpert.images.shared_files import share_identical_files
 
 #: The file that marks a finished environment (and says what it was built from).
 STAMP = ".openpert-image-env.json"
@@ -152,7 +153,12 @@ def _run(command: list[str], log_file: Path, what: str, env: dict | None = None)
         proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env)
     if proc.returncode != 0:
         tail = log_file.read_text(errors="replace")[-3000:]
-        raise ImageError(f"{what} failed (exit {proc.returncode}); log {log_file}:\n{tail}")
+        full = ""
+        if "No space left on device" in tail:
+            free = shutil.disk_usage(log_file.parent).free
+            full = (f": the disk of {log_file.parent} is full ({free / 1e9:.1f} GB free now); free some, or set "
+                    "OPENPERT_IMAGE_ENVS to a folder on a disk with room")
+        raise ImageError(f"{what} failed (exit {proc.returncode}){full}; log {log_file}:\n{tail}")
 
 
 def _pip_check(python: str, log_file: Path, what: str, ignore: tuple[str, ...] = ()) -> None:
@@ -223,9 +229,20 @@ def base_env_key(root: str | Path, base: str, python: str | Path | None = None) 
     return digest.hexdigest()
 
 
+def finished_envs(cache: Path) -> list[Path]:
+    """The finished environments below ``cache`` (base environments, then overlays), by name."""
+    folders = [*cache.iterdir(), *((cache / "overlays").iterdir() if (cache / "overlays").is_dir() else [])] \
+        if cache.is_dir() else []
+    return sorted(folder for folder in folders if (folder / STAMP).is_file())
+
+
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
-           what: str, log: Log, stamp: dict) -> float:
-    """Build one environment at ``path`` (removed first): pins, the harness, then ``extras`` with pip."""
+           what: str, log: Log, stamp: dict, cache: Path) -> float:
+    """Build one environment at ``path`` (removed first): pins, the harness, then ``extras`` with pip.
+
+    Its files equal to those of the finished environments of ``cache`` are then shared with them
+    (:mod:`~openpert.images.shared_files`).
+    """
     started = time.monotonic()
     if path.exists():
         shutil.rmtree(path)
@@ -260,8 +277,12 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
         # Not strict: the stand-in image lacks the harness's dependencies; judge what the extras need.
         _pip_check(env_python, build_log, f"{path}: pip check after installing {' '.join(extras)}",
                    ignore=() if strict else ("openpert ",))
+    shared = share_identical_files(path, [other for other in finished_envs(cache) if other != path])
+    log(f"{path.name}: {shared.files} files ({shared.bytes / 1e9:.2f} GB) shared with the finished environments of {cache}"
+        + (f"; stopped, the file system refused a hard link: {shared.refused}" if shared.refused else ""))
     seconds = time.monotonic() - started
     stamp = {"key": key, **stamp, "interpreter": interpreter, "harness": str(source), "packages": len(pins),
+             "shared_files": shared.files, "shared_bytes": shared.bytes,
              "extras": extras, "build_seconds": round(seconds, 1), "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_text_atomic(path / STAMP, json.dumps(stamp, indent=2) + "\n")
     build_log.unlink(missing_ok=True)
@@ -311,7 +332,8 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
         if not rebuild and _read_stamp(path, key):
             return ImageEnv(path=path, base=base, key=key)
         seconds = _build(path, key, interpreter, pins, [], True, strict, f"image {base}: {len(pins)} pinned packages", log,
-                         {"base": base, "python": version, "files": [str(f.path) for f in base_env_files(root, base)]})
+                         {"base": base, "python": version, "files": [str(f.path) for f in base_env_files(root, base)]},
+                         cache)
         return ImageEnv(path=path, base=base, key=key, built_seconds=seconds)
 
 
@@ -336,7 +358,8 @@ def overlay_env(root: str | Path, base: str, packages: list[str], upgrade: bool 
             return ImageEnv(path=path, base=base, key=key, packages=tuple(packages))
         seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict,
                          f"image {base} + {' '.join(packages)}", log,
-                         {"base": base, "python": version, "base_key": base_env_key(root, base, interpreter)})
+                         {"base": base, "python": version, "base_key": base_env_key(root, base, interpreter)},
+                         cache.parent)
         return ImageEnv(path=path, base=base, key=key, packages=tuple(packages), built_seconds=seconds)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -78,6 +79,14 @@ def test_an_overlay_adds_a_components_packages_to_a_complete_environment_of_its_
     assert _installed(overlay) - _installed(base) == {"six"}
     # Nothing of it lives outside its own folder (the job sandbox shows a job its interpreter's environment only).
     assert not list(overlay.path.rglob("*.pth")) or all(str(base.path) not in p.read_text() for p in overlay.path.rglob("*.pth"))
+    # What it holds of the base is stored once: its files are hard links to the base's, and still import.
+    site = next(overlay.path.glob("lib/python3.*/site-packages"))
+    module = site / "packaging" / "version.py"
+    assert os.path.samestat(module.stat(), (base.path / module.relative_to(overlay.path)).stat())
+    assert not os.path.samestat((site / "six.py").stat(), module.stat())
+    stamp = json.loads((overlay.path / STAMP).read_text())
+    assert stamp["shared_files"] > 100 and stamp["shared_bytes"] > 1_000_000
+    assert _imports(overlay, "packaging.version")
 
 
 @pytest.mark.slow
@@ -86,6 +95,21 @@ def test_requirement_files_that_are_not_a_closed_set_fail_pip_check_naming_them(
     base_writer(demo_project, "open", "python:3.11-slim", ["jsonschema-specifications==2025.9.1"])
     with pytest.raises(ImageError, match=r"pip check: the requirement files .*docker/open/requirements.txt are not a closed set"):
         base_env(demo_project, "open", cache_dir=tmp_path / "envs", strict=False, log=lambda m: None)
+
+
+def test_a_full_disk_is_named_as_the_reason_a_build_failed(tiny_base, tmp_path, monkeypatch):
+    real_run = subprocess.run
+
+    def full_disk(command, *args, **kwargs):
+        if "install" in command:
+            kwargs["stdout"].write("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n")
+            return subprocess.CompletedProcess(command, 1)
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", full_disk)
+    with pytest.raises(ImageError, match=r"installing the pins of .* failed \(exit 1\): the disk of .*/envs is full "
+                                         r"\(\d+\.\d GB free now\); free some, or set OPENPERT_IMAGE_ENVS"):
+        base_env(tiny_base, "tiny", cache_dir=tmp_path / "envs", strict=False, log=lambda m: None)
 
 
 @pytest.mark.slow
