@@ -230,10 +230,9 @@ def base_env_key(root: str | Path, base: str, python: str | Path | None = None) 
 
 
 def finished_envs(cache: Path) -> list[Path]:
-    """The finished environments below ``cache`` (base environments, then overlays), by name."""
-    folders = [*cache.iterdir(), *((cache / "overlays").iterdir() if (cache / "overlays").is_dir() else [])] \
-        if cache.is_dir() else []
-    return sorted(folder for folder in folders if (folder / STAMP).is_file())
+    """The finished environments below ``cache``: base environments, then overlays, each by name."""
+    return [folder for where in (cache, cache / "overlays") if where.is_dir()
+            for folder in sorted(where.iterdir()) if (folder / STAMP).is_file()]
 
 
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,

@@ -58,7 +58,10 @@ def _regular_files(root: Path) -> dict[str, os.stat_result]:
     for folder, _, names in os.walk(root):
         for name in names:
             path = os.path.join(folder, name)
-            info = os.lstat(path)
+            try:
+                info = os.lstat(path)
+            except FileNotFoundError:
+                continue  # removed since it was listed (a rebuild of that environment): nothing to share
             if stat.S_ISREG(info.st_mode):
                 files[os.path.relpath(path, root)] = info
     return files
@@ -150,11 +153,16 @@ def share_identical_files(env: str | os.PathLike, others: Iterable[str | os.Path
                 # its recorded modification time: that is why it moves with its source.
                 if not all(theirs.get(name) is not None and theirs[name].st_dev == mine[name].st_dev for name in group):
                     continue
-            if not _same_content(env / relative, other / relative):
-                continue
             try:
+                if not _same_content(env / relative, other / relative):
+                    continue
                 for name in group:
                     _link(other / name, env / name)
+            except FileNotFoundError:
+                # The other environment is being removed (a rebuild, a prune) under its own lock:
+                # this file stays unshared. A source linked without its bytecode stays correct;
+                # Python compiles it again.
+                continue
             except OSError as err:
                 if err.errno in _CANNOT_LINK:
                     return Shared(files, size, refused=f"{other / relative} -> {env / relative}: {err.strerror}")

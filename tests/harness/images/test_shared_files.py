@@ -117,3 +117,19 @@ def test_any_other_link_error_is_raised(two_envs, monkeypatch):
     monkeypatch.setattr(os, "link", fail)
     with pytest.raises(OSError, match="No space left on device"):
         share_identical_files(new, [old])
+
+
+def test_a_file_that_vanishes_from_the_other_environment_stays_unshared(two_envs, monkeypatch):
+    old, new = two_envs
+    real_link = os.link
+
+    def removed_meanwhile(source, target):
+        if Path(source).name == "data.bin":
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
+        real_link(source, target)
+
+    monkeypatch.setattr(os, "link", removed_meanwhile)
+    shared = share_identical_files(new, [old])
+    assert shared.files == 2 and shared.refused is None
+    assert not _same_file(new / "lib/pkg/data.bin", old / "lib/pkg/data.bin")
+    assert _same_file(new / "lib/pkg/mod.py", old / "lib/pkg/mod.py")
