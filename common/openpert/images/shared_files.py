@@ -146,13 +146,11 @@ def share_identical_files(env: str | os.PathLike, others: Iterable[str | os.Path
                 continue
             group = [relative]
             if relative.endswith(".py"):
+                # Bytecode of equal sources differs in the modification time it records: it moves
+                # with its source, and a source whose bytecode files differ in name stays apart.
                 if compiled.get(relative, []) != their_compiled.get(relative, []):
                     continue
                 group += compiled.get(relative, [])
-                # Bytecode compiled from equal sources by the same interpreter may still differ in
-                # its recorded modification time: that is why it moves with its source.
-                if not all(theirs.get(name) is not None and theirs[name].st_dev == mine[name].st_dev for name in group):
-                    continue
             try:
                 if not _same_content(env / relative, other / relative):
                     continue
