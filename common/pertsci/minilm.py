@@ -206,7 +206,7 @@ class MiniLM:
                            for name in ("query", "key", "value"))
                 attended = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0,
                                                           scale=head_dim ** -0.5, is_causal=False)
-                attended = attended.transpose(1, 2).contiguous().reshape(n, length, -1).contiguous()
+                attended = attended.transpose(1, 2).contiguous().reshape(n, length, -1)
                 x = layer_norm(linear(attended, f"{prefix}.attention.output.dense") + x,
                                f"{prefix}.attention.output.LayerNorm")
                 hidden = F.gelu(linear(x, f"{prefix}.intermediate.dense"))

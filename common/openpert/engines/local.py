@@ -328,15 +328,16 @@ class LocalEngine:
         dest = job.publish_dir / path.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}.tmp")
+        folder = path.is_dir()
         try:
-            if path.is_dir():
+            if folder:
                 shutil.copytree(path, tmp)
                 if dest.is_dir() and not dest.is_symlink():
                     shutil.rmtree(dest)  # os.replace cannot replace a non-empty folder
             else:
                 shutil.copyfile(path, tmp)
             os.replace(tmp, dest)
-            if not dest.is_dir():
+            if not folder:
                 # The copy passes what the cached file passed: the jobs that read it need not read it to check it.
                 note_copy(path, dest)
         except BaseException:

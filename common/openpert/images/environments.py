@@ -229,10 +229,15 @@ def base_env_key(root: str | Path, base: str, python: str | Path | None = None) 
     return digest.hexdigest()
 
 
+def _env_folders(cache: Path) -> list[Path]:
+    """Every environment folder below ``cache``, finished or not: base environments, then overlays, each by name."""
+    return [folder for where in (cache, cache / "overlays") if where.is_dir()
+            for folder in sorted(where.iterdir()) if folder.is_dir() and folder != cache / "overlays"]
+
+
 def finished_envs(cache: Path) -> list[Path]:
     """The finished environments below ``cache``: base environments, then overlays, each by name."""
-    return [folder for where in (cache, cache / "overlays") if where.is_dir()
-            for folder in sorted(where.iterdir()) if (folder / STAMP).is_file()]
+    return [folder for folder in _env_folders(cache) if (folder / STAMP).is_file()]
 
 
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
@@ -412,8 +417,7 @@ def prune_envs(root: str | Path, cache_dir: str | Path | None = None, python: st
     keep = {f"{name}-{hashlib.sha256(f'{key} strict={strict}'.encode()).hexdigest()[:16]}"
             for name, key in current.items() for strict in (True, False)}
     removed: list[Path] = []
-    for folder in sorted(p for p in [*cache.iterdir(), *((cache / "overlays").iterdir() if (cache / "overlays").is_dir() else [])]
-                         if p.is_dir() and p.name != "overlays"):
+    for folder in _env_folders(cache):
         stamp = {}
         try:
             stamp = json.loads((folder / STAMP).read_text())

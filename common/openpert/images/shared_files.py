@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import filecmp
 import os
 import stat
 from collections.abc import Iterable
@@ -28,8 +29,6 @@ from pathlib import Path
 
 #: The reasons ``os.link`` fails for a whole file system, not one file: then nothing is shared.
 _CANNOT_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
-
-_CHUNK = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,30 +66,19 @@ def _regular_files(root: Path) -> dict[str, os.stat_result]:
     return files
 
 
-def _bytecode_by_source(files: Iterable[str]) -> dict[str, list[str]]:
-    """``source .py -> its bytecode files`` (``pkg/__pycache__/mod.cpython-311.pyc`` belongs to ``pkg/mod.py``)."""
-    compiled: dict[str, list[str]] = {}
-    for relative in files:
-        folder, name = os.path.split(relative)
-        if name.endswith(".pyc") and os.path.basename(folder) == "__pycache__":
-            # A module's name has no dot, so the first dot ends it.
-            source = os.path.join(os.path.dirname(folder), name.split(".", 1)[0] + ".py")
-            compiled.setdefault(source, []).append(relative)
-    return {source: sorted(names) for source, names in compiled.items()}
-
-
 def _is_bytecode(relative: str) -> bool:
     return relative.endswith(".pyc") and os.path.basename(os.path.dirname(relative)) == "__pycache__"
 
 
-def _same_content(first: Path, second: Path) -> bool:
-    with open(first, "rb") as a, open(second, "rb") as b:
-        while True:
-            block = a.read(_CHUNK)
-            if block != b.read(_CHUNK):
-                return False
-            if not block:
-                return True
+def _bytecode_by_source(files: Iterable[str]) -> dict[str, list[str]]:
+    """``source .py -> its bytecode files`` (``pkg/__pycache__/mod.cpython-311.pyc`` belongs to ``pkg/mod.py``)."""
+    compiled: dict[str, list[str]] = {}
+    for relative in filter(_is_bytecode, files):
+        folder, name = os.path.split(relative)
+        # A module's name has no dot, so the first dot ends it.
+        source = os.path.join(os.path.dirname(folder), name.split(".", 1)[0] + ".py")
+        compiled.setdefault(source, []).append(relative)
+    return {source: sorted(names) for source, names in compiled.items()}
 
 
 def _linkable(mine: os.stat_result, theirs: os.stat_result | None) -> bool:
@@ -152,7 +140,7 @@ def share_identical_files(env: str | os.PathLike, others: Iterable[str | os.Path
                     continue
                 group += compiled.get(relative, [])
             try:
-                if not _same_content(env / relative, other / relative):
+                if not filecmp.cmp(env / relative, other / relative, shallow=False):
                     continue
                 for name in group:
                     _link(other / name, env / name)

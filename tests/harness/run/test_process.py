@@ -11,6 +11,7 @@ import time
 import psutil
 import pytest
 
+from openpert.run import process
 from openpert.run.process import _PROC_CHILDREN, _descendant_pids, _ExitWaiter, _tree
 
 
@@ -36,9 +37,8 @@ def test_exit_waiter_waits_its_timeout_while_the_process_runs():
         proc.wait()
 
 
-
 @pytest.mark.skipif(not _PROC_CHILDREN, reason="the kernel does not list children in /proc")
-def test_descendants_are_listed_from_proc_as_psutil_lists_them(tmp_path):
+def test_descendants_are_listed_from_proc_as_psutil_lists_them(tmp_path, monkeypatch):
     """Children, a grandchild and a child started from a second thread of a process are all found."""
     script = tmp_path / "tree.py"
     script.write_text(
@@ -58,6 +58,9 @@ def test_descendants_are_listed_from_proc_as_psutil_lists_them(tmp_path):
         expected = {p.pid for p in parent.children(recursive=True)}
         assert len(expected) == 4
         assert set(_descendant_pids(proc.pid)) == expected
+        assert {p.pid for p in _tree(parent)} == expected | {proc.pid}
+        # Where the kernel does not list children, psutil gives the same tree.
+        monkeypatch.setattr(process, "_PROC_CHILDREN", False)
         assert {p.pid for p in _tree(parent)} == expected | {proc.pid}
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
