@@ -8,6 +8,8 @@ Commands
     Run a task's benchmark (local engine or Nextflow).
 ``report RESULTS... -o SITE``
     Render the results website.
+``data list|fetch|verify [--task T...]``
+    The public files the tasks read, and the data store (``docs/data.md``).
 ``test [PATH]``, ``lint [PATH]``, ``create-component ...``
     Contributor tools.
 """
@@ -140,12 +142,14 @@ def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots:
         return run_nextflow_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
                                       controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
                                       profile=ns.profile, work_dir=ns.work_dir, nextflow_args=ns.nextflow_args,
-                                      user_configs=ns.nextflow_config, sandbox=_SANDBOX[ns.sandbox])
+                                      user_configs=ns.nextflow_config, sandbox=_SANDBOX[ns.sandbox],
+                                      include_large=ns.include_large)
     # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
     progress = False if ns.quiet else ("lines" if slots is not None else None)
     return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
                          controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                         engine=ns.engine, progress=progress, sandbox=_SANDBOX[ns.sandbox], slots=slots)
+                         engine=ns.engine, progress=progress, sandbox=_SANDBOX[ns.sandbox], slots=slots,
+                         include_large=ns.include_large)
 
 
 def _benchmark_tasks_at_once(ns: argparse.Namespace, tasks: list[Task]) -> int:
@@ -283,6 +287,7 @@ _SANDBOX = {"auto": None, "on": True, "off": False}
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from openpert.data.commands import add_arguments as add_data_arguments
     from openpert.images.commands import add_arguments as add_image_arguments
 
     parser = argparse.ArgumentParser(prog="openpert", description="A living benchmark for perturbation modelling.")
@@ -329,6 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress output (a line per job when stderr is not a terminal)")
     p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
                    help="run each job in a bubblewrap sandbox: auto (where it works, else warn), on (required), off")
+    p.add_argument("--include-large", action="store_true",
+                   help="also the datasets marked large (multi-GB downloads; `openpert data list --include-large` shows them)")
+
+    p = sub.add_parser("data", help="the public files the tasks read: list, fetch into the store, verify")
+    add_data_arguments(p)
 
     p = sub.add_parser("report", help="render the results website")
     p.add_argument("results", nargs="+", help="results folders (holding results.json, or their parent)")
@@ -372,12 +382,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "create-component": lambda: cmd_create_component(ns),
         "changed": lambda: cmd_changed(ns),
         "images": lambda: run_images(ns),
+        "data": lambda: run_data(ns),
     }
+    from openpert.data.commands import run as run_data
+    from openpert.data.fetching import FetchError
+    from openpert.data.store import ChecksumError
     from openpert.images.commands import run as run_images
 
     try:
         return handlers[ns.command]()
-    except (ConfigError, FormatError) as err:
+    except (ConfigError, FormatError, FetchError, ChecksumError) as err:
         print(f"openpert: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -50,7 +50,7 @@ from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import component_digest
 from openpert.engines.plan import (
     Job,
-    dataset_jobs,
+    dataset_stage,
     label_resources,
     make_plan,
     plan_jobs,
@@ -432,6 +432,7 @@ def run_benchmark(
     profile: str = "local",
     sandbox: bool | None = None,
     slots: JobSlots | None = None,
+    include_large: bool = False,
 ) -> dict[str, Any]:
     """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
 
@@ -456,6 +457,8 @@ def run_benchmark(
     slots
         Job slots shared with other tasks running at once (local engine; their log lines then
         name the task).
+    include_large
+        Plan the datasets marked ``large`` too (multi-GB downloads); the others are fetched anyway.
     """
     from openpert.results.collect import write_results
 
@@ -465,7 +468,7 @@ def run_benchmark(
 
         return run_nextflow_benchmark(task, outdir, input_dir=input_dir, datasets=datasets, methods=methods,
                                       controls=controls, metrics=metrics, resume=resume, profile=profile,
-                                      sandbox=sandbox, jobs=jobs)
+                                      sandbox=sandbox, jobs=jobs, include_large=include_large)
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     resources = label_resources(task.root)
@@ -477,7 +480,7 @@ def run_benchmark(
         found, unusable = ready_datasets(task, input_dir, outdir, datasets, jobs=jobs)
         records += unusable
     else:
-        stage = dataset_jobs(task, outdir, resources, datasets)
+        stage = dataset_stage(task, outdir, resources, datasets, include_large=include_large, jobs=jobs)
         if not stage:
             raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
         records += local.run(stage)

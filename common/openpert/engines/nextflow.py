@@ -426,6 +426,7 @@ def run_nextflow_benchmark(
     user_configs: Sequence[str | os.PathLike] = (),
     sandbox: bool | None = None,
     jobs: int = 1,
+    include_large: bool = False,
 ) -> dict[str, Any]:
     """Plan one task's benchmark, run all of it as one Nextflow run, and collect the results.
 
@@ -461,7 +462,7 @@ def run_nextflow_benchmark(
     The ``results.json`` content.
     """
     from openpert.engines.nextflow_trace import collect_job_records, parse_trace, produced_datasets
-    from openpert.engines.plan import dataset_jobs, label_resources, make_plan, ready_datasets
+    from openpert.engines.plan import dataset_stage, label_resources, make_plan, ready_datasets
     from openpert.results.collect import write_results
     from openpert.results.provenance import dataset_digest
 
@@ -475,7 +476,7 @@ def run_nextflow_benchmark(
             reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records)
             raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
     else:
-        stage = dataset_jobs(task, outdir, label_resources(task.root), datasets)
+        stage = dataset_stage(task, outdir, label_resources(task.root), datasets, include_large=include_large, jobs=jobs)
         if not stage:
             raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
     plan = make_plan(task, ready, outdir, methods=methods, controls=controls, metrics=metrics, dataset_stage=stage)

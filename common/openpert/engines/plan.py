@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from openpert.config.formats import FormatError
 from openpert.config.project import SHARED_DATA_ARGUMENT, shared_data_input
 from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError, read_config
+from openpert.data.fetching import Sources, dataset_views, sources_from_environment
+from openpert.data.manifest import task_manifest
+from openpert.data.store import DataStore, default_store_dir
 from openpert.engines.cache_keys import component_digest, file_digest
 from openpert.engines.resource_labels import parse_label_resources
 from openpert.files import hash_text, write_text_atomic
@@ -263,9 +267,19 @@ def ready_datasets(task: Task, input_dir: Path, outdir: Path, names: Sequence[st
     return check_datasets(task, found, outdir, jobs=jobs)
 
 
-def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None) -> list[Job]:
-    """Jobs of the dataset stage: one per entry of a dataset component's ``info.datasets``."""
-    jobs = []
+#: Keys of an ``info.datasets`` entry that are the harness's, not parameters of the component.
+HARNESS_ENTRY_KEYS = ("id", "large")
+
+
+def dataset_entries(task: Task, names: Sequence[str] | None = None, *, include_large: bool = False
+                    ) -> tuple[list[tuple[ComponentConfig, dict[str, Any]]], list[str]]:
+    """The ``info.datasets`` entries a benchmark plans, and the large ones it leaves out.
+
+    An entry marked ``large: true`` (a multi-GB download, hours of work) is planned only with
+    ``include_large`` or when named in ``names``; the ids left out are returned so that the run
+    says so.
+    """
+    chosen, left_out = [], []
     for comp in task.of_type("dataset"):
         entries = comp.info.get("datasets") or []
         if not isinstance(entries, list):
@@ -273,21 +287,87 @@ def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str]
         for i, entry in enumerate(entries):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
                 raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
+            if not isinstance(entry.get("large", False), bool):
+                raise ConfigError(f"{comp.path}: info.datasets[{i}].large must be true or false")
             if names is not None and entry["id"] not in names:
                 continue
-            params = {k: v for k, v in entry.items() if k != "id"}
-            if "dataset_id" in {a.name for a in comp.parameters}:
-                params.setdefault("dataset_id", entry["id"])
-            inputs = {k: (task.root / v if not Path(v).is_absolute() else Path(v)) for k, v in params.items()
-                      if k in {a.name for a in comp.file_inputs}}
-            params = {k: v for k, v in params.items() if k not in inputs}
-            inputs = {**shared_data_input(comp, task.root), **inputs}
-            outputs = {a.name: task.format_filename(a.format_id) for a in comp.file_outputs if a.format_id}
-            jobs.append(Job(job_id=f"datasets/{entry['id']}", stage="dataset", config=comp, dataset_id=entry["id"],
-                            method_id=None, inputs=inputs, outputs=outputs, params=params,
-                            limits=limits_for(comp.labels, resources, where=str(comp.path)), context={}, allowed=None,
-                            publish_dir=outdir / "datasets" / entry["id"]))
+            if entry.get("large") and not include_large and names is None:
+                left_out.append(entry["id"])
+                continue
+            chosen.append((comp, entry))
+    return chosen, left_out
+
+
+def _data_input(comp: ComponentConfig, root: Path, entry: dict, name: str, value: Any, data_folder: Path | None) -> Path:
+    """A file input of a dataset entry: a repository path, or ``{data: <store path>}`` in the dataset's data."""
+    if not isinstance(value, dict):
+        return Path(value) if Path(value).is_absolute() else root / value
+    if set(value) != {"data"} or not isinstance(value["data"], str):
+        raise ConfigError(f"{comp.path}: info.datasets {entry['id']}: --{name} must be a path or {{data: <store path>}}")
+    if data_folder is None or not (data_folder / value["data"]).is_file():
+        raise ConfigError(f"{comp.path}: info.datasets {entry['id']}: --{name} reads {value['data']}, which the task's "
+                          f"api/data_manifest.yaml does not give this dataset (add it, with the dataset id in its datasets)")
+    return data_folder / value["data"]
+
+
+def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None, *,
+                 data_folders: dict[str, Path] | None = None, include_large: bool = False) -> list[Job]:
+    """Jobs of the dataset stage: one per planned entry of a dataset component's ``info.datasets``.
+
+    ``data_folders`` maps a dataset id to the read-only view of the public files it reads
+    (:func:`openpert.data.fetching.dataset_views`): its ``--shared_data`` input, and where
+    ``{data: <store path>}`` inputs point. Without it (a task with no data manifest), loaders get
+    the project's shared data folder when it exists.
+    """
+    jobs = []
+    for comp, entry in dataset_entries(task, names, include_large=include_large)[0]:
+        params = {k: v for k, v in entry.items() if k not in HARNESS_ENTRY_KEYS}
+        if "dataset_id" in {a.name for a in comp.parameters}:
+            params.setdefault("dataset_id", entry["id"])
+        if data_folders is None:
+            shared = shared_data_input(comp, task.root)
+            data_folder = shared.get(SHARED_DATA_ARGUMENT)
+        else:
+            data_folder = data_folders.get(entry["id"])
+            shared = {SHARED_DATA_ARGUMENT: data_folder} if data_folder is not None and \
+                SHARED_DATA_ARGUMENT in {a.name for a in comp.file_inputs} else {}
+        file_args = {a.name for a in comp.file_inputs}
+        inputs = {k: _data_input(comp, task.root, entry, k, v, data_folder) for k, v in params.items() if k in file_args}
+        params = {k: v for k, v in params.items() if k not in inputs}
+        inputs = {**shared, **inputs}
+        outputs = {a.name: task.format_filename(a.format_id) for a in comp.file_outputs if a.format_id}
+        jobs.append(Job(job_id=f"datasets/{entry['id']}", stage="dataset", config=comp, dataset_id=entry["id"],
+                        method_id=None, inputs=inputs, outputs=outputs, params=params,
+                        limits=limits_for(comp.labels, resources, where=str(comp.path)), context={}, allowed=None,
+                        publish_dir=outdir / "datasets" / entry["id"]))
     return jobs
+
+
+def dataset_stage(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None, *,
+                  include_large: bool = False, store: DataStore | None = None, sources: Sources | None = None,
+                  jobs: int = 4, stream: IO[str] | None = sys.stderr) -> list[Job]:
+    """The dataset jobs of a benchmark, with the public files they read fetched and given to each.
+
+    Everything a loader reads is fetched into the store (``$OPENPERT_DATA``) before any job starts,
+    so that jobs need no network; each dataset job gets a read-only view of its own files. Large
+    datasets left out are said on ``stream``.
+
+    Raises
+    ------
+    FetchError
+        When a file cannot be had (nothing has run yet).
+    """
+    entries, left_out = dataset_entries(task, names, include_large=include_large)
+    if left_out and stream is not None:
+        stream.write(f"{task.name}: large datasets left out (--include-large plans them): {', '.join(left_out)}\n")
+    manifest = task_manifest(task.dir)
+    data_folders = None
+    if manifest:
+        store = store or DataStore(default_store_dir())
+        sources = sources or sources_from_environment(task.root)
+        data_folders = dataset_views(task.name, manifest, [e["id"] for _, e in entries], store, sources,
+                                     jobs=jobs, stream=stream)
+    return dataset_jobs(task, outdir, resources, names, data_folders=data_folders, include_large=include_large)
 
 
 def replicate_name(method_id: str, seed: int | None) -> str:
