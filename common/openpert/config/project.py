@@ -1,4 +1,4 @@
-"""Where a project keeps what is not in its repository: the shared data folder."""
+"""Where a project keeps what is not in its repository: the shared data folder (a pre-filled data store)."""
 
 from __future__ import annotations
 
@@ -22,15 +22,30 @@ def shared_data_dir(root: str | Path) -> Path:
 SHARED_DATA_ARGUMENT = "shared_data"
 
 
+def data_folder(root: str | Path) -> Path | None:
+    """The folder of public data a component run by hand (or its test) reads, or ``None``.
+
+    The shared data folder when it exists, else the data store when ``openpert data fetch`` has
+    filled it (both have the same layout). The benchmark does not use this: it fetches what its
+    datasets declare and gives each dataset job a view of its own files.
+    """
+    from openpert.data.store import default_store_dir
+
+    for folder in (shared_data_dir(root), default_store_dir()):
+        if folder.is_dir():
+            return folder
+    return None
+
+
 def shared_data_input(config, root: str | Path) -> dict[str, Path]:
     """``{"shared_data": <folder>}`` for a component that declares that input, else ``{}``.
 
     A dataset loader that reads the project's public data declares a file input ``--shared_data``;
-    the engines and the component tests pass the folder explicitly, so that no script looks for it
-    on its own. A missing folder is passed as nothing: the component decides whether it can do
-    without (and says so) or fails naming what it needed.
+    the component tests and ``openpert run-component`` pass :func:`data_folder` explicitly, so that
+    no script looks for it on its own. No folder is passed as nothing: the component decides
+    whether it can do without (and says so) or fails naming what it needed.
     """
     if SHARED_DATA_ARGUMENT not in {a.name for a in config.file_inputs}:
         return {}
-    folder = shared_data_dir(root)
-    return {SHARED_DATA_ARGUMENT: folder} if folder.is_dir() else {}
+    folder = data_folder(root)
+    return {SHARED_DATA_ARGUMENT: folder} if folder is not None else {}

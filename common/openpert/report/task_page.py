@@ -267,9 +267,29 @@ def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, 
     summary = render_inline(dataset.get("dataset_summary"))
     return (
         (f'<p class="lead-small md">{summary}</p>' if summary else "")
-        + f"{facts}{details}"
+        + f"{facts}{details}{_source_files(dataset.get('source_files') or [])}"
         f"{dataset_table(results, paths, did, f'table-{paths.dataset_slug(did)}')}{figure}"
     )
+
+
+def _source_files(files: list[dict[str, Any]]) -> str:
+    """The public files a dataset was made from: origin, checksum, licence (non-commercial said plainly)."""
+    if not files:
+        return ""
+    rows = []
+    for f in files:
+        origins = f.get("origin") if isinstance(f.get("origin"), list) else [f.get("origin")]
+        origin = ", ".join(external_link(o) if safe_url(o) else esc(o) for o in origins if o)
+        if f.get("derived_by"):
+            origin = f"derived by <code>{esc(f['derived_by'])}</code> from {origin}"
+        licence = esc(f.get("license")) + (" <strong>(non-commercial)</strong>" if f.get("non_commercial") else "")
+        size = f"{f['size'] / 1e6:.1f} MB" if isinstance(f.get("size"), int) else "unpinned"
+        checksum = f"<code>{esc(str(f['sha256'])[:12])}</code>" if f.get("sha256") else "recorded at first fetch"
+        rows.append([f"<code>{esc(f.get('path'))}</code>", origin, size, checksum, licence, esc(f.get("citation"))])
+    return ("<details><summary>Public files the dataset was made from</summary>"
+            + simple_table(f"{len(files)} file(s), fetched and verified by openpert data fetch",
+                           ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
+            + "</details>")
 
 
 def _reference(value: Any) -> str:

@@ -22,6 +22,7 @@ import pandas as pd
 from openpert import __version__
 from openpert.config.task import Task
 from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
+from openpert.data.manifest import DataFile, task_manifest
 from openpert.files import write_text_atomic, write_yaml_atomic
 from openpert.results.provenance import run_provenance
 from openpert.results.scoring import (
@@ -138,6 +139,14 @@ def _component_meta(config: ComponentConfig, params: dict, seeds: list | None = 
 
 def _relative_config(config) -> str:
     return str(config.path.relative_to(config.root)) if config.path.is_relative_to(config.root) else str(config.path)
+
+
+def source_file_entry(f: DataFile) -> dict[str, Any]:
+    """A public file a dataset was made from, as ``results.json`` lists it (``datasets[].source_files``)."""
+    origin = f.url if f.derive is None else [d.url for _, d in f.derive.sources]
+    return {"path": f.path, "origin": origin, "derived_by": f.derive.function if f.derive else None,
+            "sha256": f.sha256, "size": f.size, "license": f.license, "non_commercial": f.non_commercial,
+            "citation": f.citation, "source": f.source}
 
 
 def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: Path, *, engine: str = "local") -> dict:
@@ -275,9 +284,11 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     for dataset_id in dataset_ids:
         for metric_id in sorted(maximize):
             table = {m: items[(dataset_id, m, metric_id)] for m in contenders if (dataset_id, m, metric_id) in items}
-            if len(table) < 2:
-                continue
             frame = pd.DataFrame(table)
+            # A metric of a subset the dataset has no item of (combinations, when only single
+            # perturbations are held out) has no values to compare: no test, not an error.
+            if len(table) < 2 or not frame.notna().to_numpy().any():
+                continue
             result = compare_to_best(frame, maximize=maximize[metric_id], n_permutations=N_PERMUTATIONS, seed=PERMUTATION_SEED)
             for row in result.to_dict("records"):
                 comparisons.append({"dataset_id": dataset_id, "metric_id": metric_id, "method_id": row["method_id"],
@@ -298,10 +309,12 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
 
     datasets_meta = []
     unreadable = []
+    manifest = task_manifest(task.dir)
     for ds in plan["datasets"]:
         uns, problems = _dataset_uns(ds["files"])
         meta = {"dataset_id": ds["id"], **uns}
         meta["dataset_id"] = ds["id"]
+        meta["source_files"] = [source_file_entry(f) for f in manifest if f.read_by(ds["id"])]
         datasets_meta.append(meta)
         unreadable += [{"flag": "dataset_file_unreadable", "message": m, "dataset_id": ds["id"], "metric_id": None, "method_id": None}
                        for m in problems]

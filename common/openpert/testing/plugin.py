@@ -152,11 +152,12 @@ class ComponentFile(pytest.File):
 
 class ComponentItem(pytest.Item):
     def runtest(self) -> None:
-        from openpert.config.project import shared_data_dir
+        from openpert.config.project import data_folder, shared_data_dir
 
         config = read_config(self.path)
-        if config.info.get("test_requires_shared_data") and not shared_data_dir(config.root).is_dir():
-            pytest.skip(f"needs the shared data folder {shared_data_dir(config.root)} (set OPENPERT_SHARED_DATA)")
+        if config.info.get("test_requires_shared_data") and data_folder(config.root) is None:
+            pytest.skip(f"needs the public data: the shared data folder {shared_data_dir(config.root)} "
+                        "(or OPENPERT_SHARED_DATA), or a store filled by `openpert data fetch`")
         work = Path(tempfile.mkdtemp(prefix=f"openpert-test-{config.name}-"))
         run_component_test(config, work)
 
