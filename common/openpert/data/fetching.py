@@ -136,20 +136,14 @@ def _size(n: float | None) -> str:
 
 
 class _Fetcher:
-    """One fetch: the store, the sources, a lock per store path (two entries may share an original)."""
+    """One fetch: the store, the sources and the progress line."""
 
     def __init__(self, store: DataStore, sources: Sources, progress: ByteProgress | None):
         self.store, self.sources, self.progress = store, sources, progress
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-
-    def _lock(self, path: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(path, threading.Lock())
 
     def download(self, d: Download, *, locations: list[str] | None = None) -> Outcome:
         """Have ``d`` in the store: present, or fetched from the first source that gives the right bytes."""
-        with self._lock(d.path):
+        with self.store.locked(d.path):
             state = self.store.state(d.path, d.sha256, d.size)
             if state.state == "ok":
                 return Outcome(d.path, "present", str(self.store.path_of(d.path)))
@@ -187,7 +181,7 @@ class _Fetcher:
             else:
                 reason = ""
         originals = {name: self.download(d) for name, d in f.derive.sources}
-        with self._lock(f.path):
+        with self.store.locked(f.path):
             if self.store.state(f.path, f.sha256, f.size).state == "ok":
                 return Outcome(f.path, "present", str(self.store.path_of(f.path)))
             scratch = self.store.scratch()

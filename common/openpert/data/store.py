@@ -9,12 +9,14 @@ file is not hashed again at every run), partial downloads (``partial/``) and the
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,7 +90,7 @@ class DataStore:
         return data
 
     def _update_record(self, name: str, key: str, value) -> None:
-        with self._lock:
+        with self._lock, self.locked(name):
             data = self._read_record(name)
             if value is None:
                 data.pop(key, None)
@@ -160,6 +162,22 @@ class DataStore:
         self._update_record("verified.json", store_path, [got, got_size, stat.st_mtime_ns, stat.st_ino])
         return dest
 
+    @contextlib.contextmanager
+    def locked(self, store_path: str) -> Iterator[None]:
+        """Hold the store's lock of one path: fetches of it by other threads or processes wait.
+
+        Two benchmark tasks (or two runs) that read one file would otherwise write the same partial
+        download at once.
+        """
+        lock = self.meta / "locks" / (store_path.replace("/", "__") + ".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with open(lock, "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def scratch(self) -> Path:
         """A new temporary folder on the store's file system (for derivations), removed by the caller."""
         (self.meta / "tmp").mkdir(parents=True, exist_ok=True)
@@ -176,8 +194,15 @@ class DataStore:
             raise ValueError(f"view {name!r}: no files")
         paths = sorted(set(store_paths))
         folder = self.meta / "views" / f"{name}-{hash_text(*paths)[:16]}"
-        if folder.is_dir() and all(_same_file(folder / p, self.path_of(p)) for p in paths):
-            return folder
+        with self.locked(f"views/{folder.name}"):
+            if folder.is_dir() and all(_same_file(folder / p, self.path_of(p)) for p in paths):
+                return folder
+            self._build_view(folder, paths)
+        return folder
+
+    def _build_view(self, folder: Path, paths: list[str]) -> None:
+        """Link ``paths`` into a new folder, then put it in place of ``folder`` (held under its lock)."""
+        name = folder.name
         folder.parent.mkdir(parents=True, exist_ok=True)
         building = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{name}-"))
         try:
@@ -198,7 +223,6 @@ class DataStore:
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
             raise
-        return folder
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -58,7 +58,7 @@ def _store_files(store: DataStore) -> set[str]:
 def _left_in_store(store: DataStore) -> set[str]:
     """Every file of the store but its records: the files and any partial download."""
     return {str(p.relative_to(store.root)) for p in store.root.rglob("*")
-            if p.is_file() and p.name not in ("observed.json", "verified.json")}
+            if p.is_file() and p.name not in ("observed.json", "verified.json") and p.suffix != ".lock"}
 
 
 def test_a_cold_fetch_then_a_second_that_downloads_nothing(tmp_path, manifest, mirror_files, server):
@@ -73,6 +73,19 @@ def test_a_cold_fetch_then_a_second_that_downloads_nothing(tmp_path, manifest, m
     assert {o.action for o in again} == {"present"}
     assert sum(server.requests.values()) == 3, "a second fetch must not download"
     assert all(s.state == "ok" for _, s in verify(manifest, store))
+
+
+def test_two_fetches_at_once_download_each_file_once(tmp_path, manifest, mirror_files, server):
+    # Two tasks of one benchmark run fetch into one store at once, often the same knowledge graphs.
+    import concurrent.futures as cf
+
+    store = DataStore(tmp_path / "store")
+    with cf.ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(fetch, manifest, DataStore(store.root), Sources(mirror=server.base_url)) for _ in range(2)]
+        actions = sorted(o.action for run in runs for o in run.result())
+    assert actions == ["downloaded"] * 3 + ["present"] * 3
+    assert all(n == 1 for n in server.requests.values())
+    assert all((store.root / p).read_bytes() == d for p, d in mirror_files.items())
 
 
 def test_a_corrupted_file_is_refused_and_fetched_again(tmp_path, manifest, mirror_files, server):
