@@ -46,6 +46,17 @@ def test_images_are_pushed_from_main_and_the_site_published_by_hand_or_weekly():
     assert site["jobs"]["deploy"]["permissions"]["pages"] == "write"
 
 
+def test_the_published_benchmark_fetches_its_public_data_itself():
+    steps = yaml.safe_load((WORKFLOWS / "benchmark.yml").read_text())["jobs"]["benchmark"]["steps"]
+    runs = [s.get("run", "") for s in steps]
+    fetch = next(i for i, r in enumerate(runs) if "openpert data fetch" in r)
+    bench = next(i for i, r in enumerate(runs) if "openpert benchmark" in r)
+    assert fetch < bench, "the data is fetched (and its licences said) before any job"
+    cache = next(s for s in steps if str(s.get("uses", "")).startswith("actions/cache"))
+    assert cache["with"]["path"] == "~/.cache/openpert/data" and "data_manifest.yaml" in cache["with"]["key"]
+    assert not any("shared" in r for r in runs), "no step may need the ../shared folder a runner does not have"
+
+
 @pytest.mark.skipif(not (schema_dir(ROOT) / "config.schema.json").is_file(), reason="no local Viash schemas to serve")
 def test_fetch_viash_schemas_downloads_and_checks_them(tmp_path):
     served = tmp_path / "served"
