@@ -176,9 +176,29 @@ def task_problems(task_dir: Path) -> list[str]:
 
     try:
         task = Task(task_dir)
-        return task.metric_partition_problems() + task.adversarial_target_problems()
+        return task.metric_partition_problems() + task.adversarial_target_problems() + data_manifest_problems(task)
     except ConfigError as err:
         return [str(err)]
+
+
+def data_manifest_problems(task) -> list[str]:
+    """What is wrong with a task's data manifest: its entries (pinned URLs, checksums), dataset ids
+    that no ``info.datasets`` entry has, and ``{data: <path>}`` inputs the manifest does not give."""
+    from openpert.data.manifest import MANIFEST_NAME, task_manifest
+
+    files = task_manifest(task.dir)  # a malformed manifest raises, naming the file and entry
+    where = task.dir / "api" / MANIFEST_NAME
+    entries = [(c, e) for c in task.of_type("dataset") for e in (c.info.get("datasets") or []) if isinstance(e, dict)]
+    ids = {e.get("id") for _, e in entries}
+    problems = [f"{where}: {f.path}: datasets {', '.join(sorted(set(f.datasets) - ids))} are no info.datasets id of the task"
+                for f in files if f.datasets is not None and set(f.datasets) - ids]
+    for comp, entry in entries:
+        for name, value in entry.items():
+            if isinstance(value, dict) and isinstance(value.get("data"), str):
+                if not any(f.path == value["data"] and f.read_by(entry.get("id")) for f in files):
+                    problems.append(f"{comp.path}: info.datasets {entry.get('id')}: --{name} reads {value['data']}, "
+                                    f"which {where} does not give that dataset")
+    return problems
 
 
 def image_problems(config: ComponentConfig) -> list[str]:
@@ -218,6 +238,12 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
         task_dirs = []
     for task_dir in task_dirs:
         problems.extend(task_problems(task_dir))
+    try:
+        from openpert.data.manifest import merge_manifests, task_manifest
+
+        merge_manifests(task_manifest(d) for d in task_dirs)
+    except ConfigError as err:
+        problems.append(str(err))
     if not (schema_dir(root) / "package.schema.json").is_file():
         problems.append(f"{schema_dir(root)}: Viash JSON schemas not found; configs were not checked against them "
                         "(set OPENPERT_VIASH_SCHEMAS)")

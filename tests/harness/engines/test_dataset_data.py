@@ -1,0 +1,150 @@
+"""A benchmark's dataset stage on public data: fetched before any job, each dataset given its own files.
+
+The fixture project gets a loader that reads a seed from a public file (``{data: <store path>}``)
+and lists what its ``--shared_data`` view holds; the files come from a mirror on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import anndata as ad
+import pytest
+import yaml
+
+from openpert.config.task import Task
+from openpert.data.fetching import FetchError
+from openpert.engines.local import run_benchmark
+from openpert.engines.plan import dataset_entries
+from openpert.testing.data_mirror import DataMirrorServer
+
+LOADER = '''import json
+from pathlib import Path
+import anndata as ad
+import numpy as np
+import pandas as pd
+
+## VIASH START
+par = {"output_train": "train.h5ad", "output_test": "test.h5ad", "output_solution": "solution.h5ad",
+       "seed_file": "seed.txt", "shared_data": None, "dataset_id": "fd"}
+## VIASH END
+
+seen = sorted(str(p.relative_to(par["shared_data"])) for p in Path(par["shared_data"]).rglob("*") if p.is_file())
+rng = np.random.default_rng(int(Path(par["seed_file"]).read_text()))
+groups = np.repeat(["g0", "g1"], 6)
+X = rng.normal(size=(12, 3)) + (groups == "g1")[:, None] * 3
+obs = pd.DataFrame({"group": groups}, index=[f"row{i}" for i in range(12)])
+var = pd.DataFrame(index=["a", "b", "c"])
+test = np.tile(np.arange(6) < 2, 2)
+uns = {"dataset_id": par["dataset_id"], "dataset_name": "From data", "dataset_summary": "x",
+       "dataset_description": json.dumps(seen)}
+ad.AnnData(X=X[~test], obs=obs[~test], var=var, uns=uns).write_h5ad(par["output_train"])
+ad.AnnData(obs=obs[test], var=var, uns=uns).write_h5ad(par["output_test"])
+ad.AnnData(obs=obs[test], var=var, layers={"truth": X[test]}, uns=uns).write_h5ad(par["output_solution"])
+'''
+COMMIT = "1" * 40
+
+
+def _entry(path: str, data: bytes, **extra) -> dict:
+    return {"path": path, "url": f"https://raw.githubusercontent.com/o/r/{COMMIT}/{path}", "license": "MIT",
+            "citation": "x", "sha256": hashlib.sha256(data).hexdigest(), "size": len(data), **extra}
+
+
+@pytest.fixture
+def data_project(project_copy, tmp_path, monkeypatch):
+    """The fixture project with a loader reading public files, its manifest, a mirror and an empty store."""
+    task_dir = project_copy / "src" / "tiny"
+    loader = task_dir / "datasets" / "from_data"
+    shutil.copytree(task_dir / "datasets" / "synthetic", loader)
+    config = yaml.safe_load((loader / "config.vsh.yaml").read_text())
+    config["name"] = "from_data"
+    config["info"] = {"datasets": [
+        {"id": "fd_a", "seed_file": {"data": "seeds/seed.txt"}},
+        {"id": "fd_big", "seed_file": {"data": "seeds/seed.txt"}, "large": True},
+    ]}
+    config["arguments"] = [{"name": "--seed_file", "type": "file", "direction": "input", "required": True},
+                           {"name": "--shared_data", "type": "file", "direction": "input", "required": False},
+                           {"name": "--dataset_id", "type": "string", "default": "fd"}]
+    (loader / "config.vsh.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (loader / "script.py").write_text(LOADER)
+    mirror = tmp_path / "mirror"
+    files = {"seeds/seed.txt": b"7\n", "screens/big.txt": b"only the large dataset reads this\n"}
+    for path, data in files.items():
+        (mirror / path).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / path).write_bytes(data)
+    (task_dir / "api" / "data_manifest.yaml").write_text(yaml.safe_dump({"files": [
+        _entry("seeds/seed.txt", files["seeds/seed.txt"]),
+        _entry("screens/big.txt", files["screens/big.txt"], datasets=["fd_big"])]}))
+    monkeypatch.setenv("OPENPERT_DATA", str(tmp_path / "store"))
+    monkeypatch.delenv("OPENPERT_SHARED_DATA", raising=False)
+    with DataMirrorServer(mirror) as server:
+        monkeypatch.setenv("OPENPERT_DATA_MIRROR", server.base_url)
+        yield Task(task_dir), server
+
+
+def test_a_loader_gets_its_public_files_fetched_and_nothing_else(data_project, tmp_path):
+    task, server = data_project
+    results = run_benchmark(task, tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+    assert not results["failures"]
+    assert server.requests == {"seeds/seed.txt": 1}, "only what the planned dataset reads is fetched"
+    train = ad.read_h5ad(tmp_path / "out" / "datasets" / "fd_a" / "train.h5ad")
+    assert yaml.safe_load(train.uns["dataset_description"]) == ["seeds/seed.txt"], "the job sees its own files only"
+    (dataset,) = results["datasets"]
+    assert [f["path"] for f in dataset["source_files"]] == ["seeds/seed.txt"]
+    assert dataset["source_files"][0]["origin"].startswith("https://raw.githubusercontent.com/o/r/")
+
+
+def test_large_datasets_are_planned_only_when_asked(data_project):
+    task, _ = data_project
+    ids = lambda entries: [e["id"] for _, e in entries]  # noqa: E731
+    chosen, left_out = dataset_entries(task)
+    assert "fd_big" not in ids(chosen) and left_out == ["fd_big"]
+    assert "fd_big" in ids(dataset_entries(task, include_large=True)[0])
+    assert ids(dataset_entries(task, ["fd_big"])[0]) == ["fd_big"], "naming a large dataset asks for it"
+
+
+def test_a_file_that_cannot_be_had_stops_the_run_before_any_job(data_project, tmp_path):
+    task, server = data_project
+    server.missing.add("seeds/seed.txt")
+    with pytest.raises(FetchError, match=r"seeds/seed.txt: .*HTTP 404"):
+        run_benchmark(task, tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+    assert not (tmp_path / "out" / "work").exists(), "no job ran"
+
+
+def test_a_data_input_the_manifest_does_not_give_is_a_config_error(data_project, tmp_path):
+    from openpert.config.viash import ConfigError
+
+    task, _ = data_project
+    manifest = task.dir / "api" / "data_manifest.yaml"
+    doc = yaml.safe_load(manifest.read_text())
+    doc["files"][0]["datasets"] = ["fd_big"]  # fd_a no longer gets seeds/seed.txt
+    manifest.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match=r"fd_a: --seed_file reads seeds/seed.txt, which the task's api/data_manifest.yaml"):
+        run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+    from openpert.config.lint import data_manifest_problems
+
+    assert any("fd_a: --seed_file reads seeds/seed.txt" in p for p in data_manifest_problems(Task(task.dir)))
+
+
+def test_lint_names_manifest_datasets_the_task_does_not_have(data_project):
+    from openpert.config.lint import data_manifest_problems
+
+    task, _ = data_project
+    manifest = task.dir / "api" / "data_manifest.yaml"
+    doc = yaml.safe_load(manifest.read_text())
+    doc["files"][1]["datasets"] = ["fd_typo"]
+    manifest.write_text(yaml.safe_dump(doc))
+    (problem,) = data_manifest_problems(Task(task.dir))
+    assert "screens/big.txt: datasets fd_typo are no info.datasets id" in problem and str(manifest) in problem
+
+
+def test_an_unchanged_store_reuses_the_dataset_job(data_project, tmp_path):
+    task, server = data_project
+    run_benchmark(task, tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+    again = run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a"], methods=["group_mean"],
+                          metrics=["errors"], resume=True)
+    assert all(r["cached"] for r in again["resources"]), "the view's files, not its folder, key the job"
+    assert server.requests == {"seeds/seed.txt": 1}
+    assert Path(tmp_path / "out" / "datasets" / "fd_a" / "train.h5ad").is_file()
