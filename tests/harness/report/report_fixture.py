@@ -21,6 +21,17 @@ from typing import Any
 #: Text that must never reach a page unescaped.
 HOSTILE = '<script>alert("pwned")</script>'
 
+#: The public files of the first dataset: one pinned and non-commercial, one derived and unpinned.
+SOURCE_FILES = [
+    {"path": "perturbqa/k562-de.csv", "derived_by": None, "sha256": "ab" * 32, "size": 3_200_000,
+     "origin": "https://raw.githubusercontent.com/o/r/" + "0" * 40 + "/perturbqa/datasets/k562-de.csv",
+     "license": "Genentech Non-Commercial", "non_commercial": True, "citation": "Wu et al. 2025 " + HOSTILE,
+     "source": "o/r @ 0000000, perturbqa/datasets/k562-de.csv"},
+    {"path": "knowledge_graphs/regulons.tsv", "derived_by": "pertsci.rda_tables:dorothea_regulons", "sha256": None,
+     "size": None, "origin": ["https://raw.githubusercontent.com/o/d/" + "1" * 40 + "/data/d.rda", "javascript:alert(1)"],
+     "license": "GPL-3.0", "non_commercial": False, "citation": "Garcia-Alonso et al. 2019", "source": ""},
+]
+
 #: A dataset name longer than the 30 characters a label may have.
 LONG_DATASET_NAME = "RPE1 essential genes, day-7 knockdown, every perturbation"
 
@@ -302,6 +313,7 @@ def build_results(
                 "dataset_url": "https://gwps.wi.mit.edu/",
                 "dataset_organism": "homo_sapiens",
                 "dataset_license": "CC BY 4.0",
+                "source_files": SOURCE_FILES if did == "k562" else [],
             }
             for did, name, _ in DATASETS
         ],

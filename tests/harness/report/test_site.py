@@ -293,6 +293,20 @@ def test_dataset_tables_show_results_json_numbers(site: Site) -> None:
     assert checked == len(data["scores"])
 
 
+def test_dataset_sections_list_their_public_files(site: Site) -> None:
+    doc = site.task_page()
+    section = doc.find("section", id="dataset-k562")
+    table = next(t for t in section.find_all("table") if "file(s), fetched and verified" in t.find("caption").text())
+    text = norm(table.text())
+    assert "perturbqa/k562-de.csv" in text and "3.2 MB" in text and "(non-commercial)" in text
+    assert "derived by pertsci.rda_tables:dorothea_regulons" in text and "unpinned" in text
+    hrefs = [a.attrs.get("href", "") for a in table.find_all("a")]
+    assert any(h.startswith("https://raw.githubusercontent.com/o/r/") for h in hrefs)
+    assert not any(h.startswith("javascript:") for h in hrefs), "an origin is linked only when it is a safe URL"
+    assert not any("file(s), fetched" in (t.find("caption").text()) for t in doc.find("section", id="dataset-rpe1").find_all("table")
+                   if t.find_all("caption"))
+
+
 def test_dataset_ranks_follow_scores(site: Site) -> None:
     data = site.data["perturbqa"]
     table = site.task_page().find("table", id="table-k562")
