@@ -1,10 +1,17 @@
-"""The mean and additive baselines (perturbation_effect_lib.profile_baselines)."""
+"""The no-change, mean and additive baselines (perturbation_effect_lib.profile_baselines)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from perturbation_effect_lib import profile_baselines
+
+
+def test_no_change_predicts_the_control_profile_for_every_test_perturbation():
+    control = np.array([1.0, 0.5, 0.0])
+    pred = profile_baselines.no_change_prediction(control, 3)
+    assert pred.shape == (3, 3) and pred.dtype == np.float64
+    np.testing.assert_array_equal(pred, np.tile(control, (3, 1)))
 
 
 def test_mean_and_additive_baselines():

@@ -112,3 +112,91 @@ def test_readers_name_the_file_when_the_layout_is_wrong(tmp_path):
         pseudobulk.read_gears(tmp_path / "odd.h5ad")
     with pytest.raises(ValueError, match="odd.h5ad: cannot tell the layout"):
         pseudobulk.read_perturbseq(tmp_path / "odd.h5ad")
+
+
+def write_perturbench(cells: ad.AnnData, path, screens=(("screenA", "K562"), ("screenB", "RPE1")), *, control="control"):
+    """``cells`` (GEARS conditions) in PerturBench's layout, once per (dataset, cell_type): the second
+    screen's expression is doubled, so that pooling the two would change every pseudobulk."""
+    parts = []
+    for i, (dataset, cell_type) in enumerate(screens):
+        targets = [pseudobulk.parse_condition(c) for c in cells.obs["condition"]]
+        conditions = ["+".join(t) if t else control for t in targets]
+        obs = pd.DataFrame({"condition": conditions, "perturbation": conditions, "dataset": dataset, "cell_type": cell_type,
+                            "treatment": "none", "dose": ["1+1" if len(t) > 1 else "1" for t in targets]},
+                           index=[f"{dataset}-{cell_type}-{name}" for name in cells.obs_names])
+        X = sp.csr_matrix(cells.X, dtype=np.float64) * (1.0 + i)
+        parts.append(ad.AnnData(X=X, obs=obs, var=pd.DataFrame(index=cells.var_names.copy())))
+    both = ad.concat(parts)
+    both.obs = both.obs.astype("category")  # as PerturBench writes them
+    both.uns["log1p"] = {}
+    both.write_h5ad(path)
+    return both
+
+
+def test_perturbench_layout_reads_one_screen_as_the_gears_layout_does(small_screen, tmp_path):
+    write_perturbench(small_screen.cells, tmp_path / "bench.h5ad")
+    direct, direct_control = pseudobulk.pseudobulk(small_screen.cells)
+    for screen, factor in ((["dataset=screenA"], 1.0), (["dataset=screenB", "cell_type=RPE1"], 2.0)):
+        cells = pseudobulk.read_perturbseq(tmp_path / "bench.h5ad", obs_filter=screen)
+        assert cells.uns["layout"] == "perturbench" and cells.uns["obs_filter"] == screen
+        assert set(cells.obs["condition"]) == set(small_screen.cells.obs["condition"])  # GEARS style: ctrl, A+ctrl, A+B
+        profiles, control = pseudobulk.pseudobulk(cells)
+        assert list(profiles.obs_names) == list(direct.obs_names)
+        np.testing.assert_allclose(profiles.X, factor * direct.X, rtol=1e-6)
+        np.testing.assert_allclose(control, factor * direct_control, rtol=1e-6)
+    explicit = pseudobulk.read_perturbench(tmp_path / "bench.h5ad", obs_filter=["dataset=screenA"])
+    assert explicit.obs["condition"].equals(pseudobulk.read_perturbseq(tmp_path / "bench.h5ad", "perturbench", ["dataset=screenA"]).obs["condition"])
+    # The filter is the layout's own business only in that PerturBench files need it: GEARS files take it too.
+    gears = small_screen.cells.copy()
+    gears.obs["batch"] = np.where(np.arange(gears.n_obs) % 2 == 0, "b1", "b2")
+    gears.write_h5ad(tmp_path / "gears.h5ad")
+    half = pseudobulk.read_perturbseq(tmp_path / "gears.h5ad", obs_filter=["batch=b1"])
+    assert half.uns["layout"] == "gears" and half.n_obs == int((gears.obs["batch"] == "b1").sum())
+
+
+def test_a_perturbench_file_of_several_screens_is_never_pooled(small_screen, tmp_path):
+    path = tmp_path / "two_screens.h5ad"
+    write_perturbench(small_screen.cells, path, screens=(("screenA", "K562"), ("screenA", "RPE1")))
+    with pytest.raises(ValueError, match=r"two_screens.h5ad: the cells come from more than one screen or context "
+                                         r"\(obs\['cell_type'\]: \['K562', 'RPE1'\]\).*e\.g\. cell_type=K562"):
+        pseudobulk.read_perturbseq(path)
+    with pytest.raises(ValueError, match=r"two_screens.h5ad: the cells selected by obs filter dataset=screenA come from more than one"):
+        pseudobulk.read_perturbench(path, obs_filter=["dataset=screenA"])
+    assert pseudobulk.read_perturbseq(path, obs_filter=["cell_type=RPE1"]).n_obs == small_screen.cells.n_obs
+
+
+def test_an_obs_filter_that_selects_nothing_names_the_file(small_screen, tmp_path):
+    path = tmp_path / "bench.h5ad"
+    write_perturbench(small_screen.cells, path)
+    with pytest.raises(ValueError, match=r"bench.h5ad: obs filter dataset=screenC selects no cell \(obs\['dataset'\] has \['screenA', 'screenB'\]\)"):
+        pseudobulk.read_perturbseq(path, obs_filter=["dataset=screenC"])
+    with pytest.raises(ValueError, match=r"bench.h5ad: obs filter dataset=screenA, cell_type=RPE1 selects no cell"):
+        pseudobulk.read_perturbseq(path, obs_filter=["dataset=screenA", "cell_type=RPE1"])
+    with pytest.raises(ValueError, match=r"bench.h5ad: obs filter batch=1: obs has no column 'batch'"):
+        pseudobulk.read_perturbseq(path, obs_filter=["batch=1"])
+    with pytest.raises(ValueError, match=r"obs filter 'screenA': expected <obs column>=<value>"):
+        pseudobulk.read_perturbseq(path, obs_filter=["screenA"])
+    # Cells selected without their controls: no baseline to measure a change from.
+    cells = small_screen.cells[small_screen.cells.obs["condition"] != "ctrl"].copy()
+    write_perturbench(cells, tmp_path / "no_control.h5ad", screens=(("screenA", "K562"),))
+    obs = ad.read_h5ad(tmp_path / "no_control.h5ad").obs
+    with pytest.raises(ValueError, match="no_control.h5ad: cannot tell the layout"):
+        pseudobulk.detect_layout(obs, path=tmp_path / "no_control.h5ad")
+    with pytest.raises(ValueError, match=r"no_control.h5ad: no control cells \(obs\['condition'\] == 'control'\)"):
+        pseudobulk.read_perturbench(tmp_path / "no_control.h5ad")
+
+
+@pytest.mark.parametrize("conditions,layout", [
+    (["ctrl", "A+ctrl", "A+B"], "gears"),
+    (["control", "A", "A+B"], "perturbench"),
+    (["non-targeting", "A", "A+B"], None),
+    (["ctrl", "control", "A"], None),
+])
+def test_the_layout_is_told_by_the_control_label(conditions, layout):
+    obs = pd.DataFrame({"condition": conditions, "perturbation": conditions})
+    if layout is None:
+        with pytest.raises(ValueError, match=r"screen.h5ad: cannot tell the layout: obs\['condition'\] labels control cells with"):
+            pseudobulk.detect_layout(obs, path="screen.h5ad")
+    else:
+        assert pseudobulk.detect_layout(obs, path="screen.h5ad") == layout
+    assert pseudobulk.detect_layout(obs[["perturbation"]], path="screen.h5ad") == "scperturb"

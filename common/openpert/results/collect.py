@@ -314,7 +314,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         uns, problems = _dataset_uns(ds["files"])
         meta = {"dataset_id": ds["id"], **uns}
         meta["dataset_id"] = ds["id"]
-        meta["source_files"] = [source_file_entry(f) for f in manifest if f.read_by(ds["id"])]
+        sources = [source_file_entry(f) for f in manifest if f.read_by(ds["id"])]
+        if sources:
+            meta["source_files"] = sources
         datasets_meta.append(meta)
         unreadable += [{"flag": "dataset_file_unreadable", "message": m, "dataset_id": ds["id"], "metric_id": None, "method_id": None}
                        for m in problems]

@@ -9,7 +9,12 @@
   then carves a validation set out of the training perturbations by a second simulation split of
   them (90% of their genes seen, 90% of their two-seen-gene combinations kept): those
   perturbations do not train, and Ahlmann-Eltze, Huber & Anders score test and validation
-  perturbations together, so they join the test file with ``split`` ``validation``.
+  perturbations together, so they join the test file with ``split`` ``validation``. The draws
+  are GEARS's own (NumPy's legacy generator, seeded as GEARS seeds it), so a seed holds out the
+  same perturbations as in GEARS and in the paper.
+* :func:`double_split`: the paper's split of Norman et al.'s double-perturbation screen: all
+  single perturbations and half of the combinations train; a quarter of the combinations is the
+  test set and a quarter the held-out ``val`` set, scored together.
 * :func:`logo_split`: leave one functional group out (methods appendix, "LOGO"): every perturbation
   that targets a gene of the held-out class is a test perturbation; all others train.
 * :func:`class_genes`: the genes of a functional class, from a GO biological-process term of
@@ -34,6 +39,7 @@ import pandas as pd
 
 __all__ = [
     "simulation_split",
+    "double_split",
     "logo_split",
     "class_genes",
     "tf_genes",
@@ -51,6 +57,18 @@ def _targets(perturbations: Sequence[str]) -> list[list[str]]:
     return [str(p).split("+") for p in perturbations]
 
 
+def _legacy_choice(values: Sequence, size: int, seed: int) -> list:
+    """``size`` of ``values`` drawn as GEARS draws them: ``np.random.seed(seed)`` then ``np.random.choice``.
+
+    NumPy's legacy generator (``RandomState``), not :func:`numpy.random.default_rng`: a seed
+    then gives the same draw as in GEARS and in Ahlmann-Eltze et al.'s scripts, so that a split
+    of this task holds out the same perturbations as theirs.
+    """
+    if size == 0:
+        return []
+    return np.random.RandomState(seed).choice(np.asarray(values, dtype=object), size, replace=False).tolist()
+
+
 def simulation_split(
     perturbations: Sequence[str],
     *,
@@ -62,17 +80,28 @@ def simulation_split(
 ) -> pd.DataFrame:
     """GEARS's ``simulation`` split of perturbations into train and test.
 
+    Draw for draw as GEARS 0.1.2 (``gears/data_utils.py``, ``DataSplitter.get_simulation_split``
+    and ``split_data``): the perturbed genes, sorted, are drawn from ``np.random.seed(seed)``
+    (``int(n_genes * train_gene_set_size)`` of them are seen); the generator is seeded again with
+    ``seed`` and ``int(n * combo_seen2_train_frac)`` of the ``n`` combinations of two seen genes,
+    sorted by id, go to training. Single perturbations of seen genes train; the others are
+    ``unseen_single``; combinations with one or no seen gene are ``combo_seen1`` / ``combo_seen0``.
+    The result depends only on the set of perturbations, not their order. On the single-gene
+    screens of Ahlmann-Eltze, Huber & Anders (2025) it holds out exactly the perturbations they
+    held out, for their seeds 1 and 2 (``tests/perturbation_effect/test_holdout_splits.py``).
+
     Parameters
     ----------
     perturbations
-        Perturbation ids: targets joined by ``+`` (``"A"``, ``"A+B"``).
+        Perturbation ids: targets joined by ``+`` (``"A"``, ``"A+B"``), as
+        :func:`perturbation_effect_lib.pseudobulk.condition_key` writes them (targets sorted, so
+        that combinations sort as in a GEARS file whose names are sorted, as the paper's are).
     train_gene_set_size
         Fraction of the perturbed genes whose single perturbations are training data.
     combo_seen2_train_frac
         Fraction of the combinations of two seen genes put into training.
     seed
-        Seed of :func:`numpy.random.default_rng`; the draw does not depend on the input order
-        (genes and combinations are sorted first).
+        Seed of NumPy's legacy generator, as GEARS's ``seed``.
     val_gene_set_size, val_combo_seen2_train_frac
         GEARS's validation carve-out (0.9 and 0.9 there): the training perturbations are split
         again with these fractions and the same seed, and what that second split holds out gets
@@ -89,39 +118,37 @@ def simulation_split(
     Raises
     ------
     ValueError
-        When a fraction is outside (0, 1] or no single perturbation is left for training.
+        When a fraction is outside its range, a perturbation is listed twice, or no
+        perturbation is left for training.
     """
     if not 0 < train_gene_set_size < 1:
         raise ValueError(f"train_gene_set_size must be in (0, 1), got {train_gene_set_size}")
     if not 0 <= combo_seen2_train_frac <= 1:
         raise ValueError(f"combo_seen2_train_frac must be in [0, 1], got {combo_seen2_train_frac}")
-    rng = np.random.default_rng(seed)
-    targets = _targets(perturbations)
-    genes = np.array(sorted({g for t in targets for g in t}))
-    n_seen = int(len(genes) * train_gene_set_size)
-    seen = set(rng.choice(genes, size=n_seen, replace=False).tolist())
+    ids = [str(p) for p in perturbations]
+    if len(set(ids)) != len(ids):
+        raise ValueError("a perturbation is listed twice; GEARS splits distinct conditions")
+    targets = _targets(ids)
+    genes = sorted({g for t in targets for g in t})
+    seen = set(_legacy_choice(genes, int(len(genes) * train_gene_set_size), seed))
     split, subgroup = [], []
-    seen2 = []
-    for i, t in enumerate(targets):
+    for t in targets:
         n_known = sum(g in seen for g in t)
         if len(t) == 1:
             split.append("train" if n_known else "test")
             subgroup.append("train" if n_known else "unseen_single")
         elif n_known == len(t):
-            split.append(None)  # decided below, among all combinations of seen genes
+            split.append("test")  # decided below, among all combinations of seen genes
             subgroup.append("combo_seen2")
-            seen2.append(i)
         else:
             split.append("test")
             subgroup.append(f"combo_seen{n_known}")
-    order = sorted(seen2, key=lambda i: str(perturbations[i]))
-    n_train = int(len(order) * combo_seen2_train_frac)
-    to_train = set(rng.choice(np.array(order, dtype=int), size=n_train, replace=False).tolist()) if n_train else set()
-    for i in order:
-        split[i] = "train" if i in to_train else "test"
-        if i in to_train:
-            subgroup[i] = "train"
-    frame = pd.DataFrame({"split": split, "subgroup": subgroup}, index=pd.Index([str(p) for p in perturbations]))
+    seen2 = sorted(p for p, s in zip(ids, subgroup) if s == "combo_seen2")
+    to_train = set(_legacy_choice(seen2, int(len(seen2) * combo_seen2_train_frac), seed))
+    for i, p in enumerate(ids):
+        if p in to_train:
+            split[i], subgroup[i] = "train", "train"
+    frame = pd.DataFrame({"split": split, "subgroup": subgroup}, index=pd.Index(ids))
     if not (frame["split"] == "train").any():
         raise ValueError("the simulation split left no training perturbation")
     if val_gene_set_size:
@@ -132,6 +159,59 @@ def simulation_split(
         frame.loc[held, "split"] = "validation"
         frame.loc[held, "subgroup"] = val.loc[held, "subgroup"]
     return frame
+
+
+def double_split(perturbations: Sequence[str], *, seed: int = 1) -> pd.DataFrame:
+    """Ahlmann-Eltze, Huber & Anders's split of a screen of double perturbations (Norman et al. 2019).
+
+    Every single perturbation trains, and half of the combinations (``len // 2``, drawn from
+    NumPy's legacy generator seeded with ``seed`` among the combinations sorted by id); of the
+    other half, sorted, half is drawn as the test set by the same generator and the rest is the
+    paper's held-out ``val`` set (here ``validation``). The paper scores test and ``val``
+    together (``benchmark/src/prepare_perturbation_data.py`` of const-ae/linear_perturbation_prediction-Paper,
+    the ``norman_from_scfoundation`` branch; its seeds 1 to 5 are reproduced exactly by this function).
+
+    The draws sort the combinations by id as given. The paper's run split scFoundation's
+    release of the screen, whose names are as that file writes them (some unsorted, such as
+    ``CEBPE+CEBPB``); its script sorts the targets of GEARS's release of the screen
+    (``normalize_condition_names``), as :func:`perturbation_effect_lib.pseudobulk.condition_key`
+    does, so on GEARS's release a loader passes those ids.
+
+    Parameters
+    ----------
+    perturbations
+        Perturbation ids: targets joined by ``+``.
+    seed
+        Seed of NumPy's legacy generator, as the paper's ``--seed``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by perturbation (input order), with ``split`` (``train``/``test``/``validation``)
+        and ``subgroup`` (``train``; ``combo_seen2`` for held-out combinations, both of whose genes
+        are seen as single perturbations when the screen has them).
+
+    Raises
+    ------
+    ValueError
+        When a perturbation is listed twice, or there are fewer than four combinations (nothing
+        would be left to test).
+    """
+    ids = [str(p) for p in perturbations]
+    if len(set(ids)) != len(ids):
+        raise ValueError("a perturbation is listed twice")
+    doubles = sorted(p for p, t in zip(ids, _targets(ids)) if len(t) > 1)
+    if len(doubles) < 4:
+        raise ValueError(f"the double-perturbation split needs at least 4 combinations, got {len(doubles)}")
+    # One generator for both draws, as the paper's script seeds NumPy once (np.random.seed(args.seed)).
+    rng = np.random.RandomState(seed)
+    train = set(rng.choice(np.asarray(doubles, dtype=object), len(doubles) // 2, replace=False).tolist())
+    rest = [p for p in doubles if p not in train]  # sorted, as np.setdiff1d returns it
+    test = set(rng.choice(np.asarray(rest, dtype=object), len(rest) // 2, replace=False).tolist())
+    held = set(doubles) - train
+    split = [("test" if p in test else "validation") if p in held else "train" for p in ids]
+    subgroup = ["train" if s == "train" else "combo_seen2" for s in split]
+    return pd.DataFrame({"split": split, "subgroup": subgroup}, index=pd.Index(ids))
 
 
 def logo_split(perturbations: Sequence[str], held_out_genes: Sequence[str]) -> pd.DataFrame:
@@ -291,6 +371,7 @@ def split_profiles(
     uns: dict | None = None,
     data_dir: str | Path | None = None,
     half_profiles: tuple[np.ndarray, np.ndarray] | None = None,
+    universe: Sequence[str] | None = None,
 ) -> tuple[ad.AnnData, ad.AnnData, ad.AnnData]:
     """Split a screen's pseudobulk into the task's files for one evaluation setting.
 
@@ -299,7 +380,8 @@ def split_profiles(
     profiles, control
         From :func:`perturbation_effect_lib.pseudobulk.pseudobulk`, with ``obs["functional_class"]`` added.
     split
-        ``"simulation"`` (:func:`simulation_split`) or ``"logo"`` (:func:`logo_split`).
+        ``"simulation"`` (:func:`simulation_split`), ``"double"`` (:func:`double_split`) or
+        ``"logo"`` (:func:`logo_split`).
     lsft_fraction
         Written to ``uns["lsft_fraction"]``: 0 trains on all training perturbations, a value in
         (0, 1] asks methods for LSFT with that share of training perturbations.
@@ -316,17 +398,34 @@ def split_profiles(
     half_profiles
         From :func:`perturbation_effect_lib.pseudobulk.half_pseudobulk` (rows as ``profiles``):
         written to the solution for the ceiling control.
+    universe
+        The perturbations a simulation or double split is drawn over (default: those of
+        ``profiles``); it must hold every row of ``profiles``. GEARS and the paper split every
+        condition of the file, so a loader that drops perturbations with too few cells passes
+        all of them here: the split then holds out what theirs does, less the dropped ones.
+
+    Raises
+    ------
+    ValueError
+        For an unknown split, an LSFT fraction outside [0, 1], or a ``universe`` that lacks a
+        perturbation of ``profiles``.
     """
     if not 0 <= lsft_fraction <= 1:
         raise ValueError(f"lsft_fraction must be in [0, 1], got {lsft_fraction}")
     perts = list(profiles.obs_names)
+    drawn_over = perts if universe is None else [str(p) for p in universe]
+    missing = sorted(set(perts) - set(drawn_over))
+    if missing:
+        raise ValueError(f"the split universe lacks {len(missing)} perturbations of the pseudobulk, e.g. {missing[:3]}")
     meta = dict(uns or {})
     meta["split"] = split
     meta["lsft_fraction"] = float(lsft_fraction)
     if split == "simulation":
-        labels = simulation_split(perts, train_gene_set_size=train_gene_set_size,
+        labels = simulation_split(drawn_over, train_gene_set_size=train_gene_set_size,
                                   combo_seen2_train_frac=combo_seen2_train_frac, seed=seed,
-                                  val_gene_set_size=val_gene_set_size)
+                                  val_gene_set_size=val_gene_set_size).loc[perts]
+    elif split == "double":
+        labels = double_split(drawn_over, seed=seed).loc[perts]
     elif split == "logo":
         if logo_source == "tf":
             name, genes = "transcription factors", tf_genes(data_dir)
@@ -336,7 +435,7 @@ def split_profiles(
         labels = logo_split(perts, genes)
         meta["heldout_class"] = name
     else:
-        raise ValueError(f"unknown split {split!r}; expected simulation or logo")
+        raise ValueError(f"unknown split {split!r}; expected simulation, double or logo")
     return make_task_files(profiles, control, labels, meta, half_profiles=half_profiles)
 
 

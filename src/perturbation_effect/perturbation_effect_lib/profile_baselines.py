@@ -1,7 +1,8 @@
-"""Baselines without an embedding: the mean training profile and the additive model of combinations.
+"""Baselines without an embedding: no change, the mean training profile and the additive model of combinations.
 
-Both are baselines of Ahlmann-Eltze, Huber & Anders (2025): ``mean`` is the term ``b`` of the
-linear model alone, ``additive`` predicts a combination from its genes' single perturbations.
+All three are baselines of Ahlmann-Eltze, Huber & Anders (2025): ``no_change`` predicts the
+control profile, ``mean`` is the term ``b`` of the linear model alone, ``additive`` predicts a
+combination from its genes' single perturbations.
 """
 
 from __future__ import annotations
@@ -12,7 +13,23 @@ import numpy as np
 
 from perturbation_effect_lib.perturbation_targets import perturbation_targets
 
-__all__ = ["mean_prediction", "additive_prediction"]
+__all__ = ["no_change_prediction", "mean_prediction", "additive_prediction"]
+
+
+def no_change_prediction(control: np.ndarray, n_test: int) -> np.ndarray:
+    """The control profile for every test perturbation (the ``no_change`` baseline).
+
+    Its predicted change is zero, so its Pearson delta is undefined; its L2 is the size of the
+    observed change.
+
+    Parameters
+    ----------
+    control
+        The control profile (mean of the control cells per gene).
+    n_test
+        Number of test perturbations (rows of the result).
+    """
+    return np.tile(np.asarray(control, dtype=np.float64), (n_test, 1))
 
 
 def mean_prediction(Y: np.ndarray, n_test: int) -> np.ndarray:

@@ -75,3 +75,26 @@ def test_config_errors_reach_results_and_the_summary(project_copy, tmp_path):
                      "reason": error["reason"]}
     assert "name: 'Broken' must match" in error["reason"]
     assert format_summary(results).splitlines()[0].startswith("config error, metric broken left out: ")
+
+
+def test_a_metric_without_items_on_a_dataset_is_left_out_of_the_comparisons(tiny_project, tmp_path):
+    """A per-item metric of a subset the dataset lacks (NaN for every item and method) is no error."""
+    task = Task(tiny_project / "src" / "tiny")
+    datasets = task.find_datasets(tiny_project / "resources_test" / "tiny")
+    out = tmp_path / "out"
+    plan = make_plan(task, datasets, out, methods=["group_mean"], metrics=["errors"])
+
+    def score(method: str, rmse: float) -> JobRecord:
+        path = tmp_path / method / "score.h5ad"
+        path.parent.mkdir()
+        obs = pd.DataFrame({"rmse": [rmse, rmse + 1], "mae": [float("nan")] * 2}, index=["r1", "r2"])
+        ad.AnnData(obs=obs, uns={"dataset_id": "syn", "method_id": method, "metric_ids": ["rmse", "mae"],
+                                 "metric_values": [rmse + 0.5, float("nan")]}).write_h5ad(path)
+        return JobRecord(job_id=f"syn/{method}/errors", stage="metric", component="errors", component_type="metric",
+                         dataset_id="syn", method_id=method, status="succeeded", exit_code=0, outputs={"output": str(path)})
+
+    records = [score("group_mean", 1.0), score("train_mean", 2.0), score("truth", 0.0), score("zeros", 3.0)]
+    results = write_results(task, plan, records, out)
+    assert not results["failures"]
+    compared = {(c["metric_id"], c["method_id"]) for c in results["comparisons"]}
+    assert ("rmse", "group_mean") in compared and not any(metric == "mae" for metric, _ in compared)

@@ -1,5 +1,6 @@
+import sys
+
 import anndata as ad
-import numpy as np
 
 ## VIASH START
 par = {
@@ -8,11 +9,14 @@ par = {
     "input_solution": "resources_test/perturbation_effect/synthetic_simulation/solution.h5ad",
     "output": "prediction.h5ad",
 }
-meta = {"name": "no_change"}
+meta = {"resources_dir": "src/perturbation_effect", "name": "no_change"}
 ## VIASH END
+
+sys.path.append(meta["resources_dir"])
+from perturbation_effect_lib import prediction_files, profile_baselines  # noqa: E402
 
 train = ad.read_h5ad(par["input_train"])
 test = ad.read_h5ad(par["input_test"])
-prediction = np.tile(train.var["control_mean"].to_numpy(dtype=np.float64), (test.n_obs, 1))
-uns = {"dataset_id": test.uns["dataset_id"], "method_id": meta["name"]}
-ad.AnnData(obs=test.obs[[]], var=train.var[[]], layers={"prediction": prediction}, uns=uns).write_h5ad(par["output"], compression="gzip")
+prediction = profile_baselines.no_change_prediction(train.var["control_mean"].to_numpy(), test.n_obs)
+prediction_files.write_prediction(par["output"], prediction, obs=test.obs[[]], var=train.var[[]],
+                                  dataset_id=test.uns["dataset_id"], method_id=meta["name"])
