@@ -109,14 +109,14 @@ class ByteProgress:
         with self._lock:
             self._done_files += 1
             if self.stream is not None and not self.stream.isatty() and outcome.action != "present":
-                self.stream.write(f"  {outcome.action} {outcome.path} ({_size(outcome.bytes)}) from {outcome.origin}\n")
+                self.stream.write(f"  {outcome.action} {outcome.path} ({format_size(outcome.bytes)}) from {outcome.origin}\n")
                 self.stream.flush()
 
     def line(self) -> str:
         """``fetching 12.1 MB of 60.3 MB (20%), 4.0 MB/s, 3 of 40 files``."""
         rate = self._done_bytes / max(time.perf_counter() - self._start, 1e-6)
-        of = f" of {_size(self.total)} ({100 * self._done_bytes / self.total:.0f}%)" if self.total else ""
-        return f"fetching {_size(self._done_bytes)}{of}, {_size(rate)}/s, {self._done_files} of {self.files} files"
+        of = f" of {format_size(self.total)} ({100 * self._done_bytes / self.total:.0f}%)" if self.total else ""
+        return f"fetching {format_size(self._done_bytes)}{of}, {format_size(rate)}/s, {self._done_files} of {self.files} files"
 
     def close(self) -> None:
         """End the progress line."""
@@ -125,7 +125,8 @@ class ByteProgress:
             self.stream.flush()
 
 
-def _size(n: float | None) -> str:
+def format_size(n: float | None) -> str:
+    """Bytes as ``812 B``, ``3.2 MB``...; ``size unknown`` for ``None``."""
     if n is None:
         return "size unknown"
     for unit in ("B", "kB", "MB", "GB"):
@@ -180,7 +181,12 @@ class _Fetcher:
                 reason = f"({err}); "
             else:
                 reason = ""
-        originals = {name: self.download(d) for name, d in f.derive.sources}
+        originals = {}
+        for name, d in f.derive.sources:
+            try:
+                originals[name] = self.download(d)
+            except FetchError as err:
+                raise FetchError(f"{f.path}: {reason}its original {name} cannot be had: {err}") from None
         with self.store.locked(f.path):
             if self.store.state(f.path, f.sha256, f.size).state == "ok":
                 return Outcome(f.path, "present", str(self.store.path_of(f.path)))
