@@ -34,7 +34,7 @@ def test_rows_of_the_species_are_kept_in_order_as_json_dumps_writes_them(tmp_pat
 def test_a_line_that_is_not_an_item_names_the_file_and_line(tmp_path):
     original = tmp_path / "TASK-B.jsonl"
     original.write_text(json.dumps(_rows("hsa")[0]) + "\n{not json\n")
-    with pytest.raises(ValueError, match=r"TASK-B.jsonl: line 2 is not JSON"):
+    with pytest.raises(ValueError, match=r"TASK-B.jsonl: line 2 is not valid JSON"):
         task_b_rows({"task_b": original}, tmp_path / "out.jsonl", species=["hsa"])
     original.write_text(json.dumps(_rows("rno")[0]) + "\n")
     with pytest.raises(ValueError, match="no Task B item of species hsa"):

@@ -10,7 +10,6 @@ file is not hashed again at every run), partial downloads (``partial/``) and the
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from openpert.files import hash_file, hash_text, write_text_atomic
+from openpert.files import hash_file, hash_text, locked, write_text_atomic
 
 #: The store's own records, beside the files (never part of a view).
 META = ".openpert"
@@ -169,14 +168,8 @@ class DataStore:
         Two benchmark tasks (or two runs) that read one file would otherwise write the same partial
         download at once.
         """
-        lock = self.meta / "locks" / (store_path.replace("/", "__") + ".lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+        with locked(self.meta / "locks" / (store_path.replace("/", "__") + ".lock")):
+            yield
 
     def scratch(self) -> Path:
         """A new temporary folder on the store's file system (for derivations), removed by the caller."""

@@ -24,7 +24,6 @@ from building the same environment at once.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import hashlib
 import json
 import os
@@ -33,13 +32,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import openpert
 from openpert.config.viash import ComponentConfig
-from openpert.files import write_text_atomic
+from openpert.files import locked, write_text_atomic
 from openpert.images import ImageError
 from openpert.images.bases import base_chain, python_version, tool_requirements
 from openpert.images.components import image_declaration
@@ -131,18 +129,6 @@ def _check_interpreter(python: str, want: tuple[int, int], where: Path) -> str:
 
 def _interpreter(python: str | Path | None) -> str:
     return str(python or os.environ.get("OPENPERT_IMAGE_PYTHON") or sys.executable)
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path`` (created): one builder of an environment at a time."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run(command: list[str], log_file: Path, what: str, env: dict | None = None) -> None:
@@ -268,7 +254,7 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
     # One install at a time per checkout, whatever the cache: the build writes the package's
     # metadata (common/openpert.egg-info) into the checkout.
     checkout = hashlib.sha256(str(source).encode()).hexdigest()[:12]
-    with _locked(Path(tempfile.gettempdir()) / f"openpert-harness-install-{checkout}.lock"):
+    with locked(Path(tempfile.gettempdir()) / f"openpert-harness-install-{checkout}.lock"):
         _run([*pip, "--no-deps", "--editable", str(source)], build_log, f"{path}: installing the harness from {source}",
              _pip_env())
     if strict:
@@ -332,7 +318,7 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
     key = hashlib.sha256(f"{base_env_key(root, base, interpreter)} strict={strict}".encode()).hexdigest()
     cache = Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)
     path = cache / f"{base}-{key[:16]}"
-    with _locked(cache / f".{path.name}.lock"):
+    with locked(cache / f".{path.name}.lock"):
         if not rebuild and _read_stamp(path, key):
             return ImageEnv(path=path, base=base, key=key)
         seconds = _build(path, key, interpreter, pins, [], True, strict, f"image {base}: {len(pins)} pinned packages", log,
@@ -357,7 +343,7 @@ def overlay_env(root: str | Path, base: str, packages: list[str], upgrade: bool 
     key = hashlib.sha256(json.dumps([base_env_key(root, base, interpreter), packages, upgrade, strict]).encode()).hexdigest()
     cache = (Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)) / "overlays"
     path = cache / f"{base}-{key[:16]}"
-    with _locked(cache / f".{path.name}.lock"):
+    with locked(cache / f".{path.name}.lock"):
         if not rebuild and _read_stamp(path, key):
             return ImageEnv(path=path, base=base, key=key, packages=tuple(packages))
         seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict,
@@ -427,7 +413,7 @@ def prune_envs(root: str | Path, cache_dir: str | Path | None = None, python: st
             continue
         if folder.parent.name == "overlays" and stamp and stamp.get("base_key") == current.get(stamp.get("base", "")):
             continue
-        with _locked(folder.parent / f".{folder.name}.lock"):
+        with locked(folder.parent / f".{folder.name}.lock"):
             shutil.rmtree(folder)
         (folder.parent / f".{folder.name}.lock").unlink(missing_ok=True)
         (folder.parent / f"{folder.name}.build.log").unlink(missing_ok=True)

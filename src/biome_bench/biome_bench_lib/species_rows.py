@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from biome_bench_lib.items import read_jsonl
+
 __all__ = ["task_b_rows"]
 
 
@@ -31,23 +33,16 @@ def task_b_rows(sources: dict[str, Path], output: Path, *, species: Sequence[str
     Raises
     ------
     ValueError
-        Naming the file and line: a line that is not a JSON object with a ``species``, or no row kept.
+        Naming the file: a line that is not a JSON object with a ``species``, or no row kept.
     """
     original = Path(sources["task_b"])
     wanted = set(species)
     kept = []
-    with open(original, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{original}: line {number} is not JSON ({err.msg})") from None
-            if not isinstance(record, dict) or "species" not in record:
-                raise ValueError(f"{original}: line {number} is not a Task B item (no species)")
-            if record["species"] in wanted:
-                kept.append(json.dumps(record) + "\n")
+    for number, record in enumerate(read_jsonl(original), start=1):
+        if "species" not in record:
+            raise ValueError(f"{original}: item {number} is not a Task B item (no species)")
+        if record["species"] in wanted:
+            kept.append(json.dumps(record) + "\n")
     if not kept:
         raise ValueError(f"{original}: no Task B item of species {', '.join(sorted(wanted))}")
     with open(output, "w", encoding="utf-8") as fh:
