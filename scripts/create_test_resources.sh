@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate resources_test/<task>/ for every task (or the tasks named), deterministically.
-# Each task keeps its recipe in scripts/create_test_resources/<task>.sh.
+# Each task keeps its recipe in scripts/create_test_resources/<task>.sh, which states its inputs (shared
+# data files, seeds) at its top. With $OPENPERT_TEST_RESOURCES set, <task>/ is written below that folder
+# instead of resources_test/ (tests/test_test_resources.py does so, and compares; resources_test/README.md).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"

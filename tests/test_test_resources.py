@@ -1,0 +1,113 @@
+"""resources_test/ is exactly what scripts/create_test_resources/<task>.sh makes.
+
+Each task's generator runs into a temporary folder (``$OPENPERT_TEST_RESOURCES``) and its files are
+compared with the committed ones by content (:mod:`openpert.testing.reproducible_resources`); a
+failure names the first differing file and field, and the command that regenerates the task.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import anndata as ad
+import pandas as pd
+import pytest
+from project_paths import ROOT, SHARED_DATA
+
+from openpert.testing import reproducible_resources as rr
+
+TASKS = rr.generator_tasks(ROOT)
+RESOURCES = ROOT / "resources_test"
+
+
+def test_every_task_with_test_resources_has_a_generator():
+    committed = sorted(p.name for p in RESOURCES.iterdir() if p.is_dir())
+    assert committed == TASKS
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
+@pytest.mark.parametrize("task", TASKS)
+def test_resources_are_what_their_script_makes(task, tmp_path):
+    differences = rr.check_task(ROOT, task, tmp_path)
+    assert not differences, rr.report(task, differences)
+
+
+# --- the comparison catches one edited value of a committed resource ------------------------------------
+@pytest.fixture()
+def edited_copy(tmp_path):
+    """A copy of resources_test/perturbation_prediction/ to edit, and the committed folder."""
+    committed = RESOURCES / "perturbation_prediction"
+    copy = tmp_path / "perturbation_prediction"
+    shutil.copytree(committed, copy)
+    return committed, copy
+
+
+def _only_difference(committed, copy):
+    differences = rr.compare_folders(committed, copy, prefix="perturbation_prediction/")
+    assert len(differences) == 1, differences
+    return differences[0]
+
+
+def test_an_unedited_copy_is_the_same(edited_copy):
+    assert rr.compare_folders(*edited_copy) == []
+
+
+def test_one_edited_value_of_an_h5ad_matrix_is_reported(edited_copy):
+    committed, copy = edited_copy
+    path = copy / "op3_synthetic" / "de_train.h5ad"
+    adata = ad.read_h5ad(path)
+    layer = "clipped_sign_log10_pval"  # the task's target: de files carry their matrices as layers
+    row, gene = adata.obs_names[3], adata.var_names[7]
+    old = float(adata.layers[layer][3, 7])
+    adata.layers[layer][3, 7] = old + 0.5
+    adata.write_h5ad(path)
+    diff = _only_difference(committed, copy)
+    field = f"layers[{layer!r}][{row!r}, {gene!r}]"
+    assert diff.path == "perturbation_prediction/op3_synthetic/de_train.h5ad"
+    assert diff.field == field
+    assert diff.detail == f"committed {old!r}, regenerated {old + 0.5!r}"
+    message = rr.report("perturbation_prediction", [diff])
+    assert message.startswith(f"resources_test/perturbation_prediction/op3_synthetic/de_train.h5ad: {field}: ")
+    assert "bash scripts/create_test_resources.sh perturbation_prediction" in message
+
+
+def test_one_edited_obs_value_and_uns_value_are_reported(edited_copy):
+    committed, copy = edited_copy
+    path = copy / "op3_synthetic" / "de_test.h5ad"
+    adata = ad.read_h5ad(path)
+    column = adata.obs.columns[0]
+    values = adata.obs[column].astype(object).to_numpy()
+    first = adata.obs_names[0]
+    values[0] = "edited"
+    adata.obs[column] = pd.Categorical(values)
+    adata.write_h5ad(path)
+    diff = _only_difference(committed, copy)
+    assert (diff.path, diff.field) == ("perturbation_prediction/op3_synthetic/de_test.h5ad", f"obs[{column!r}], row {first!r}")
+
+    shutil.copy(committed / "op3_synthetic" / "de_test.h5ad", path)
+    adata = ad.read_h5ad(path)
+    adata.uns["dataset_id"] = "edited"
+    adata.write_h5ad(path)
+    diff = _only_difference(committed, copy)
+    assert (diff.field, diff.detail.endswith("regenerated 'edited'")) == ("uns['dataset_id']", True)
+
+
+def test_one_edited_table_cell_is_reported(edited_copy):
+    committed, copy = edited_copy
+    path = copy / "op3_synthetic" / "id_map.csv"
+    table = pd.read_csv(path)
+    column = table.columns[-1]
+    table.loc[2, column] = "edited"
+    table.to_csv(path, index=False)
+    diff = _only_difference(committed, copy)
+    assert (diff.path, diff.field) == ("perturbation_prediction/op3_synthetic/id_map.csv", f"column {column!r}, row 2")
+
+    path = copy / "public_formats" / "kaggle_de_train.parquet"
+    shutil.copy(committed / "op3_synthetic" / "id_map.csv", copy / "op3_synthetic" / "id_map.csv")
+    table = pd.read_parquet(path)
+    gene = table.columns[-1]
+    table.loc[0, gene] = table.loc[0, gene] * 2 + 1
+    table.to_parquet(path, index=False)
+    diff = _only_difference(committed, copy)
+    assert (diff.path, diff.field) == ("perturbation_prediction/public_formats/kaggle_de_train.parquet", f"column {gene!r}, row 0")
