@@ -70,3 +70,37 @@ def hash_text(*parts: str) -> str:
         digest.update(part.encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+def read_tail(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The last ``max_bytes`` of a file (all of it when shorter), without reading the rest.
+
+    Files a component wrote (its log) can be any size; what the harness shows of them is bounded.
+    """
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, size - max_bytes))
+        return fh.read(max_bytes)
+
+
+def copy_head_and_tail(source: str | os.PathLike, dest, *, head: int, tail: int) -> int:
+    """Copy a file into the open binary file ``dest``, keeping its first ``head`` and last ``tail`` bytes.
+
+    What lies between is replaced by one line saying how many bytes were left out. Returns that
+    number (0 when the whole file was copied). A job's log can be gigabytes (a sparse hole costs
+    the job nothing); the log the harness keeps and publishes is at most ``head + tail`` bytes and a line.
+    """
+    with open(source, "rb") as src:
+        size = src.seek(0, os.SEEK_END)
+        src.seek(0)
+        if size <= head + tail:
+            while block := src.read(1 << 20):
+                dest.write(block)
+            return 0
+        dest.write(src.read(head))
+        left_out = size - head - tail
+        dest.write(f"\n[openpert] {left_out:,} bytes of this log left out (it had {size:,}); its start and end are kept\n"
+                   .encode())
+        src.seek(size - tail)
+        dest.write(src.read(tail))
+        return left_out

@@ -40,6 +40,13 @@ yields no items fail (its job, naming the file) instead of scoring nothing.
 ``column:<col>``, ``n_rows``, ``n_obs``, ``n_vars``, ``keys``) of this file and of the file with
 format id ``file``; ``relation`` is ``equal`` (same values in the same order, the default),
 ``same_set`` or ``subset`` (every value of this is in that).
+
+A file is read only once what it declares allows it (:mod:`openpert.config.declared`): its HDF5
+datasets' shapes and dtypes, its parquet footer, its size. A file that declares more than
+:data:`SIZE_FACTOR` times what its rules' files allow (a prediction against its test file's rows
+x genes), or more than the memory its validation may use, is refused without reading it; a file
+whose reading this process cannot bound to :data:`IN_PROCESS_BYTES` is read in a process with a
+memory limit of its own (:mod:`openpert.config.bounded`). No output can take the harness's memory.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from openpert.config.declared import Declared, RefusedFile, declared_size, format_bytes
+
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
 SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long")
 H5AD_LIST_SLOTS = ("layers", "obs", "var", "obsm", "varm", "obsp", "varp", "uns")
@@ -66,6 +75,21 @@ LABEL_MAX = 30
 LABEL_SLOTS = ("dataset_name",)
 _MATRIX_SLOTS = {"X", "layers", "obsm", "varm", "obsp", "varp"}
 RELATIONS = ("equal", "same_set", "subset")
+#: Most memory reading a file may take (as its metadata bounds it) to be read in the harness's own
+#: process; a larger file, or one whose reading metadata cannot bound, is read in a bounded process.
+IN_PROCESS_BYTES = 128 * 2**20
+#: What a file whose rows a rule ties to another file may declare: this many times the larger of
+#: that file's declared size and 8 bytes x its rows x (the columns a rule ties), ...
+SIZE_FACTOR = 4
+#: ... plus this much, so that small inputs leave room for text and metadata.
+SIZE_FLOOR = 64 * 2**20
+#: Memory a validation may use where the caller gives none (MB): ``$OPENPERT_VALIDATION_MEMORY_MB``.
+DEFAULT_MEMORY_MB = 4096
+#: Longest problem in a message (a value the file holds is quoted, and the file chose its length).
+PROBLEM_MAX = 400
+#: What a rule's attribute ties of this file: its rows or its columns.
+_ROW_ATTRIBUTES = ("obs_names", "n_obs", "n_rows", "obs:", "column:")
+_COLUMN_ATTRIBUTES = ("var_names", "n_vars", "var:")
 
 
 class FormatError(ValueError):
@@ -160,8 +184,21 @@ class FileFormat:
             matches.append(MatchRule(rule["this"], rule["file"], rule.get("that", rule["this"]), relation))
         return cls(format_id=format_id, type=ftype, slots=slots, matches=matches, source=source, min_rows=min_rows)
 
+    def to_dict(self) -> dict[str, Any]:
+        """This format as plain data (:meth:`from_dict` rebuilds it): to validate in another process."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FileFormat:
+        """The format :meth:`to_dict` gave."""
+        return cls(format_id=data["format_id"], type=data["type"],
+                   slots={group: [Slot(**slot) for slot in slots] for group, slots in data["slots"].items()},
+                   matches=[MatchRule(**rule) for rule in data["matches"]], source=data.get("source", ""),
+                   min_rows=data.get("min_rows", 0))
+
     # ------------------------------------------------------------------------------------------
-    def validate(self, path: str | Path, context: Mapping[str, str | Path] | None = None) -> None:
+    def validate(self, path: str | Path, context: Mapping[str, str | Path] | None = None, *,
+                 memory_mb: float | None = None) -> None:
         """Check a file against this format.
 
         Parameters
@@ -171,6 +208,11 @@ class FileFormat:
         context
             Format id -> path of the other files of the same dataset or job, for ``matches``.
             Rules whose other file is not in ``context`` are not checked.
+        memory_mb
+            Memory reading the file may take (the job's limit, for its outputs); default
+            :data:`DEFAULT_MEMORY_MB`; ``$OPENPERT_VALIDATION_MEMORY_MB`` replaces the default and
+            caps ``memory_mb`` (:func:`validation_memory_mb`). A file that declares more is
+            refused without reading it.
 
         Raises
         ------
@@ -185,6 +227,11 @@ class FileFormat:
         in ``context``: a dataset's files, read by every job of the dataset, are read once, and so
         is a copy the harness made of a file (:func:`note_copy`). Jobs validating one file at the
         same time read it once: the second waits for the first's verdict.
+
+        Before anything reads it, the file's metadata says what reading it takes
+        (:func:`declared_of`): beyond what its rules' files allow or beyond ``memory_mb``, it is
+        refused; beyond what this process may read (:data:`IN_PROCESS_BYTES`), or unbounded
+        (parquet), it is read in a process of its own under a memory limit of ``memory_mb``.
         """
         path = Path(path)
         label = f"{path} ({self.format_id})"
@@ -199,18 +246,115 @@ class FileFormat:
             with _MEMORY_LOCK:
                 if checks <= _VALIDATED.get(identity, set()):
                     return
-            try:
-                obj = load_file(path, self.type)
-            except FormatError:
-                raise
-            except Exception as err:  # any reader error means the file is not of this type
-                raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
-            problems = self._check_rows(obj) + self._check_slots(obj)
-            for rule, other in others:
-                problems.extend(self._check_match(obj, rule, other))
+            budget = int(validation_memory_mb(memory_mb) * 2**20)
+            declared = self._declared(path, label)
+            self._refuse_oversized(label, declared, others, budget)
+            if declared.peak is not None and declared.peak <= IN_PROCESS_BYTES:
+                problems = self.problems(path, others, memory_bytes=budget)
+            else:
+                from openpert.config.bounded import BoundedReadError, problems_in_bounded_process
+
+                try:
+                    problems = problems_in_bounded_process(self, path, others, memory_bytes=budget)
+                except BoundedReadError as err:
+                    raise FormatError(f"{label}: {err}") from None
             if problems:
-                raise FormatError(f"{label}: " + "; ".join(problems))
+                raise FormatError(f"{label}: " + "; ".join(_shortened(p) for p in problems))
             _remember_valid(identity, checks)
+
+    def problems(self, path: Path, others: list[tuple[MatchRule, Path]], *, bounded: bool = False,
+                 memory_bytes: int | None = None) -> list[str]:
+        """Read the file at ``path`` and list what is wrong with it (empty: it is valid).
+
+        Parameters
+        ----------
+        path
+            The file.
+        others
+            The shape rules to check, each with the path of its other file.
+        bounded
+            This process runs under a memory limit of its own (:mod:`openpert.config.bounded`):
+            the other files of rules are read here whatever their size. Otherwise what a rule
+            compares of a large file is read in a bounded process of ``memory_bytes``.
+        memory_bytes
+            Memory of such a process (default: :func:`validation_memory_mb`).
+
+        Raises
+        ------
+        FormatError
+            When the file cannot be read as its type.
+        """
+        label = f"{path} ({self.format_id})"
+        try:
+            obj = load_file(path, self.type)
+        except FormatError:
+            raise
+        except Exception as err:  # any reader error means the file is not of this type
+            raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
+        problems = self._check_rows(obj) + self._check_slots(obj)
+        for rule, other in others:
+            problems.extend(self._check_match(obj, rule, other, bounded=bounded, memory_bytes=memory_bytes))
+        return problems
+
+    def _declared(self, path: Path, label: str) -> Declared:
+        """What ``path`` declares, or a :class:`FormatError` saying why it cannot be read at all."""
+        try:
+            return declared_of(path, self.type)
+        except RefusedFile as err:
+            raise FormatError(f"{label}: refused without reading it: {err}") from None
+        except Exception as err:  # any reader error means the file is not of this type
+            raise FormatError(f"{label}: cannot be read as {self.type}: {type(err).__name__}: {err}") from None
+
+    def _refuse_oversized(self, label: str, declared: Declared, others: list[tuple[MatchRule, Path]], budget: int) -> None:
+        """Refuse a file that declares more than its rules' files allow or than its validation may use."""
+        bound = self._bound_from_rules(others)
+        what = f"declares {format_bytes(declared.nbytes)} of data in {format_bytes(declared.on_disk)} on disk"
+        if declared.largest:
+            what += f" (largest: {declared.largest})"
+        if bound is not None and declared.nbytes > bound[0]:
+            raise FormatError(f"{label}: {what}; a {self.format_id} of these inputs may declare at most "
+                              f"{format_bytes(bound[0])} ({bound[1]}): refused without reading it")
+        if declared.nbytes > budget:
+            raise FormatError(f"{label}: {what}; reading it may take at most {format_bytes(budget)} "
+                              "(the memory of its validation): refused without reading it")
+
+    def _bound_from_rules(self, others: list[tuple[MatchRule, Path]]) -> tuple[int, str] | None:
+        """The most this file may declare given the files its rows (and columns) are tied to.
+
+        ``None`` unless rules tie both its rows and its columns to other files. Otherwise :data:`SIZE_FLOOR` +
+        :data:`SIZE_FACTOR` x the larger of the row file's declared size and a float64 matrix of
+        its rows by the columns of the file a rule ties this file's columns to.
+        """
+        rows = columns = None
+        rows_said = columns_said = ""
+        row_bytes, row_file = 0, ""
+        for rule, other in others:
+            tie = _tie(rule.this)
+            if tie is None:
+                continue
+            try:
+                theirs = declared_of(other, _type_from_suffix(other))
+            except Exception:  # noqa: BLE001 - an unreadable file of a rule fails that rule, with its reason
+                continue
+            count = {"rows": theirs.n_rows, "columns": theirs.n_vars}.get(_tie(rule.that) or "")
+            if tie == "rows":
+                if theirs.nbytes > row_bytes:
+                    row_bytes, row_file = theirs.nbytes, rule.file
+                if count is not None and (rows is None or count > rows):
+                    rows, rows_said = count, f"{rule.file}'s {count:,} rows"
+            elif count is not None and (columns is None or count > columns):
+                columns, columns_said = count, f"{rule.file}'s {count:,} columns"
+        if rows is None or columns is None:
+            # A file tied by its rows alone (a dataset's de_test to its id_map) may hold any number
+            # of layers of any width: no size follows from its rules, only the memory bound applies.
+            return None
+        said = [f"{row_file}'s {format_bytes(row_bytes)}"]
+        matrix = 8 * (rows or 0) * (columns or 1)
+        if rows is not None:
+            cells = " x ".join(filter(None, [rows_said, columns_said]))
+            said.insert(0, f"{cells} x 8 bytes ({format_bytes(matrix)})")
+        basis = said[0] if len(said) == 1 else f"the larger of {said[0]} and {said[1]}"
+        return SIZE_FLOOR + SIZE_FACTOR * max(matrix, row_bytes), f"{SIZE_FACTOR} x {basis}, + {format_bytes(SIZE_FLOOR)}"
 
     def _check_rows(self, obj: Any) -> list[str]:
         if not self.min_rows:
@@ -241,9 +385,10 @@ class FileFormat:
                                     "or dataset_description)")
         return problems
 
-    def _check_match(self, obj: Any, rule: MatchRule, other_path: Path) -> list[str]:
+    def _check_match(self, obj: Any, rule: MatchRule, other_path: Path, *, bounded: bool = False,
+                     memory_bytes: int | None = None) -> list[str]:
         try:
-            theirs_s = _compared_attribute(other_path, rule.that)
+            theirs_s = compared_attribute(other_path, rule.that, bounded=bounded, memory_bytes=memory_bytes)
         except _UnreadableFile as err:  # the rule cannot hold, and the message says why
             return [f"shape rule {rule.this} ~ {rule.file}:{rule.that}: {err}"]
         except KeyError as err:
@@ -366,6 +511,75 @@ class _UnreadableFile(Exception):
     """The other file of a shape rule cannot be read; the message says why."""
 
 
+class _NeedsBoundedRead(Exception):
+    """Reading an element takes more than this process may read: a bounded process must."""
+
+
+def validation_memory_mb(job_mb: float | None = None) -> float:
+    """Memory (MB) the validation of one file may use.
+
+    Parameters
+    ----------
+    job_mb
+        The memory limit of the job whose file it is (``None``: no job, or no limit).
+
+    Returns
+    -------
+    float
+        ``job_mb``, else :data:`DEFAULT_MEMORY_MB`; ``$OPENPERT_VALIDATION_MEMORY_MB``, when set,
+        replaces the default and caps ``job_mb``.
+
+    Raises
+    ------
+    FormatError
+        When the variable is not a number.
+    """
+    value = os.environ.get("OPENPERT_VALIDATION_MEMORY_MB", "")
+    try:
+        cap = float(value) if value else None
+    except ValueError:
+        raise FormatError(f"$OPENPERT_VALIDATION_MEMORY_MB: expected a number of MB, got {value!r}") from None
+    if job_mb:
+        return min(job_mb, cap) if cap else job_mb
+    return cap or DEFAULT_MEMORY_MB
+
+
+def _tie(attribute_name: str) -> str | None:
+    """Whether a rule's attribute names rows, columns or neither of its file."""
+    if attribute_name.startswith(_ROW_ATTRIBUTES):
+        return "rows"
+    if attribute_name.startswith(_COLUMN_ATTRIBUTES):
+        return "columns"
+    return None
+
+
+def _shortened(problem: str) -> str:
+    """A problem cut to :data:`PROBLEM_MAX` characters: messages quote values the file chose."""
+    return problem if len(problem) <= PROBLEM_MAX else problem[: PROBLEM_MAX - 1] + "\u2026"
+
+
+#: (file identity, type) -> what the file declares (:func:`declared_of`).
+_DECLARED: dict[tuple, Declared] = {}
+_DECLARED_MAX = 256
+
+
+def declared_of(path: str | Path, ftype: str) -> Declared:
+    """:func:`openpert.config.declared.declared_size`, remembered by :func:`content_identity`.
+
+    A dataset's files are the other file of every job's rules; their metadata is read once.
+    """
+    key = (content_identity(path), ftype)
+    with _MEMORY_LOCK:
+        if key in _DECLARED:
+            return _DECLARED[key]
+    declared = declared_size(path, ftype)
+    with _MEMORY_LOCK:
+        if key not in _DECLARED and len(_DECLARED) >= _DECLARED_MAX:
+            _DECLARED.pop(next(iter(_DECLARED)))
+        _DECLARED[key] = declared
+    return declared
+
+
 def _comparable(value: Any) -> Any:
     """An attribute as rules compare it: a scalar as it is, values as an index of strings."""
     if np.isscalar(value):
@@ -384,22 +598,51 @@ _ATTRIBUTES: dict[tuple, Any] = {}
 _ATTRIBUTES_MAX = 256
 
 
-def _compared_attribute(path: Path, name: str) -> Any:
-    """:func:`attribute` ``name`` of the file at ``path`` (type from its suffix), :func:`_comparable`.
+def compared_attribute(path: Path, name: str, *, bounded: bool = False, memory_bytes: int | None = None) -> Any:
+    """:func:`attribute` ``name`` of the file at ``path`` (type from its suffix), as shape rules compare it.
 
-    Raises :class:`_UnreadableFile` when the file cannot be read, ``KeyError`` when it has no such
-    attribute.
+    Of an h5ad file only the element that holds the attribute is read (:func:`read_h5ad_attribute`).
+    Unless ``bounded`` (this process has a memory limit of its own), what takes more than
+    :data:`IN_PROCESS_BYTES` to read is read in a bounded process of ``memory_bytes`` (default:
+    :func:`validation_memory_mb`; :func:`openpert.config.bounded.attribute_in_bounded_process`).
+    Values are remembered by the file's :func:`content_identity`.
+
+    Returns
+    -------
+    A scalar, or the values as a ``pandas.Index`` of strings.
+
+    Raises
+    ------
+    KeyError
+        When the file has no such attribute.
+    _UnreadableFile
+        When the file cannot be read (or is refused); the message says why.
     """
+    from openpert.config.bounded import attribute_in_bounded_process
+
     try:
         ftype = _type_from_suffix(path)
         key = (content_identity(path), ftype, name)
         with _MEMORY_LOCK:
             if key in _ATTRIBUTES:
                 return _ATTRIBUTES[key]
-        other = load_file(path, ftype)
-    except Exception as err:  # any reader error
+        declared = declared_of(path, ftype)
+        if memory_bytes is None:
+            memory_bytes = int(validation_memory_mb() * 2**20)
+        value = None
+        if ftype == "h5ad":
+            try:
+                value = _comparable(read_h5ad_attribute(path, name, declared, bounded=bounded))
+            except _NeedsBoundedRead:
+                value = attribute_in_bounded_process(path, name, memory_bytes=memory_bytes)
+        elif bounded or (declared.peak is not None and declared.peak <= IN_PROCESS_BYTES):
+            value = _comparable(attribute(load_file(path, ftype), ftype, name))
+        else:
+            value = attribute_in_bounded_process(path, name, memory_bytes=memory_bytes)
+    except KeyError:
+        raise
+    except Exception as err:  # any reader error, a refused file or a bounded read that failed included
         raise _UnreadableFile(f"cannot read {path}: {type(err).__name__}: {err}") from None
-    value = _comparable(attribute(other, ftype, name))
     with _MEMORY_LOCK:
         if len(_ATTRIBUTES) >= _ATTRIBUTES_MAX:
             _ATTRIBUTES.pop(next(iter(_ATTRIBUTES)))
@@ -407,16 +650,81 @@ def _compared_attribute(path: Path, name: str) -> Any:
     return value
 
 
+def read_h5ad_attribute(path: Path, name: str, declared: Declared, *, bounded: bool = False) -> Any:
+    """A ``matches`` attribute of an h5ad file, reading only the element that holds it.
+
+    ``n_obs``, ``n_vars`` and ``n_rows`` come from the declared shapes; ``obs_names``,
+    ``var_names``, ``obs:<col>``, ``var:<col>`` and ``uns:<key>`` read that one element (anndata's
+    ``read_elem``), not the whole file: comparing a prediction's genes with a training file of
+    millions of cells reads the training file's gene names only.
+
+    Parameters
+    ----------
+    path
+        The file.
+    name
+        The attribute.
+    declared
+        What the file declares (:func:`declared_of`).
+    bounded
+        This process has a memory limit of its own: read the element whatever it declares.
+
+    Raises
+    ------
+    KeyError
+        When the file has no such attribute.
+    _NeedsBoundedRead
+        Unless ``bounded``, when the element takes more than :data:`IN_PROCESS_BYTES` to read.
+    """
+    counts = {"n_obs": declared.n_obs, "n_rows": declared.n_obs, "n_vars": declared.n_vars}
+    if name in counts:
+        if counts[name] is None:
+            raise KeyError(f"no attribute {name!r} in a h5ad file")
+        return counts[name]
+    import h5py
+    from anndata.io import read_elem
+
+    with h5py.File(path, "r") as file:
+        group, _, key = name.partition(":")
+        if name in ("obs_names", "var_names"):
+            axis = file.get(name[:3])
+            index = axis.attrs.get("_index", "_index") if axis is not None else None
+            element = f"{name[:3]}/{index.decode() if isinstance(index, bytes) else index}"
+        elif group in ("obs", "var") and key and key in _column_order(file.get(group)):
+            element = f"{group}/{key}"
+        elif group == "uns" and key:
+            element = f"uns/{key}"
+        else:
+            raise KeyError(f"no attribute {name!r} in a h5ad file")
+        if element not in file:
+            raise KeyError(f"no attribute {name!r} in a h5ad file")
+        nbytes, peak = declared.under(element)
+        if not bounded and (peak is None or peak > IN_PROCESS_BYTES):
+            raise _NeedsBoundedRead(f"{path}: {element} declares {format_bytes(nbytes)}")
+        return read_elem(file[element])
+
+
+def _column_order(group: Any) -> list[str]:
+    """The columns of an anndata dataframe group (its ``column-order``), ``[]`` when it is none."""
+    if group is None:
+        return []
+    order = group.attrs.get("column-order", [])
+    return [c.decode() if isinstance(c, bytes) else str(c) for c in np.atleast_1d(order)]
+
+
 # --- reading --------------------------------------------------------------------------------------
 _CACHE: dict[tuple, Any] = {}
 _CACHE_MAX = 16
+#: Largest file (as declared) the reading cache keeps: it holds a few small reference files, not outputs.
+_CACHE_ITEM_BYTES = 8 * 2**20
 
 
 def load_file(path: Path, ftype: str) -> Any:
-    """Read a file of a known type. Results are cached by :func:`file_identity`.
+    """Read a whole file of a known type. Small files are cached by :func:`content_identity`.
 
     Reference files (a dataset's test file) are read by many validations; caching keeps the
-    harness overhead per job small. The cache holds a few objects at most.
+    harness overhead per job small. The cache holds a few small objects at most. This reads
+    whatever the file holds: callers check what it declares first (:meth:`FileFormat.validate`).
     """
     key = (content_identity(path), ftype)
     if key in _CACHE:
@@ -444,9 +752,12 @@ def load_file(path: Path, ftype: str) -> Any:
         obj = yaml.safe_load(path.read_text())
     else:  # pragma: no cover - guarded by FILE_TYPES
         raise FormatError(f"{path}: unknown file type {ftype!r}")
-    if len(_CACHE) >= _CACHE_MAX:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = obj
+    with _MEMORY_LOCK:
+        declared = _DECLARED.get(key)
+    if declared is not None and declared.nbytes <= _CACHE_ITEM_BYTES:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = obj
     return obj
 
 

@@ -56,11 +56,15 @@ from openpert.engines.plan import (
     plan_jobs,
     ready_datasets,
 )
-from openpert.files import hash_file, write_text_atomic
+from openpert.files import copy_head_and_tail, hash_file, write_text_atomic
 from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component
 from openpert.run.process import Limits, kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
+
+#: Bytes of a job's output kept at the start and at the end of its published log (the rest is left out).
+LOG_HEAD_BYTES = 512 * 1024
+LOG_TAIL_BYTES = 512 * 1024
 
 
 class RunStopped(KeyboardInterrupt):
@@ -509,14 +513,17 @@ def run_benchmark(
 
 
 def _write_log(dest: Path, note: str, *, source: Path | None = None, text: str = "") -> None:
-    """Write a job's log: the engine's note (why it re-ran), then the job's own output."""
+    """Write a job's log: the engine's note (why it re-ran), then the job's own output.
+
+    The job's output is kept whole up to :data:`LOG_HEAD_BYTES` + :data:`LOG_TAIL_BYTES`, else its
+    start and end: a job can make its log gigabytes long, and the log is published and shown.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     with open(dest, "wb") as fh:
         if note:
             fh.write(f"[openpert] {note}\n".encode())
         if source is not None and source.exists():
-            with open(source, "rb") as src:
-                shutil.copyfileobj(src, fh)
+            copy_head_and_tail(source, fh, head=LOG_HEAD_BYTES, tail=LOG_TAIL_BYTES)
         fh.write(text.encode())
 
 

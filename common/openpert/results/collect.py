@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from openpert import __version__
+from openpert.config.declared import format_bytes
+from openpert.config.formats import IN_PROCESS_BYTES, declared_of
 from openpert.config.task import Task
 from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
@@ -39,6 +41,8 @@ from openpert.results.scoring import (
 from openpert.run.records import JobRecord
 
 SCHEMA_VERSION = 1
+#: Largest ``dataset_*`` entry of a dataset's uns that the results read (bytes, as declared).
+DATASET_UNS_MAX_BYTES = 1 << 20
 #: Seeds of the statistics in results.json: fixed so that a report is reproducible.
 BOOTSTRAP_SEED = 0
 PERMUTATION_SEED = 0
@@ -68,15 +72,29 @@ def _clean(value: Any) -> Any:
 def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]:
     """Read a metric's score file: ``uns`` metric_ids/metric_values and per-item values in ``obs``.
 
+    Only ``obs`` and ``uns`` are read, and only when what they declare fits in
+    :data:`openpert.config.formats.IN_PROCESS_BYTES`: the results are collected in the harness's
+    process, and a score file is a component's output.
+
     Raises
     ------
     ValueError
-        Naming the file, when ids and values are missing or of different lengths.
+        Naming the file, when ids and values are missing or of different lengths, or when its obs
+        and uns declare more than the harness reads of a score file.
     """
-    import anndata as ad
+    import h5py
+    from anndata.io import read_elem
 
-    adata = ad.read_h5ad(path)
-    uns = dict(adata.uns)
+    declared = declared_of(path, "h5ad")
+    sizes = [declared.under(part) for part in ("obs", "uns")]
+    nbytes = sum(n for n, _ in sizes)
+    peaks = [p for _, p in sizes]
+    if None in peaks or sum(peaks) > IN_PROCESS_BYTES:
+        raise ValueError(f"{path}: its obs and uns declare {format_bytes(nbytes)}; the results read at most "
+                         f"{format_bytes(IN_PROCESS_BYTES / 2)} of a score file")
+    with h5py.File(path, "r") as fh:
+        uns = dict(read_elem(fh["uns"])) if "uns" in fh else {}
+        obs = read_elem(fh["obs"]) if "obs" in fh else pd.DataFrame()
     ids = list(np.atleast_1d(uns.get("metric_ids", [])))
     values = list(np.atleast_1d(uns.get("metric_values", [])))
     if not ids or len(ids) != len(values):
@@ -84,8 +102,8 @@ def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]
                          f"(got {len(ids)} ids and {len(values)} values)")
     raw = {str(i): float(v) for i, v in zip(ids, values)}
     # Numeric obs columns are per-item values: of the metrics, or covariates (e.g. an item's hardness).
-    numeric = [c for c in adata.obs.columns if pd.api.types.is_numeric_dtype(adata.obs[c])]
-    items = adata.obs[numeric] if adata.n_obs and numeric else None
+    numeric = [c for c in obs.columns if pd.api.types.is_numeric_dtype(obs[c])]
+    items = obs[numeric] if len(obs) and numeric else None
     return raw, items, uns
 
 
@@ -93,7 +111,9 @@ def _dataset_uns(files: dict[str, str]) -> tuple[dict, list[str]]:
     """``dataset_*`` entries of the first h5ad file of a dataset that has them.
 
     Returns the entries and a message per file that could not be read: a corrupt dataset file
-    costs its metadata (and its dataset's jobs, which fail on it), never the results file.
+    costs its metadata (and its dataset's jobs, which fail on it), never the results file. An
+    entry larger than :data:`DATASET_UNS_MAX_BYTES` (as declared) is left out, and said: these
+    are a dataset's name and descriptions, and a loader wrote them.
     """
     import h5py
 
@@ -108,7 +128,13 @@ def _dataset_uns(files: dict[str, str]) -> tuple[dict, list[str]]:
                 out = {}
                 for key in fh["uns"]:
                     if key.startswith("dataset_") and isinstance(fh["uns"][key], h5py.Dataset):
-                        value = fh["uns"][key][()]
+                        entry = fh["uns"][key]
+                        declared = entry.size * entry.dtype.itemsize
+                        if entry.id.get_storage_size() > DATASET_UNS_MAX_BYTES or declared > DATASET_UNS_MAX_BYTES:
+                            problems.append(f"{path}: uns['{key}'] declares {format_bytes(declared)}; a dataset's "
+                                            f"metadata is read up to {format_bytes(DATASET_UNS_MAX_BYTES)}: left out")
+                            continue
+                        value = entry[()]
                         out[key] = value.decode() if isinstance(value, bytes) else _clean(value)
         except (OSError, ValueError, KeyError, TypeError) as err:
             problems.append(f"{path}: cannot read the dataset's uns: {type(err).__name__}: {err}")

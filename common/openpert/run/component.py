@@ -298,18 +298,23 @@ def run_component(
             if par.get(arg.name) is not None and arg.file_format is not None:
                 for src in (par[arg.name] if isinstance(par[arg.name], list) else [par[arg.name]]):
                     try:
-                        arg.file_format.validate(src, validation_context)
+                        arg.file_format.validate(src, validation_context, memory_mb=limits.memory_mb)
                     except FormatError as err:
                         return failed(EXIT_INVALID, f"invalid input --{arg.name}: {err}")
     # Outputs are written inside the work dir and published after validation.
     destinations: dict[str, Path] = {}
+    written: dict[str, Path] = {}
     for arg in config.file_outputs:
         value = par.get(arg.name)
         if value is None:
             continue
         dest = Path(value).resolve()
         destinations[arg.name] = dest
-        script_par[arg.name] = seen_as(work_dir / dest.name)
+        # An output named like a staged input (de_train.h5ad in, de_train.h5ad out) gets its own name.
+        name = dest.name if dest.name not in used_names else f"{arg.name}_{dest.name}"
+        used_names.add(name)
+        written[arg.name] = work_dir / name
+        script_par[arg.name] = seen_as(work_dir / name)
 
     # Copy the component's resources; the script gets the real values in place of its VIASH block.
     resources_dir.mkdir()
@@ -396,7 +401,7 @@ def run_component(
     for arg in config.file_outputs:
         if arg.name not in destinations:
             continue
-        out = work_dir / destinations[arg.name].name  # where the script wrote it (par may name /job/...)
+        out = written[arg.name]  # where the script wrote it (par may name /job/...)
         if not os.path.lexists(out):
             if arg.required:
                 return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log, mode)
@@ -406,7 +411,8 @@ def run_component(
             return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {problem}", duration, peak_mb, {}, log, mode)
         if validate and arg.file_format is not None:
             try:
-                arg.file_format.validate(out, validation_context)
+                # Read within the job's own memory limit: an output cannot take more of the harness's.
+                arg.file_format.validate(out, validation_context, memory_mb=limits.memory_mb)
             except FormatError as err:
                 return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log, mode)
         produced[arg.name] = out

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from openpert.files import read_tail
 from openpert.run.records import EXIT_MEMORY, EXIT_TIME
 
 # Process groups of jobs running now, so that an interrupted benchmark can stop them all.
@@ -165,12 +166,19 @@ def _sweep(seen: set[psutil.Process], timeout_s: float = 2.0) -> None:
         left = [p for p in left if _alive(p)]
 
 
+#: Bytes at the end of a job's log searched for its last line (a log can be gigabytes).
+_LOG_TAIL_BYTES = 64 * 1024
+
+
 def _last_error_line(log: Path) -> str:
+    """The last non-blank line of a job's log (at most 500 characters), from its last bytes only."""
     try:
-        text = log.read_text(errors="replace")
+        text = read_tail(log, _LOG_TAIL_BYTES).decode(errors="replace")
     except OSError:
         return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # NUL bytes (a sparse hole) are no text: a line made only of them is blank.
+    lines = [line.strip(" \t\r\0") for line in text.splitlines()]
+    lines = [line for line in lines if line]
     return lines[-1][:500] if lines else ""
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,6 +19,8 @@ Status = Literal["succeeded", "failed"]
 EXIT_MEMORY = 137  # killed with SIGKILL after exceeding its memory limit
 EXIT_TIME = 143  # terminated with SIGTERM after exceeding its time limit
 EXIT_INVALID = -1  # the process exited 0 but its output (or input) is invalid, or it never ran
+#: Largest job record read (bytes): records are a few kB; a larger file is not one the harness wrote.
+MAX_RECORD_BYTES = 16 * 2**20
 
 
 @dataclasses.dataclass
@@ -130,11 +133,16 @@ class JobRecord:
             When the file cannot be read.
         ValueError
             Naming the file, when it is not a complete record (truncated, not JSON, fields missing
-            or of the wrong kind).
+            or of the wrong kind), or is larger than :data:`MAX_RECORD_BYTES` (it is then not read).
         """
         path = Path(path)
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_RECORD_BYTES:
+                raise ValueError(f"{path}: {size:,} bytes; a job record is at most {MAX_RECORD_BYTES:,}, so this is not one")
+            raw = fh.read(MAX_RECORD_BYTES + 1)
         try:
-            data = json.loads(path.read_bytes().decode())
+            data = json.loads(raw.decode())
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ValueError(f"{path}: not a JSON job record ({err})") from None
         if not isinstance(data, dict):

@@ -64,6 +64,17 @@ def test_method_runs_and_output_is_published(tiny_project, tmp_path):
     assert result.peak_memory_mb > 10 and result.duration_s > 0
 
 
+def test_an_output_named_like_an_input_is_written_beside_it(tiny_project, tmp_path):
+    """An output file named like a staged input (train.h5ad in, train.h5ad out) never lands on the input."""
+    config = read_config(tiny_project / "src/tiny/methods/shrunk_mean/config.vsh.yaml")
+    out = tmp_path / "published" / "train.h5ad"
+    before = data(tiny_project, "train.h5ad").read_bytes()
+    result = run_component(config, {**method_args(tiny_project, out), "alpha": "1.0"}, work_dir=tmp_path / "w")
+    assert result.succeeded, result.reason
+    assert result.outputs == {"output": out} and "prediction" in ad.read_h5ad(out).layers
+    assert data(tiny_project, "train.h5ad").read_bytes() == before
+
+
 def test_work_dir_holds_only_declared_inputs(tiny_project, tmp_path):
     config = read_config(tiny_project / "src/tiny/methods/spy_workdir/config.vsh.yaml")
     out = tmp_path / "prediction.h5ad"

@@ -66,3 +66,16 @@ def test_descendants_are_listed_from_proc_as_psutil_lists_them(tmp_path, monkeyp
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert _descendant_pids(proc.pid) == []
+
+
+def test_the_last_line_of_a_huge_log_is_read_from_its_end(tmp_path):
+    """A job's log of 8 GB (a sparse hole, then a line): its last line, without reading the rest."""
+    log = tmp_path / "output.log"
+    with open(log, "wb") as fh:
+        fh.write(b"first line\n")
+        fh.truncate(8 * 2**30)
+        fh.seek(0, os.SEEK_END)
+        fh.write(b"\nValueError: the last line\n\n")
+    start = time.perf_counter()
+    assert process._last_error_line(log) == "ValueError: the last line"
+    assert time.perf_counter() - start < 1.0

@@ -47,3 +47,12 @@ def test_malformed_fields_name_the_file(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message) as err:
         JobRecord.read(path)
     assert str(path) in str(err.value)
+
+
+def test_a_record_too_large_to_be_one_is_refused_unread(tmp_path):
+    path = tmp_path / "record.json"
+    record().write(path)
+    with open(path, "r+b") as fh:
+        fh.truncate(64 * 2**20)  # a sparse tail: what a record is not
+    with pytest.raises(ValueError, match=r"record.json: 67,108,864 bytes; a job record is at most 16,777,216"):
+        JobRecord.read(path)
