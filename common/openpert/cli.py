@@ -216,6 +216,7 @@ def run_problems(results: dict) -> list[str]:
 # --- report, test, lint, scaffold ---------------------------------------------------------------------
 def cmd_report(ns: argparse.Namespace) -> int:
     from openpert.report import render_site
+    from openpert.results.reproduction import report_amendment
 
     dirs: list[Path] = []
     for given in ns.results:
@@ -227,7 +228,11 @@ def cmd_report(ns: argparse.Namespace) -> int:
             if not found:
                 raise ConfigError(f"{path}: no results.json here or in its sub-folders")
             dirs.extend(found)
-    index = render_site(dirs, Path(ns.output))
+    try:  # inside a project, old runs get the Reproduction section of its current declarations
+        amend = report_amendment(_root())
+    except ConfigError:
+        amend = None
+    index = render_site(dirs, Path(ns.output), amend=amend)
     print(f"site written: {index}")
     return 0
 

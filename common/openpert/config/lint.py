@@ -176,7 +176,8 @@ def task_problems(task_dir: Path) -> list[str]:
 
     try:
         task = Task(task_dir)
-        return task.metric_partition_problems() + task.adversarial_target_problems() + data_manifest_problems(task)
+        return (task.metric_partition_problems() + task.adversarial_target_problems() + data_manifest_problems(task)
+                + published_results_problems(task))
     except ConfigError as err:
         return [str(err)]
 
@@ -199,6 +200,17 @@ def data_manifest_problems(task) -> list[str]:
                     problems.append(f"{comp.path}: info.datasets {entry.get('id')}: --{name} reads {value['data']}, "
                                     f"which {where} does not give that dataset")
     return problems
+
+
+def published_results_problems(task) -> list[str]:
+    """What is wrong with a task's ``api/published_results.yaml``: malformed entries, and methods,
+    metrics or datasets it maps to that the task does not have (``docs/reproduction.md``)."""
+    from openpert.results.reproduction import declaration_problems
+
+    dataset_ids = {e.get("id") for c in task.of_type("dataset") for e in (c.info.get("datasets") or []) if isinstance(e, dict)}
+    return declaration_problems(
+        task.dir, method_ids={c.name for c in task.of_type("method", "control_method")},
+        metric_ids={m["name"] for c in task.of_type("metric") for m in c.metrics}, dataset_ids=dataset_ids)
 
 
 def image_problems(config: ComponentConfig) -> list[str]:

@@ -9,6 +9,7 @@ from openpert.report.leaderboards import overall_rows
 from openpert.report.markdown import render_inline
 from openpert.report.markup import esc, page
 from openpert.report.paths import TaskPaths
+from openpert.report.reproduction import summary_line
 from openpert.report.task_results import TaskResults
 
 
@@ -57,6 +58,10 @@ def _card(results: TaskResults, paths: TaskPaths) -> str:
             f'<p class="leader">Top method: <strong>{esc(names)}</strong> '
             f"(mean score {esc(format_score(ranked[0].score))})</p>"
         )
+    reproduction = summary_line(results)
+    if reproduction:
+        leader += (f'<p class="leader">Reproduction of the papers: <a href="{esc(paths.slug)}/index.html#reproduction">'
+                   f"{esc(reproduction)}</a></p>")
     created = data.get("created")
     summary = render_inline(results.task.get("summary"))
     sha = results.provenance.get("commit")

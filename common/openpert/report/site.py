@@ -11,7 +11,7 @@ import json
 import re
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -19,6 +19,7 @@ from openpert.report.component_pages import render_method_page, render_metric_pa
 from openpert.report.index_page import render_index
 from openpert.report.leaderboards import dataset_csv, overall_csv
 from openpert.report.paths import TaskPaths, slugify, unique_slugs
+from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_csv
 from openpert.report.statistics import statistic_csv, table_rows
 from openpert.report.task_page import render_task_page
 from openpert.report.task_results import TaskResults, find_results_files, load_results
@@ -55,7 +56,8 @@ class _Writer:
         return path
 
 
-def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
+def render_site(results_dirs: Sequence[Path], out_dir: Path,
+                amend: Callable[[dict, Path], dict] | None = None) -> Path:
     """Render the results website of one or several tasks.
 
     Parameters
@@ -66,6 +68,10 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
     out_dir
         The site's folder; created if needed. Files of an earlier render into it that this render
         no longer writes are removed; other files are left alone.
+    amend
+        Called with each parsed ``results.json`` and its folder; the entries it returns replace
+        the file's own before rendering (``openpert report`` recomputes the Reproduction section
+        with the project's current declarations), and the site's copy of ``results.json`` holds them.
 
     Returns
     -------
@@ -92,6 +98,12 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
     if not files:
         raise ValueError("no results folder given")
     tasks = [load_results(f) for f in files]
+    amended = set()
+    for results, f in zip(tasks, files) if amend is not None else ():
+        extra = amend(results.data, f.parent)
+        if extra:
+            results.data.update(extra)
+            amended.add(id(results))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     writer = _Writer(out_dir)
@@ -104,7 +116,7 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path) -> Path:
     for results, slug, source in zip(tasks, slugs, files):
         paths = TaskPaths(results, slug)
         site_tasks.append((results, paths))
-        _render_task(writer, results, paths, source)
+        _render_task(writer, results, paths, source, amended=id(results) in amended)
     writer.text("index.html", render_index(site_tasks))
     _prune(out_dir, writer.written)
     for _, paths in site_tasks:
@@ -150,9 +162,14 @@ def page_weight(page_path: Path) -> int:
     return total
 
 
-def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source: Path) -> None:
+def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source: Path, *, amended: bool = False) -> None:
     base = paths.slug
-    writer.copy(f"{base}/results.json", source)
+    if amended:
+        writer.text(f"{base}/results.json", json.dumps(results.data, indent=2) + "\n")
+    else:
+        writer.copy(f"{base}/results.json", source)
+    if results.reproduction.get("rows"):
+        writer.text(f"{base}/{REPRODUCTION_CSV}", reproduction_csv(results))
     writer.text(f"{base}/{paths.overall_csv()}", overall_csv(results))
     for d in results.datasets:
         did = d.get("dataset_id")

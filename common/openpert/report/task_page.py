@@ -36,6 +36,7 @@ from openpert.report.markup import (
 from openpert.report.overview import overview
 from openpert.report.paths import TaskPaths
 from openpert.report.provenance import provenance_line, provenance_section
+from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_section
 from openpert.report.statistics import statistic_section, table_rows
 from openpert.report.task_results import TaskResults
 
@@ -75,6 +76,10 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
             "that set or probe the scale sit apart below them."
         ),
     )
+    if results.reproduction:
+        add("reproduction", "Reproduction", reproduction_section(results),
+            intro=paragraphs("The papers' published numbers beside this run's on the same data: what reproduces, "
+                             "what differs and why, and what this run did not measure."))
     add("scale", "Scale and metrics", _scale(results))
     if results.gameability:
         add("gameability", "Gameability", _gameability(results),
@@ -468,6 +473,9 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> str:
             f'<li><a href="{esc(href)}" download>{esc(href)}</a>: leaderboard on '
             f"{esc(results.dataset_label(did))}</li>"
         )
+    if results.reproduction.get("rows"):
+        items.append(f'<li><a href="{REPRODUCTION_CSV}" download>{REPRODUCTION_CSV}</a>: published results beside '
+                     "this run's (Reproduction)</li>")
     for key, entry in results.statistics:
         if table_rows(entry):
             href = paths.statistic_csv(key)

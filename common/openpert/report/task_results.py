@@ -220,6 +220,12 @@ class TaskResults:
         return self._list("dynamic_range")
 
     @property
+    def reproduction(self) -> dict[str, Any]:
+        """The ``reproduction`` block (published results beside the run's); an empty dict when absent."""
+        value = self.data.get("reproduction")
+        return value if isinstance(value, dict) else {}
+
+    @property
     def scale(self) -> dict[str, Any]:
         """The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``."""
         value = self.data.get("scale")

@@ -27,6 +27,7 @@ from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
 from openpert.files import write_text_atomic, write_yaml_atomic
 from openpert.results.provenance import run_provenance
+from openpert.results.reproduction import collect_reproduction
 from openpert.results.scoring import (
     SCALE_SENTENCE,
     QCFlag,
@@ -336,13 +337,18 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     datasets_meta = []
     unreadable = []
     manifest = task_manifest(task.dir)
+    # Datasets this run's loaders made (not ready-made ones given with --input, such as the bundled
+    # test resources): only they were made from the public files the manifest names.
+    made_by = {r.dataset_id: r.component for r in records if r.stage == "dataset" and r.succeeded}
     for ds in plan["datasets"]:
         uns, problems = _dataset_uns(ds["files"])
         meta = {"dataset_id": ds["id"], **uns}
         meta["dataset_id"] = ds["id"]
-        sources = [source_file_entry(f) for f in manifest if f.read_by(ds["id"])]
-        if sources:
-            meta["source_files"] = sources
+        if ds["id"] in made_by:
+            meta["made_by"] = made_by[ds["id"]]
+            sources = [source_file_entry(f) for f in manifest if f.read_by(ds["id"])]
+            if sources:
+                meta["source_files"] = sources
         datasets_meta.append(meta)
         unreadable += [{"flag": "dataset_file_unreadable", "message": m, "dataset_id": ds["id"], "metric_id": None, "method_id": None}
                        for m in problems]
@@ -387,6 +393,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         "statistics": statistics,
     }
     results = _clean(results)
+    results.update(_clean(collect_reproduction(results, task.dir, outdir)))
     write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
     extra = run_task_analysis(task, outdir)
     if extra:

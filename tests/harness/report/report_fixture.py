@@ -313,6 +313,7 @@ def build_results(
                 "dataset_url": "https://gwps.wi.mit.edu/",
                 "dataset_organism": "homo_sapiens",
                 "dataset_license": "CC BY 4.0",
+                "made_by": "perturbqa",
                 "source_files": SOURCE_FILES if did == "k562" else [],
             }
             for did, name, _ in DATASETS

@@ -1,0 +1,339 @@
+"""A task page's Reproduction section: the papers' published numbers beside the benchmark's own.
+
+Reads ``results.json``'s ``reproduction`` (``openpert.results.reproduction`` writes it; the format
+is in ``docs/results_json.md``). Rows are first turned into view models of plain strings
+(:func:`reproduction_view`), then into escaped HTML: what reproduces and what does not is told by
+a badge per row and a count per status above the tables.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from openpert.report.formatting import MISSING, format_count, format_number
+from openpert.report.markdown import render_inline
+from openpert.report.markup import badge, doi_link, esc, simple_table
+from openpert.report.task_results import TaskResults
+
+#: Status -> (badge text, badge kind, how the summary line counts it).
+STATUS_BADGES = {
+    "reproduced": ("reproduced", "ok", "reproduced"),
+    "differs": ("differs", "failed", "differ"),
+    "not_run": ("not run here", "", "not run here"),
+    "reported": ("reported", "warn", "reported only"),
+}
+#: File name of the section's table in a task's site folder.
+REPRODUCTION_CSV = "reproduction.csv"
+_CSV_FIELDS = ("source_id", "published_dataset", "dataset_id", "published_method", "method_id", "published_metric",
+               "metric_id", "published", "spread", "tolerance", "measured", "ci_low", "ci_high", "difference",
+               "within_spread", "within_ci", "status", "reason", "note", "method_differences")
+
+
+@dataclass(frozen=True)
+class RowView:
+    """One compared row of a Reproduction table, every cell as text (escaped when rendered)."""
+
+    dataset: str
+    our_dataset: str
+    method: str
+    our_method: str
+    metric: str
+    our_metric: str
+    published: str
+    measured: str
+    difference: str
+    within_spread: str
+    status: str
+    status_text: str
+    status_kind: str
+    explanation: str
+    items: str
+    sort_difference: str
+    see_method: bool
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """Published values of one method that were not compared, for one reason: shown together."""
+
+    method: str
+    our_method: str
+    reason: str
+    values: str
+    count: int
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """One source's heading facts, its compared rows, and the values not run here or only reported."""
+
+    id: str
+    label: str
+    citation: str
+    doi: str
+    where: str
+    spread: str
+    file: str
+    problem: str
+    metric: str
+    rows: tuple[RowView, ...]
+    not_run: tuple[GroupView, ...]
+    reported: tuple[GroupView, ...]
+    differences: tuple[tuple[str, str, str], ...]
+
+
+def _published(row: dict[str, Any]) -> str:
+    value = row.get("published")
+    if value is None:
+        return MISSING
+    text = _plain(value)
+    if row.get("spread") is not None:
+        text += f" ± {_plain(row['spread'])}"
+    if row.get("n_published"):
+        text += f" (n = {format_count(row['n_published'])})"
+    return text
+
+
+def _plain(value: Any) -> str:
+    """A published number as written: up to four decimals, without trailing zeros beyond two."""
+    x = float(value)
+    text = f"{x:.4f}".rstrip("0")
+    whole, _, frac = text.partition(".")
+    return f"{whole}.{frac.ljust(2, '0')}"
+
+
+def _measured(row: dict[str, Any]) -> str:
+    if row.get("measured") is None:
+        return MISSING
+    text = format_number(row["measured"], 3)
+    if row.get("ci_low") is not None and row.get("ci_high") is not None:
+        text += f" [{format_number(row['ci_low'], 3)}, {format_number(row['ci_high'], 3)}]"
+    if (row.get("n_seeds") or 0) > 1 and row.get("raw_sd") is not None:
+        text += f" (sd {format_number(row['raw_sd'], 2)} over {row['n_seeds']} seeds)"
+    return text
+
+
+def _difference(row: dict[str, Any]) -> str:
+    diff = row.get("difference")
+    if diff is None:
+        return MISSING
+    sign = "+" if diff > 0 else "−" if diff < 0 else ""
+    return f"{sign}{format_number(abs(diff), 2)}"
+
+
+def _within(row: dict[str, Any]) -> str:
+    within = row.get("within_spread")
+    if row.get("measured") is None:
+        return MISSING
+    if within is None:
+        tolerance = row.get("tolerance")
+        text = "no spread published" + (f" (tolerance ± {format_number(tolerance, 2)})" if tolerance else "")
+    else:
+        text = "yes" if within else "no"
+    ci = row.get("within_ci")
+    if ci is not None and not within:
+        text += "; inside our 95% CI" if ci else "; outside our 95% CI"
+    return text
+
+
+def _items(row: dict[str, Any]) -> str:
+    items = row.get("items")
+    if not isinstance(items, dict):
+        return ""
+    if not items.get("available"):
+        return str(items.get("reason") or "")
+    parts = [f"{format_count(items.get('n_within'))} of {format_count(items.get('n_matched'))} items agree"]
+    if items.get("max_abs_difference") is not None:
+        parts.append(f"largest difference {format_number(items['max_abs_difference'], 2)}")
+    for key, word in (("n_missing", "of the paper's items not scored here"), ("n_extra", "scored here only")):
+        if items.get(key):
+            listed = ", ".join(str(i) for i in items.get(key.replace("n_", "")) or [])
+            parts.append(f"{format_count(items[key])} {word} ({listed}{', ...' if items[key] > len(items.get(key.replace('n_', '')) or []) else ''})")
+    return "; ".join(parts)
+
+
+def _explanation(row: dict[str, Any]) -> str:
+    status = row.get("status")
+    if status == "differs":
+        return str(row.get("note") or ("" if row.get("method_differences") else "No cause declared yet."))
+    if status in ("not_run", "reported"):
+        return str(row.get("reason") or "")
+    return ""
+
+
+def _groups(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool) -> tuple[GroupView, ...]:
+    """Rows grouped by method and reason, their published values listed in order."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((str(r.get("published_method")), str(r.get("reason") or "")), []).append(r)
+    out = []
+    for (method, reason), members in groups.items():
+        method_id = members[0].get("method_id")
+        values = "; ".join(
+            f"{r.get('published_dataset')}{' ' + str(r.get('published_metric')) if with_metric else ''}: {_published(r)}"
+            for r in members)
+        out.append(GroupView(method=method, our_method=results.method_label(method_id) if method_id else "",
+                             reason=reason, values=values, count=len(members)))
+    return tuple(out)
+
+
+def _ours(published: Any, label: str) -> str:
+    """The benchmark's label beside a published name, when it says something more."""
+    return "" if not label or label.casefold() == str(published).casefold() else label
+
+
+def reproduction_view(results: TaskResults) -> list[SourceView]:
+    """The sources of ``results.json``'s ``reproduction`` with their rows, as text."""
+    section = results.reproduction
+    rows = [r for r in section.get("rows") or [] if isinstance(r, dict)]
+    out = []
+    for source in section.get("sources") or []:
+        if not isinstance(source, dict):
+            continue
+        own = [r for r in rows if r.get("source_id") == source.get("id")]
+        metrics = {str(r.get("published_metric")) for r in own}
+        one_metric = len(metrics) == 1
+        views = []
+        for r in own:
+            if r.get("status") not in ("reproduced", "differs"):
+                continue
+            text, kind, _ = STATUS_BADGES[str(r["status"])]
+            diff = r.get("difference")
+            views.append(RowView(
+                dataset=str(r.get("published_dataset")),
+                our_dataset=_ours(r.get("published_dataset"), results.dataset_label(r.get("dataset_id"))),
+                method=str(r.get("published_method")),
+                our_method=_ours(r.get("published_method"), results.method_label(r.get("method_id"))),
+                metric=str(r.get("published_metric")),
+                our_metric=_ours(r.get("published_metric"), results.metric_label(r.get("metric_id"))),
+                published=_published(r), measured=_measured(r), difference=_difference(r), within_spread=_within(r),
+                status=str(r["status"]), status_text=text, status_kind=kind, explanation=_explanation(r),
+                items=_items(r), sort_difference="" if diff is None else repr(abs(float(diff))),
+                see_method=r["status"] == "differs" and bool(r.get("method_differences")),
+            ))
+        differences: dict[str, tuple[str, str, str]] = {}
+        for r in own:
+            if r.get("status") in ("reproduced", "differs") and r.get("method_differences"):
+                method = str(r.get("published_method"))
+                differences.setdefault(method, (method, _ours(method, results.method_label(r.get("method_id"))),
+                                                str(r["method_differences"])))
+        file = source.get("file") or {}
+        out.append(SourceView(
+            id=str(source.get("id")), label=str(source.get("label") or source.get("id")),
+            citation=str(source.get("citation") or ""), doi=str(source.get("doi") or ""),
+            where=str(source.get("where") or ""), spread=str(source.get("spread") or ""),
+            file=" — ".join(x for x in (file.get("path"), file.get("source")) if x) if isinstance(file, dict) else "",
+            problem=str(source.get("problem") or ""), metric=next(iter(metrics)) if one_metric else "",
+            rows=tuple(views),
+            not_run=_groups([r for r in own if r.get("status") == "not_run"], results, not one_metric),
+            reported=_groups([r for r in own if r.get("status") == "reported"], results, not one_metric),
+            differences=tuple(differences.values()),
+        ))
+    return out
+
+
+def summary_line(results: TaskResults) -> str:
+    """What reproduces, in one sentence of counts (empty without rows)."""
+    section = results.reproduction
+    counts = section.get("counts") or {}
+    parts = [f"{format_count(counts.get(s) or 0)} {STATUS_BADGES[s][2]}" for s in STATUS_BADGES if counts.get(s)]
+    if not parts:
+        return ""
+    line = ", ".join(parts)
+    unexplained = section.get("unexplained_differences") or 0
+    if counts.get("differs"):
+        line += (f" ({format_count(unexplained)} of the differences without a declared cause)" if unexplained
+                 else " (every difference with its cause)")
+    return line + "."
+
+
+def _named(published: str, ours: str) -> str:
+    """A published name, and under it the benchmark's (escaped)."""
+    return esc(published) + (f"<br><small>→ {esc(ours)}</small>" if ours else "")
+
+
+def reproduction_section(results: TaskResults) -> str:
+    """The HTML of the Reproduction section."""
+    section = results.reproduction
+    parts = []
+    summary = summary_line(results)
+    if summary:
+        parts.append(f'<p class="lead-small"><strong>{esc(summary)}</strong></p>')
+    if section.get("description"):
+        parts.append(f"<p>{esc(section['description'])}</p>")
+    for i, source in enumerate(reproduction_view(results)):
+        parts.append(f"<h3>{esc(source.label)}</h3>")
+        facts = []
+        if source.citation:
+            facts.append(esc(source.citation) + (f" {doi_link(source.doi)}" if source.doi else ""))
+        if source.where:
+            facts.append(f"Where: {esc(source.where)}")
+        if source.spread:
+            facts.append(f"Spread: {esc(source.spread)}")
+        if source.file:
+            facts.append(f"File: <code>{esc(source.file)}</code>")
+        if facts:
+            parts.append('<ul class="source-facts">' + "".join(f"<li>{f}</li>" for f in facts) + "</ul>")
+        if source.problem:
+            parts.append(f'<p class="empty">{badge("not read", "warn")} {esc(source.problem)}</p>')
+        if source.rows:
+            parts.append(_compared_table(source, i))
+        if source.differences:
+            items = "".join(
+                f'<dt id="{_method_anchor(i, k)}">{_named(method, ours)}</dt><dd class="md">{render_inline(text)}</dd>'
+                for k, (method, ours, text) in enumerate(source.differences))
+            parts.append(f"<h4>How the benchmark's methods differ from the published ones</h4>"
+                         f'<dl class="facts method-differences">{items}</dl>')
+        for groups, title, kind in ((source.not_run, "Not run here", "not-run"), (source.reported, "Reported only", "reported")):
+            if groups:
+                rows = [[_named(g.method, g.our_method), (esc(format_count(g.count)), str(g.count)), esc(g.values),
+                         f'<span class="reason">{render_inline(g.reason) or esc(MISSING)}</span>'] for g in groups]
+                parts.append(simple_table(
+                    f"{source.label}: {title.lower()} ({sum(g.count for g in groups)} values)",
+                    ["Method", "Values", "Published", "Reason"], rows, table_id=f"table-reproduction-{i}-{kind}",
+                    numeric=[False, True, False, False]))
+    return "".join(parts)
+
+
+def _method_anchor(source_index: int, method_index: int) -> str:
+    return f"reproduction-{source_index}-method-{method_index}"
+
+
+def _compared_table(source: SourceView, index: int) -> str:
+    metric_column = not source.metric
+    anchors = {method: _method_anchor(index, k) for k, (method, _, _) in enumerate(source.differences)}
+    rows = []
+    for r in source.rows:
+        explanation = render_inline(r.explanation) if r.explanation else ""
+        if r.see_method and r.method in anchors:
+            link = f'<a href="#{anchors[r.method]}">how {esc(r.our_method or r.method)} differs</a>'
+            explanation += (" " if explanation else "") + f"See {link}."
+        if r.items:
+            explanation += f'<span class="reason detail">{esc(r.items)}</span>'
+        cells = [_named(r.dataset, r.our_dataset), _named(r.method, r.our_method)]
+        if metric_column:
+            cells.append(_named(r.metric, r.our_metric))
+        cells += [esc(r.published), esc(r.measured), (esc(r.difference), r.sort_difference), esc(r.within_spread),
+                  (badge(r.status_text, r.status_kind), r.status),
+                  f'<span class="reason">{explanation}</span>' if explanation else esc(MISSING)]
+        rows.append(cells)
+    header = ["Dataset", "Method", *(["Metric"] if metric_column else []), "Published", "Measured [95% CI]", "Difference",
+              "Within spread", "Status", "Cause of a difference"]
+    numeric = [False, False, *([False] if metric_column else []), True, True, True, False, False, False]
+    what = f" ({source.metric})" if source.metric else ""
+    return simple_table(f"{source.label}: published and measured{what} ({len(rows)})", header, rows,
+                        table_id=f"table-reproduction-{index}", numeric=numeric)
+
+
+def reproduction_csv(results: TaskResults) -> str:
+    """The section's rows as CSV (the published and measured numbers at full precision)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(_CSV_FIELDS), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in results.reproduction.get("rows") or []:
+        if isinstance(row, dict):
+            writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in _CSV_FIELDS})
+    return buf.getvalue()
