@@ -273,17 +273,23 @@ def _selected(adata: ad.AnnData, obs_filter: Sequence[str] | None, path: str) ->
     return adata[select_cells(adata.obs, obs_filter, path=path)].copy()
 
 
+def _parsed(obs: pd.DataFrame, column: str, path: str, *, sep: str = "+") -> list:
+    """The targets of each cell's ``obs[column]``; one error naming the file and column for a bad value."""
+    targets = []
+    for value in obs[column].astype(str):
+        try:
+            targets.append(parse_condition(value, sep=sep))
+        except ValueError as err:
+            raise ValueError(f"{path}: obs[{column!r}]: {err}") from None
+    return targets
+
+
 def _gears(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None) -> ad.AnnData:
     if "condition" not in adata.obs.columns:
         raise ValueError(f"{path}: GEARS format needs obs['condition'] ('ctrl', 'A+ctrl', 'A+B'); "
                          f"found obs columns {list(adata.obs.columns)}")
     adata = _selected(adata, obs_filter, path)
-    conditions = []
-    for value in adata.obs["condition"].astype(str):
-        try:
-            conditions.append(condition_name(parse_condition(value)))
-        except ValueError as err:
-            raise ValueError(f"{path}: obs['condition']: {err}") from None
+    conditions = [condition_name(t) for t in _parsed(adata.obs, "condition", path)]
     return _standardise(adata, conditions, path=path, normalise=is_count_matrix(adata.X), layout="gears", obs_filter=obs_filter)
 
 
@@ -293,12 +299,7 @@ def _scperturb(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None
                          f"found obs columns {list(adata.obs.columns)}")
     adata = _selected(adata, obs_filter, path)
     raw = adata.obs["perturbation"].astype(str).to_numpy()
-    targets = []
-    for value in raw:
-        try:
-            targets.append(parse_condition(value, sep="_"))
-        except ValueError as err:
-            raise ValueError(f"{path}: obs['perturbation']: {err}") from None
+    targets = _parsed(adata.obs, "perturbation", path, sep="_")
     if "nperts" in adata.obs.columns:
         nperts = pd.to_numeric(adata.obs["nperts"], errors="coerce").to_numpy()
         counts = np.array([len(t) for t in targets])
@@ -326,12 +327,7 @@ def _perturbench(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | No
         raise ValueError(f"{path}: the cells{selected} come from more than one screen or context "
                          f"({'; '.join(f'obs[{c!r}]: {v}' for c, v in mixed.items())}); a pseudobulk must not pool them: "
                          f"select one with an obs filter, e.g. {column}={example}")
-    conditions = []
-    for value in adata.obs["condition"].astype(str):
-        try:
-            conditions.append(condition_name(parse_condition(value)))
-        except ValueError as err:
-            raise ValueError(f"{path}: obs['condition']: {err}") from None
+    conditions = [condition_name(t) for t in _parsed(adata.obs, "condition", path)]
     if CONTROL not in conditions:
         raise ValueError(f"{path}: no control cells (obs['condition'] == 'control') among the cells{selected}")
     return _standardise(adata, conditions, path=path, normalise=is_count_matrix(adata.X), layout="perturbench",
