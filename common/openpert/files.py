@@ -104,3 +104,12 @@ def copy_head_and_tail(source: str | os.PathLike, dest, *, head: int, tail: int)
         src.seek(size - tail)
         dest.write(src.read(tail))
         return left_out
+
+
+def format_bytes(n: float) -> str:
+    """``5.3 GB``, ``12 kB``: sizes in messages, in powers of 1024 as the harness's "MB" of memory limits."""
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit in ("bytes", "kB") or n >= 10 else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB" if n < 10 else f"{n:,.0f} TB"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from openpert.files import copy_head_and_tail, read_tail
+from openpert.files import copy_head_and_tail, format_bytes, read_tail
 
 
 def test_read_tail_reads_the_end_only(tmp_path):
@@ -31,3 +31,8 @@ def test_a_short_file_is_copied_whole(tmp_path):
     path.write_bytes(b"0123456789")
     out = io.BytesIO()
     assert copy_head_and_tail(path, out, head=6, tail=4) == 0 and out.getvalue() == b"0123456789"
+
+
+def test_sizes_read_as_the_harness_says_mb():
+    assert [format_bytes(n) for n in (512, 2048, 64 * 2**20, 5.3 * 2**30, 3.5 * 2**40)] == \
+        ["512 bytes", "2 kB", "64 MB", "5.3 GB", "3.5 TB"]

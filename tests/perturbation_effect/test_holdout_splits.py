@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import xml.etree.ElementTree as ET
-import zipfile
-
 import numpy as np
 import pandas as pd
 import pytest
 from perturbation_effect_lib import holdout_splits as splits
-from perturbation_effect_lib import pseudobulk
+from perturbation_effect_lib import pseudobulk, xlsx_tables
 from project_paths import SHARED_DATA
 
 needs_data = pytest.mark.skipif(not (SHARED_DATA / "knowledge_graphs").is_dir(),
@@ -80,34 +76,6 @@ def test_double_split_trains_on_singles_and_half_of_the_combinations():
         splits.double_split(singles + combos[:3])
 
 
-def _xlsx_sheet(path, sheet: str) -> pd.DataFrame:
-    """One sheet of an xlsx file as a table of strings (inline and shared strings, numbers as written)."""
-    ns = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
-          "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships"}
-    with zipfile.ZipFile(path) as zf:
-        workbook = ET.fromstring(zf.read("xl/workbook.xml"))
-        rid = next(s.get(f"{{{ns['r']}}}id") for s in workbook.iter(f"{{{ns['m']}}}sheet") if s.get("name") == sheet)
-        rels = ET.fromstring(zf.read("xl/_rels/workbook.xml.rels"))
-        target = next(r.get("Target") for r in rels if r.get("Id") == rid)
-        shared = []
-        if "xl/sharedStrings.xml" in zf.namelist():
-            shared = ["".join(t.text or "" for t in si.iter(f"{{{ns['m']}}}t"))
-                      for si in ET.fromstring(zf.read("xl/sharedStrings.xml"))]
-        rows = []
-        for row in ET.fromstring(zf.read("xl/" + target.lstrip("/").removeprefix("xl/"))).iter(f"{{{ns['m']}}}row"):
-            cells = {}
-            for c in row:
-                column = re.match(r"[A-Z]+", c.get("r")).group()
-                kind, v = c.get("t"), c.find("m:v", ns)
-                if kind == "inlineStr":
-                    cells[column] = "".join(t.text or "" for t in c.iter(f"{{{ns['m']}}}t"))
-                elif v is not None:
-                    cells[column] = shared[int(v.text)] if kind == "s" else v.text
-            rows.append(cells)
-    header = rows[0]
-    return pd.DataFrame([{header[k]: r.get(k) for k in header} for r in rows[1:]])
-
-
 @needs_published
 def test_splits_hold_out_what_the_paper_held_out():
     """Seed for seed, the perturbations the paper scored as test and val (its supplementary tables).
@@ -115,14 +83,14 @@ def test_splits_hold_out_what_the_paper_held_out():
     The perturbations of each screen are those of its dataset overview (after GEARS's filter of
     genes outside its perturbation graph); the held-out labels those of its figures' source data.
     """
-    overview = _xlsx_sheet(PUBLISHED / "suppl-dataset_overview.xlsx", "Panel B")
+    overview = xlsx_tables.read_sheet(PUBLISHED / "suppl-dataset_overview.xlsx", "Panel B")
     # Named as in the paper's files: the scFoundation release of Norman et al.'s screen, which the
     # paper split, writes some combinations unsorted ("CEBPE+CEBPB"), and the draw sorts names as written.
     universe = {name: [splits_key(p) for p in group["pert"].unique() if p != "ctrl"] for name, group in overview.groupby("dataset")}
     checked = 0
     for table, setting, seeds in (("single_perturbation_prediction.xlsx", "simulation", (1, 2)),
                                   ("perturbation_prediction.xlsx", "double", (1, 2, 3, 4, 5))):
-        scored = _xlsx_sheet(PUBLISHED / table, "Panel A")
+        scored = xlsx_tables.read_sheet(PUBLISHED / table, "Panel A")
         for (name, seed), group in scored.groupby(["dataset_name", "seed"]):
             assert int(seed) in seeds
             if setting == "simulation":

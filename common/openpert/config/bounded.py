@@ -33,8 +33,8 @@ from typing import Any
 
 import pandas as pd
 
-from openpert.config.declared import format_bytes
 from openpert.config.formats import IN_PROCESS_BYTES, FileFormat, FormatError, MatchRule, compared_attribute
+from openpert.files import format_bytes
 
 #: Longest a bounded read may take (s).
 TIMEOUT_S = 1800

@@ -35,6 +35,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from openpert.files import format_bytes
+
 #: Bytes counted for each string element once read: a pointer and a Python ``str`` (49 bytes empty).
 STRING_BYTES = 56
 #: Most objects (links) an HDF5 file may hold: each costs a visit before reading.
@@ -116,15 +118,6 @@ class Declared:
         if any(i is None for i in inflations):
             return nbytes, None
         return nbytes, 2 * nbytes + max(inflations, default=0)
-
-
-def format_bytes(n: float) -> str:
-    """``5.3 GB``, ``12 kB``: sizes in messages, in powers of 1024 as the harness's "MB" of memory limits."""
-    for unit in ("bytes", "kB", "MB", "GB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit in ("bytes", "kB") or n >= 10 else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB" if n < 10 else f"{n:,.0f} TB"
 
 
 def declared_size(path: str | os.PathLike, ftype: str) -> Declared:

@@ -63,7 +63,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from openpert.config.declared import Declared, RefusedFile, declared_size, format_bytes
+from openpert.config.declared import Declared, RefusedFile, declared_size
+from openpert.files import format_bytes
 
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
 SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long")

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from openpert.config.task import Task, discover_tasks
 from openpert.config.viash import ConfigError, find_project_root
-from openpert.data.fetching import fetch, format_size, sources_from_environment, verify
+from openpert.data.fetching import fetch, sources_from_environment, verify
 from openpert.data.manifest import DataFile, merge_manifests, task_manifest
 from openpert.data.store import DataStore, default_store_dir
 from openpert.engines.plan import dataset_entries
+from openpert.files import format_bytes
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +100,7 @@ def run(ns: argparse.Namespace) -> int:
     sources = sources_from_environment(root, mirror=ns.mirror, offline=ns.offline or None, timeout=ns.timeout)
     missing = [f for f, s in verify(files, store, rehash=False) if s.state != "ok"]
     print(f"{len(files)} file(s) for {', '.join(t for t in sorted({t for r in readers.values() for t in r}))}; "
-          f"{len(missing)} to fetch ({format_size(sum(f.size or 0 for f in missing))}"
+          f"{len(missing)} to fetch ({format_bytes(sum(f.size or 0 for f in missing))}"
           f"{', some of unknown size' if any(f.size is None for f in missing) else ''}) into {store.root} from "
           f"{sources.describe()}", file=sys.stderr)
     for line in _licence_summary(files):
@@ -134,10 +135,10 @@ def _list(files: list[DataFile], readers: dict[str, list[str]], store: DataStore
         marks = [] if r["pinned"] else ["unpinned"]
         if r["non_commercial"]:
             marks.append("non-commercial")
-        print(f"{r['path']:<{width}}  {format_size(r['size']):>10}  {r['in_store']:<8}  {r['license']}"
+        print(f"{r['path']:<{width}}  {format_bytes(r['size']) if r['size'] is not None else 'unknown':>10}  {r['in_store']:<8}  {r['license']}"
               + (f"  [{', '.join(marks)}]" if marks else ""))
     known = sum(r["size"] or 0 for r in rows)
-    print(f"{len(rows)} file(s), {known / 1e6:.1f} MB known"
+    print(f"{len(rows)} file(s), {format_bytes(known)} known"
           + (f", {sum(r['size'] is None for r in rows)} of unknown size (unpinned)" if any(r["size"] is None for r in rows) else "")
           + f"; store: {store.root}")
     for line in _licence_summary(files):

@@ -25,6 +25,7 @@ from typing import IO
 from openpert.data.manifest import DataFile, Download
 from openpert.data.store import ChecksumError, DataStore, FileState
 from openpert.data.transfer import TransferError, join_location, local_source, transfer
+from openpert.files import format_bytes
 
 
 class FetchError(Exception):
@@ -109,31 +110,20 @@ class ByteProgress:
         with self._lock:
             self._done_files += 1
             if self.stream is not None and not self.stream.isatty() and outcome.action != "present":
-                self.stream.write(f"  {outcome.action} {outcome.path} ({format_size(outcome.bytes)}) from {outcome.origin}\n")
+                self.stream.write(f"  {outcome.action} {outcome.path} ({format_bytes(outcome.bytes)}) from {outcome.origin}\n")
                 self.stream.flush()
 
     def line(self) -> str:
         """``fetching 12.1 MB of 60.3 MB (20%), 4.0 MB/s, 3 of 40 files``."""
         rate = self._done_bytes / max(time.perf_counter() - self._start, 1e-6)
-        of = f" of {format_size(self.total)} ({100 * self._done_bytes / self.total:.0f}%)" if self.total else ""
-        return f"fetching {format_size(self._done_bytes)}{of}, {format_size(rate)}/s, {self._done_files} of {self.files} files"
+        of = f" of {format_bytes(self.total)} ({100 * self._done_bytes / self.total:.0f}%)" if self.total else ""
+        return f"fetching {format_bytes(self._done_bytes)}{of}, {format_bytes(rate)}/s, {self._done_files} of {self.files} files"
 
     def close(self) -> None:
         """End the progress line."""
         if self.stream is not None and self.stream.isatty():
             self.stream.write("\r" + self.line() + "\n")
             self.stream.flush()
-
-
-def format_size(n: float | None) -> str:
-    """Bytes as ``812 B``, ``3.2 MB``...; ``size unknown`` for ``None``."""
-    if n is None:
-        return "size unknown"
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} GB"
 
 
 class _Fetcher:

@@ -20,12 +20,11 @@ import numpy as np
 import pandas as pd
 
 from openpert import __version__
-from openpert.config.declared import format_bytes
 from openpert.config.formats import IN_PROCESS_BYTES, declared_of
 from openpert.config.task import Task
 from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
-from openpert.files import write_text_atomic, write_yaml_atomic
+from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
 from openpert.results.scoring import (

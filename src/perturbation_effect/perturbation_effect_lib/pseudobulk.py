@@ -267,7 +267,15 @@ def detect_layout(obs: pd.DataFrame, *, path: str | Path) -> str:
                      f"'perturbation' (scPerturb); found {sorted(obs.columns)}")
 
 
-def _selected(adata: ad.AnnData, obs_filter: Sequence[str] | None, path: str) -> ad.AnnData:
+def _selected(adata: ad.AnnData, obs_filter: Sequence[str] | None, path: str, *, needs: tuple[str, str, str]) -> ad.AnnData:
+    """The cells the obs filter keeps, of a file that has the layout's perturbation column.
+
+    ``needs`` is ``(column, layout, its values)``, for the error when the column is missing.
+    """
+    column, layout, values = needs
+    if column not in adata.obs.columns:
+        raise ValueError(f"{path}: {layout} format needs obs[{column!r}] ({values}); "
+                         f"found obs columns {list(adata.obs.columns)}")
     if not parse_obs_filter(obs_filter):
         return adata
     return adata[select_cells(adata.obs, obs_filter, path=path)].copy()
@@ -285,19 +293,13 @@ def _parsed(obs: pd.DataFrame, column: str, path: str, *, sep: str = "+") -> lis
 
 
 def _gears(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None) -> ad.AnnData:
-    if "condition" not in adata.obs.columns:
-        raise ValueError(f"{path}: GEARS format needs obs['condition'] ('ctrl', 'A+ctrl', 'A+B'); "
-                         f"found obs columns {list(adata.obs.columns)}")
-    adata = _selected(adata, obs_filter, path)
+    adata = _selected(adata, obs_filter, path, needs=("condition", "GEARS", "'ctrl', 'A+ctrl', 'A+B'"))
     conditions = [condition_name(t) for t in _parsed(adata.obs, "condition", path)]
     return _standardise(adata, conditions, path=path, normalise=is_count_matrix(adata.X), layout="gears", obs_filter=obs_filter)
 
 
 def _scperturb(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None) -> ad.AnnData:
-    if "perturbation" not in adata.obs.columns:
-        raise ValueError(f"{path}: scPerturb format needs obs['perturbation'] ('control', 'A', 'A_B'); "
-                         f"found obs columns {list(adata.obs.columns)}")
-    adata = _selected(adata, obs_filter, path)
+    adata = _selected(adata, obs_filter, path, needs=("perturbation", "scPerturb", "'control', 'A', 'A_B'"))
     raw = adata.obs["perturbation"].astype(str).to_numpy()
     targets = _parsed(adata.obs, "perturbation", path, sep="_")
     if "nperts" in adata.obs.columns:
@@ -313,10 +315,7 @@ def _scperturb(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None
 
 
 def _perturbench(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None) -> ad.AnnData:
-    if "condition" not in adata.obs.columns:
-        raise ValueError(f"{path}: PerturBench format needs obs['condition'] ('control', 'A', 'A+B'); "
-                         f"found obs columns {list(adata.obs.columns)}")
-    adata = _selected(adata, obs_filter, path)
+    adata = _selected(adata, obs_filter, path, needs=("condition", "PerturBench", "'control', 'A', 'A+B'"))
     selected = f" selected by obs filter {_describe(obs_filter)}" if parse_obs_filter(obs_filter) else ""
     mixed = {c: _some(adata.obs[c]) for c in PERTURBENCH_CONTEXT
              if c in adata.obs.columns and len(pd.unique(adata.obs[c].astype(str))) > 1}
