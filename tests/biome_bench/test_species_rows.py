@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import pytest
 from biome_bench_lib.species_rows import task_b_rows
 
-from openpert.config.project import shared_data_dir
 from openpert.data.manifest import task_manifest
-from openpert.data.store import default_store_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,17 +48,3 @@ def test_the_manifest_derives_the_shared_file_with_this_function():
     entry = _manifest_entry()
     assert entry.derive.function == "biome_bench_lib.species_rows:task_b_rows"
     assert entry.derive.args == {"species": ["hsa", "mmu"]}
-
-
-@pytest.mark.skipif(not (default_store_dir() / _manifest_entry().derive.sources[0][1].path).is_file(),
-                    reason="needs the original TASK-B.jsonl in the data store ($OPENPERT_DATA; `openpert data fetch --task biome_bench` "
-                           "where GitHub is reachable)")
-def test_the_real_original_gives_the_shared_file_byte_for_byte(tmp_path):
-    entry = _manifest_entry()
-    (name, original), = entry.derive.sources
-    task_b_rows({name: default_store_dir() / original.path}, tmp_path / "out.jsonl", **entry.derive.args)
-    data = (tmp_path / "out.jsonl").read_bytes()
-    assert (hashlib.sha256(data).hexdigest(), len(data)) == (entry.sha256, entry.size)
-    shared = shared_data_dir(ROOT) / entry.path
-    if shared.is_file():
-        assert data == shared.read_bytes()

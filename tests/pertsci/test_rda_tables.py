@@ -12,10 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from project_paths import SHARED_DATA
 
-from openpert.data.store import default_store_dir
-from openpert.files import hash_file
 from pertsci.rda_tables import RDataError, dorothea_regulons, format_r_double, perturbplan_baseline
 
 HAS_RSCRIPT = shutil.which("Rscript") is not None
@@ -251,59 +248,3 @@ def test_missing_original_names_the_file(tmp_path):
 def test_sources_must_name_the_rda(tmp_path):
     with pytest.raises(ValueError, match=r"sources must be \{'rda'"):
         perturbplan_baseline({"original": tmp_path / "x.rda"}, tmp_path / "out.tsv")
-
-
-# --- the real originals and the shared files derived from them --------------------------------------
-
-# (store path of the original, its sha256, shared file, its sha256, function, arguments): the
-# manifest entries' `derive` of these files.
-REAL = [
-    pytest.param("originals/saezlab_dorothea/data/dorothea_hs.rda",
-                 "fd7512dd18f0efcf01be210b652472bf750d70da5c91af12dab455919033f9b0",
-                 "knowledge_graphs/dorothea_hs_ABC.tsv",
-                 "53a1f1ace54046a26dfbcf39d304fb426f0793a35d3ac084d22eb0adf4b5abbf",
-                 dorothea_regulons, {"confidence": ["A", "B", "C"]}, id="dorothea_hs_ABC", marks=pytest.mark.slow),
-    pytest.param("originals/Katsevich-Lab_perturbplan/data/K562_Gasperini.rda",
-                 "d9803accac80d6cc92fe95de96e666b049293a209722715cfd8f814d558ab713",
-                 "basal_expression/singlecell_baseline_K562_Gasperini.tsv",
-                 "2b357770a695490f9246a3f24f3ec3fe77293dc89dac6214511464069b80921b",
-                 perturbplan_baseline, {}, id="K562_Gasperini"),
-    pytest.param("originals/Katsevich-Lab_perturbplan/data/K562_10x.rda",
-                 "5dfb1cdd5765e6dedee73e38cce389e8fccb671ee659953b52f9db8191a40516",
-                 "basal_expression/singlecell_baseline_K562_10x.tsv",
-                 "894054e69c69cfd34fcba3137de15cc26e8348594d5c77c7529bedb3991ae0d6",
-                 perturbplan_baseline, {}, id="K562_10x"),
-    pytest.param("originals/Katsevich-Lab_perturbplan/data/T_CD8_Shifrut.rda",
-                 "0e5e58dc44a18b71dad158d79604034304f9e2b57af4f36d7c82a42897e23373",
-                 "basal_expression/singlecell_baseline_T_CD8_Shifrut.tsv",
-                 "f33dc2662ea2610517603d30913dca7a330bdacc3896bbf15304d0d3b9000a61",
-                 perturbplan_baseline, {}, id="T_CD8_Shifrut"),
-    pytest.param("originals/Katsevich-Lab_perturbplan/data/THP1_Yao.rda",
-                 "cd353bb43429be6a98b7edfd5c289fc126038295259f1032490d3edd70de4069",
-                 "basal_expression/singlecell_baseline_THP1_Yao.tsv",
-                 "0ae537cca387f3e71b55539b936a748864ee66fd1f821af18bb6de330600d759",
-                 perturbplan_baseline, {}, id="THP1_Yao"),
-]
-
-
-@pytest.mark.parametrize(("original_path", "original_sha256", "shared_path", "shared_sha256", "function", "args"), REAL)
-def test_real_original_derives_the_shared_file(tmp_path, original_path, original_sha256, shared_path, shared_sha256, function, args):
-    """The derivation from the public original gives the shared file byte for byte (runs where the store holds the original)."""
-    store = default_store_dir()
-    original = store / original_path
-    shared = SHARED_DATA / shared_path
-    if not original.is_file():
-        pytest.skip(f"the original {original_path} is not in the data store {store} (set OPENPERT_DATA to a store that holds it)")
-    if not shared.is_file():
-        pytest.skip(f"the shared file {shared_path} is not in {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
-    assert hash_file(original) == original_sha256, f"{original}: not the pinned original"
-    assert hash_file(shared) == shared_sha256, f"{shared}: not the file the manifest pins"
-    out = tmp_path / Path(shared_path).name
-    function({"rda": original}, out, **args)
-    if out.read_bytes() != shared.read_bytes():
-        got, want = out.read_text().splitlines(), shared.read_text().splitlines()
-        first = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
-        pytest.fail(f"{out.name}: {len(got)} lines derived, {len(want)} shared; first difference at line {first + 1}: "
-                    f"{got[first] if first < len(got) else '<end>'!r} != {want[first] if first < len(want) else '<end>'!r}")
-    assert hash_file(out) == shared_sha256
-
