@@ -33,7 +33,7 @@ def responder(request: dict) -> list[str]:
     return WRONG(request) if stub.kind(prompt) == "no_retrieval" else PAPER(request)
 
 
-def test_benchmark_flags_unreadable_answers_and_shows_them(tmp_path, monkeypatch):
+def test_benchmark_flags_unreadable_answers_and_shows_them(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("OPENPERT_LLM_CACHE", str(tmp_path / "llm_cache"))
     out, site = tmp_path / "results", tmp_path / "site"
@@ -44,6 +44,7 @@ def test_benchmark_flags_unreadable_answers_and_shows_them(tmp_path, monkeypatch
                      "--methods", "llm_no_cot", "llm_no_retrieval", "--controls", "ground_truth", "--metrics", "auroc",
                      "-o", str(out), "--sandbox", "off", "-j", "2", "--quiet"])
     assert code == 0
+    printed = capsys.readouterr().out
     results = json.loads((out / "perturbqa" / "results.json").read_text())
     assert results["failures"] == []
     usage = {r["method_id"]: r for r in results["llm_usage"]}
@@ -63,12 +64,16 @@ def test_benchmark_flags_unreadable_answers_and_shows_them(tmp_path, monkeypatch
     flags = [q for q in results["qc"] if q["flag"] == "llm_abstentions"]
     assert [(q["method_id"], q["dataset_id"]) for q in flags] == [("llm_no_retrieval", "k562_dir")]
     message = flags[0]["message"]
+    # The terminal summary says it under the tables.
+    assert f"QC llm_abstentions: {message}" in printed and message.count(f"{wrong['samples']} of {wrong['samples']} answers") == 1
     assert "llm_no_retrieval on k562_dir" in message and "(100.0%)" in message and "mostly the fallback's" in message
 
     assert main(["report", str(out / "perturbqa"), "-o", str(site)]) == 0
     page = (site / "perturbqa" / "index.html").read_text()
     assert 'id="table-llm-usage"' in page and 'id="table-qc"' in page
     assert "llm_abstentions" in page and "llm_no_retrieval on k562_dir" in page
-    # The mark beside the method on the dataset's leaderboard, once (No CoT is not marked).
-    assert page.count('class="tag tag-abstains" title="llm_no_retrieval on k562_dir') == 2
-    assert ">score mostly fallback</span>" in page
+    # Marked beside the method in the overview, on the dataset's leaderboard and in the usage table; No CoT nowhere.
+    assert page.count('class="tag tag-abstains" title="llm_no_retrieval on k562_dir') == 3
+    assert page.count('class="tag tag-abstains"') == 3
+    for mark in (">abstains on 1 dataset</span>", ">score mostly fallback</span>", ">flagged</span>"):
+        assert page.count(mark) == 1, mark
