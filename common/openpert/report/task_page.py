@@ -116,7 +116,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
                              "samples, answers without a usable label (abstained or unparseable) and questions "
                              "scored by the task's fallback instead of the model's answer, requests, retries, "
                              "cache hits and the tokens the model server reported. An abstention rate above "
-                             f"{format_number(threshold, 2) if threshold is not None else 'the threshold'} is a "
+                             f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'} is a "
                              "quality-control flag, marked beside the method on the dataset's leaderboard: its "
                              "score there is partly, or mostly, the fallback's."))
     add("resources", "Resource use", _resources(results))
