@@ -398,10 +398,12 @@ def _qc(results: TaskResults) -> str:
 def _llm_usage(results: TaskResults) -> str:
     rows = []
     for r in results.llm_usage:
-        flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None)
+        judge = r.get("stage") == "metric"
+        flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
+                                       "llm_judge_abstentions" if judge else "llm_abstentions")
         rate = r.get("abstention_rate")
         shown_rate = MISSING if rate is None else f"{100 * float(rate):.1f}%"
-        if flag is not None and r.get("stage") == "method":
+        if flag is not None:
             shown_rate = f'{esc(shown_rate)} <span class="tag tag-abstains" title="{esc(flag.get("message"))}">flagged</span>'
         else:
             shown_rate = esc(shown_rate)

@@ -82,7 +82,10 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
 
 
 def abstention_flags(rows: Sequence[dict[str, Any]], threshold: float = ABSTENTION_THRESHOLD) -> list[QCFlag]:
-    """An ``llm_abstentions`` QC flag per usage row whose abstention rate exceeds ``threshold``.
+    """A QC flag per usage row whose abstention rate exceeds ``threshold``.
+
+    ``llm_abstentions`` for a method's own answers, ``llm_judge_abstentions`` for a judge metric's
+    gradings of a method's outputs.
 
     The message names the component, the method and the dataset, gives the rate and the
     questions scored by the fallback, and says when the score is mostly the fallback's
@@ -105,5 +108,7 @@ def abstention_flags(rows: Sequence[dict[str, Any]], threshold: float = ABSTENTI
                        f"questions ({fallback:.1%}) were scored by the task's fallback instead of the model's answer")
             if fallback > MOSTLY_FALLBACK:
                 message += "; its score is mostly the fallback's, not the model's"
-        flags.append(QCFlag("llm_abstentions", message, dataset_id=row["dataset_id"], method_id=row["method_id"] or None))
+        # A judge's unreadable gradings are the judge's problem, not the judged method's: another flag.
+        name = "llm_judge_abstentions" if row["stage"] == "metric" else "llm_abstentions"
+        flags.append(QCFlag(name, message, dataset_id=row["dataset_id"], method_id=row["method_id"] or None))
     return flags

@@ -69,4 +69,5 @@ def test_flags_above_the_threshold_only_and_say_when_the_score_is_the_fallbacks(
     assert "its score is mostly the fallback's" in most.message
     (judge,) = abstention_flags([row("metric", abstentions=20, fallbacks=20, questions=30)])
     assert judge.message.startswith("The judge judge on summer's outputs, dataset k562_dir: 20 of 30 answers")
+    assert judge.flag == "llm_judge_abstentions" and judge.method_id == "summer"
     assert abstention_flags([{**row(), "samples": 0, "abstention_rate": None}]) == []
