@@ -16,6 +16,7 @@ from openpert.report.formatting import (
 )
 from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
+from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.markup import (
     badge,
@@ -111,7 +112,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
     add("qc", "Quality-control flags", _qc(results))
     if results.llm_usage:
         threshold = results.data.get("llm_abstention_threshold")
-        add("llm-usage", "Language-model use", _llm_usage(results),
+        add("llm-usage", "Language-model use", llm_usage_table(results, results.llm_usage, "table-llm-usage"),
             intro=paragraphs("What each language-model component asked and got back on each dataset: questions, "
                              "samples, answers without a usable label (abstained or unparseable) and questions "
                              "scored by the task's fallback instead of the model's answer, requests, retries, "
@@ -393,46 +394,6 @@ def _qc(results: TaskResults) -> str:
         rows,
         table_id="table-qc",
     )
-
-
-def _llm_usage(results: TaskResults) -> str:
-    rows = []
-    for r in results.llm_usage:
-        judge = r.get("stage") == "metric"
-        flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
-                                       "llm_judge_abstentions" if judge else "llm_abstentions")
-        rate = r.get("abstention_rate")
-        shown_rate = MISSING if rate is None else f"{100 * float(rate):.1f}%"
-        if flag is not None:
-            shown_rate = f'{esc(shown_rate)} <span class="tag tag-abstains" title="{esc(flag.get("message"))}">flagged</span>'
-        else:
-            shown_rate = esc(shown_rate)
-        unmetered = r.get("unmetered") or 0
-        rows.append(
-            [
-                label_span(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING,
-                label_span(results.dataset_label(r.get("dataset_id"))),
-                f"<code>{esc(r.get('component'))}</code>" + (" (judge)" if r.get("stage") == "metric" else ""),
-                *[(esc(format_count(r.get(k))), _key(r.get(k))) for k in ("questions", "samples", "abstentions")],
-                (shown_rate, _key(rate)),
-                (esc(format_count(r.get("fallbacks"))), _key(r.get("fallbacks"))),
-                *[(esc(format_count(r.get(k))), _key(r.get(k))) for k in ("requests", "retries", "cache_hits")],
-                *[(esc(format_count(r.get(k))) + (" *" if unmetered else ""), _key(r.get(k)))
-                  for k in ("prompt_tokens", "completion_tokens")],
-            ]
-        )
-    table = simple_table(
-        f"Language-model use per method and dataset ({len(rows)})",
-        ["Method", "Dataset", "Component", "Questions", "Samples", "Abstained", "Abstention rate", "Fallbacks",
-         "Requests", "Retries", "Cache hits", "Prompt tokens", "Completion tokens"],
-        rows,
-        table_id="table-llm-usage",
-    )
-    note = ""
-    if any(r.get("unmetered") for r in results.llm_usage):
-        note = ('<p class="note">* Some responses reported no token counts (<code>unmetered</code> in '
-                "results.json): these totals are lower bounds.</p>")
-    return table + note
 
 
 def _resources(results: TaskResults) -> str:

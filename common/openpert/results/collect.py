@@ -584,7 +584,8 @@ def format_summary(results: dict, *, width: int = 24) -> str:
             score = f"{row['score']:.3f}" if row["score"] is not None else "-"
             lines.append("  " + f"{name[:width - 1]:<{width}}{score:>7}  " + "  ".join(values))
     # A model whose answers could not be read is scored by the fallback: said under the tables, not only in results.json.
-    lines += [f"QC {q['flag']}: {q['message']}" for q in results.get("qc", []) if q.get("flag") == "llm_abstentions"]
+    lines += [f"QC {q['flag']}: {q['message']}" for q in results.get("qc", [])
+              if q.get("flag") in ("llm_abstentions", "llm_judge_abstentions")]
     return "\n".join(lines)
 
 

@@ -927,3 +927,7 @@ def test_language_model_use_and_its_flags(tmp_path: Path) -> None:
     assert norm(big.find("span", class_="tag-abstains").text()) == "score mostly fallback"
     assert not doc.find("table", id="table-rpe1").find("tr", data_method="mlp").find_all("span", class_="tag-abstains")
     assert not doc.find("table", id="table-k562").find("tr", data_method="mlp").find_all("span", class_="tag-abstains")
+    # Each method's page shows its own rows (the judge's row of mlp on mlp's page).
+    pages = {m: parse(next((tmp_path / "site" / "perturbqa").rglob(f"{m}.html"))) for m in ("big_llm", "mlp", "gat")}
+    assert [len(p.find_all("table", id="table-llm-usage")) for p in pages.values()] == [1, 1, 0]
+    assert "75.0% flagged" in norm(pages["big_llm"].find("table", id="table-llm-usage").text())
