@@ -86,7 +86,8 @@ def usage_problems(value: Any, where: str = "uns['llm_usage']") -> list[str]:
 def read_usage(path: Any) -> dict[str, int] | None:
     """The ``llm_usage`` record of an h5ad output, or ``None`` when it has none.
 
-    Only that group of the file is read (a component's output may be large).
+    Only that group of the file is read, and only when it holds scalars (a component's output
+    may be large, and hostile).
 
     Raises
     ------
@@ -103,6 +104,10 @@ def read_usage(path: Any) -> dict[str, int] | None:
             node = fh["uns"]["llm_usage"]
             if not isinstance(node, h5py.Group) or len(node) > 4 * len(USAGE_KEYS):
                 raise ValueError(f"{path}: uns['llm_usage'] should be a mapping of {len(USAGE_KEYS)} counts")
+            # Only scalars are read: an output is a component's, and an entry could declare gigabytes.
+            arrays = [k for k in node if not isinstance(node[k], h5py.Dataset) or node[k].shape != ()]
+            if arrays:
+                raise ValueError(f"{path}: uns['llm_usage'] entries must be single counts, not {', '.join(arrays[:5])}")
             value = read_elem(node)
     except (OSError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: cannot read uns['llm_usage']: {type(err).__name__}: {err}") from None

@@ -56,6 +56,10 @@ def test_read_usage_reads_only_its_group_and_names_the_file(tmp_path):
     ad.AnnData(obs=pd.DataFrame(index=["a"]), uns={"llm_usage": record(fallbacks=11)}).write_h5ad(bad)
     with pytest.raises(ValueError, match=r"bad.h5ad: uns\['llm_usage'\]: fallbacks \(11\) exceeds questions"):
         read_usage(bad)
+    array = tmp_path / "array.h5ad"
+    ad.AnnData(obs=pd.DataFrame(index=["a"]), uns={"llm_usage": record(samples=np.arange(30))}).write_h5ad(array)
+    with pytest.raises(ValueError, match=r"array.h5ad: uns\['llm_usage'\] entries must be single counts, not samples"):
+        read_usage(array)
     flat = tmp_path / "flat.h5ad"
     ad.AnnData(obs=pd.DataFrame(index=["a"]), uns={"llm_usage": "lots"}).write_h5ad(flat)
     with pytest.raises(ValueError, match=r"flat.h5ad: uns\['llm_usage'\] should be a mapping"):
