@@ -61,6 +61,7 @@ __all__ = [
     "client_from_arguments",
     "normalize_prompt",
     "ENV_CACHE",
+    "STATS_KEYS",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,21 @@ ENV_API_KEY = "OPENPERT_LLM_API_KEY"
 ENV_BACKEND = "OPENPERT_LLM_BACKEND"
 
 BACKENDS = ("auto", "openai", "vllm")
+
+#: The counters of :attr:`LLMClient.stats`:
+#:
+#: ``prompts``      prompts asked for (cached ones included);
+#: ``samples``      completions returned for them (``n`` per prompt, cached ones included);
+#: ``generated``    prompts actually generated (not found in the cache);
+#: ``cache_hits``   prompts answered from the cache;
+#: ``requests``     generation requests sent (HTTP requests, retries included; one per batch in process);
+#: ``retries``      requests sent again after a connection error, a timeout, HTTP 429 or 5xx;
+#: ``prompt_tokens``, ``completion_tokens``  tokens the backend reported (the server's ``usage``, or
+#:                  vLLM's token ids); cached answers cost none;
+#: ``unmetered``    answered requests whose response reported no ``usage``, so that missing token
+#:                  counts are visible rather than read as zero.
+STATS_KEYS = ("prompts", "samples", "generated", "cache_hits", "requests", "retries", "prompt_tokens",
+              "completion_tokens", "unmetered")
 
 
 Message = Mapping[str, str]
@@ -321,9 +337,8 @@ class LLMClient:
         self._rng = random.Random(retry_seed)
         self._lock = threading.Lock()
         self._vllm_llm = None
-        #: Counters: HTTP generation requests sent (retries included), retries,
-        #: cache hits, and prompts generated.
-        self.stats = {"requests": 0, "retries": 0, "cache_hits": 0, "generated": 0}
+        #: Counters of what this client did (see :data:`STATS_KEYS`).
+        self.stats = dict.fromkeys(STATS_KEYS, 0)
 
     # -- configuration -----------------------------------------------------
 
@@ -409,6 +424,9 @@ class LLMClient:
         if not conversations:
             return []
         model = self.resolved_model()
+        with self._lock:
+            self.stats["prompts"] += len(conversations)
+            self.stats["samples"] += len(conversations) * sampling.n
         results: list[list[str] | None] = [None] * len(conversations)
 
         # Work out what must be generated; indices sharing a key share a request.
@@ -476,11 +494,20 @@ class LLMClient:
         if len(outputs) != len(conversations):
             raise LLMError(f"vLLM returned {len(outputs)} outputs for {len(conversations)} prompts")
         texts = []
+        with self._lock:
+            self.stats["requests"] += 1
         for output in outputs:
             got = [completion.text for completion in output.outputs]
             if len(got) != sampling.n:
                 raise LLMError(f"vLLM returned {len(got)} completions, expected n={sampling.n}")
             texts.append(got)
+            prompt_ids = getattr(output, "prompt_token_ids", None)
+            with self._lock:
+                if prompt_ids is None:
+                    self.stats["unmetered"] += 1
+                else:
+                    self.stats["prompt_tokens"] += len(prompt_ids)
+                self.stats["completion_tokens"] += sum(len(getattr(c, "token_ids", None) or ()) for c in output.outputs)
         return texts
 
     def _generate_openai(
@@ -522,6 +549,7 @@ class LLMClient:
         if sampling.stop is not None:
             payload["stop"] = sampling.stop_list()
         body = self._send_with_retries(url, payload)
+        self._count_usage(body)
         choices = body.get("choices") if isinstance(body, dict) else None
         if not isinstance(choices, list):
             raise LLMError(f"response from {url} has no 'choices' list: {str(body)[:300]}")
@@ -539,6 +567,18 @@ class LLMClient:
                 "(ask with n=1 several times, with different seeds)"
             )
         return texts
+
+    def _count_usage(self, body: Any) -> None:
+        """Add the tokens of a response's ``usage`` to :attr:`stats` (or count it as unmetered)."""
+        usage = body.get("usage") if isinstance(body, dict) else None
+        counts = [usage.get(k) if isinstance(usage, dict) else None for k in ("prompt_tokens", "completion_tokens")]
+        with self._lock:
+            # A server may omit usage or send null or negative counts; those are not added as tokens.
+            if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+                self.stats["unmetered"] += 1
+                return
+            self.stats["prompt_tokens"] += counts[0]
+            self.stats["completion_tokens"] += counts[1]
 
     # -- HTTP --------------------------------------------------------------
 

@@ -8,6 +8,12 @@ formats. The answers to a question depend on a hash of its prompt (:func:`plan`)
 get three committed answers, some a mix, some only abstentions ("insufficient evidence") and
 some only unparseable text, so that every path of the parsing and of the training-prevalence
 fallback runs.
+
+:func:`styled_responder` answers every question with a committed label in one answer style
+(:data:`STYLES`): the paper's, the same in lower case, with bold markdown, with a trailing
+explanation, as JSON, a refusal, or an answer to the other subtask's question. The parsing tests
+and the benchmark's end-to-end test use it to show which styles the paper's rule-based parsing
+reads and that the others are counted as abstentions.
 """
 
 from __future__ import annotations
@@ -100,3 +106,80 @@ def respond(request: dict) -> list[str]:
     else:
         texts = [option_answer(v, subtask, what == "no_retrieval") for v in labels]
     return [texts[i % len(texts)] for i in range(n)]
+
+
+#: Answer styles of :func:`styled_answer`.
+STYLES = ("paper", "lower_case", "bold", "trailing_explanation", "json", "refusal", "wrong_subtask")
+#: A refusal, as chat models give one.
+REFUSAL = "I'm sorry, but I can't help with predicting the outcome of this experiment."
+_EXPLANATION = ("\n\nThis follows from the retrieved examples: the perturbed gene shares a pathway with the "
+                "genes whose outcomes were observed.")
+
+
+def committed_label(prompt: str) -> int:
+    """A label for a question prompt, 0 or 1, deterministic in the prompt."""
+    return zlib.crc32(prompt.encode("utf-8")) % 2
+
+
+def styled_answer(style: str, label: int, subtask: str, what: str, pert: str = "", gene: str = "") -> str:
+    """An answer committing to ``label`` in one of :data:`STYLES`.
+
+    Parameters
+    ----------
+    style
+        One of :data:`STYLES`.
+    label
+        0 (no effect, or decrease) or 1 (differential expression, or increase).
+    subtask
+        ``de`` or ``dir``: the question asked.
+    what
+        The prompt kind (:func:`kind`): ``summer``, ``no_cot`` or ``no_retrieval``.
+    pert, gene
+        The pair of a SUMMER question (its options name them).
+    """
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+    options = what in ("no_cot", "no_retrieval")
+
+    def paper(for_subtask: str) -> str:
+        if options:
+            return option_answer(label, for_subtask, what == "no_retrieval")
+        return summer_answer(label, for_subtask, pert, gene)
+
+    word = {("de", 0): "No", ("de", 1): "Yes", ("dir", 0): "Decrease", ("dir", 1): "Increase"}[(subtask, label)]
+    letter = "AB"[label]
+    if style == "paper":
+        return paper(subtask)
+    if style == "lower_case":
+        return paper(subtask).lower()
+    if style == "trailing_explanation":
+        return paper(subtask) + _EXPLANATION
+    if style == "bold":
+        if options:
+            return paper(subtask).replace(f"{letter}) Knockdown", f"**{letter})** Knockdown", 1)
+        return f"Considering the examples, the final answer: **{word}**"
+    if style == "json":
+        return '{"answer": "%s", "confidence": 0.8}' % (letter if options else word.lower())
+    if style == "refusal":
+        return REFUSAL
+    # wrong_subtask: the same label, as the answer to the other subtask's question.
+    return paper("dir" if subtask == "de" else "de")
+
+
+def styled_responder(style: str):
+    """A responder that answers summaries as :func:`respond` and every question in ``style``."""
+
+    def answer(request: dict) -> list[str]:
+        prompt = request["messages"][-1]["content"]
+        what = kind(prompt)
+        if what in ("summary", "gene_set"):
+            return respond(request)
+        pert = gene = ""
+        if what == "summer":
+            pert, gene = re.search(r"Your goal is to determine: Does a CRISPRi knockdown of (\S+) in \S+ cells result in "
+                                   r"(?:differential expression of|an increase or a decrease in expression of) (.+?)\?",
+                                   prompt).groups()
+        text = styled_answer(style, committed_label(prompt), subtask_of(prompt), what, pert, gene)
+        return [text] * int(request.get("n", 1))
+
+    return answer

@@ -88,6 +88,10 @@ def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_
     values, uns = score_values(scores), ad.read_h5ad(scores).uns
     assert values["accuracy"] == pytest.approx(expected.mean())
     assert uns["n_unparseable"] == int((~binds).sum()) > 0
+    # The method's own account counts the same unparseable answers (Task B's explanations are all readable).
+    usage = dict(ad.read_h5ad(pred).uns["llm_usage"])
+    assert (usage["questions"], usage["samples"]) == (len(test), len(test))
+    assert usage["abstentions"] == usage["fallbacks"] == int((~binds).sum())
     assert ad.read_h5ad(scores).obs["accuracy"].tolist() == expected.astype(float).tolist()
 
 
@@ -148,6 +152,9 @@ def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monke
                           input_prediction=reference)["output"]
     adata = ad.read_h5ad(scores)
     assert adata.uns["n_unreadable_judge"] == len(unreadable_for)
+    usage = dict(adata.uns["llm_usage"])
+    assert usage["abstentions"] == len(unreadable_for) + int(adata.uns["n_unreadable_coverage"])
+    assert usage["questions"] >= len(mech) and usage["requests"] > 0
     assert adata.obs["factuality"].isna().sum() == len(unreadable_for)
     assert score_values(scores)["factuality"] == 5.0
 

@@ -287,6 +287,10 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
     assert "text outside the blocks" in pred.loc["K562|P|G5", "parse_error"]
     assert pred.loc["K562|P|G1", "parse_error"] == ""
     assert json.loads(pred.loc["K562|P|G2", "triplets"]) == [["P", 1, "B"], ["B", -1, "G2"]]
+    # The account of the model's use: one sample per question, the two malformed answers abstain and fall back.
+    usage = dict(ad.read_h5ad(tmp_path / "out" / "methods_llm_zero_shot" / "prediction.h5ad").uns["llm_usage"])
+    assert (usage["questions"], usage["samples"], usage["abstentions"], usage["fallbacks"]) == (6, 6, 2, 2)
+    assert usage["requests"] == len(requests) and usage["prompt_tokens"] > 0 and usage["unmetered"] == 0
     s = scores(tmp_path / "out" / "methods_llm_zero_shot" / "prediction.h5ad", folder)
     # up: G2 right, G3 invalid; down: G1 right; unchanged: G1s, G2h right, G5 invalid
     assert s["balanced_accuracy"] == pytest.approx((1 / 2 + 1 + 2 / 3) / 3)

@@ -307,3 +307,56 @@ def test_loopback_server_bypasses_proxy(monkeypatch):
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     with OpenAIStubServer() as server:
         assert fast_client(server, max_retries=0).generate(["x"]) == [["echo: x"]]
+
+
+def test_stats_count_prompts_samples_and_the_servers_tokens(tmp_path):
+    with OpenAIStubServer(lambda req: "two words", fail_first=1) as server:
+        client = fast_client(server, cache_dir=tmp_path, max_concurrency=1)
+        client.generate(["one two three", "four five", "one two three"], SamplingParams(n=2))
+        # Three prompts, two distinct: two answered requests (+1 failed and retried), the stub's word counts.
+        assert client.stats == {"prompts": 3, "samples": 6, "generated": 2, "cache_hits": 0, "requests": 3,
+                                "retries": 1, "prompt_tokens": 3 + 2, "completion_tokens": 2 * 2 * 2, "unmetered": 0}
+        again = fast_client(server, cache_dir=tmp_path)
+        again.generate(["four five"], SamplingParams(n=2))
+        # A cached answer costs no request and no token.
+        assert again.stats == {"prompts": 1, "samples": 2, "generated": 0, "cache_hits": 1, "requests": 0,
+                               "retries": 0, "prompt_tokens": 0, "completion_tokens": 0, "unmetered": 0}
+
+
+@pytest.mark.parametrize("usage", [None, {"prompt_tokens": None, "completion_tokens": 3}, {"prompt_tokens": -1,
+                                                                                          "completion_tokens": 3}])
+def test_a_response_without_usable_usage_is_unmetered_not_zero(monkeypatch, usage):
+    with OpenAIStubServer(lambda req: "x") as server:
+        client = fast_client(server)
+        real = client._send_with_retries
+
+        def without_usage(url, payload):
+            body = real(url, payload)
+            if usage is None:
+                body.pop("usage")
+            else:
+                body["usage"] = usage
+            return body
+
+        monkeypatch.setattr(client, "_send_with_retries", without_usage)
+        client.generate(["a", "b"])
+    assert (client.stats["unmetered"], client.stats["prompt_tokens"], client.stats["completion_tokens"]) == (2, 0, 0)
+
+
+def test_vllm_backend_counts_token_ids(monkeypatch):
+    fake = make_fake_vllm()
+    chat = fake.LLM.chat
+
+    def with_token_ids(self, conversations, sampling_params=None, use_tqdm=True):
+        outputs = chat(self, conversations, sampling_params, use_tqdm)
+        for output in outputs:
+            output.prompt_token_ids = [1, 2, 3, 4]
+            for completion in output.outputs:
+                completion.token_ids = [5, 6]
+        return outputs
+
+    fake.LLM.chat = with_token_ids
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    client = LLMClient(model="/models/tiny", cache_dir=None)
+    client.generate(["a", "b"], SamplingParams(n=3))
+    assert (client.stats["requests"], client.stats["prompt_tokens"], client.stats["completion_tokens"]) == (1, 8, 12)

@@ -104,6 +104,7 @@ def check(name: str, dataset: str, pred: ad.AnnData, requests: list[dict]) -> di
     assert all(r["n"] == 3 and r["temperature"] == 0.6 and r["top_p"] == 0.9 for r in questions.values())
     assert all(r["n"] == 1 for r in requests if stub.kind(r["messages"][-1]["content"]) in ("summary", "gene_set"))
     counts = {"answered": 0, "fallback": 0}
+    abstained = 0
     sent = set()
     for subtask in ("de", "dir"):
         items = test.obs[test.obs["subtask"] == subtask]
@@ -115,6 +116,7 @@ def check(name: str, dataset: str, pred: ad.AnnData, requests: list[dict]) -> di
             assert all(p in questions for p in item_prompts), f"{name}: prompt of {item} differs from the library's"
             sent.update(item_prompts)
             labels = [v for p in item_prompts for v in stub.plan(p) if v in (0, 1)]
+            abstained += 3 * len(item_prompts) - len(labels)
             if labels:
                 want, key = float(np.mean(labels)), "answered"
             else:
@@ -126,6 +128,14 @@ def check(name: str, dataset: str, pred: ad.AnnData, requests: list[dict]) -> di
     pair = test.obs["subtask"].isin(["de", "dir"]).to_numpy()
     assert np.isfinite(scores[pair]).all() and ((scores[pair] >= 0) & (scores[pair] <= 1)).all()
     assert np.isnan(scores[~pair]).all()
+    # The account the component wrote: its questions, samples and fallbacks are the ones recomputed here.
+    usage = dict(pred.uns["llm_usage"])
+    n_samples = 6 if name == "llm_no_retrieval" else 3
+    assert usage["questions"] == counts["answered"] + counts["fallback"] and usage["fallbacks"] == counts["fallback"]
+    assert usage["samples"] == n_samples * usage["questions"]
+    assert usage["abstentions"] == abstained
+    assert usage["prompt_tokens"] > 0 and usage["unmetered"] == 0 and usage["retries"] == 0
+    assert usage["requests"] == len(requests) and usage["generated"] + usage["cache_hits"] <= usage["prompts"]
     return counts
 
 

@@ -27,7 +27,8 @@ Supported ``type`` values and their slots:
     ``keys`` of the top-level mapping; ``jsonl`` applies ``keys`` to every record.
 
 Slot types: ``integer``, ``double`` (any real number), ``string``, ``boolean``, ``object``
-(a mapping or any value). Numeric matrices (``X``, ``layers``, ``obsm``...) must be finite unless the
+(a mapping or any value), ``llm_usage`` (a language-model component's account of its calls,
+:mod:`openpert.config.llm_usage`). Numeric matrices (``X``, ``layers``, ``obsm``...) must be finite unless the
 slot says ``finite: false``; other slots are checked for finiteness only with ``finite: true``.
 
 ``min_rows`` (a non-negative integer, default 0) is the least number of rows a file must hold:
@@ -67,7 +68,7 @@ from openpert.config.declared import Declared, RefusedFile, declared_size
 from openpert.files import format_bytes
 
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
-SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long")
+SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long", "llm_usage")
 H5AD_LIST_SLOTS = ("layers", "obs", "var", "obsm", "varm", "obsp", "varp", "uns")
 #: Longest label of a dataset, method or metric: labels head table columns and figure axes.
 LABEL_MAX = 30
@@ -801,6 +802,10 @@ def _check_value(value: Any, slot: Slot, where: str, *, matrix: bool) -> list[st
     problems: list[str] = []
     if slot.type == "object":
         return problems
+    if slot.type == "llm_usage":
+        from openpert.config.llm_usage import usage_problems
+
+        return usage_problems(value, where)
     if not isinstance(arr, np.ndarray):
         arr = np.asarray(arr)
     kind = arr.dtype.kind

@@ -21,6 +21,7 @@ from openpert.report.formatting import (
     format_score,
 )
 from openpert.report.leaderboards import TIERS, method_kind, overview_rows
+from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.markup import (
     badge,
@@ -84,6 +85,10 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
         section("resources", "Resource use", _resources(results, results.method_resources(mid))),
         section("failures", "Failures", _failures(results, results.component_failures(mid))),
     ]
+    usage = [r for r in results.llm_usage if r.get("method_id") == mid]
+    if usage:
+        # Beside its resources: what its model calls cost and how many answers it could not use.
+        blocks.insert(-1, section("llm-usage", "Language-model use", llm_usage_table(results, usage, "table-llm-usage")))
     return _page(results, label, blocks, method.get("summary"))
 
 

@@ -100,7 +100,8 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
     colgroups += '<colgroup span="1"></colgroup>'
 
     def render(r: DatasetRow) -> str:
-        cells = [_rank_cell(r.rank, r.control), _method_cell(r.method, paths)]
+        cells = [_rank_cell(r.rank, r.control),
+                 _method_cell(r.method, paths, abstention_tag(results, dataset_id, r.method.get("id")))]
         cells.append(_score_cell(r.score, bar=False, failed=bool(r.failures)))
         for c in r.cells:
             cells += _metric_cells(c, r, results)
@@ -223,10 +224,26 @@ def _rank_cell(rank: int | None, control: bool) -> str:
     return f'<td class="num rank" data-sort="{rank}">{format_rank(rank)}</td>'
 
 
-def _method_cell(method: dict[str, Any], paths: TaskPaths) -> str:
+def abstention_tag(results: TaskResults, dataset_id: str | None, method_id: str | None) -> str:
+    """A tag beside a method whose language-model answers were flagged on a dataset (``llm_abstentions``).
+
+    It says the score is mostly the fallback's when more than half the questions fell back, else
+    that answers abstained; its title is the flag's message (method, dataset and rate). Empty
+    when the method was not flagged there.
+    """
+    flag = results.abstention_flag(dataset_id, method_id)
+    if flag is None:
+        return ""
+    message = str(flag.get("message") or "")
+    word = "score mostly fallback" if "mostly the fallback" in message else "abstains"
+    return f' <span class="tag tag-abstains" title="{esc(message)}">{esc(word)}</span>'
+
+
+def _method_cell(method: dict[str, Any], paths: TaskPaths, note: str = "") -> str:
     label = str(method.get("label") or method.get("id"))
     kind = method_kind(method)
     extra = f" {badge(kind, str(method.get('control') or kind))}" if kind != "method" else ""
+    extra += note
     summary = plain_text(method.get("summary"))
     hover = f"{label}: {summary}" if summary else (label if short_label(label) != label else "")
     title = f' title="{esc(hover)}"' if hover else ""

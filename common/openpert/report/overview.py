@@ -11,6 +11,8 @@ screen readers, and it scrolls inside its own box on narrow screens with the met
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from openpert.report.figures import score_colour, text_colour
 from openpert.report.formatting import (
     MISSING,
@@ -196,7 +198,7 @@ def _band(
 def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: TaskPaths) -> str:
     method = r.method
     label = str(method.get("label") or method.get("id"))
-    cells = [_method_cell(r, paths)]
+    cells = [_method_cell(r, paths, results.qc)]
     failed_datasets = [d for d, status in r.row.dataset_status.items() if status == "failed"]
     for c in columns:
         if c.kind == "overall":
@@ -232,7 +234,7 @@ def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: Ta
     return f'<tr data-method="{esc(method.get("id"))}">{"".join(cells)}</tr>'
 
 
-def _method_cell(r: OverviewRow, paths: TaskPaths) -> str:
+def _method_cell(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = ()) -> str:
     method = r.method
     label = str(method.get("label") or method.get("id"))
     summary = plain_text(method.get("summary"))
@@ -240,6 +242,12 @@ def _method_cell(r: OverviewRow, paths: TaskPaths) -> str:
     title = f' title="{esc(hover)}"' if hover else ""
     kind = control_kind(method)
     extra = f'<span class="kind">{badge(kind, str(method.get("control") or kind))}</span>' if kind else ""
+    # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
+    flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
+    if flagged:
+        tip = " | ".join(str(q.get("message") or "") for q in flagged)
+        extra += (f' <span class="tag tag-abstains" title="{esc(tip)}">abstains on {len(flagged)} '
+                  f'dataset{"s" if len(flagged) > 1 else ""}</span>')
     rank = "" if r.control else format_rank(r.row.rank) if r.row.rank is not None else MISSING
     rank_html = f'<span class="rk">{esc(rank)}</span>' if not r.control else ""
     return (

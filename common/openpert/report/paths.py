@@ -88,7 +88,7 @@ class TaskPaths:
                 self._components.setdefault((folder, cid), f"{folder}/{slug_}.html")
         dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
         # Dataset slugs name tables ("table-<slug>") next to the page's fixed ones.
-        fixed = ["overall", "failures", "qc", "resources", "parameters", "scores"]
+        fixed = ["overall", "failures", "qc", "llm-usage", "resources", "parameters", "scores"]
         self._datasets = dict(zip(dataset_ids, unique_slugs(dataset_ids, taken=fixed)))
         keys = [key for key, _ in results.statistics]
         self._statistics = dict(zip(keys, unique_slugs(keys)))

@@ -16,6 +16,7 @@ from openpert.report.formatting import (
 )
 from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
+from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.markup import (
     badge,
@@ -109,6 +110,16 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
     if results.skipped or results.config_errors:
         add("skipped", "Components not run", _skipped(results))
     add("qc", "Quality-control flags", _qc(results))
+    if results.llm_usage:
+        threshold = results.data.get("llm_abstention_threshold")
+        add("llm-usage", "Language-model use", llm_usage_table(results, results.llm_usage, "table-llm-usage"),
+            intro=paragraphs("What each language-model component asked and got back on each dataset: questions, "
+                             "samples, answers without a usable label (abstained or unparseable) and questions "
+                             "scored by the task's fallback instead of the model's answer, requests, retries, "
+                             "cache hits and the tokens the model server reported. An abstention rate above "
+                             f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'} is a "
+                             "quality-control flag, marked beside the method on the dataset's leaderboard: its "
+                             "score there is partly, or mostly, the fallback's."))
     add("resources", "Resource use", _resources(results))
     add("components", "Components", _components(results, paths))
     add("provenance", "Provenance", provenance_section(results))

@@ -189,6 +189,17 @@ class TaskResults:
         return self._list("qc")
 
     @property
+    def llm_usage(self) -> list[dict[str, Any]]:
+        """What each language-model component asked and got back, per dataset and method."""
+        return self._list("llm_usage")
+
+    def abstention_flag(self, dataset_id: str | None, method_id: str | None,
+                        flag: str = "llm_abstentions") -> dict[str, Any] | None:
+        """The QC flag of a method's answers on a dataset (``llm_judge_abstentions``: a judge's gradings of them)."""
+        return next((q for q in self.qc if q.get("flag") == flag and q.get("dataset_id") == dataset_id
+                     and q.get("method_id") == method_id), None)
+
+    @property
     def skipped(self) -> list[dict[str, Any]]:
         """Components left out of the run, with the reason."""
         return self._list("skipped")

@@ -25,6 +25,7 @@ from openpert.config.task import Task
 from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
 from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
+from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
 from openpert.results.scoring import (
@@ -272,6 +273,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     dynamic_range = dynamic_range_table(averaged, scaled, controls, maximize,
                                         range_standard_errors(scaled, controls, items))
     flags += gameability_flags(gameability) + dynamic_range_flags(dynamic_range)
+    # What the language-model components asked and got back; answers without a label are flagged.
+    llm_usage, usage_problems = usage_table(records)
+    flags += usage_problems + abstention_flags(llm_usage)
     # Ranks compare methods and baselines; the other controls bound or probe the scale and get none.
     is_method = {m["id"]: m["control"] not in UNRANKED_ROLES for m in methods}
     for frame, by in ((overall, None), (dataset_scores, "dataset_id")):
@@ -386,6 +390,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         "failures": [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
                       "method_id": r.method_id, "exit_code": r.exit_code, "reason": r.reason, "log": r.log} for r in failures],
         "qc": [f.to_dict() for f in flags] + unreadable,
+        "llm_usage": llm_usage,
+        "llm_abstention_threshold": ABSTENTION_THRESHOLD,
         "skipped": plan.get("skipped", []),
         "config_errors": [e.to_dict() for e in task.config_errors],
         "resources": resources,
@@ -577,6 +583,9 @@ def format_summary(results: dict, *, width: int = 24) -> str:
                     values.append(f"{cell['raw']:>24.3f}")
             score = f"{row['score']:.3f}" if row["score"] is not None else "-"
             lines.append("  " + f"{name[:width - 1]:<{width}}{score:>7}  " + "  ".join(values))
+    # A model whose answers could not be read is scored by the fallback: said under the tables, not only in results.json.
+    lines += [f"QC {q['flag']}: {q['message']}" for q in results.get("qc", [])
+              if q.get("flag") in ("llm_abstentions", "llm_judge_abstentions")]
     return "\n".join(lines)
 
 

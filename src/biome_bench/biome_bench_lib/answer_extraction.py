@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, RELATION_INDEX, RELATIONS
+from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, RELATION_INDEX, RELATIONS, TASK_RELATION
 
 __all__ = [
     "strip_think",
     "normalize_answer",
     "extract_relation",
+    "answer_is_readable",
     "extract_json_object",
     "parse_judge_answer",
     "parse_kg_answer",
@@ -115,6 +116,17 @@ def extract_relation(text: str | None) -> str | None:
     flat = normalize_answer(text).replace("\n", " ")
     matches = _LABEL.findall(flat)
     return matches[-1] if matches else None
+
+
+def answer_is_readable(text: str | None, task: str) -> bool:
+    """Whether a method's answer gives what its task asks: a relation label (Task A) or any explanation (Task B).
+
+    A Task A answer without a label (:func:`extract_relation` is ``None``) counts as wrong in the
+    metrics; a Task B answer that is empty once its reasoning blocks are removed has nothing to judge.
+    """
+    if task == TASK_RELATION:
+        return extract_relation(text) is not None
+    return bool(strip_think(text or "").strip())
 
 
 def extract_json_object(text: str | None) -> dict | None:

@@ -68,7 +68,8 @@ def read_items(path: str | Path) -> tuple[pd.DataFrame, dict]:
     return obs, dict(adata.uns)
 
 
-def write_prediction(path: str | Path, index: Sequence[str], answers: Sequence[str], *, dataset_id: str, method_id: str) -> None:
+def write_prediction(path: str | Path, index: Sequence[str], answers: Sequence[str], *, dataset_id: str, method_id: str,
+                     uns: Mapping[str, Any] | None = None) -> None:
     """Write a prediction: one ``answer`` string per test item.
 
     Parameters
@@ -81,6 +82,8 @@ def write_prediction(path: str | Path, index: Sequence[str], answers: Sequence[s
         One answer per item (``None`` is written as ``""``).
     dataset_id, method_id
         Written into ``uns``.
+    uns
+        Further ``uns`` entries (a language-model method's ``llm_usage``).
 
     Raises
     ------
@@ -90,7 +93,8 @@ def write_prediction(path: str | Path, index: Sequence[str], answers: Sequence[s
     if len(index) != len(answers):
         raise ValueError(f"{len(answers)} answers for {len(index)} items")
     obs = pd.DataFrame({"answer": ["" if a is None else str(a) for a in answers]}, index=pd.Index([str(i) for i in index]))
-    ad.AnnData(obs=obs, uns={"dataset_id": dataset_id, "method_id": method_id}).write_h5ad(path, compression="gzip")
+    ad.AnnData(obs=obs, uns={"dataset_id": dataset_id, "method_id": method_id, **dict(uns or {})}).write_h5ad(
+        path, compression="gzip")
 
 
 def write_score(path: str | Path, *, dataset_id: str, method_id: str, values: Mapping[str, float],

@@ -16,7 +16,8 @@ ANSWERS = (*LABELS, "invalid")
 
 
 def write_prediction(path: str | Path, test: ad.AnnData, answers: Sequence[str], triplets: Sequence[Sequence[Sequence]],
-                     method_id: str, extra: Mapping[str, Sequence[str]] | None = None) -> None:
+                     method_id: str, extra: Mapping[str, Sequence[str]] | None = None,
+                     uns: Mapping | None = None) -> None:
     """Write a PertReasonQA prediction (``answer``, ``triplets`` JSON per test item) as h5ad.
 
     Parameters
@@ -33,6 +34,8 @@ def write_prediction(path: str | Path, test: ad.AnnData, answers: Sequence[str],
         Written to ``uns['method_id']``.
     extra
         Further string columns (``response``, ``parse_error``).
+    uns
+        Further ``uns`` entries (a language-model method's ``llm_usage``).
     """
     answers = [str(a) for a in answers]
     bad = sorted(set(answers) - set(ANSWERS))
@@ -43,7 +46,7 @@ def write_prediction(path: str | Path, test: ad.AnnData, answers: Sequence[str],
     obs = pd.DataFrame({"answer": answers, "triplets": [triplets_to_json(t) for t in triplets]}, index=test.obs_names.copy())
     for key, values in (extra or {}).items():
         obs[key] = [str(v) for v in values]
-    ad.AnnData(obs=obs, uns={"dataset_id": str(test.uns["dataset_id"]), "method_id": method_id}).write_h5ad(path)
+    ad.AnnData(obs=obs, uns={"dataset_id": str(test.uns["dataset_id"]), "method_id": method_id, **dict(uns or {})}).write_h5ad(path)
 
 
 def aligned_prediction(solution_obs: pd.DataFrame, prediction_obs: pd.DataFrame, where: str = "prediction") -> pd.DataFrame:

@@ -74,24 +74,34 @@ def parse_summer_answer(text: str, subtask: str, pert: str, gene: str, cell_line
     return ABSTAIN
 
 
+#: The wording of options A (no effect, or down) and B (differential expression, or up) of the
+#: option prompts (appendix C.2), per subtask.
+_OPTION_WORDING = {"de": (("does not impact",), ("in differential expression of",)),
+                   "dir": (("down-regulation of",), ("up-regulation of",))}
+
+
 def parse_option_answer(text: str, subtask: str) -> int:
     """Label of an answer to the option prompts (No CoT, No retrieval): 0, 1 or :data:`ABSTAIN`.
 
     The text after ``4) Answer:`` (when present) is searched for option A's and option B's
-    wording; exactly one of them gives the label.
+    wording (or their letters, ``A) Knockdown``/``B) Knockdown``); exactly one of them gives the
+    label. An answer that only uses the other subtask's option wording abstains, whatever its
+    letter: it answers another question.
     """
     body = _clean_answer(text)
     if "4) Answer:" in body:
         body = body.split("4) Answer:", 1)[1]
     low = body.lower()
-    if subtask == "de":
-        neg, pos = ["does not impact", "a) knockdown"], ["in differential expression of", "b) knockdown"]
-    elif subtask == "dir":
-        neg, pos = ["down-regulation of", "a) knockdown"], ["up-regulation of", "b) knockdown"]
-    else:
+    if subtask not in _OPTION_WORDING:
         raise ValueError(f"subtask must be 'de' or 'dir', got {subtask!r}")
-    found0 = any(s in low for s in neg)
-    found1 = any(s in low for s in pos)
+    (neg_words, pos_words), other = _OPTION_WORDING[subtask], _OPTION_WORDING["dir" if subtask == "de" else "de"]
+    mine = [*neg_words, *pos_words]
+    if not any(s in low for s in mine) and any(s in low for s in (*other[0], *other[1])):
+        # An option of the other subtask ("B) ... differential expression" to a direction
+        # question): its letter answers a question that was not asked.
+        return ABSTAIN
+    found0 = any(s in low for s in [*neg_words, "a) knockdown"])
+    found1 = any(s in low for s in [*pos_words, "b) knockdown"])
     if found0 and not found1:
         return 0
     if found1 and not found0:

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
+from pertsci.llm_usage import AnswerTally, usage_record
 
 ## VIASH START
 par = {
@@ -46,9 +47,14 @@ rewrites = generate_answers(client, [rewrite_messages(t) for t in checked["mecha
 corrupted = [p[0] for p, keep in zip(perturbed, usable) if keep]
 
 
+tally = AnswerTally()
+
+
 def judge(texts: list[str]) -> pd.DataFrame:
     scores, n_bad = judge_explanations(client, checked["prompt"].tolist(), checked["target_phenotypes"].tolist(),
                                        checked["mechanism"].tolist(), texts, sampling)
+    # An unreadable grading leaves that item out of the validity scores.
+    tally.add_counts(questions=len(texts), samples=len(texts), abstentions=n_bad, fallbacks=n_bad)
     if len(texts) and n_bad == len(texts):
         raise SystemExit(f"none of the {len(texts)} judge answers holds readable scores: check the judge model")
     return scores.set_axis(checked.index)
@@ -59,5 +65,5 @@ print(f"{len(checked)} of {len(items)} references perturbed "
       f"({sum(p[1] for p in perturbed)} entity swaps, {sum(p[2] for p in perturbed)} inverted words); {values}; "
       f"per dimension [rewrite, perturb, drop]: {per_dimension}")
 write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values, per_item=per_item,
-            extra_uns={"n_items": int(len(items)), "n_checked": int(len(checked)), "dimensions": list(JUDGE_DIMENSIONS),
+            extra_uns={"llm_usage": usage_record(client.stats, tally), "n_items": int(len(items)), "n_checked": int(len(checked)), "dimensions": list(JUDGE_DIMENSIONS),
                        **{f"{dim}_rewrite_perturb_drop": v for dim, v in per_dimension.items()}})

@@ -4,6 +4,7 @@ import sys
 import numpy as np
 
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
+from pertsci.llm_usage import AnswerTally, usage_record
 from pertsci.text_metrics import cosine_similarity_texts
 
 ## VIASH START
@@ -54,8 +55,14 @@ values["normalised_average"] = normalised_average(
 )
 print(f"{len(items)} Task B items ({n_bad_judge} unreadable judge answers, {n_bad_kg} unreadable coverage answers, "
       f"{int(np.isfinite(coverage).sum())} with a coverage); {values}")
+# The judge's questions: one grading per explanation and one coverage extraction per explanation it was asked
+# about; an unreadable answer leaves that item's value NaN, left out of the means.
+tally = AnswerTally()
+tally.add_counts(questions=len(items), samples=len(items), abstentions=n_bad_judge, fallbacks=n_bad_judge)
+n_asked = int(sum(1 for e, kg in zip(explanations, items["reference_kg"]) if json.loads(kg) and strip_think(e).strip()))
+tally.add_counts(questions=n_asked, samples=n_asked, abstentions=n_bad_kg, fallbacks=n_bad_kg)
 write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values,
             per_item=judged.set_axis(items.index).assign(kg_coverage=coverage),
-            extra_uns={"n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
+            extra_uns={"llm_usage": usage_record(client.stats, tally), "n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
                        "n_unreadable_coverage": int(n_bad_kg), "judge_model": client.resolved_model(),
                        "similarity": finite_mean(similarity), "accuracy": task_a["accuracy"], "macro_f1": task_a["macro_f1"]})

@@ -3,6 +3,7 @@ import sys
 import anndata as ad
 
 from pertsci.llm import SamplingParams, client_from_arguments
+from pertsci.llm_usage import AnswerTally, usage_record
 
 ## VIASH START
 par = {"input_train": "resources_test/pertreasonqa/k562_rpe1_small/train.h5ad",
@@ -43,7 +44,13 @@ for item in test.obs.itertuples():
                                       str(item.gene), states, paths, targets=compound_targets(graph, str(item.perturbation))))
 
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
-table = answer_with_llm(client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")}), prompts, sampling)
-print(f"{(table['parse_error'] != '').sum()} of {len(table)} responses could not be parsed")
+client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
+table = answer_with_llm(client, prompts, sampling)
+# One sample per question; a response that breaks the format answers "invalid", which scores as wrong.
+tally = AnswerTally()
+tally.add_questions([[error != ""] for error in table["parse_error"]], abstained=True)
+usage = usage_record(client.stats, tally)
+print(f"{usage['abstentions']} of {len(table)} responses could not be parsed; LLM usage: {usage}")
 write_prediction(par["output"], test, table["answer"], table["triplets"], meta["name"],
-                    extra={"response": table["response"], "parse_error": table["parse_error"]})
+                    extra={"response": table["response"], "parse_error": table["parse_error"]},
+                    uns={"llm_usage": usage})

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from pertsci.llm import SamplingParams, client_from_arguments
+from pertsci.llm_usage import AnswerTally, usage_record
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -17,7 +18,7 @@ meta = {"resources_dir": "src/perturbqa", "name": "llm_no_cot"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.answer_parsing import parse_option_answer, question_scores  # noqa: E402
+from perturbqa_lib.answer_parsing import ABSTAIN, parse_option_answer, question_scores  # noqa: E402
 from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
 from perturbqa_lib.gene_summaries import summarise_entities  # noqa: E402
 from perturbqa_lib.graph_retriever import Retriever, contrasting_examples  # noqa: E402
@@ -34,6 +35,7 @@ sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], ma
                           n=par["n_samples"], seed=par["seed"])
 summary_sampling = dataclasses.replace(sampling, n=1)
 scores = {}
+tally = AnswerTally()
 for subtask in ("de", "dir"):
     items = test.obs[test.obs["subtask"] == subtask]
     if items.empty:
@@ -57,6 +59,9 @@ for subtask in ("de", "dir"):
     labels = [[parse_option_answer(t, subtask) for t in samples] for samples in client.generate(prompts, sampling)]
     values, stats = question_scores(labels, genes, *gene_prevalence(train.obs, subtask))
     scores.update(zip(items.index, values))
+    tally.add_questions(labels, ABSTAIN)
     print(f"{subtask}: {len(prompts)} prompts, {stats}")
-print(f"LLM client: {client.stats}")
-write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float))
+usage = usage_record(client.stats, tally)
+print(f"LLM usage: {usage}")
+write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float),
+                 uns={"llm_usage": usage})

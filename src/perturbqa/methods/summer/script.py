@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from pertsci.llm import SamplingParams, client_from_arguments
+from pertsci.llm_usage import AnswerTally, usage_record
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -17,7 +18,7 @@ meta = {"resources_dir": "src/perturbqa", "name": "summer"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from perturbqa_lib.answer_parsing import parse_summer_answer, question_scores  # noqa: E402
+from perturbqa_lib.answer_parsing import ABSTAIN, parse_summer_answer, question_scores  # noqa: E402
 from perturbqa_lib.dataset_files import read_dataset, write_prediction  # noqa: E402
 from perturbqa_lib.gene_summaries import describe_clusters, summarise_entities  # noqa: E402
 from perturbqa_lib.graph_retriever import Retriever  # noqa: E402
@@ -34,6 +35,7 @@ sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], ma
                           n=par["n_samples"], seed=par["seed"])
 summary_sampling = dataclasses.replace(sampling, n=1)
 scores, texts = {}, {}
+tally = AnswerTally()
 for subtask in ("de", "dir"):
     items = test.obs[test.obs["subtask"] == subtask]
     if items.empty:
@@ -58,6 +60,7 @@ for subtask in ("de", "dir"):
               for p, g, samples in zip(perts, genes, answers)]
     values, stats = question_scores(labels, genes, *gene_prevalence(train.obs, subtask))
     scores.update(zip(items.index, values))
+    tally.add_questions(labels, ABSTAIN)
     print(f"{subtask}: {len(prompts)} prompts, {stats}")
 # Gene-set enrichment: each cluster described from its members' summaries (hierarchical summarisation, C.1).
 for subtask, role in (("gse_gene", "gene"), ("gse_pert", "pert")):
@@ -68,6 +71,8 @@ for subtask, role in (("gse_gene", "gene"), ("gse_pert", "pert")):
     summaries = summarise_entities(client, [m for c in clusters for m in c], role, descriptions, edges, summary_sampling)
     texts.update(zip(items.index, describe_clusters(client, clusters, role, summaries, summary_sampling)))
     print(f"{subtask}: {len(clusters)} clusters")
-print(f"LLM client: {client.stats}")
+usage = usage_record(client.stats, tally)
+print(f"LLM usage: {usage}")
 write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float),
-                 texts=texts or None)
+                 texts=texts or None,
+                 uns={"llm_usage": usage})

@@ -1,0 +1,76 @@
+"""The table of what language-model components asked and got back, for the task's and the methods' pages."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from openpert.report.formatting import MISSING, format_count
+from openpert.report.markup import esc, label_span, simple_table
+from openpert.report.task_results import TaskResults
+
+__all__ = ["llm_usage_table"]
+
+_COUNTS = ("questions", "samples", "abstentions")
+_CALLS = ("requests", "retries", "cache_hits")
+_TOKENS = ("prompt_tokens", "completion_tokens")
+
+
+def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_id: str) -> str:
+    """Rows of ``results.json``'s ``llm_usage`` as a table, flagged rates marked.
+
+    Parameters
+    ----------
+    results
+        The task's results (labels and QC flags).
+    rows
+        The ``llm_usage`` rows to show.
+    table_id
+        The table's id.
+
+    Returns
+    -------
+    str
+        HTML: the table, and a note when some responses reported no token counts.
+    """
+    body = []
+    for r in rows:
+        judge = r.get("stage") == "metric"
+        flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
+                                       "llm_judge_abstentions" if judge else "llm_abstentions")
+        rate = r.get("abstention_rate")
+        shown = esc(MISSING if rate is None else f"{100 * float(rate):.1f}%")
+        if flag is not None:
+            shown += f' <span class="tag tag-abstains" title="{esc(flag.get("message"))}">flagged</span>'
+        mark = " *" if r.get("unmetered") else ""
+        body.append(
+            [
+                label_span(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING,
+                label_span(results.dataset_label(r.get("dataset_id"))),
+                f"<code>{esc(r.get('component'))}</code>" + (" (judge)" if judge else ""),
+                *[_count(r.get(k)) for k in _COUNTS],
+                (shown, _key(rate)),
+                _count(r.get("fallbacks")),
+                *[_count(r.get(k)) for k in _CALLS],
+                *[_count(r.get(k), mark) for k in _TOKENS],
+            ]
+        )
+    table = simple_table(
+        f"Language-model use per method and dataset ({len(body)})",
+        ["Method", "Dataset", "Component", "Questions", "Samples", "Abstained", "Abstention rate", "Fallbacks",
+         "Requests", "Retries", "Cache hits", "Prompt tokens", "Completion tokens"],
+        body,
+        table_id=table_id,
+    )
+    if any(r.get("unmetered") for r in rows):
+        table += ('<p class="note">* Some responses reported no token counts (<code>unmetered</code> in '
+                  "results.json): these totals are lower bounds.</p>")
+    return table
+
+
+def _count(value: Any, mark: str = "") -> tuple[str, str]:
+    return esc(format_count(value)) + mark, _key(value)
+
+
+def _key(value: Any) -> str:
+    return "" if value is None else repr(float(value))

@@ -1,0 +1,114 @@
+"""Language-model use per method and dataset, read from the jobs' outputs, and its abstention QC flags.
+
+Every component that calls a language model writes an ``llm_usage`` record into its output's
+``uns`` (:mod:`openpert.config.llm_usage`): a method into its prediction, a judge metric into
+its score file. :func:`usage_table` sums them over seeds per (dataset, method, component);
+:func:`abstention_flags` raises a QC flag wherever too many answers carried no usable label, so
+that a method scored mostly by its task's fallback is never ranked without saying so.
+
+The threshold, :data:`ABSTENTION_THRESHOLD`, is 10% of a component's answers. PerturbQA's
+appendix A.3 (Table 6) reports abstention below 0.1% for SUMMER and LLM (No CoT), 2% for LLM (No
+retrieval) on differential expression and 36% on its direction questions, which the paper's
+authors single out as a weakness ("abstained nearly a third of the time"). A model that follows
+the paper's answer format stays well under 10%; above it, at least one answer in ten is replaced
+by the default, and the score measures the default as much as the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from openpert.config.llm_usage import USAGE_KEYS, read_usage
+from openpert.results.scoring import QCFlag
+from openpert.run.records import JobRecord
+
+__all__ = ["ABSTENTION_THRESHOLD", "MOSTLY_FALLBACK", "usage_table", "abstention_flags"]
+
+#: Abstention rate (abstaining or unparseable answers / answers) above which a QC flag is raised.
+ABSTENTION_THRESHOLD = 0.10
+#: Fallback rate (questions scored by the default / questions) above which the flag says the score is mostly the fallback's.
+MOSTLY_FALLBACK = 0.5
+
+
+def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], list[QCFlag]]:
+    """The ``llm_usage`` rows of ``results.json``, one per (dataset, method, component), summed over seeds.
+
+    Parameters
+    ----------
+    records
+        The run's job records; succeeded method and metric jobs whose h5ad outputs hold an
+        ``llm_usage`` record count.
+
+    Returns
+    -------
+    rows
+        Dicts with ``dataset_id``, ``method_id``, ``component``, ``stage`` (``method`` or
+        ``metric``), ``n_jobs``, every count of :data:`openpert.config.llm_usage.USAGE_KEYS`,
+        ``abstention_rate`` (abstentions / samples, ``None`` without samples) and
+        ``fallback_rate`` (fallbacks / questions).
+    problems
+        An ``llm_usage_unreadable`` flag per output whose record is malformed (its counts are
+        left out, and said).
+    """
+    sums: dict[tuple[str, str, str, str], dict[str, int]] = {}
+    problems: list[QCFlag] = []
+    for rec in records:
+        if rec.stage not in ("method", "metric") or not rec.succeeded:
+            continue
+        for path in rec.outputs.values():
+            if not str(path).endswith(".h5ad") or not Path(path).is_file():
+                continue
+            try:
+                usage = read_usage(path)
+            except ValueError as err:
+                problems.append(QCFlag("llm_usage_unreadable", f"{rec.component}: {err}", dataset_id=rec.dataset_id,
+                                       method_id=rec.method_id))
+                continue
+            if usage is None:
+                continue
+            key = (rec.dataset_id, rec.method_id or "", rec.component, rec.stage)
+            total = sums.setdefault(key, dict.fromkeys(("n_jobs", *USAGE_KEYS), 0))
+            total["n_jobs"] += 1
+            for name in USAGE_KEYS:
+                total[name] += usage[name]
+    rows = []
+    for (dataset_id, method_id, component, stage), total in sorted(sums.items()):
+        rows.append({"dataset_id": dataset_id, "method_id": method_id, "component": component, "stage": stage, **total,
+                     "abstention_rate": total["abstentions"] / total["samples"] if total["samples"] else None,
+                     "fallback_rate": total["fallbacks"] / total["questions"] if total["questions"] else None})
+    return rows, problems
+
+
+def abstention_flags(rows: Sequence[dict[str, Any]], threshold: float = ABSTENTION_THRESHOLD) -> list[QCFlag]:
+    """A QC flag per usage row whose abstention rate exceeds ``threshold``.
+
+    ``llm_abstentions`` for a method's own answers, ``llm_judge_abstentions`` for a judge metric's
+    gradings of a method's outputs.
+
+    The message names the component, the method and the dataset, gives the rate and the
+    questions scored by the fallback, and says when the score is mostly the fallback's
+    (:data:`MOSTLY_FALLBACK`). For a judge metric it says the judge's unreadable gradings left
+    items out of that metric.
+    """
+    flags = []
+    for row in rows:
+        rate = row.get("abstention_rate")
+        if rate is None or rate <= threshold:
+            continue
+        said = (f"{row['abstentions']} of {row['samples']} answers ({rate:.1%}) abstained or could not be parsed, "
+                f"above the {threshold:.0%} threshold")
+        if row["stage"] == "metric":
+            message = (f"The judge {row['component']} on {row['method_id']}'s outputs, dataset {row['dataset_id']}: {said}; "
+                       f"{row['fallbacks']} of {row['questions']} items have no judged value")
+        else:
+            fallback = row.get("fallback_rate") or 0.0
+            message = (f"{row['method_id']} on {row['dataset_id']}: {said}; {row['fallbacks']} of {row['questions']} "
+                       f"questions ({fallback:.1%}) were scored by the task's fallback instead of the model's answer")
+            if fallback > MOSTLY_FALLBACK:
+                message += "; its score is mostly the fallback's, not the model's"
+        # A judge's unreadable gradings are the judge's problem, not the judged method's: another flag.
+        name = "llm_judge_abstentions" if row["stage"] == "metric" else "llm_abstentions"
+        flags.append(QCFlag(name, message, dataset_id=row["dataset_id"], method_id=row["method_id"] or None))
+    return flags
