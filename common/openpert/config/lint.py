@@ -5,6 +5,8 @@ Each problem is one line: ``<config>: <key>: <what is wrong>``.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -96,8 +98,10 @@ def lint_config(config: ComponentConfig) -> list[str]:
     else:
         if not script.is_file():
             bad("resources", f"script {script.name} not found")
-        elif config.script_type == "python_script" and len(BLOCK.findall(script.read_text())) != 1:
-            bad("resources", f"{script.name} needs exactly one '## VIASH START' ... '## VIASH END' block")
+        elif config.script_type == "python_script":
+            if len(BLOCK.findall(script.read_text())) != 1:
+                bad("resources", f"{script.name} needs exactly one '## VIASH START' ... '## VIASH END' block")
+            problems.extend(script_parameter_problems(config, script))
     for res in config.resources:
         if isinstance(res, dict) and isinstance(res.get("path"), str) and not config.resource_path(res).exists():
             bad("resources", f"{res['path']} not found")
@@ -124,6 +128,62 @@ def lint_config(config: ComponentConfig) -> list[str]:
         # else exchanges files of the task's API.
         if arg.format_id is None and not (config.type == "dataset" and arg in config.file_inputs):
             bad(f"arguments --{arg.name}", "file arguments merge one of the task's api/file_*.yaml")
+    return problems
+
+
+def parameter_reads(source: str) -> list[tuple[int, str]]:
+    """The ``par`` keys a Python script reads: ``par["key"]`` and ``par.get("key", ...)``.
+
+    Parameters
+    ----------
+    source
+        The script's text.
+
+    Returns
+    -------
+    list of (int, str)
+        Line and key of each read, in the order they are written. Keys that are not string
+        literals (``par[name]``) cannot be checked and are left out; so are assignments to ``par``
+        (the Viash block writes the keys it defines).
+
+    Raises
+    ------
+    SyntaxError
+        When the script does not parse.
+    """
+    reads = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id == "par"):
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and isinstance(node.func.value, ast.Name) and node.func.value.id == "par" and node.args):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            reads.append((node.lineno, key.value))
+    return sorted(reads)
+
+
+def script_parameter_problems(config: ComponentConfig, script: Path) -> list[str]:
+    """``par`` keys that a component's Python script reads but its config does not declare.
+
+    Viash fills ``par`` with the component's arguments only (its ``config.vsh.yaml`` merged with the
+    task's API file), so any other key is a ``KeyError`` (or a silent ``None`` from ``par.get``) at
+    run time. Each problem names the script, the line, the key and the closest declared argument.
+    """
+    try:
+        reads = parameter_reads(script.read_text())
+    except SyntaxError as err:
+        return [f"{script}:{err.lineno}: does not parse as Python: {err.msg}"]
+    declared = [a.name for a in config.arguments]
+    problems = []
+    for line, key in reads:
+        if key in declared:
+            continue
+        closest = difflib.get_close_matches(key, declared, n=1, cutoff=0.0)
+        hint = f"closest declared argument: --{closest[0]}" if closest else "the config declares no arguments"
+        problems.append(f"{script}:{line}: par[{key!r}] is not an argument of {config.path} ({hint})")
     return problems
 
 
