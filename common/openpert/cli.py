@@ -262,6 +262,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     # Errors that leave a component out of its task (type not matching its folder, a name used twice)
     # are found when the task is read, not in one config alone.
     problems += [e.reason for task in tasks for e in task.config_errors if e.reason not in problems]
+    problems = list(dict.fromkeys(problems))  # the schemas' absence is found per config and for the project
     for problem in [*problems, *map(str, layout.violations)]:
         print(problem)
     print(layout.summary())

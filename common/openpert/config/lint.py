@@ -285,22 +285,20 @@ def image_problems(config: ComponentConfig) -> list[str]:
 
 
 def schema_problems(config: ComponentConfig) -> list[str]:
-    """Viash schema problems of a config; none when the schemas are not on this machine.
+    """Viash schema problems of a config; the schemas are downloaded on first use when missing, and
+    a machine that has none and cannot download them gets one problem saying how to fetch them."""
+    from openpert.config.viash_schema import validate_component
 
-    ``openpert lint`` says once when the schemas are missing (:func:`project_problems`); a component
-    test on such a machine checks everything else.
-    """
-    from openpert.config.viash_schema import schema_dir, validate_component
-
-    if not (schema_dir(config.root) / "config.schema.json").is_file():
-        return []
-    return validate_component(config)
+    try:
+        return validate_component(config)
+    except ConfigError as err:
+        return [str(err)]
 
 
 def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     """Problems of the project as a whole: ``_viash.yaml`` under Viash's schema, namespace clashes."""
     from openpert.config.task import discover_tasks
-    from openpert.config.viash_schema import namespace_collisions, schema_dir, validate_project_file
+    from openpert.config.viash_schema import namespace_collisions, validate_project_file
 
     problems = namespace_collisions(configs)
     try:
@@ -316,11 +314,10 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
         merge_manifests(task_manifest(d) for d in task_dirs)
     except ConfigError as err:
         problems.append(str(err))
-    if not (schema_dir(root) / "package.schema.json").is_file():
-        problems.append(f"{schema_dir(root)}: Viash JSON schemas not found; configs were not checked against them "
-                        "(set OPENPERT_VIASH_SCHEMAS)")
-    else:
+    try:
         problems.extend(validate_project_file(root))
+    except ConfigError as err:
+        problems.append(str(err))
     return problems
 
 
@@ -341,4 +338,5 @@ def lint_paths(paths: Iterable[Path]) -> list[str]:
                 problems.extend(lint_config(read_config(config_path)))
             except ConfigError as err:
                 problems.append(str(err))
-    return problems
+    # A project-wide problem (schemas that cannot be had) would otherwise repeat for every config.
+    return list(dict.fromkeys(problems))
