@@ -75,9 +75,9 @@ def actionlint_failures(path: Path) -> list[Failure]:
     for line in (text or "").splitlines():
         match = _ACTIONLINT.match(line.strip())
         if match:
-            rule = f" [{match['rule']}]" if match["rule"] else ""
-            failures.append(Failure("actionlint", match["where"], match["message"] + rule,
-                                    f"edit the workflow, then run `actionlint {match['where'].split(':')[0]}`"))
+            rule = f" (rule `{match['rule']}`)" if match["rule"] else ""
+            failures.append(Failure("actionlint", match["where"], match["message"],
+                                    f"edit the workflow{rule}, then run `actionlint {match['where'].split(':')[0]}`"))
     return failures
 
 

@@ -13,6 +13,7 @@ import pytest
 from openpert.cli import main
 from openpert.testing.ci_summary import (
     Failure,
+    actionlint_failures,
     benchmark_failures,
     collect,
     junit_failures,
@@ -39,6 +40,20 @@ def test_ruff_problems_name_place_code_and_fix(tmp_path):
     assert "`os` imported but unused" in unused.message and unused.fix == "`ruff check --fix .`"
     line = unused.markdown()
     assert "\n" not in line and line.startswith("- **ruff** `bad.py:1:8`: F401")
+
+
+@pytest.mark.skipif(_tool("actionlint") is None, reason="actionlint is not installed")
+def test_actionlint_problems_name_the_workflow_line_and_rule(tmp_path):
+    workflows = tmp_path / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "ci.yml").write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-24.04\n    steps:\n"
+                                      "      - run: echo ${{ github.nope }}\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    out = subprocess.run([_tool("actionlint"), "-oneline"], cwd=tmp_path, capture_output=True, text=True).stdout
+    (tmp_path / "actionlint.txt").write_text(out)
+    (failure,) = actionlint_failures(tmp_path / "actionlint.txt")
+    assert failure.where == ".github/workflows/ci.yml:6:23" and 'property "nope" is not defined' in failure.message
+    assert failure.fix == "edit the workflow (rule `expression`), then run `actionlint .github/workflows/ci.yml`"
 
 
 def test_failed_and_erroring_tests_from_pytest_junit_xml(tmp_path):
