@@ -159,3 +159,21 @@ def test_fetch_viash_schemas_downloads_and_checks_them(tmp_path):
         assert bad.returncode == 1 and "package.schema.json has sha256" in bad.stderr
     finally:
         server.shutdown()
+
+
+def test_no_workflow_step_installs_torch_from_pypi_alone():
+    """torch from PyPI is the CUDA build on Linux: every step that can install it names the CPU index
+    (or goes through setup_env.sh, which uses it where it answers)."""
+    cpu_index = "https://download.pytorch.org/whl/cpu"
+    installs_torch = re.compile(r"pip install .*(torch|\[[^\]]*\b(all|ml|text)\b[^\]]*\])|scripts/test_images\.sh|openpert images test")
+    setup = (ROOT / "scripts" / "setup_env.sh").read_text()
+    assert f'OPENPERT_TORCH_INDEX:-{cpu_index}' in setup and '--index-url "$torch_index" "torch==' in setup
+    seen = 0
+    for where, (flow, job) in _jobs().items():
+        for step in job.get("steps", []):
+            run = step.get("run", "")
+            if installs_torch.search(run):
+                seen += 1
+                env = {**flow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
+                assert cpu_index in run or cpu_index in str(env.get("PIP_EXTRA_INDEX_URL", "")), f"{where}: {run}"
+    assert seen, "the changed-components job builds the ml and text image environments"
