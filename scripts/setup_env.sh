@@ -3,15 +3,19 @@
 # pyproject.toml changed. Sourced by the other scripts (and by users): it activates the environment
 # and leaves the caller's shell options as they were.
 
-# Whether a URL answers within a few seconds (exit status 0), with the Python that is at hand.
+# Whether a URL's server answers within a few seconds (exit status 0), with the Python at hand. Any
+# HTTP answer counts (a server may refuse HEAD yet serve pip); no answer, or no such host, does not.
 _openpert_reachable() {
   "$1" - "$2" <<'PY'
 import sys
+import urllib.error
 import urllib.request
 
 try:
     urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=4).close()
-except Exception:  # any failure means: use pip's configured indexes instead
+except urllib.error.HTTPError:
+    pass
+except OSError:  # unresolved host, refused connection, timeout: pip's configured indexes instead
     sys.exit(1)
 PY
 }

@@ -56,12 +56,14 @@ exec {sys.executable} "$@"
     return calls.read_text().splitlines(), proc.stderr
 
 
-def test_setup_takes_cpu_torch_from_the_cpu_index_when_it_answers(tmp_path):
+@pytest.mark.parametrize("answer", ["listing", "not found"])
+def test_setup_takes_cpu_torch_from_the_cpu_index_when_it_answers(tmp_path, answer):
     import functools
     import http.server
     import threading
 
-    (tmp_path / "index" / "torch").mkdir(parents=True)
+    # Any HTTP answer means the server is there (one may refuse the probe's HEAD yet serve pip).
+    (tmp_path / "index" / ("torch" if answer == "listing" else "other")).mkdir(parents=True)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "index"))
     handler.log_message = lambda *args: None
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
