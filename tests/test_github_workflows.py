@@ -74,10 +74,11 @@ def test_every_job_that_validates_configs_fetches_the_viash_schemas_first():
 def test_pull_request_failures_reach_the_job_summary_with_their_fixes():
     jobs = yaml.safe_load((WORKFLOWS / "pull_request.yml").read_text())["jobs"]
     for name, inputs in (("lint", ("--ruff ruff.txt", "--lint lint.txt", "--actionlint actionlint.txt")),
-                         ("tests", ("--junit junit.xml", "--results results"))):
+                         ("tests", ("--junit junit.xml", "--results results")),
+                         ("changed-components", ("--image-tests image_tests.txt",))):
         steps = jobs[name]["steps"]
         summary = next(i for i, step in enumerate(steps) if "openpert ci-summary" in step.get("run", ""))
-        assert steps[summary]["if"] == "always()" and '-o "$GITHUB_STEP_SUMMARY"' in steps[summary]["run"]
+        assert "always()" in steps[summary]["if"] and '-o "$GITHUB_STEP_SUMMARY"' in steps[summary]["run"]
         earlier = "\n".join(step.get("run", "") for step in steps[:summary])
         if "scripts/run_benchmark.sh" in earlier:  # the script the step runs writes results/
             earlier += "\n" + (ROOT / "scripts" / "run_benchmark.sh").read_text()

@@ -283,9 +283,10 @@ def cmd_changed(ns: argparse.Namespace) -> int:
 def cmd_ci_summary(ns: argparse.Namespace) -> int:
     from openpert.testing.ci_summary import collect, summary_markdown
 
-    failures, checks = collect(ruff=ns.ruff, lint=ns.lint, actionlint=ns.actionlint, junit=ns.junit, results=ns.results)
+    failures, checks = collect(ruff=ns.ruff, lint=ns.lint, actionlint=ns.actionlint, junit=ns.junit, results=ns.results,
+                               image_tests=ns.image_tests)
     if not checks:
-        raise ConfigError("ci-summary: give at least one of --ruff, --lint, --actionlint, --junit, --results")
+        raise ConfigError("ci-summary: give at least one of --ruff, --lint, --actionlint, --junit, --results, --image-tests")
     text = summary_markdown(failures, checks)
     if ns.output:
         with open(ns.output, "a", encoding="utf-8") as out:
@@ -384,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--actionlint", action="append", default=[], metavar="FILE", help="actionlint's output")
     p.add_argument("--junit", action="append", default=[], metavar="FILE", help="pytest's --junitxml report")
     p.add_argument("--results", action="append", default=[], metavar="DIR", help="benchmark results (results.json in or below)")
+    p.add_argument("--image-tests", action="append", default=[], metavar="FILE", help="scripts/test_images.sh's output")
     p.add_argument("-o", "--output", help="append to this file (e.g. $GITHUB_STEP_SUMMARY) instead of printing")
 
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")

@@ -2,7 +2,8 @@
 
 A pull request's author should see what failed and what to do without opening a log. This module
 reads what the checks leave behind (ruff's and actionlint's one-line output, ``openpert lint``'s
-output, pytest's JUnit XML, a benchmark's ``results.json``) and writes one line per failure:
+output, pytest's JUnit XML, a benchmark's ``results.json``, ``scripts/test_images.sh``'s output)
+and writes one line per failure:
 what failed, where, and the command that fixes or reproduces it. CI appends it to the job summary
 (``$GITHUB_STEP_SUMMARY``). An output that is missing (its step never ran) or unreadable is a line
 too: the summary never claims a check passed that it could not read.
@@ -134,6 +135,30 @@ def junit_failures(path: Path) -> list[Failure]:
     return failures
 
 
+#: ``openpert images test``'s heading of a failed component: ``--- failed: <folder> [<environment>]``.
+_IMAGE_TEST = re.compile(r"^--- (?P<status>failed|error): (?P<folder>\S+) \[(?P<env>[^\]]+)\]$")
+
+
+def image_test_failures(path: Path) -> list[Failure]:
+    """Components whose test failed in their image's environment (``scripts/test_images.sh``'s output)."""
+    text, failures = _read(path, "image tests")
+    lines = (text or "").splitlines()
+    for i, line in enumerate(lines):
+        match = _IMAGE_TEST.match(line.strip())
+        if not match:
+            continue
+        block = []
+        for following in lines[i + 1:]:
+            if _IMAGE_TEST.match(following.strip()) or re.match(r"^\d+ passed, \d+ failed", following):
+                break
+            block.append(following.strip())
+        reason = next((b for b in block if b.startswith(("FAILED ", "ERROR "))), "") or next(
+            (b for b in reversed(block) if b), f"component test {match['status']}")
+        failures.append(Failure("image tests", match["folder"], f"in the {match['env']} environment: {reason}",
+                                f"`bash scripts/test_images.sh {match['folder']}` (a missing package: declare it in the config's `setup`)"))
+    return failures
+
+
 def _results_files(folder: Path) -> list[Path]:
     return [folder] if folder.is_file() else sorted(folder.rglob("results.json"))
 
@@ -190,11 +215,12 @@ def summary_markdown(failures: Sequence[Failure], checks: Iterable[str]) -> str:
 
 
 def collect(*, ruff: Sequence[Path] = (), lint: Sequence[Path] = (), actionlint: Sequence[Path] = (),
-            junit: Sequence[Path] = (), results: Sequence[Path] = ()) -> tuple[list[Failure], list[str]]:
+            junit: Sequence[Path] = (), results: Sequence[Path] = (),
+            image_tests: Sequence[Path] = ()) -> tuple[list[Failure], list[str]]:
     """Failures of every given output, and the names of the checks that were read."""
     readers = (("ruff", ruff, ruff_failures), ("openpert lint", lint, lint_failures),
                ("actionlint", actionlint, actionlint_failures), ("tests", junit, junit_failures),
-               ("benchmark", results, benchmark_failures))
+               ("benchmark", results, benchmark_failures), ("image tests", image_tests, image_test_failures))
     failures: list[Failure] = []
     checks: list[str] = []
     for check, paths, reader in readers:

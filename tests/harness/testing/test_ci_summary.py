@@ -16,6 +16,7 @@ from openpert.testing.ci_summary import (
     actionlint_failures,
     benchmark_failures,
     collect,
+    image_test_failures,
     junit_failures,
     lint_failures,
     ruff_failures,
@@ -132,3 +133,22 @@ def test_the_summary_counts_failures_and_names_what_passed(tmp_path, capsys):
     assert summary.read_text() == "earlier\n### All checks passed\n\nopenpert lint, benchmark: no problem.\n"
     assert collect() == ([], [])
     assert main(["ci-summary"]) == 2 and "give at least one of" in capsys.readouterr().err
+
+
+def test_a_component_failing_in_its_image_environment_points_at_test_images(tmp_path):
+    from openpert.images.component_tests import ComponentTestResult, EnvBuild, TestRun, format_summary
+
+    root = tmp_path / "project"
+    failed = root / "src/t/methods/needs_xgb"
+    pytest_tail = ("F\n=== FAILURES ===\nE   ModuleNotFoundError: No module named 'xgboost'\n"
+                   "FAILED src/t/methods/needs_xgb/config.vsh.yaml::component[needs_xgb] - ComponentTestError: needs_xgb failed\n"
+                   "1 failed in 3.1s")
+    run = TestRun(envs=[EnvBuild("core", tmp_path / "envs/core", None, 2)], seconds=9.0, results=[
+        ComponentTestResult(root / "src/t/methods/fine", "core", "passed", 3.0, "1 passed"),
+        ComponentTestResult(failed, "core", "failed", 3.1, pytest_tail)])
+    (tmp_path / "image_tests.txt").write_text(format_summary(run, root))
+    (failure,) = image_test_failures(tmp_path / "image_tests.txt")
+    assert failure.where == "src/t/methods/needs_xgb"
+    assert failure.message == ("in the core environment: FAILED src/t/methods/needs_xgb/config.vsh.yaml::component[needs_xgb]"
+                               " - ComponentTestError: needs_xgb failed")
+    assert failure.fix.startswith("`bash scripts/test_images.sh src/t/methods/needs_xgb`")
