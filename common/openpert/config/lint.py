@@ -1,6 +1,7 @@
 """``openpert lint``: check component configs before anything runs them.
 
-Each problem is one line: ``<config>: <key>: <what is wrong>``.
+Each problem is one line: ``<config>: <key>: <what is wrong>``, or ``<script>:<line>: ...`` for what
+a component's script reads (``par`` keys its config does not declare).
 """
 
 from __future__ import annotations
