@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Fetch Viash's published JSON schemas (the release openpert lints against) into a folder, and check
 # them against the checksums below. Used where the project's shared folder is not beside the checkout
-# (GitHub's runners); point OPENPERT_VIASH_SCHEMAS at the folder's parent afterwards.
+# (GitHub's runners); point OPENPERT_VIASH_SCHEMAS at the folder's parent afterwards. The harness
+# downloads the same files on first use by itself (openpert.config.viash_schema, same pins); this
+# script is for machines where that download fails, and for CI, which fetches before any check.
 #
 # Usage: scripts/fetch_viash_schemas.sh DEST_PARENT
 #   writes DEST_PARENT/0.9.4/{config,package}.schema.json

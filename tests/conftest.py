@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -9,9 +10,15 @@ import pytest
 
 from openpert.config.task import Task
 from openpert.config.viash import read_config
+from openpert.config.viash_schema import schema_dir
 from openpert.run.component import run_component
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
+
+# Copies of the fixture project live in temporary folders with no ../shared beside them: they use the
+# repository's Viash schemas where it has them (elsewhere the harness downloads them on first use).
+if not os.environ.get("OPENPERT_VIASH_SCHEMAS") and (schema_dir(FIXTURE_PROJECT.parents[2]) / "config.schema.json").is_file():
+    os.environ["OPENPERT_VIASH_SCHEMAS"] = str(schema_dir(FIXTURE_PROJECT.parents[2]).parent)
 GOOD = ["group_mean", "shrunk_mean"]
 FAILING = ["fail_raise", "fail_timeout", "fail_memory", "fail_invalid", "reads_solution"]
 

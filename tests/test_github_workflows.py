@@ -1,9 +1,11 @@
-"""The GitHub workflows: valid for actionlint, and the schema fetcher they rely on."""
+"""The GitHub workflows: valid for actionlint, the sandbox enabled and required wherever jobs or tests
+run, schemas fetched wherever configs are validated, failures summarised, and the schema fetcher."""
 
 from __future__ import annotations
 
 import functools
 import http.server
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +19,87 @@ from project_paths import ROOT
 from openpert.config.viash_schema import VIASH_SCHEMA_VERSION, schema_dir
 
 WORKFLOWS = ROOT / ".github" / "workflows"
+#: A step that runs component jobs or tests: the sandbox must be on before it.
+RUNS_JOBS_OR_TESTS = re.compile(r"openpert benchmark|scripts/run_benchmark\.sh|scripts/test\.sh|scripts/test_images\.sh|"
+                                r"\bpytest\b|openpert test\b|openpert images test")
+#: A step that validates configs against Viash's schemas (openpert lint, and every component test).
+VALIDATES_CONFIGS = re.compile(r"openpert lint|scripts/test\.sh|scripts/test_images\.sh|\bpytest\b|openpert test\b")
+LIFT_USERNS = "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+
+
+def _jobs() -> dict[str, tuple[dict, dict]]:
+    """``<file>:<job>`` -> (workflow, job) of every workflow."""
+    jobs = {}
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        flow = yaml.safe_load(path.read_text())
+        for name, job in flow["jobs"].items():
+            jobs[f"{path.name}:{name}"] = (flow, job)
+    return jobs
+
+
+def _first(job: dict, pattern: re.Pattern) -> int | None:
+    return next((i for i, step in enumerate(job.get("steps", [])) if pattern.search(step.get("run", ""))), None)
+
+
+def test_every_job_that_runs_jobs_or_tests_lifts_the_userns_restriction_and_requires_the_sandbox():
+    checked = []
+    for where, (flow, job) in _jobs().items():
+        first = _first(job, RUNS_JOBS_OR_TESTS)
+        if first is None:
+            continue
+        checked.append(where)
+        assert job["runs-on"] == "ubuntu-24.04", where
+        env = {**flow.get("env", {}), **job.get("env", {})}
+        assert env.get("OPENPERT_SANDBOX") == "on", f"{where}: a runner without a sandbox must fail the job, not skip"
+        lift = _first(job, re.compile(re.escape(LIFT_USERNS)))
+        assert lift is not None and lift < first, f"{where}: lift AppArmor's user-namespace restriction before step {first}"
+        condition = job["steps"][lift].get("if")
+        assert condition in (None, job["steps"][first].get("if")), f"{where}: the lift runs whenever the jobs do"
+    assert set(checked) >= {"pull_request.yml:tests", "pull_request.yml:changed-components", "benchmark.yml:benchmark"}
+
+
+def test_every_job_that_validates_configs_fetches_the_viash_schemas_first():
+    checked = []
+    for where, (flow, job) in _jobs().items():
+        first = _first(job, VALIDATES_CONFIGS)
+        if first is None:
+            continue
+        checked.append(where)
+        fetch = _first(job, re.compile(r"scripts/fetch_viash_schemas\.sh \"\$OPENPERT_VIASH_SCHEMAS\""))
+        assert fetch is not None and fetch < first, f"{where}: fetch the Viash schemas before step {first}"
+        assert {**flow.get("env", {}), **job.get("env", {})}.get("OPENPERT_VIASH_SCHEMAS"), where
+    assert set(checked) >= {"pull_request.yml:lint", "pull_request.yml:tests", "pull_request.yml:changed-components"}
+
+
+def test_pull_request_failures_reach_the_job_summary_with_their_fixes():
+    jobs = yaml.safe_load((WORKFLOWS / "pull_request.yml").read_text())["jobs"]
+    for name, inputs in (("lint", ("--ruff ruff.txt", "--lint lint.txt", "--actionlint actionlint.txt")),
+                         ("tests", ("--junit junit.xml", "--results results")),
+                         ("changed-components", ("--image-tests image_tests.txt",))):
+        steps = jobs[name]["steps"]
+        summary = next(i for i, step in enumerate(steps) if "openpert ci-summary" in step.get("run", ""))
+        assert "always()" in steps[summary]["if"] and '-o "$GITHUB_STEP_SUMMARY"' in steps[summary]["run"]
+        earlier = "\n".join(step.get("run", "") for step in steps[:summary])
+        if "scripts/run_benchmark.sh" in earlier:  # the script the step runs writes results/
+            earlier += "\n" + (ROOT / "scripts" / "run_benchmark.sh").read_text()
+        for option in inputs:
+            assert option in steps[summary]["run"], (name, option)
+            written = option.split()[1]
+            assert re.search(rf"(tee |--junitxml=|-o ){re.escape(written)}(\s|$)", earlier), f"{name}: no step writes {written}"
+    lint_steps = jobs["lint"]["steps"]
+    # every check runs even after one failed, so that the summary has them all
+    for command in ("openpert lint", "actionlint"):
+        step = next(s for s in lint_steps if re.search(rf"^{command} .*\| tee ", s.get("run", ""), re.M))
+        assert step["if"] == "${{ !cancelled() }}", command
+
+
+def test_the_published_benchmark_can_pull_the_component_images():
+    job = yaml.safe_load((WORKFLOWS / "benchmark.yml").read_text())["jobs"]["benchmark"]
+    assert job["permissions"]["packages"] == "read" and job["permissions"]["contents"] == "read"
+    steps = job["steps"]
+    login = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("docker/login-action"))
+    assert steps[login]["with"]["registry"] == "ghcr.io" and steps[login]["with"]["password"] == "${{ secrets.GITHUB_TOKEN }}"
+    assert login < _first(job, re.compile("openpert benchmark"))
 
 
 def _actionlint() -> str | None:
@@ -77,3 +160,21 @@ def test_fetch_viash_schemas_downloads_and_checks_them(tmp_path):
         assert bad.returncode == 1 and "package.schema.json has sha256" in bad.stderr
     finally:
         server.shutdown()
+
+
+def test_no_workflow_step_installs_torch_from_pypi_alone():
+    """torch from PyPI is the CUDA build on Linux: every step that can install it names the CPU index
+    (or goes through setup_env.sh, which uses it where it answers)."""
+    cpu_index = "https://download.pytorch.org/whl/cpu"
+    installs_torch = re.compile(r"pip install .*(torch|\[[^\]]*\b(all|ml|text)\b[^\]]*\])|scripts/test_images\.sh|openpert images test")
+    setup = (ROOT / "scripts" / "setup_env.sh").read_text()
+    assert f'OPENPERT_TORCH_INDEX:-{cpu_index}' in setup and '--index-url "$torch_index" "torch==' in setup
+    seen = 0
+    for where, (flow, job) in _jobs().items():
+        for step in job.get("steps", []):
+            run = step.get("run", "")
+            if installs_torch.search(run):
+                seen += 1
+                env = {**flow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
+                assert cpu_index in run or cpu_index in str(env.get("PIP_EXTRA_INDEX_URL", "")), f"{where}: {run}"
+    assert seen, "the changed-components job builds the ml and text image environments"

@@ -1,10 +1,13 @@
 """``openpert lint``: check component configs before anything runs them.
 
-Each problem is one line: ``<config>: <key>: <what is wrong>``.
+Each problem is one line: ``<config>: <key>: <what is wrong>``, or ``<script>:<line>: ...`` for what
+a component's script reads (``par`` keys its config does not declare).
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -96,8 +99,10 @@ def lint_config(config: ComponentConfig) -> list[str]:
     else:
         if not script.is_file():
             bad("resources", f"script {script.name} not found")
-        elif config.script_type == "python_script" and len(BLOCK.findall(script.read_text())) != 1:
-            bad("resources", f"{script.name} needs exactly one '## VIASH START' ... '## VIASH END' block")
+        elif config.script_type == "python_script":
+            if len(BLOCK.findall(script.read_text())) != 1:
+                bad("resources", f"{script.name} needs exactly one '## VIASH START' ... '## VIASH END' block")
+            problems.extend(script_parameter_problems(config, script))
     for res in config.resources:
         if isinstance(res, dict) and isinstance(res.get("path"), str) and not config.resource_path(res).exists():
             bad("resources", f"{res['path']} not found")
@@ -124,6 +129,62 @@ def lint_config(config: ComponentConfig) -> list[str]:
         # else exchanges files of the task's API.
         if arg.format_id is None and not (config.type == "dataset" and arg in config.file_inputs):
             bad(f"arguments --{arg.name}", "file arguments merge one of the task's api/file_*.yaml")
+    return problems
+
+
+def parameter_reads(source: str) -> list[tuple[int, str]]:
+    """The ``par`` keys a Python script reads: ``par["key"]`` and ``par.get("key", ...)``.
+
+    Parameters
+    ----------
+    source
+        The script's text.
+
+    Returns
+    -------
+    list of (int, str)
+        Line and key of each read, in the order they are written. Keys that are not string
+        literals (``par[name]``) cannot be checked and are left out; so are assignments to ``par``
+        (the Viash block writes the keys it defines).
+
+    Raises
+    ------
+    SyntaxError
+        When the script does not parse.
+    """
+    reads = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id == "par"):
+            key = node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+              and isinstance(node.func.value, ast.Name) and node.func.value.id == "par" and node.args):
+            key = node.args[0]
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            reads.append((node.lineno, key.value))
+    return sorted(reads)
+
+
+def script_parameter_problems(config: ComponentConfig, script: Path) -> list[str]:
+    """``par`` keys that a component's Python script reads but its config does not declare.
+
+    Viash fills ``par`` with the component's arguments only (its ``config.vsh.yaml`` merged with the
+    task's API file), so any other key is a ``KeyError`` (or a silent ``None`` from ``par.get``) at
+    run time. Each problem names the script, the line, the key and the closest declared argument.
+    """
+    try:
+        reads = parameter_reads(script.read_text())
+    except SyntaxError as err:
+        return [f"{script}:{err.lineno}: does not parse as Python: {err.msg}"]
+    declared = [a.name for a in config.arguments]
+    problems = []
+    for line, key in reads:
+        if key in declared:
+            continue
+        closest = difflib.get_close_matches(key, declared, n=1, cutoff=0.0)
+        hint = f"closest declared argument: --{closest[0]}" if closest else "the config declares no arguments"
+        problems.append(f"{script}:{line}: par[{key!r}] is not an argument of {config.path} ({hint})")
     return problems
 
 
@@ -225,22 +286,20 @@ def image_problems(config: ComponentConfig) -> list[str]:
 
 
 def schema_problems(config: ComponentConfig) -> list[str]:
-    """Viash schema problems of a config; none when the schemas are not on this machine.
+    """Viash schema problems of a config; the schemas are downloaded on first use when missing, and
+    a machine that has none and cannot download them gets one problem saying how to fetch them."""
+    from openpert.config.viash_schema import validate_component
 
-    ``openpert lint`` says once when the schemas are missing (:func:`project_problems`); a component
-    test on such a machine checks everything else.
-    """
-    from openpert.config.viash_schema import schema_dir, validate_component
-
-    if not (schema_dir(config.root) / "config.schema.json").is_file():
-        return []
-    return validate_component(config)
+    try:
+        return validate_component(config)
+    except ConfigError as err:
+        return [str(err)]
 
 
 def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     """Problems of the project as a whole: ``_viash.yaml`` under Viash's schema, namespace clashes."""
     from openpert.config.task import discover_tasks
-    from openpert.config.viash_schema import namespace_collisions, schema_dir, validate_project_file
+    from openpert.config.viash_schema import namespace_collisions, validate_project_file
 
     problems = namespace_collisions(configs)
     try:
@@ -256,11 +315,10 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
         merge_manifests(task_manifest(d) for d in task_dirs)
     except ConfigError as err:
         problems.append(str(err))
-    if not (schema_dir(root) / "package.schema.json").is_file():
-        problems.append(f"{schema_dir(root)}: Viash JSON schemas not found; configs were not checked against them "
-                        "(set OPENPERT_VIASH_SCHEMAS)")
-    else:
+    try:
         problems.extend(validate_project_file(root))
+    except ConfigError as err:
+        problems.append(str(err))
     return problems
 
 
@@ -281,4 +339,5 @@ def lint_paths(paths: Iterable[Path]) -> list[str]:
                 problems.extend(lint_config(read_config(config_path)))
             except ConfigError as err:
                 problems.append(str(err))
-    return problems
+    # A project-wide problem (schemas that cannot be had) would otherwise repeat for every config.
+    return list(dict.fromkeys(problems))

@@ -9,6 +9,7 @@ its test before the contributor writes the real computation.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -88,6 +89,11 @@ def _writer(arg, fmt: FileFormat, inputs: dict[str, str], h5ad_inputs: dict[str,
     lines = [f"obs = pd.DataFrame(index=pd.Index({rows}, dtype=str))",
              f"var = pd.DataFrame(index=pd.Index({cols}, dtype=str))",
              "shape = (len(obs), len(var))"]
+    for group in ("obs", "var"):
+        for slot in fmt.slots.get(group, []):
+            if slot.required:
+                what = (slot.description.strip().splitlines() or [slot.name])[0]
+                lines.append(f"{group}[{slot.name!r}] = {_placeholder(slot.type)}  # FILL IN: {what}")
     layers = [s.name for s in fmt.slots.get("layers", []) if s.required]
     has_x = any(s.required for s in fmt.slots.get("X", []))
     uns = []
@@ -112,6 +118,24 @@ def _writer(arg, fmt: FileFormat, inputs: dict[str, str], h5ad_inputs: dict[str,
     return "\n".join(lines)
 
 
+def _placeholder(slot_type: str) -> str:
+    """A value of a declared column's type, which the contributor replaces with the real one."""
+    return {"double": "0.0", "float": "0.0", "integer": "0", "long": "0", "boolean": "False"}.get(slot_type, "''")
+
+
+#: The imports a generated script may need, each kept only when the script uses its name.
+_IMPORTS = (("json", "import json"), ("ad", "import anndata as ad"), ("np", "import numpy as np"),
+            ("pd", "import pandas as pd"), ("yaml", "import yaml"))
+
+
+def _imports(body: str) -> str:
+    """The import block for ``body``: the standard library first, then third parties (as ruff sorts)."""
+    used = [line for module, line in _IMPORTS if re.search(rf"\b{module}\.", body)]
+    stdlib = [line for line in used if line == "import json"]
+    others = [line for line in used if line not in stdlib]
+    return "\n\n".join(block for block in ("\n".join(stdlib), "\n".join(others)) if block) + "\n"
+
+
 def _script_text(task: Task, api: ComponentConfig, comp_type: str, name: str) -> str:
     template = task.api_file(f"templates/{comp_type}.py")
     if template.is_file():
@@ -129,20 +153,14 @@ def _script_text(task: Task, api: ComponentConfig, comp_type: str, name: str) ->
         if arg.file_format is None:
             raise ConfigError(f"{api.path}: --{arg.name} has no file format to scaffold from")
         body.append(_writer(arg, arg.file_format, inputs, h5ad_inputs, metric_names, task.prediction_format))
-    return textwrap.dedent(f'''\
-        import json
-
-        import anndata as ad
-        import numpy as np
-        import pandas as pd
-        import yaml
-
+    code = "\n".join(body) + "\n"
+    return _imports(code) + textwrap.dedent(f'''
         ## VIASH START
         par = {textwrap.indent(par, "        ").lstrip()}
         meta = {{"name": {name!r}}}
         ## VIASH END
 
-        ''') + "\n".join(body) + "\n"
+        ''') + code
 
 
 def create_component(root: Path, *, task: str, comp_type: str, name: str) -> Path:

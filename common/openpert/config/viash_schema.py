@@ -4,7 +4,11 @@ Viash decodes configs strictly: a key its schema does not know is an error in ``
 a warning. The harness reads configs more leniently, so this check is what keeps them valid Viash.
 The schemas (``config.schema.json`` and ``package.schema.json`` of one Viash release, as
 ``viash export json_schema`` writes them) are not part of the repository; they are read from
-``$OPENPERT_VIASH_SCHEMAS`` or ``<project>/../shared/viash_schemas/<version>/``.
+``$OPENPERT_VIASH_SCHEMAS``, else ``<project>/../shared/viash_schemas/`` where that holds them, else
+the user's cache (``$XDG_CACHE_HOME/openpert/viash_schemas``). Where they are missing they are
+downloaded on first use from Viash's schema repository (pinned, checked against the checksums
+below, as ``scripts/fetch_viash_schemas.sh`` does); when that fails, the error says the command that
+fetches them. Validation never skips silently.
 
 Errors name the file and line of the offending key: a merged config's key is looked up in the
 component's own file first, then in the files it merges.
@@ -12,9 +16,11 @@ component's own file first, then in the files it merges.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import urllib.request
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -28,11 +34,104 @@ _CONFIG_SCHEMA_URL = ("https://raw.githubusercontent.com/viash-io/viash-schemas/
                       f"{VIASH_SCHEMA_VERSION}/config.schema.json")
 
 
+#: Where the schemas are downloaded from (a pinned commit of viash-io/viash-schemas); the
+#: environment variable ``VIASH_SCHEMAS_URL`` overrides it, for ``scripts/fetch_viash_schemas.sh`` too.
+SCHEMA_SOURCE = "https://raw.githubusercontent.com/viash-io/viash-schemas/8d0519c/json_schemas"
+#: SHA-256 of each schema file of :data:`VIASH_SCHEMA_VERSION`; a download that differs is refused.
+SCHEMA_SHA256 = {
+    "config.schema.json": "36ae2050cf60505703231b754a86ca725639821a3f405595ab0144ea02055106",
+    "package.schema.json": "9d523becaa6c6fae3bfe5d299191c5359e68ef5e6e30b3fca7016371aa7a7250",
+}
+#: Seconds a schema download may take before it counts as failed.
+DOWNLOAD_TIMEOUT_S = 30
+#: Folders whose download failed in this process, with the reason: one attempt per process, so that
+#: linting a hundred components offline costs one timeout, not a hundred.
+_failed_downloads: dict[str, str] = {}
+
+
 def schema_dir(root: str | Path) -> Path:
-    """Where the schemas of :data:`VIASH_SCHEMA_VERSION` are read from (it may not exist)."""
+    """Where the schemas of :data:`VIASH_SCHEMA_VERSION` are read from (it may not exist yet).
+
+    ``$OPENPERT_VIASH_SCHEMAS``, else the project's ``../shared/viash_schemas`` when it holds this
+    version, else the user's cache, where :func:`ensure_schemas` downloads them.
+    """
     env = os.environ.get("OPENPERT_VIASH_SCHEMAS")
-    base = Path(env) if env else Path(root).resolve().parent / "shared" / "viash_schemas"
-    return base / VIASH_SCHEMA_VERSION
+    if env:
+        return Path(env) / VIASH_SCHEMA_VERSION
+    shared = Path(root).resolve().parent / "shared" / "viash_schemas" / VIASH_SCHEMA_VERSION
+    if shared.is_dir():
+        return shared
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "openpert" / "viash_schemas" / VIASH_SCHEMA_VERSION
+
+
+def _has_schemas(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in SCHEMA_SHA256)
+
+
+def fetch_schemas(folder: Path, *, base_url: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
+    """Download the schemas of :data:`VIASH_SCHEMA_VERSION` into ``folder`` and check their checksums.
+
+    Parameters
+    ----------
+    folder
+        Where ``config.schema.json`` and ``package.schema.json`` go (created if needed).
+    base_url
+        Holds ``<version>/<file>``; default ``$VIASH_SCHEMAS_URL``, else :data:`SCHEMA_SOURCE`.
+    timeout
+        Seconds each download may take.
+
+    Returns
+    -------
+    Path
+        ``folder``.
+
+    Raises
+    ------
+    ConfigError
+        When a file cannot be downloaded or its SHA-256 is not the pinned one; nothing partial is left.
+    """
+    base = (base_url or os.environ.get("VIASH_SCHEMAS_URL") or SCHEMA_SOURCE).rstrip("/")
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, expected in SCHEMA_SHA256.items():
+        url = f"{base}/{VIASH_SCHEMA_VERSION}/{name}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                content = response.read()
+        except (OSError, ValueError) as err:  # URLError and timeouts are OSErrors; a malformed URL a ValueError
+            raise ConfigError(f"{url}: could not download the Viash schema: {err}") from err
+        got = hashlib.sha256(content).hexdigest()
+        if got != expected:
+            raise ConfigError(f"{url}: has sha256 {got}, expected {expected}; refusing it")
+        partial = folder / f".{name}.partial"
+        partial.write_bytes(content)
+        os.replace(partial, folder / name)
+    return folder
+
+
+def ensure_schemas(root: str | Path) -> Path:
+    """The folder holding the schemas for project ``root``, downloading them there if missing.
+
+    Raises
+    ------
+    ConfigError
+        When they are missing and cannot be downloaded: the message gives the reason and the command
+        that fetches them (and how to point the harness at a copy).
+    """
+    folder = schema_dir(root)
+    if _has_schemas(folder):
+        return folder
+    if str(folder) not in _failed_downloads:
+        try:
+            fetch_schemas(folder)
+            return folder
+        except (ConfigError, OSError) as err:
+            _failed_downloads[str(folder)] = str(err)
+    raise ConfigError(
+        f"{folder}: Viash {VIASH_SCHEMA_VERSION} JSON schemas not found, and downloading them failed "
+        f"({_failed_downloads[str(folder)]}). Fetch them with `bash scripts/fetch_viash_schemas.sh {folder.parent}`, "
+        "or set OPENPERT_VIASH_SCHEMAS to the folder holding "
+        f"{VIASH_SCHEMA_VERSION}/config.schema.json and {VIASH_SCHEMA_VERSION}/package.schema.json")
 
 
 @lru_cache(maxsize=4)
@@ -50,11 +149,7 @@ def _validators(folder: str):
 
 
 def _validators_for(root: str | Path):
-    folder = schema_dir(root)
-    if not (folder / "config.schema.json").is_file() or not (folder / "package.schema.json").is_file():
-        raise ConfigError(f"{folder}: Viash {VIASH_SCHEMA_VERSION} JSON schemas not found "
-                          "(set OPENPERT_VIASH_SCHEMAS to the folder holding config.schema.json and package.schema.json)")
-    return _validators(str(folder))
+    return _validators(str(ensure_schemas(root)))
 
 
 def _deepest(errors: Iterable) -> list:

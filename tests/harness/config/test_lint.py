@@ -1,8 +1,9 @@
-"""``openpert lint``'s label rule: component and metric labels fit a results-website column."""
+"""``openpert lint``'s rules on one component: labels fit a results-website column, chance levels are
+numbers, and a script reads only the ``par`` keys its config declares."""
 
 from __future__ import annotations
 
-from openpert.config.lint import LABEL_MAX, lint_config
+from openpert.config.lint import LABEL_MAX, lint_config, lint_paths, parameter_reads
 from openpert.config.viash import read_config
 
 
@@ -32,3 +33,48 @@ def test_a_chance_level_is_a_number(project_copy):
         problems = [p for p in lint_config(read_config(metric)) if "chance" in p]
         assert problems == ([] if ok else [f"{metric}: info.metrics[0].chance: must be a number: the metric's "
                                            "expected value for an uninformative answer"]), value
+
+
+def test_parameter_reads_are_subscripts_and_get_calls_with_literal_keys():
+    source = """
+par = {"a": 1}
+x = par["input"]
+y = par.get("alpha", 0.2)
+par["written"] = 3
+z = par[name]
+w = other["input"]
+v = par.get(key)
+"""
+    assert parameter_reads(source) == [(3, "input"), (4, "alpha")]
+
+
+def test_a_script_reading_an_undeclared_parameter_names_line_key_and_closest_argument(project_copy):
+    config = project_copy / "src/tiny/methods/shrunk_mean/config.vsh.yaml"
+    script = config.parent / "script.py"
+    # The fixture reads its own --alpha and the --input_train, --input_test, --output that its
+    # config merges from the task's API: all declared.
+    assert not [p for p in lint_config(read_config(config)) if "par[" in p]
+    text = script.read_text()
+    lines = text.splitlines()
+    alpha_line = next(i for i, line in enumerate(lines, 1) if 'par["alpha"]' in line)
+    text = text.replace('par["alpha"]', 'par["alpah"]')
+    text += 'extra = par.get("input_tset")\npar["scratch"] = 1\nkey = "output"\nsame = par[key]\n'
+    script.write_text(text)
+    problems = [p for p in lint_config(read_config(config)) if "par[" in p]
+    get_line = len(lines) + 1
+    assert problems == [
+        f"{script}:{alpha_line}: par['alpah'] is not an argument of {config} (closest declared argument: --alpha)",
+        f"{script}:{get_line}: par['input_tset'] is not an argument of {config} (closest declared argument: --input_test)",
+    ]
+
+
+def test_a_script_that_does_not_parse_is_reported_with_its_line(project_copy):
+    config = project_copy / "src/tiny/methods/shrunk_mean/config.vsh.yaml"
+    script = config.parent / "script.py"
+    script.write_text(script.read_text() + "if par['alpha']\n")
+    (problem,) = [p for p in lint_config(read_config(config)) if str(script) in p and "parse" in p]
+    assert problem.startswith(f"{script}:{len(script.read_text().splitlines())}: does not parse as Python")
+
+
+def test_every_fixture_component_reads_only_declared_parameters(tiny_project):
+    assert not [p for p in lint_paths([tiny_project / "src"]) if "par[" in p]
