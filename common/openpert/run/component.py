@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import shutil
 import stat
 import sys
@@ -28,8 +29,9 @@ from typing import Any
 
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.files import read_tail
 from openpert.run import sandbox as sandboxing
-from openpert.run.process import Limits, PeakReport, execute
+from openpert.run.process import DiskMeter, Limits, PeakReport, execute
 from openpert.run.records import EXIT_INVALID
 from openpert.run.viash_block import substitute_block
 
@@ -164,6 +166,47 @@ def sandbox_mode(sandbox: bool | None) -> tuple[str, str]:
         _warned_unsandboxed = True
         log_.warning(warning)
     return SANDBOX_NONE, warning
+
+
+#: How a failed read of a path shows in a job's log: Python's FileNotFoundError, or a C library's ENOENT.
+_MISSING_PATH = re.compile(r"(?:FileNotFoundError: \[Errno 2\] [^:\n]*: |No such file or directory: |"
+                           r"unable to open file: name = |ENOENT[^'\"\n/]*)['\"]?(?P<path>/[^'\",\s]+)")
+
+
+def undeclared_path_hint(config: ComponentConfig, log: Path, reason: str) -> str:
+    """What to add to a failed job's reason when it failed on a path that does not exist (``""`` if it did not).
+
+    Under the sandbox a job sees its declared inputs only: a path of the host that the script
+    reads (a dataset file it was not given, a file of the repository) does not exist there. The
+    hint names the path and where the inputs a component may read are declared.
+
+    Parameters
+    ----------
+    config
+        The component.
+    log
+        The job's log (its last 64 kB are searched).
+    reason
+        The job's reason so far (its last line of output).
+    """
+    try:
+        text = reason + "\n" + read_tail(log, 64 * 1024).decode(errors="replace")
+    except OSError:
+        text = reason
+    found = _MISSING_PATH.findall(text)
+    if not found:
+        return ""
+    path = found[-1]
+    def shown(file: Path) -> str:
+        return str(file.relative_to(config.root)) if file.is_relative_to(config.root) else str(file)
+
+    where = [shown(config.path)]
+    task_dir = config.task_dir
+    if task_dir is not None and config.type:
+        api = task_dir / "api" / f"comp_{config.type}.yaml"
+        where.append(shown(api if api.exists() else task_dir / "api"))
+    return (f" ({path} does not exist for the job: a component reads only its declared inputs, which it is "
+            f"given through par; the allowed inputs are listed in {' and '.join(where)})")
 
 
 def output_file_problem(path: Path) -> str:
@@ -392,10 +435,13 @@ def run_component(
             for var in sandboxing.THREAD_VARIABLES:
                 env.setdefault(var, str(limits.cpus))
     header = warning + "\n" if warning else ""
+    # What the job writes counts toward its disk limit; its staged inputs and resources do not.
+    disk = DiskMeter(work_dir, exclude=[work_dir / name for name in used_names if (work_dir / name).exists()]
+                     + [resources_dir], files=[log])
     code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
-                                              sandboxed=box is not None, header=header, peak_report=report)
+                                              sandboxed=box is not None, header=header, peak_report=report, disk=disk)
     if code != 0:
-        return RunResult(code, reason, duration, peak_mb, {}, log, mode)
+        return RunResult(code, reason + undeclared_path_hint(config, log, reason), duration, peak_mb, {}, log, mode)
 
     produced: dict[str, Path] = {}
     for arg in config.file_outputs:
