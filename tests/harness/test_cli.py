@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -123,3 +124,32 @@ def test_run_component_fills_a_dataset_components_outputs(tiny_project, tmp_path
     assert main(["run-component", str(config), "--output-dir", str(tmp_path / "d"), "--output_train", str(named)]) == 0
     assert named.is_file() and not (tmp_path / "d" / "train.h5ad").exists()
     assert len(list((tmp_path / "d").iterdir())) == len(expected) - 1
+
+
+def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(tiny_project, tmp_path, capsys, monkeypatch):
+    """$OPENPERT_SANDBOX is --sandbox's default: `on` where bwrap fails stops the benchmark with the AppArmor fixes."""
+    from openpert.run import sandbox as sandboxing
+
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("OPENPERT_SANDBOX", "on")
+    monkeypatch.chdir(tiny_project)
+    sandboxing.reset_probe()
+    try:
+        code = main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--methods", "group_mean",
+                     "-o", str(tmp_path / "out"), "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "a sandbox was required" in err and "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in err
+        # --sandbox on the command line wins over the variable
+        assert main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--methods", "group_mean",
+                     "--metrics", "errors", "-o", str(tmp_path / "off"), "--quiet", "--sandbox", "off"]) == 0
+        monkeypatch.setenv("OPENPERT_SANDBOX", "always")
+        assert main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(tmp_path / "bad")]) == 2
+        assert "$OPENPERT_SANDBOX is 'always'" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        sandboxing.reset_probe()

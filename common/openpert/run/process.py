@@ -299,6 +299,11 @@ class PeakReport:
         return max(numbers, default=0)
 
 
+def _megabytes(mb: float) -> str:
+    """A limit as it was written in a label: ``2 GB``, ``300 MB``."""
+    return f"{mb / 1024:g} GB" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g} MB"
+
+
 #: Fewest seconds between two walks of a job's folder for its disk use.
 DISK_POLL_MIN_S = 0.05
 #: A walk of the job's folder may take this share of the time between two walks, at most.
@@ -420,7 +425,7 @@ def execute(
                     _kill_group(proc.pid, signal.SIGKILL)
                     _signal(procs, signal.SIGKILL)
                 elif over_disk is not None:
-                    reason = (f"disk limit {format_bytes(limits.disk_mb * 2**20)} exceeded "
+                    reason = (f"disk limit {_megabytes(limits.disk_mb)} exceeded "
                               f"({format_bytes(over_disk)} written)")
                     forced = EXIT_DISK
                     _kill_group(proc.pid, signal.SIGKILL)
@@ -459,14 +464,15 @@ def execute(
     code = proc.returncode
     if code < 0:
         code = 128 - code
-    if forced is None and code != 0 and disk is not None and limits.disk_mb is not None:
-        # The per-file cap (RLIMIT_FSIZE) stopped it between two walks: SIGXFSZ, or EFBIG caught.
+    if forced is None and disk is not None and limits.disk_mb is not None:
+        # Written since the last walk, or stopped by the per-file cap (RLIMIT_FSIZE: SIGXFSZ, or EFBIG caught).
         used = disk.used_bytes()
-        last = _last_error_line(log)
-        if code == EXIT_DISK or used >= limits.disk_mb * 2**20 or "File too large" in last:
+        limit = limits.disk_mb * 2**20
+        last = _last_error_line(log) if code != 0 else ""
+        if used > limit or (code != 0 and (code == EXIT_DISK or used >= limit or "File too large" in last)):
             forced = EXIT_DISK
-            reason = (f"disk limit {format_bytes(limits.disk_mb * 2**20)} exceeded "
-                      f"({format_bytes(used)} written; a file reached the limit: {last})")
+            reason = f"disk limit {_megabytes(limits.disk_mb)} exceeded ({format_bytes(used)} written"
+            reason += f"; a file reached the limit: {last})" if last else ")"
     if forced is not None:
         code = forced
     elif code != 0:
