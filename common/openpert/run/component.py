@@ -42,8 +42,10 @@ SANDBOX_BWRAP = "bubblewrap"
 SANDBOX_NONE = "none"
 _warned_unsandboxed = False
 
-#: How a job's script is run: ``python -c FAST_EXIT_LAUNCHER REPORT_FD script.py args...`` runs the
-#: script as ``python script.py args...`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``).
+#: How a job's script is run: ``python -c FAST_EXIT_LAUNCHER REPORT_FD TASKS script.py args...`` runs
+#: the script as ``python script.py args...`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``).
+#: ``TASKS`` (``-1``: none) is the job's ``RLIMIT_NPROC``, set before the script runs (see
+#: :func:`task_limit`).
 #: As the script ends, even by an exception, the launcher writes its peak resident size in kB
 #: (``VmHWM``) to the file descriptor ``REPORT_FD`` (``-1``: none; see
 #: :class:`openpert.run.process.PeakReport`). Once the script has returned, the exit handlers run,
@@ -52,8 +54,11 @@ _warned_unsandboxed = False
 #: ``sys.exit`` in the script exits as usual.
 FAST_EXIT_LAUNCHER = """\
 import atexit, os, runpy, sys
-report = int(sys.argv[1])
-sys.argv = sys.argv[2:]
+report, tasks = int(sys.argv[1]), int(sys.argv[2])
+sys.argv = sys.argv[3:]
+if tasks >= 0:
+    import resource
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 try:
     runpy.run_path(sys.argv[0], run_name='__main__')
@@ -67,6 +72,31 @@ finally:
             sys.stderr.write('openpert launcher: peak memory not reported (%s)\\n' % err)
 atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 """
+
+
+#: Tasks (processes and their threads) per process of a job's process limit, for its ``RLIMIT_NPROC``.
+TASKS_PER_PROCESS = 4
+
+
+def task_limit(limits: Limits, *, sandboxed: bool, uid: int | None = None, kernel: str | None = None) -> int | None:
+    """The ``RLIMIT_NPROC`` of a job, or ``None`` where setting it is unsafe or useless.
+
+    The kernel counts ``RLIMIT_NPROC`` per user and per user namespace (Linux 5.14 and later), at
+    each level against the limit its creator had: set inside a job's sandbox (its own user
+    namespace), it counts that job's tasks only, and the user's other processes count against the
+    unchanged limit outside. Without a sandbox, or before 5.14, it would count every process of the
+    user on the machine; for root the kernel does not apply it at all. Where it is safe it stops
+    a fork bomb in the kernel; the watcher's count (:mod:`openpert.run.process`) holds everywhere.
+    It counts threads too: the limit is :data:`TASKS_PER_PROCESS` tasks per allowed process.
+    """
+    uid = os.getuid() if uid is None else uid
+    kernel = os.uname().release if kernel is None else kernel
+    if limits.processes is None or not sandboxed or uid == 0:
+        return None
+    version = re.match(r"(\d+)\.(\d+)", kernel)
+    if version is None or (int(version.group(1)), int(version.group(2))) < (5, 14):
+        return None
+    return limits.processes * TASKS_PER_PROCESS
 
 
 @dataclasses.dataclass
@@ -415,7 +445,8 @@ def run_component(
     script.write_text(substitute_block(config.script.read_text(), script_par, meta, path=config.script))
 
     report = PeakReport()
-    launcher = ["-c", FAST_EXIT_LAUNCHER, str(report.write_fd)]
+    tasks = task_limit(limits, sandboxed=box is not None)
+    launcher = ["-c", FAST_EXIT_LAUNCHER, str(report.write_fd), str(tasks if tasks is not None else -1)]
     if box is not None:
         box.read_only.append(resources_dir)
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,

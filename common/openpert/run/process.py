@@ -123,13 +123,16 @@ def _descendant_pids(pid: int) -> list[int]:
     return found
 
 
-def _tree(proc: psutil.Process) -> list[psutil.Process]:
-    """``proc`` and its descendants now (only ``proc`` when they cannot be listed)."""
+def _tree(proc: psutil.Process, descendants: list[int] | None = None) -> list[psutil.Process]:
+    """``proc`` and its descendants now (only ``proc`` when they cannot be listed).
+
+    ``descendants``: their pids, when :func:`_descendant_pids` has just listed them.
+    """
     try:
         if not _PROC_CHILDREN:
             return [proc, *proc.children(recursive=True)]
         tree = [proc]
-        for pid in _descendant_pids(proc.pid):
+        for pid in _descendant_pids(proc.pid) if descendants is None else descendants:
             try:
                 tree.append(psutil.Process(pid))
             except psutil.Error:
@@ -304,6 +307,8 @@ def _megabytes(mb: float) -> str:
     return f"{mb / 1024:g} GB" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g} MB"
 
 
+#: Seconds between two counts of a job's processes (a fork bomb doubles in about a millisecond).
+PROCESS_POLL_S = 0.005
 #: Fewest seconds between two walks of a job's folder for its disk use.
 DISK_POLL_MIN_S = 0.05
 #: A walk of the job's folder may take this share of the time between two walks, at most.
@@ -400,17 +405,31 @@ def execute(
             status: int | None = None
             hwm_kb = 0
             next_disk_check = 0.0
+            next_sample = 0.0
+            # The process count alone is read every PROCESS_POLL_S (a few files of /proc); the
+            # memory, time and disk samples follow their own, slower, rhythm.
+            counting = limits.processes is not None and _PROC_CHILDREN
             while True:
                 pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     status = wstatus
                     break
-                procs = _tree(ps)
+                descendants = _descendant_pids(proc.pid) if _PROC_CHILDREN else None
+                if (forced is None and limits.processes is not None and descendants is not None
+                        and len(descendants) + 1 > limits.processes):
+                    # Counted before anything else is read of them: a fork bomb outgrows a slow sample.
+                    reason = f"process limit {limits.processes} exceeded ({len(descendants) + 1} processes)"
+                    forced = EXIT_PROCESSES
+                    _kill_group(proc.pid, signal.SIGKILL)
+                elapsed = time.perf_counter() - start
+                if elapsed < next_sample:
+                    exited(min(PROCESS_POLL_S, next_sample - elapsed))
+                    continue
+                procs = _tree(ps, descendants)
                 seen.update(procs[1:])
                 peak = max(peak, _tree_rss(procs))
                 # Every process's own high-water mark (the launcher's is not the job's).
                 hwm_kb = max(hwm_kb, *(_high_water_mark_kb(p.pid) for p in procs))
-                elapsed = time.perf_counter() - start
                 over_disk = None
                 if forced is None and disk is not None and limits.disk_mb is not None and elapsed >= next_disk_check:
                     walk_start = time.perf_counter()
@@ -444,12 +463,9 @@ def execute(
                 elif kill_at is not None and elapsed > kill_at:
                     _kill_group(proc.pid, signal.SIGKILL)
                     kill_at = None
-                exited(delay)
-                if limits.processes is not None and len(procs) * 2 > limits.processes:
-                    # Past half its process limit: a fork bomb doubles in milliseconds.
-                    delay = 0.001
-                else:
-                    delay = min(delay * 1.5, poll_s)
+                next_sample = elapsed + delay
+                exited(min(delay, PROCESS_POLL_S) if counting else delay)
+                delay = min(delay * 1.5, poll_s)
         proc.returncode = os.waitstatus_to_exitcode(status)
     # Children that outlive the script would keep writing into a work dir we are about to publish.
     _kill_group(proc.pid, signal.SIGKILL)
