@@ -536,3 +536,23 @@ def test_the_sandbox_tests_fail_instead_of_skipping_where_the_sandbox_is_require
     monkeypatch.setenv(sandboxing.ENV_SANDBOX, "on")
     mark = needs_sandbox()
     assert (mark.name, mark.args) == ("usefixtures", (REQUIRED_BUT_UNAVAILABLE,))
+
+
+# --- a read of an undeclared file --------------------------------------------------------------------------
+@needs_bwrap
+@pytest.mark.parametrize("reader", ["open({path!r}).read()", "ad.read_h5ad({path!r})"])
+def test_reading_an_undeclared_file_says_where_the_allowed_inputs_are_listed(project_copy, tmp_path, reader):
+    """The solution exists on the host but not in the sandbox: the reason names the path and the declarations."""
+    solution = data(project_copy, "solution.h5ad")
+    config = probe(project_copy, reader.format(path=str(solution)))
+    result = run(project_copy, config, tmp_path / "work")
+    assert not result.succeeded
+    name = config.parent.name
+    assert f"{solution} does not exist for the job: a component reads only its declared inputs" in result.reason, result.reason
+    assert f"listed in src/tiny/methods/{name}/config.vsh.yaml and src/tiny/api/comp_method.yaml" in result.reason
+
+
+def test_a_failure_that_is_no_missing_path_gets_no_hint(project_copy, tmp_path):
+    config = probe(project_copy, "raise ValueError('a bug of the method')")
+    result = run(project_copy, config, tmp_path / "work", sandbox=False)
+    assert "a bug of the method" in result.reason and "declared inputs" not in result.reason
