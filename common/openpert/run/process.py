@@ -307,8 +307,10 @@ def _megabytes(mb: float) -> str:
     return f"{mb / 1024:g} GB" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g} MB"
 
 
-#: Seconds between two counts of a job's processes (a fork bomb doubles in about a millisecond).
+#: Seconds between two counts of a job's processes while they grow, or are more than an eighth of
+#: the limit (a fork bomb doubles in about a millisecond), and while they stay few.
 PROCESS_POLL_S = 0.005
+PROCESS_POLL_QUIET_S = 0.025
 #: Fewest seconds between two walks of a job's folder for its disk use.
 DISK_POLL_MIN_S = 0.05
 #: A walk of the job's folder may take this share of the time between two walks, at most.
@@ -409,6 +411,8 @@ def execute(
             # The process count alone is read every PROCESS_POLL_S (a few files of /proc); the
             # memory, time and disk samples follow their own, slower, rhythm.
             counting = limits.processes is not None and _PROC_CHILDREN
+            known_processes = 0
+            count_every = PROCESS_POLL_S
             while True:
                 pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
@@ -421,9 +425,14 @@ def execute(
                     reason = f"process limit {limits.processes} exceeded ({len(descendants) + 1} processes)"
                     forced = EXIT_PROCESSES
                     _kill_group(proc.pid, signal.SIGKILL)
+                if descendants is not None:
+                    # Counted often while the tree grows or is large, seldom while it stays small.
+                    quiet = len(descendants) <= known_processes and (len(descendants) + 1) * 8 <= (limits.processes or 0)
+                    count_every = PROCESS_POLL_QUIET_S if quiet else PROCESS_POLL_S
+                    known_processes = len(descendants)
                 elapsed = time.perf_counter() - start
                 if elapsed < next_sample:
-                    exited(min(PROCESS_POLL_S, next_sample - elapsed))
+                    exited(min(count_every, next_sample - elapsed))
                     continue
                 procs = _tree(ps, descendants)
                 seen.update(procs[1:])
@@ -464,7 +473,7 @@ def execute(
                     _kill_group(proc.pid, signal.SIGKILL)
                     kill_at = None
                 next_sample = elapsed + delay
-                exited(min(delay, PROCESS_POLL_S) if counting else delay)
+                exited(min(delay, count_every) if counting else delay)
                 delay = min(delay * 1.5, poll_s)
         proc.returncode = os.waitstatus_to_exitcode(status)
     # Children that outlive the script would keep writing into a work dir we are about to publish.
