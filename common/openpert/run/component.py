@@ -466,13 +466,15 @@ def run_component(
             for var in sandboxing.THREAD_VARIABLES:
                 env.setdefault(var, str(limits.cpus))
     header = warning + "\n" if warning else ""
-    # What the job writes counts toward its disk limit; its staged inputs and resources do not.
-    disk = DiskMeter(work_dir, exclude=[work_dir / name for name in used_names if (work_dir / name).exists()]
-                     + [resources_dir], files=[log])
+    # What the job writes counts toward its disk limit (its resources too: a few files, and
+    # writable without a sandbox); its staged inputs do not (links of the dataset's files).
+    disk = DiskMeter(work_dir, exclude=[work_dir / name for name in used_names if (work_dir / name).exists()], files=[log])
     code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
                                               sandboxed=box is not None, header=header, peak_report=report, disk=disk)
     if code != 0:
-        return RunResult(code, reason + undeclared_path_hint(config, log, reason), duration, peak_mb, {}, log, mode)
+        # In a sandbox, a path the script was not given does not exist: say so, and where inputs are declared.
+        hint = undeclared_path_hint(config, log, reason) if box is not None else ""
+        return RunResult(code, reason + hint, duration, peak_mb, {}, log, mode)
 
     produced: dict[str, Path] = {}
     for arg in config.file_outputs:

@@ -272,3 +272,22 @@ def test_the_task_limit_is_set_only_where_it_counts_the_job_alone(sandboxed, uid
     limits = Limits(processes=256)
     assert task_limit(limits, sandboxed=sandboxed, uid=uid, kernel=kernel) == expected
     assert task_limit(Limits(), sandboxed=sandboxed, uid=uid, kernel=kernel) is None
+
+
+@pytest.mark.parametrize("line", [
+    "FileNotFoundError: [Errno 2] No such file or directory: '/data/solution.h5ad'",
+    "FileNotFoundError: [Errno 2] Unable to synchronously open file (unable to open file: name = '/data/solution.h5ad', "
+    "errno = 2, error message = 'No such file or directory', flags = 0, o_flags = 0)",
+    "Error: ENOENT: no such file or directory, open '/data/solution.h5ad'",
+])
+def test_a_missing_path_in_the_log_is_named_with_where_inputs_are_declared(tiny_project, tmp_path, line):
+    from openpert.run.component import undeclared_path_hint
+
+    config = read_config(tiny_project / "src/tiny/methods/group_mean/config.vsh.yaml")
+    log = tmp_path / "log"
+    log.write_text(f"Traceback (most recent call last):\n  ...\n{line}\n")
+    hint = undeclared_path_hint(config, log, f"exited with code 1: {line}")
+    assert hint.startswith(" (/data/solution.h5ad does not exist for the job")
+    assert hint.endswith("listed in src/tiny/methods/group_mean/config.vsh.yaml and src/tiny/api/comp_method.yaml)")
+    log.write_text("ValueError: shapes (3,) and (4,) not aligned\n")
+    assert undeclared_path_hint(config, log, "exited with code 1: ValueError") == ""
