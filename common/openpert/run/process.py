@@ -9,9 +9,12 @@ would die at once and take the job down without its grace period).
 Processes and disk are limited per job, not per user. ``RLIMIT_NPROC`` would not do: it counts
 every process of the user's uid on the whole machine (other jobs, other benchmarks, the user's
 shell) and the kernel does not apply it to root, which CI runs as. So the watcher that samples the
-job's process tree for memory also counts it, and kills the job once it holds more processes than
-its limit; while the count is past half the limit it samples at its fastest, so a fork bomb is
-stopped within a few milliseconds of crossing the line. Disk is what the job writes: the
+job's process tree for memory also counts it (every 5 ms while the tree grows or is large, every
+25 ms while it stays small: reading a few files of ``/proc``) and kills the job once it holds more
+processes than its limit. A fork bomb outruns any poll on a loaded machine (the watcher waits for
+a core like every process); where it is safe, inside the sandbox and not as root, the job's
+launcher also sets ``RLIMIT_NPROC``, which the kernel then counts for the job's own user namespace
+(:func:`openpert.run.component.task_limit`). Disk is what the job writes: the
 allocated blocks of every file under its work folder (its private ``/tmp`` and home included,
 staged inputs excluded: they are hard links of the dataset and cost nothing) and of its log,
 summed by a walk whose interval grows with its own cost, so that it never takes more than about
@@ -22,6 +25,7 @@ command) caps every single file at the disk limit, so that one file cannot outru
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import select
 import shutil
@@ -35,6 +39,9 @@ import psutil
 
 from openpert.files import format_bytes, read_tail
 from openpert.run.records import EXIT_DISK, EXIT_MEMORY, EXIT_PROCESSES, EXIT_TIME
+
+log_ = logging.getLogger(__name__)
+_warned_no_prlimit = False
 
 # Process groups of jobs running now, so that an interrupted benchmark can stop them all.
 _ACTIVE: set[int] = set()
@@ -325,10 +332,15 @@ def size_limit_wrapper(disk_mb: float | None) -> list[str]:
     ``preexec_fn`` would do the same but is unsafe in the harness's threads. Empty when there is no
     limit or no ``prlimit`` (the walk of the job's folder still enforces the total).
     """
+    global _warned_no_prlimit
     if disk_mb is None:
         return []
     prlimit = shutil.which("prlimit")
     if prlimit is None:
+        if not _warned_no_prlimit:
+            _warned_no_prlimit = True
+            log_.warning("openpert: prlimit (util-linux) is not installed: a job's files are not capped one by one "
+                         "(RLIMIT_FSIZE); its disk limit is enforced by walking its folder only")
         return []
     return [prlimit, f"--fsize={int(disk_mb * 2**20)}", "--"]
 

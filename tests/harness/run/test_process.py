@@ -138,7 +138,8 @@ def test_one_file_is_capped_at_the_disk_limit(tmp_path):
     code, reason, _, _ = process.execute([sys.executable, "-c", writer], cwd=tmp_path, log=tmp_path / "log",
                                          limits=process.Limits(disk_mb=8))
     assert code == process.EXIT_DISK
-    assert reason.startswith("disk limit 8 MB exceeded") and "File too large" in reason
+    # the walk or the write that failed ("File too large") tells it first; the file stops at the limit either way
+    assert reason.startswith("disk limit 8 MB exceeded ("), reason
     assert (tmp_path / "big").stat().st_size == 8 * 2**20
 
 
@@ -152,3 +153,17 @@ def test_the_disk_meter_counts_allocated_blocks_once_per_file(tmp_path):
     meter = process.DiskMeter(tmp_path, exclude=[tmp_path / "input"])
     assert 1 << 20 <= meter.used_bytes() < 1.5 * (1 << 20)
     assert process.DiskMeter(tmp_path).used_bytes() >= 2 << 20
+
+
+def test_without_prlimit_the_per_file_cap_is_missing_and_said_once(monkeypatch, caplog):
+    import logging
+
+    assert process.size_limit_wrapper(None) == []
+    if process.shutil.which("prlimit"):
+        assert process.size_limit_wrapper(2.5)[1:] == ["--fsize=2621440", "--"]
+    monkeypatch.setattr(process.shutil, "which", lambda name: None)
+    monkeypatch.setattr(process, "_warned_no_prlimit", False)
+    with caplog.at_level(logging.WARNING, logger="openpert.run.process"):
+        assert process.size_limit_wrapper(10) == [] and process.size_limit_wrapper(10) == []
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1
+    assert "prlimit (util-linux) is not installed" in caplog.records[0].getMessage()
