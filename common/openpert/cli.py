@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -105,6 +106,11 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     if ns.show_log or not result.succeeded:
         sys.stderr.write(result.log.read_text(errors="replace") if result.log.exists() else "")
     if not result.succeeded:
+        # The work dir stays for inspection, but not what the job wrote into its /tmp and home (gigabytes, maybe).
+        for private in (work / ".tmp", work / ".home"):
+            shutil.rmtree(private, ignore_errors=True)
+            if private.exists():
+                print(f"openpert: could not remove {private} entirely", file=sys.stderr)
         print(f"openpert: {config.name} failed: {result.reason} (work dir: {work})", file=sys.stderr)
         return result.exit_code if result.exit_code > 0 else 1
     print(f"{config.name}: done in {result.duration_s:.2f} s, peak memory {result.peak_memory_mb:.0f} MB", file=sys.stderr)

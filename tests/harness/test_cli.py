@@ -153,3 +153,17 @@ def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(
     finally:
         monkeypatch.undo()
         sandboxing.reset_probe()
+
+
+def test_a_failed_run_component_keeps_its_work_dir_but_not_its_private_tmp(project_copy, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(project_copy)
+    script = project_copy / "src/tiny/methods/fail_raise/script.py"
+    script.write_text(script.read_text().replace("## VIASH END\n", "## VIASH END\nimport os\n"
+                      "open(os.path.join(os.environ['TMPDIR'], 'scratch'), 'wb').write(bytes(1 << 20))\n", 1))
+    work = tmp_path / "work"
+    code = main(["run-component", "src/tiny/methods/fail_raise/config.vsh.yaml", "--work-dir", str(work),
+                 "--input_train", "resources_test/tiny/syn/train.h5ad", "--input_test", "resources_test/tiny/syn/test.h5ad",
+                 "--output", str(tmp_path / "q.h5ad")])
+    assert code == 1 and "this method fails on purpose" in capsys.readouterr().err
+    assert (work / "output.log").is_file()
+    assert not (work / ".tmp").exists() and not (work / ".home").exists()
