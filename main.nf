@@ -19,7 +19,7 @@
  * exactly the jobs whose code changed. A task runs
  *     openpert run-component --work-dir run ... component/<config> --<arg> <file> ... --<param> <value>
  * every word quoted, with its temporary files inside its own work folder. It is tagged with its
- * job id (openpert reads the trace back by tag), takes cpus, memory and time from its component's
+ * job id (openpert reads the trace back by tag), takes cpus, memory, time and disk from its component's
  * resource labels, is retried bigger when killed for memory (137) or time (143), and is otherwise
  * ignored when it fails, so that the rest of the benchmark goes on.
  */
@@ -55,6 +55,11 @@ def timeOf(job, attempt) {
     return seconds != null ? "${seconds + 60}s".toString() : null
 }
 
+def diskOf(job, attempt) {
+    def mb = OpenpertJobs.attemptLimits(job, attempt).disk_mb
+    return mb != null ? "${mb} MB".toString() : null
+}
+
 def retryOrIgnore(job, exitStatus, attempt) {
     return exitStatus in [137, 143] && attempt <= job.max_retries ? 'retry' : 'ignore'
 }
@@ -67,6 +72,7 @@ process run_dataset {
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
+    disk { diskOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
     publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
@@ -90,6 +96,7 @@ process run_method {
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
+    disk { diskOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
     publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
@@ -113,6 +120,7 @@ process run_metric {
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
+    disk { diskOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
     publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
@@ -140,6 +148,7 @@ process run_llm_method {
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
+    disk { diskOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
     publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
@@ -165,6 +174,7 @@ process run_llm_metric {
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
+    disk { diskOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
     publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 

@@ -41,7 +41,8 @@ class OpenpertJobs {
     static Map resources(Map component, Map labelResources) {
         def limits = [:]
         (component.labels ?: []).each { label -> limits.putAll((labelResources ?: [:]).get(label) ?: [:]) }
-        return [cpus: asLong(limits.cpus), memory_mb: asLong(limits.memory_mb), time_s: asLong(limits.time_s)]
+        return [cpus: asLong(limits.cpus), memory_mb: asLong(limits.memory_mb), time_s: asLong(limits.time_s),
+                disk_mb: asLong(limits.disk_mb)]
     }
 
     /**
@@ -65,7 +66,8 @@ class OpenpertJobs {
             cpus = Math.min(cpus, capCpus)
         if (memoryMb != null && capMemory != null)
             memoryMb = Math.min(memoryMb, capMemory)
-        return [cpus: cpus, memory_mb: memoryMb, time_s: timeS]
+        // disk is not retried bigger: a job over its disk limit exits 153, which is not retried
+        return [cpus: cpus, memory_mb: memoryMb, time_s: timeS, disk_mb: asLong(base.disk_mb)]
     }
 
     /**

@@ -78,3 +78,12 @@ def fixture_runs(tiny_project, tmp_path_factory):
     out = tmp_path_factory.mktemp("mixed")
     mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
     return clean, mixed, out, clean_out
+
+
+@pytest.fixture()
+def required_sandbox_unavailable():
+    """Fails the test: ``$OPENPERT_SANDBOX=on`` requires the sandbox, and bubblewrap cannot run here."""
+    from openpert.run import sandbox as sandboxing
+
+    pytest.fail(f"$OPENPERT_SANDBOX=on requires the job sandbox, but it cannot run here: {sandboxing.unavailable_reason()}",
+                pytrace=False)

@@ -17,6 +17,9 @@ Commands
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -88,9 +91,9 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     args = _component_args(config, rest)
     limits = Limits() if ns.no_limits else limits_for(config.labels, label_resources(config.root), where=str(config.path))
     # An engine that retries a job bigger (Nextflow, on exit 137 or 143) gives that attempt's limits.
-    limits = Limits(time_s=ns.limit_time_s if ns.limit_time_s is not None else limits.time_s,
-                    memory_mb=ns.limit_memory_mb if ns.limit_memory_mb is not None else limits.memory_mb,
-                    cpus=ns.limit_cpus if ns.limit_cpus is not None else limits.cpus)
+    limits = dataclasses.replace(limits, time_s=ns.limit_time_s if ns.limit_time_s is not None else limits.time_s,
+                                 memory_mb=ns.limit_memory_mb if ns.limit_memory_mb is not None else limits.memory_mb,
+                                 cpus=ns.limit_cpus if ns.limit_cpus is not None else limits.cpus)
     task = task_of(config)
     allowed = task.method_formats if task is not None and config.type == "method" else None
     work = Path(ns.work_dir) if ns.work_dir else Path(tempfile.mkdtemp(prefix=f"openpert-{config.name}-"))
@@ -99,10 +102,15 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
     if config.type == "dataset" and task is not None:
         args = {**dataset_output_defaults(config, task, args, Path(ns.output_dir) if ns.output_dir else None), **args}
     result = run_component(config, args, work_dir=work, limits=limits, allowed_input_formats=allowed,
-                           validate=not ns.no_validate, sandbox=_SANDBOX[ns.sandbox])
+                           validate=not ns.no_validate, sandbox=_sandbox(ns))
     if ns.show_log or not result.succeeded:
         sys.stderr.write(result.log.read_text(errors="replace") if result.log.exists() else "")
     if not result.succeeded:
+        # The work dir stays for inspection, but not what the job wrote into its /tmp and home (gigabytes, maybe).
+        for private in (work / ".tmp", work / ".home"):
+            shutil.rmtree(private, ignore_errors=True)
+            if private.exists():
+                print(f"openpert: could not remove {private} entirely", file=sys.stderr)
         print(f"openpert: {config.name} failed: {result.reason} (work dir: {work})", file=sys.stderr)
         return result.exit_code if result.exit_code > 0 else 1
     print(f"{config.name}: done in {result.duration_s:.2f} s, peak memory {result.peak_memory_mb:.0f} MB", file=sys.stderr)
@@ -142,13 +150,13 @@ def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots:
         return run_nextflow_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
                                       controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
                                       profile=ns.profile, work_dir=ns.work_dir, nextflow_args=ns.nextflow_args,
-                                      user_configs=ns.nextflow_config, sandbox=_SANDBOX[ns.sandbox],
+                                      user_configs=ns.nextflow_config, sandbox=_sandbox(ns),
                                       include_large=ns.include_large)
     # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
     progress = False if ns.quiet else ("lines" if slots is not None else None)
     return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
                          controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                         engine=ns.engine, progress=progress, sandbox=_SANDBOX[ns.sandbox], slots=slots,
+                         engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
                          include_large=ns.include_large)
 
 
@@ -240,7 +248,11 @@ def cmd_report(ns: argparse.Namespace) -> int:
 def cmd_test(ns: argparse.Namespace) -> int:
     import pytest
 
+    from openpert.run.sandbox import ENV_SANDBOX
+
     paths = ns.paths or [str(_root() / "src")]
+    # The component tests (openpert.testing.plugin) read the setting from the environment.
+    os.environ[ENV_SANDBOX] = _sandbox_choice(ns)
     # openpert is imported before pytest loads it as a plugin; its asserts need no rewriting.
     return int(pytest.main([*paths, "-q", "-W", "ignore::pytest.PytestAssertRewriteWarning", *ns.pytest_args]))
 
@@ -304,8 +316,29 @@ def cmd_create_component(ns: argparse.Namespace) -> int:
     return 0
 
 
-#: ``--sandbox`` choices -> the ``sandbox`` argument of the runner.
-_SANDBOX = {"auto": None, "on": True, "off": False}
+#: ``--sandbox`` choices (the runners' ``sandbox`` argument: see openpert.run.sandbox.SANDBOX_SETTINGS).
+_SANDBOX = ("auto", "on", "off")
+_SANDBOX_HELP = ("{what} in a bubblewrap sandbox: auto (where it works, else warn), on (required: an error where it "
+                 "cannot run), off (default: $OPENPERT_SANDBOX, else auto)")
+
+
+def _sandbox_choice(ns: argparse.Namespace) -> str:
+    """``--sandbox`` as given, else ``$OPENPERT_SANDBOX``, else ``auto``."""
+    from openpert.run.sandbox import sandbox_setting
+
+    if ns.sandbox is not None:
+        return ns.sandbox
+    try:
+        return sandbox_setting()
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _sandbox(ns: argparse.Namespace) -> bool | None:
+    """The runners' ``sandbox`` argument for ``--sandbox`` (or ``$OPENPERT_SANDBOX``)."""
+    from openpert.run.sandbox import SANDBOX_SETTINGS
+
+    return SANDBOX_SETTINGS[_sandbox_choice(ns)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -322,14 +355,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", help="work directory (default: a new temporary one)")
     p.add_argument("--output-dir", help="for a dataset component: the folder of the outputs not named "
                    "(default: ./<dataset_id>)")
-    p.add_argument("--no-limits", action="store_true", help="ignore the time and memory limits of the labels")
+    p.add_argument("--no-limits", action="store_true", help="ignore the limits of the labels (time, memory, disk) and the process limit")
     p.add_argument("--limit-time-s", type=float, help="time limit in seconds, in place of the labels' (e.g. a retry's)")
     p.add_argument("--limit-memory-mb", type=float, help="memory limit in MB, in place of the labels' (e.g. a retry's)")
     p.add_argument("--limit-cpus", type=int, help="CPUs, in place of the labels'")
     p.add_argument("--no-validate", action="store_true", help="do not validate inputs and outputs")
     p.add_argument("--show-log", action="store_true", help="print the script's output also when it succeeds")
-    p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
-                   help="run the job in a bubblewrap sandbox: auto (where it works, else warn), on (required), off")
+    p.add_argument("--sandbox", choices=_SANDBOX, default=None, help=_SANDBOX_HELP.format(what="run the job"))
 
     p = sub.add_parser("benchmark", help="run a task's benchmark")
     p.add_argument("--task", nargs="+", required=True, help="task name(s) under src/, or 'all'")
@@ -354,8 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="more arguments for `nextflow run`, one quoted string: Nextflow options and params of "
                          "nextflow.config, e.g. \"--aws_queue my-queue --image_tag 0.1.0-abc1234 -with-report r.html\"")
     p.add_argument("--quiet", action="store_true", help="no progress output (a line per job when stderr is not a terminal)")
-    p.add_argument("--sandbox", choices=list(_SANDBOX), default="auto",
-                   help="run each job in a bubblewrap sandbox: auto (where it works, else warn), on (required), off")
+    p.add_argument("--sandbox", choices=_SANDBOX, default=None, help=_SANDBOX_HELP.format(what="run each job"))
     p.add_argument("--include-large", action="store_true",
                    help="also the datasets marked large (multi-GB downloads; `openpert data list --include-large` shows them)")
 
@@ -368,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("test", help="run component tests (pytest)")
     p.add_argument("paths", nargs="*", help="component folders or files (default: src/)")
+    p.add_argument("--sandbox", choices=_SANDBOX, default=None,
+                   help=_SANDBOX_HELP.format(what="run each component's test job"))
     p.add_argument("--pytest-args", nargs=argparse.REMAINDER, default=[], help="passed on to pytest")
 
     p = sub.add_parser("lint", help="check component configs and the layout rules (import direction, declared resources)")

@@ -47,12 +47,13 @@ from adversarial.hostile import (
     run,
     tree_digest,
 )
+from sandbox_marks import needs_sandbox as needs_sandbox_mark
 
 from openpert.run import sandbox
 
 SANDBOX = sandbox.available()
-needs_sandbox = pytest.mark.skipif(not SANDBOX, reason=f"bubblewrap sandbox unavailable here ({sandbox.unavailable_reason()}): "
-                                   "without it a job has the runner's rights by design, so this attack is not defended")
+needs_sandbox = needs_sandbox_mark("bubblewrap sandbox unavailable here (without it a job has the runner's rights by design, "
+                                   "so this attack is not defended)")
 SECRET_VAR = "OPENPERT_ADVERSARIAL_SECRET"
 SECRET = "s3cret-" + os.urandom(6).hex()
 MARKER = "openpert-adversarial-sleeper-" + os.urandom(4).hex()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -123,3 +124,46 @@ def test_run_component_fills_a_dataset_components_outputs(tiny_project, tmp_path
     assert main(["run-component", str(config), "--output-dir", str(tmp_path / "d"), "--output_train", str(named)]) == 0
     assert named.is_file() and not (tmp_path / "d" / "train.h5ad").exists()
     assert len(list((tmp_path / "d").iterdir())) == len(expected) - 1
+
+
+def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(tiny_project, tmp_path, capsys, monkeypatch):
+    """$OPENPERT_SANDBOX is --sandbox's default: `on` where bwrap fails stops the benchmark with the AppArmor fixes."""
+    from openpert.run import sandbox as sandboxing
+
+    fake = tmp_path / "bin" / "bwrap"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("OPENPERT_SANDBOX", "on")
+    monkeypatch.chdir(tiny_project)
+    sandboxing.reset_probe()
+    try:
+        code = main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--methods", "group_mean",
+                     "-o", str(tmp_path / "out"), "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "a sandbox was required" in err and "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in err
+        # --sandbox on the command line wins over the variable
+        assert main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--methods", "group_mean",
+                     "--metrics", "errors", "-o", str(tmp_path / "off"), "--quiet", "--sandbox", "off"]) == 0
+        monkeypatch.setenv("OPENPERT_SANDBOX", "always")
+        assert main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(tmp_path / "bad")]) == 2
+        assert "$OPENPERT_SANDBOX is 'always'" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        sandboxing.reset_probe()
+
+
+def test_a_failed_run_component_keeps_its_work_dir_but_not_its_private_tmp(project_copy, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(project_copy)
+    script = project_copy / "src/tiny/methods/fail_raise/script.py"
+    script.write_text(script.read_text().replace("## VIASH END\n", "## VIASH END\nimport os\n"
+                      "open(os.path.join(os.environ['TMPDIR'], 'scratch'), 'wb').write(bytes(1 << 20))\n", 1))
+    work = tmp_path / "work"
+    code = main(["run-component", "src/tiny/methods/fail_raise/config.vsh.yaml", "--work-dir", str(work),
+                 "--input_train", "resources_test/tiny/syn/train.h5ad", "--input_test", "resources_test/tiny/syn/test.h5ad",
+                 "--output", str(tmp_path / "q.h5ad")])
+    assert code == 1 and "this method fails on purpose" in capsys.readouterr().err
+    assert (work / "output.log").is_file()
+    assert not (work / ".tmp").exists() and not (work / ".home").exists()

@@ -58,7 +58,7 @@ from openpert.engines.plan import (
 )
 from openpert.files import copy_head_and_tail, hash_file, write_text_atomic
 from openpert.results.provenance import dataset_digest, environment_provenance
-from openpert.run.component import run_component
+from openpert.run.component import run_component, sandbox_mode
 from openpert.run.process import Limits, kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
 
@@ -248,6 +248,7 @@ class LocalEngine:
             with self._lock:
                 self._running.discard(job.job_id)
         _write_log(log_dest, note, source=result.log)
+        _trim_log(result.log)
         record.exit_code = result.exit_code
         # Work paths in messages are long and machine-specific; the results folder is their root.
         record.reason = result.reason.replace(f"{self.outdir}/", "")
@@ -268,6 +269,12 @@ class LocalEngine:
             cached_record.write(record_path)
             record.outputs = {k: str(self._publish(job, p)) for k, p in result.outputs.items()}
             shutil.rmtree(attempt / "run", ignore_errors=True)
+        else:
+            # A failed job keeps its log, not what it wrote: its work folder (its /tmp and home
+            # included) and any output can be gigabytes, and nothing reads them again.
+            problem = _remove_job_files(attempt)
+            if problem:
+                record.reason = f"{record.reason} ({problem})".replace(f"{self.outdir}/", "")
         return record
 
     def _environment(self, root: Path) -> dict[str, Any]:
@@ -473,6 +480,9 @@ def run_benchmark(
         return run_nextflow_benchmark(task, outdir, input_dir=input_dir, datasets=datasets, methods=methods,
                                       controls=controls, metrics=metrics, resume=resume, profile=profile,
                                       sandbox=sandbox, jobs=jobs, include_large=include_large)
+    if sandbox:
+        # Required: the run stops here, with the reason, instead of failing every job alike.
+        sandbox_mode(True)
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     resources = label_resources(task.root)
@@ -525,6 +535,51 @@ def _write_log(dest: Path, note: str, *, source: Path | None = None, text: str =
         if source is not None and source.exists():
             copy_head_and_tail(source, fh, head=LOG_HEAD_BYTES, tail=LOG_TAIL_BYTES)
         fh.write(text.encode())
+
+
+def _trim_log(log: Path) -> None:
+    """Cut a job's own log in the cache to its first and last bytes, as the published copy is.
+
+    A job can write gigabytes to its output (its disk limit allows it up to that limit).
+    """
+    try:
+        if log.stat().st_size <= LOG_HEAD_BYTES + LOG_TAIL_BYTES:
+            return
+        trimmed = log.with_name(f".{log.name}.trimmed")
+        with open(trimmed, "wb") as fh:
+            copy_head_and_tail(log, fh, head=LOG_HEAD_BYTES, tail=LOG_TAIL_BYTES)
+        os.replace(trimmed, log)
+    except FileNotFoundError:
+        return  # the job never ran: there is no log to trim
+
+
+def _remove_job_files(attempt: Path) -> str:
+    """Remove what a failed job wrote (its work folder and outputs), keeping the attempt's log.
+
+    A job may have taken the rights off its own folders (``chmod 000``): they are given back to
+    the owner and the removal tried again.
+
+    Returns
+    -------
+    str
+        ``""``, or why a folder could not be removed (for the job's record).
+    """
+    def allow_and_retry(function, path, _exc) -> None:
+        parent = os.path.dirname(path)
+        os.chmod(parent, 0o700)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, 0o700)
+            shutil.rmtree(path, onerror=allow_and_retry)
+        else:
+            function(path)
+
+    for folder in (attempt / "run", attempt / "out"):
+        if folder.is_dir() and not folder.is_symlink():
+            try:
+                shutil.rmtree(folder, onerror=allow_and_retry)
+            except OSError as err:
+                return f"its files could not be removed: {err}"
+    return ""
 
 
 def install_signal_handlers() -> None:

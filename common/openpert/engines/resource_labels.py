@@ -1,8 +1,12 @@
-"""Resource labels of ``_viash.yaml``: Nextflow directives turned into time, memory and CPU limits.
+"""Resource labels of ``_viash.yaml``: Nextflow directives turned into time, memory, CPU and disk limits.
 
-``config_mods`` of ``_viash.yaml`` map each label (``lowmem``, ``midtime``...) to Nextflow
-directives (``memory = 4.GB``, ``time = '1h'``...). Both engines read them here, so that a job gets
-the same limits whichever runs it.
+``config_mods`` of ``_viash.yaml`` map each label (``lowmem``, ``midtime``, ``lowdisk``...) to
+Nextflow directives (``memory = 4.GB``, ``time = '1h'``, ``disk = 2.GB``...). Both engines read them
+here, so that a job gets the same limits whichever runs it.
+
+Two limits hold for every job whatever its labels say: a job without a disk label may write
+:data:`DEFAULT_DISK_MB`, and every job may hold :data:`DEFAULT_PROCESSES` processes at once (Nextflow
+has no directive for a process count; a scheduler's own limits apply on a cluster).
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ TIME_UNITS_S = {
 }
 
 
+#: Megabytes a job without a disk label may write (its work folder, private /tmp and home, and log).
+DEFAULT_DISK_MB = 50 * 1024
+#: Processes a job may hold at once (its sandbox's launcher included): a pool of workers per core
+#: fits many times over; a fork bomb does not.
+DEFAULT_PROCESSES = 256
+
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)\s*\.?\s*([A-Za-z]+)$")
 
 
@@ -54,14 +64,15 @@ def parse_resource_directive(text: str) -> dict[str, int]:
     Parameters
     ----------
     text
-        ``"memory = 4.GB"``, ``"cpus = 2"`` or ``"time = 10.m"``. Memory accepts the units B, KB,
-        MB, GB, TB and PB (powers of 1024, as Nextflow); time accepts ms, s, m, h and d (and their
-        long forms). ``4.GB``, ``4 GB``, ``4GB`` and ``'4 GB'`` are all read alike.
+        ``"memory = 4.GB"``, ``"disk = 2.GB"``, ``"cpus = 2"`` or ``"time = 10.m"``. Memory and
+        disk accept the units B, KB, MB, GB, TB and PB (powers of 1024, as Nextflow); time accepts
+        ms, s, m, h and d (and their long forms). ``4.GB``, ``4 GB``, ``4GB`` and ``'4 GB'`` are
+        all read alike.
 
     Returns
     -------
-    ``{"memory_mb": int}`` (rounded up to whole MB), ``{"cpus": int}`` or ``{"time_s": int}``
-    (rounded up to whole seconds).
+    ``{"memory_mb": int}``, ``{"disk_mb": int}`` (rounded up to whole MB), ``{"cpus": int}`` or
+    ``{"time_s": int}`` (rounded up to whole seconds).
 
     Raises
     ------
@@ -76,17 +87,17 @@ def parse_resource_directive(text: str) -> dict[str, int]:
         if not re.fullmatch(r"\d+", value) or int(value) < 1:
             raise ValueError(f"cpus must be a positive integer, got {value!r}")
         return {"cpus": int(value)}
-    if name not in ("memory", "time"):
-        raise ValueError(f"unknown resource directive {name!r} (expected memory, cpus or time)")
+    if name not in ("memory", "disk", "time"):
+        raise ValueError(f"unknown resource directive {name!r} (expected memory, disk, cpus or time)")
     match = _QUANTITY.match(value)
     if match is None:
         raise ValueError(f"cannot read {name} value {value!r} (expected e.g. '4.GB' or '10.m')")
     amount, unit = float(match.group(1)), match.group(2)
-    if name == "memory":
+    if name in ("memory", "disk"):
         factor = MEMORY_UNITS_MB.get(unit.upper())
         if factor is None:
-            raise ValueError(f"unknown memory unit {unit!r} in {value!r} (use B, KB, MB, GB, TB)")
-        return {"memory_mb": int(math.ceil(amount * factor))}
+            raise ValueError(f"unknown {name} unit {unit!r} in {value!r} (use B, KB, MB, GB, TB)")
+        return {f"{name}_mb": int(math.ceil(amount * factor))}
     factor = TIME_UNITS_S.get(unit.lower())
     if factor is None:
         raise ValueError(f"unknown time unit {unit!r} in {value!r} (use ms, s, m, h, d)")
@@ -114,7 +125,7 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
 
     Returns
     -------
-    Label -> ``{"memory_mb": int}``, ``{"cpus": int}`` or ``{"time_s": int}``.
+    Label -> ``{"memory_mb": int}``, ``{"disk_mb": int}``, ``{"cpus": int}`` or ``{"time_s": int}``.
 
     Raises
     ------

@@ -9,6 +9,14 @@ What could hide a missing package is kept out: the caller's ``PYTHONPATH``, user
 pytest options are dropped, and the embedding cache is a new empty folder for each test (a cached
 embedding would spare the component from loading the text model).
 
+A component's folder may hold test files of its own, which pytest runs: code from a pull request,
+in an environment that every component of its image shares. Where bubblewrap works (and unless
+``$OPENPERT_SANDBOX`` is ``off``; ``on`` requires it), the whole test runs in a sandbox like a
+job's (:func:`sandboxed_command`): the image environment, the folders its path files name, the
+project and the public data read-only; a private ``/tmp`` and home, removed when the test ends;
+no network beyond the sandbox's own loopback; only the variables a test needs. The component's
+job inside it then runs without a sandbox of its own (the test's is the boundary).
+
 :func:`test_components` builds each environment needed once (components of one base image share
 it; a component that adds packages gets an overlay), runs the tests, and reports the time of
 every build and test.
@@ -22,13 +30,16 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from openpert.config.project import shared_data_dir
 from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.data.store import default_store_dir
 from openpert.images.components import component_configs
-from openpert.images.environments import ImageEnv, Log, component_env, log_to_stderr
+from openpert.images.environments import ImageEnv, Log, component_env, harness_source, log_to_stderr
+from openpert.run import sandbox as sandboxing
 
 #: Variables of the caller that would let a test see packages its environment lacks, or change pytest.
 _DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
@@ -71,17 +82,161 @@ def test_environment(env: ImageEnv, embed_cache: Path) -> dict[str, str]:
 # Not a test of this module: pytest must not collect it from here.
 test_environment.__test__ = False  # type: ignore[attr-defined]
 
+#: Variables of :func:`test_environment` that pass into a sandboxed test (no credentials, no host paths of the caller's).
+SANDBOX_VARIABLES = ("PATH", "VIRTUAL_ENV", "PYTHONNOUSERSITE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LANG", "LC_ALL",
+                     "OPENPERT_SHARED_DATA", "OPENPERT_DATA", *sandboxing.THREAD_VARIABLES)
 
-def run_component_test(folder: str | Path, env: ImageEnv, root: str | Path, timeout: float | None = None) -> ComponentTestResult:
-    """Run one component's test in ``env`` (see the module docstring); never raises for a failing test."""
+
+def _path_file_folders(env: ImageEnv) -> list[Path]:
+    """Existing folders outside ``env`` that its ``.pth`` files put on ``sys.path`` (editable installs)."""
+    found: list[Path] = []
+    for pth in sorted(env.path.glob("lib/python*/site-packages/*.pth")):
+        try:
+            lines = pth.read_text(errors="replace").splitlines()
+        except OSError:
+            continue  # unreadable: Python skips it too
+        for line in lines:
+            line = line.strip()
+            if not line or line.startswith(("#", "import ")) or not os.path.isabs(line):
+                continue
+            folder = Path(line).resolve()
+            if folder.is_dir() and not folder.is_relative_to(env.path.resolve()) and folder not in found:
+                found.append(folder)
+    return found
+
+
+def _base_interpreter(env: ImageEnv) -> list[Path]:
+    """The folders of the interpreter the environment's ``python`` links to (``pyvenv.cfg`` names it)."""
+    folders: list[Path] = []
+    real = Path(os.path.realpath(env.python))
+    folders.append(real.parent.parent if real.parent.name == "bin" else real.parent)
+    try:
+        cfg = (env.path / "pyvenv.cfg").read_text(errors="replace")
+    except OSError:
+        cfg = ""
+    for line in cfg.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            home = Path(value.strip())
+            folders.append(home.parent if home.name == "bin" else home)
+    return folders
+
+
+def sandboxed_command(command: Sequence[str], env: ImageEnv, root: Path, scratch: Path,
+                      variables: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The ``bwrap`` command line and environment that run a component test in a sandbox.
+
+    Parameters
+    ----------
+    command
+        The test's command (its interpreter is the environment's).
+    env
+        The image environment: bound read-only at its own path, with its base interpreter and the
+        folders its ``.pth`` files name (the checkout of an editable install).
+    root
+        The project: bound read-only at its own path, as are the harness's checkout and the
+        public data folders (shared data, data store) where they exist.
+    scratch
+        A new folder of the caller's: its ``tmp`` and ``home`` become the test's ``/tmp`` and home.
+    variables
+        The test's environment (:func:`test_environment`); only :data:`SANDBOX_VARIABLES` pass.
+
+    Returns
+    -------
+    command, environment
+        Run the command with that environment as its whole environment.
+    """
+    tmp, home = scratch / "tmp", scratch / "home"
+    tmp.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    (tmp / "embeddings").mkdir(exist_ok=True)
+    read_only: list[Path] = []
+    for folder in [env.path, *_base_interpreter(env), *_path_file_folders(env), root, harness_source(),
+                   shared_data_dir(root), default_store_dir()]:
+        folder = Path(folder)
+        if folder.is_dir() and not any(folder == seen or seen in folder.parents for seen in read_only):
+            read_only.append(folder)
+    system = [Path(d) for d in sandboxing.SYSTEM_DIRS]
+    cmd = [sandboxing.bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+           "--new-session", *sandboxing.system_arguments()]
+    # The private /tmp first: a project or environment that lies in the host's /tmp is bound on top of it.
+    cmd += ["--bind", str(tmp), str(sandboxing.TMP_DIR), "--bind", str(home), str(sandboxing.HOME_DIR)]
+    for folder in read_only:
+        if not any(folder == d or d in folder.parents for d in system):
+            cmd += ["--ro-bind", str(folder), str(folder)]
+    cmd += ["--remount-ro", "/", "--chdir", str(root), "--", *command]
+    inside = {k: v for k, v in variables.items() if k in SANDBOX_VARIABLES}
+    inside.update({
+        "HOME": str(sandboxing.HOME_DIR),
+        "TMPDIR": str(sandboxing.TMP_DIR),
+        "LANG": inside.get("LANG", "C.UTF-8"),
+        "PYTHONDONTWRITEBYTECODE": "1",  # the project is read-only: no __pycache__ to write
+        "OPENPERT_EMBED_CACHE": str(sandboxing.TMP_DIR / "embeddings"),
+        # This sandbox is the boundary: the component's job inside runs without one of its own.
+        sandboxing.ENV_SANDBOX: "off",
+    })
+    return cmd, inside
+
+
+def _use_sandbox(sandbox: bool | None) -> bool:
+    """Whether a component test runs sandboxed: ``sandbox`` or ``$OPENPERT_SANDBOX``, ``auto`` where bubblewrap works.
+
+    Raises
+    ------
+    ConfigError
+        The sandbox is required where bubblewrap cannot run (the reason says why), or the
+        variable holds no setting.
+    """
+    if sandbox is None:
+        try:
+            sandbox = sandboxing.SANDBOX_SETTINGS[sandboxing.sandbox_setting()]
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+    if sandbox is False:
+        return False
+    if sandboxing.available():
+        return True
+    if sandbox:
+        raise ConfigError(f"a sandbox was required for component tests but bubblewrap cannot be used here: "
+                          f"{sandboxing.unavailable_reason()}")
+    return False
+
+
+def run_component_test(folder: str | Path, env: ImageEnv, root: str | Path, timeout: float | None = None,
+                       sandbox: bool | None = None) -> ComponentTestResult:
+    """Run one component's test in ``env`` (see the module docstring); never raises for a failing test.
+
+    Parameters
+    ----------
+    folder, env, root
+        The component's folder, its image environment and the project.
+    timeout
+        Seconds the test may take.
+    sandbox
+        ``None``: ``$OPENPERT_SANDBOX`` (default ``auto``: sandboxed where bubblewrap works);
+        ``True``: required (a result with status ``error`` where it cannot run); ``False``: none.
+    """
     folder = Path(folder).resolve()
     root = Path(root).resolve()
     command = [str(env.python), "-m", "pytest", str(folder), "-p", "no:cacheprovider", "-q"]
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="openpert-embed-") as embed_cache:
+    try:
+        sandboxed = _use_sandbox(sandbox)
+    except ConfigError as err:
+        return ComponentTestResult(folder, env.label, "error", 0.0, str(err), command)
+    # Everything the test writes (its temporary folders, the embedding cache) lives here and goes with it.
+    with tempfile.TemporaryDirectory(prefix="openpert-component-test-") as scratch:
+        variables = test_environment(env, Path(scratch) / "embeddings")
+        run = command
+        if sandboxed:
+            run, variables = sandboxed_command(command, env, root, Path(scratch), variables)
+        else:
+            (Path(scratch) / "embeddings").mkdir()
+            (Path(scratch) / "tmp").mkdir()
+            variables["TMPDIR"] = str(Path(scratch) / "tmp")
         try:
-            proc = subprocess.run(command, cwd=root, env=test_environment(env, Path(embed_cache)), capture_output=True,
-                                  text=True, timeout=timeout)
+            proc = subprocess.run(run, cwd=root, env=variables, capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as err:
             output = (err.stdout or "") if isinstance(err.stdout, str) else ""
             return ComponentTestResult(folder, env.label, "failed", time.monotonic() - started,
@@ -129,7 +284,7 @@ class TestRun:
 
 def test_components(root: str | Path, paths: Sequence[str | Path] | None = None, exclude: Sequence[str | Path] = (),
                     cache_dir: str | Path | None = None, jobs: int = 1, python: str | Path | None = None,
-                    timeout: float | None = None, log: Log = log_to_stderr) -> TestRun:
+                    timeout: float | None = None, log: Log = log_to_stderr, sandbox: bool | None = None) -> TestRun:
     """Run the test of every component at or below ``paths`` (default ``src/``) in its image environment.
 
     Parameters
@@ -150,6 +305,8 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
         Seconds one component's test may take (default: no limit beyond its resource labels).
     log
         Receives progress lines.
+    sandbox
+        Run each test in a sandbox (see :func:`run_component_test`).
     """
     root = Path(root).resolve()
     started = time.monotonic()
@@ -173,7 +330,7 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
         folder = config.path.parent
         if env is None:
             return ComponentTestResult(folder, "-", "error", 0.0, error)
-        result = run_component_test(folder, env, root, timeout=timeout)
+        result = run_component_test(folder, env, root, timeout=timeout, sandbox=sandbox)
         log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {_relative(folder, root)}")
         return result
 

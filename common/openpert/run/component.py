@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import shutil
 import stat
 import sys
@@ -28,8 +29,9 @@ from typing import Any
 
 from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.files import read_tail
 from openpert.run import sandbox as sandboxing
-from openpert.run.process import Limits, PeakReport, execute
+from openpert.run.process import DiskMeter, Limits, PeakReport, execute
 from openpert.run.records import EXIT_INVALID
 from openpert.run.viash_block import substitute_block
 
@@ -40,8 +42,10 @@ SANDBOX_BWRAP = "bubblewrap"
 SANDBOX_NONE = "none"
 _warned_unsandboxed = False
 
-#: How a job's script is run: ``python -c FAST_EXIT_LAUNCHER REPORT_FD script.py args...`` runs the
-#: script as ``python script.py args...`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``).
+#: How a job's script is run: ``python -c FAST_EXIT_LAUNCHER REPORT_FD TASKS script.py args...`` runs
+#: the script as ``python script.py args...`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``).
+#: ``TASKS`` (``-1``: none) is the job's ``RLIMIT_NPROC``, set before the script runs (see
+#: :func:`task_limit`).
 #: As the script ends, even by an exception, the launcher writes its peak resident size in kB
 #: (``VmHWM``) to the file descriptor ``REPORT_FD`` (``-1``: none; see
 #: :class:`openpert.run.process.PeakReport`). Once the script has returned, the exit handlers run,
@@ -50,8 +54,11 @@ _warned_unsandboxed = False
 #: ``sys.exit`` in the script exits as usual.
 FAST_EXIT_LAUNCHER = """\
 import atexit, os, runpy, sys
-report = int(sys.argv[1])
-sys.argv = sys.argv[2:]
+report, tasks = int(sys.argv[1]), int(sys.argv[2])
+sys.argv = sys.argv[3:]
+if tasks >= 0:
+    import resource
+    resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
 try:
     runpy.run_path(sys.argv[0], run_name='__main__')
@@ -65,6 +72,31 @@ finally:
             sys.stderr.write('openpert launcher: peak memory not reported (%s)\\n' % err)
 atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush(); os._exit(0)
 """
+
+
+#: Tasks (processes and their threads) per process of a job's process limit, for its ``RLIMIT_NPROC``.
+TASKS_PER_PROCESS = 4
+
+
+def task_limit(limits: Limits, *, sandboxed: bool, uid: int | None = None, kernel: str | None = None) -> int | None:
+    """The ``RLIMIT_NPROC`` of a job, or ``None`` where setting it is unsafe or useless.
+
+    The kernel counts ``RLIMIT_NPROC`` per user and per user namespace (Linux 5.14 and later), at
+    each level against the limit its creator had: set inside a job's sandbox (its own user
+    namespace), it counts that job's tasks only, and the user's other processes count against the
+    unchanged limit outside. Without a sandbox, or before 5.14, it would count every process of the
+    user on the machine; for root the kernel does not apply it at all. Where it is safe it stops
+    a fork bomb in the kernel; the watcher's count (:mod:`openpert.run.process`) holds everywhere.
+    It counts threads too: the limit is :data:`TASKS_PER_PROCESS` tasks per allowed process.
+    """
+    uid = os.getuid() if uid is None else uid
+    kernel = os.uname().release if kernel is None else kernel
+    if limits.processes is None or not sandboxed or uid == 0:
+        return None
+    version = re.match(r"(\d+)\.(\d+)", kernel)
+    if version is None or (int(version.group(1)), int(version.group(2))) < (5, 14):
+        return None
+    return limits.processes * TASKS_PER_PROCESS
 
 
 @dataclasses.dataclass
@@ -164,6 +196,47 @@ def sandbox_mode(sandbox: bool | None) -> tuple[str, str]:
         _warned_unsandboxed = True
         log_.warning(warning)
     return SANDBOX_NONE, warning
+
+
+#: How a failed read of a path shows in a job's log: Python's FileNotFoundError, or a C library's ENOENT.
+_MISSING_PATH = re.compile(r"(?:FileNotFoundError: \[Errno 2\] [^:\n]*: |No such file or directory: |"
+                           r"unable to open file: name = |ENOENT[^'\"\n/]*)['\"]?(?P<path>/[^'\",\s]+)")
+
+
+def undeclared_path_hint(config: ComponentConfig, log: Path, reason: str) -> str:
+    """What to add to a failed job's reason when it failed on a path that does not exist (``""`` if it did not).
+
+    Under the sandbox a job sees its declared inputs only: a path of the host that the script
+    reads (a dataset file it was not given, a file of the repository) does not exist there. The
+    hint names the path and where the inputs a component may read are declared.
+
+    Parameters
+    ----------
+    config
+        The component.
+    log
+        The job's log (its last 64 kB are searched).
+    reason
+        The job's reason so far (its last line of output).
+    """
+    try:
+        text = reason + "\n" + read_tail(log, 64 * 1024).decode(errors="replace")
+    except OSError:
+        text = reason
+    found = _MISSING_PATH.findall(text)
+    if not found:
+        return ""
+    path = found[-1]
+    def shown(file: Path) -> str:
+        return str(file.relative_to(config.root)) if file.is_relative_to(config.root) else str(file)
+
+    where = [shown(config.path)]
+    task_dir = config.task_dir
+    if task_dir is not None and config.type:
+        api = task_dir / "api" / f"comp_{config.type}.yaml"
+        where.append(shown(api if api.exists() else task_dir / "api"))
+    return (f" ({path} does not exist for the job: a component reads only its declared inputs, which it is "
+            f"given through par; the allowed inputs are listed in {' and '.join(where)})")
 
 
 def output_file_problem(path: Path) -> str:
@@ -372,7 +445,8 @@ def run_component(
     script.write_text(substitute_block(config.script.read_text(), script_par, meta, path=config.script))
 
     report = PeakReport()
-    launcher = ["-c", FAST_EXIT_LAUNCHER, str(report.write_fd)]
+    tasks = task_limit(limits, sandboxed=box is not None)
+    launcher = ["-c", FAST_EXIT_LAUNCHER, str(report.write_fd), str(tasks if tasks is not None else -1)]
     if box is not None:
         box.read_only.append(resources_dir)
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,
@@ -392,10 +466,15 @@ def run_component(
             for var in sandboxing.THREAD_VARIABLES:
                 env.setdefault(var, str(limits.cpus))
     header = warning + "\n" if warning else ""
+    # What the job writes counts toward its disk limit (its resources too: a few files, and
+    # writable without a sandbox); its staged inputs do not (links of the dataset's files).
+    disk = DiskMeter(work_dir, exclude=[work_dir / name for name in used_names if (work_dir / name).exists()], files=[log])
     code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
-                                              sandboxed=box is not None, header=header, peak_report=report)
+                                              sandboxed=box is not None, header=header, peak_report=report, disk=disk)
     if code != 0:
-        return RunResult(code, reason, duration, peak_mb, {}, log, mode)
+        # In a sandbox, a path the script was not given does not exist: say so, and where inputs are declared.
+        hint = undeclared_path_hint(config, log, reason) if box is not None else ""
+        return RunResult(code, reason + hint, duration, peak_mb, {}, log, mode)
 
     produced: dict[str, Path] = {}
     for arg in config.file_outputs:

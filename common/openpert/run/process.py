@@ -1,27 +1,47 @@
-"""Run a command as a job: a time and a memory limit, its output captured, its peak memory measured.
+"""Run a command as a job: limits on time, memory, processes and disk, its output captured, its peak memory measured.
 
 Every job gets its own process group (its own session), so that the job and everything it starts
 can be stopped together. The command may be a sandbox launcher (``bwrap``, see
 :mod:`openpert.run.sandbox`) whose descendants are the job: memory is then measured over the whole
 tree under it, and the time limit's ``SIGTERM`` goes to those descendants (the launcher itself
 would die at once and take the job down without its grace period).
+
+Processes and disk are limited per job, not per user. ``RLIMIT_NPROC`` would not do: it counts
+every process of the user's uid on the whole machine (other jobs, other benchmarks, the user's
+shell) and the kernel does not apply it to root, which CI runs as. So the watcher that samples the
+job's process tree for memory also counts it (every 5 ms while the tree grows or is large, every
+25 ms while it stays small: reading a few files of ``/proc``) and kills the job once it holds more
+processes than its limit. A fork bomb outruns any poll on a loaded machine (the watcher waits for
+a core like every process); where it is safe, inside the sandbox and not as root, the job's
+launcher also sets ``RLIMIT_NPROC``, which the kernel then counts for the job's own user namespace
+(:func:`openpert.run.component.task_limit`). Disk is what the job writes: the
+allocated blocks of every file under its work folder (its private ``/tmp`` and home included,
+staged inputs excluded: they are hard links of the dataset and cost nothing) and of its log,
+summed by a walk whose interval grows with its own cost, so that it never takes more than about
+a tenth of a core. ``RLIMIT_FSIZE`` (set through util-linux's ``prlimit``, which then runs the
+command) caps every single file at the disk limit, so that one file cannot outrun the walk.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import select
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import psutil
 
-from openpert.files import read_tail
-from openpert.run.records import EXIT_MEMORY, EXIT_TIME
+from openpert.files import format_bytes, read_tail
+from openpert.run.records import EXIT_DISK, EXIT_MEMORY, EXIT_PROCESSES, EXIT_TIME
+
+log_ = logging.getLogger(__name__)
+_warned_no_prlimit = False
 
 # Process groups of jobs running now, so that an interrupted benchmark can stop them all.
 _ACTIVE: set[int] = set()
@@ -29,11 +49,25 @@ _ACTIVE: set[int] = set()
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
-    """Resource limits of one job (``None``: unlimited)."""
+    """Resource limits of one job (``None``: unlimited).
+
+    Attributes
+    ----------
+    time_s, memory_mb, cpus
+        Wall time, resident memory of the job's process tree, and the CPUs its thread pools use.
+    processes
+        Processes the job's tree may hold at once (its sandbox launcher included).
+    disk_mb
+        Megabytes the job may write: the allocated size of its work folder (private ``/tmp`` and
+        home included, staged inputs excluded) and of its log; also the largest size of any one
+        file it writes (``RLIMIT_FSIZE``).
+    """
 
     time_s: float | None = None
     memory_mb: float | None = None
     cpus: int | None = None
+    processes: int | None = None
+    disk_mb: float | None = None
 
 
 class _ExitWaiter:
@@ -96,13 +130,16 @@ def _descendant_pids(pid: int) -> list[int]:
     return found
 
 
-def _tree(proc: psutil.Process) -> list[psutil.Process]:
-    """``proc`` and its descendants now (only ``proc`` when they cannot be listed)."""
+def _tree(proc: psutil.Process, descendants: list[int] | None = None) -> list[psutil.Process]:
+    """``proc`` and its descendants now (only ``proc`` when they cannot be listed).
+
+    ``descendants``: their pids, when :func:`_descendant_pids` has just listed them.
+    """
     try:
         if not _PROC_CHILDREN:
             return [proc, *proc.children(recursive=True)]
         tree = [proc]
-        for pid in _descendant_pids(proc.pid):
+        for pid in _descendant_pids(proc.pid) if descendants is None else descendants:
             try:
                 tree.append(psutil.Process(pid))
             except psutil.Error:
@@ -110,6 +147,61 @@ def _tree(proc: psutil.Process) -> list[psutil.Process]:
         return tree
     except psutil.Error:
         return [proc]  # the process has ended: it has no children to list
+
+
+class DiskMeter:
+    """The bytes a job has written, measured by walking its folder: allocated blocks, not apparent sizes.
+
+    Allocated blocks are what fills a disk: a sparse file of a terabyte holds none. Links are not
+    followed, and each inode is counted once (a file hard-linked twice fills the disk once).
+
+    Parameters
+    ----------
+    root
+        The folder the job writes into (its work folder).
+    exclude
+        Paths under ``root`` that are not the job's writing (staged inputs: links of the dataset).
+    files
+        Single files outside ``root`` that count too (the job's log).
+    """
+
+    def __init__(self, root: Path, exclude: Collection[Path] = (), files: Collection[Path] = ()):
+        self.root = Path(root)
+        self.exclude = {str(Path(p)) for p in exclude}
+        self.files = [Path(f) for f in files]
+
+    def used_bytes(self) -> int:
+        """The bytes allocated now to the job's files."""
+        seen: set[tuple[int, int]] = set()
+        total = 0
+        for path in self.files:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue  # not written yet
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_blocks * 512
+        folders = [str(self.root)]
+        while folders:
+            try:
+                entries = os.scandir(folders.pop())
+            except OSError:
+                continue  # removed while walking, or unreadable: nothing the job can fill through it
+            with entries:
+                for entry in entries:
+                    if entry.path in self.exclude:
+                        continue
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # removed between the listing and now
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    key = (st.st_dev, st.st_ino)
+                    if key not in seen:
+                        seen.add(key)
+                        total += st.st_blocks * 512
+        return total
 
 
 def _tree_rss(procs: list[psutil.Process]) -> int:
@@ -217,6 +309,42 @@ class PeakReport:
         return max(numbers, default=0)
 
 
+def _megabytes(mb: float) -> str:
+    """A limit as it was written in a label: ``2 GB``, ``300 MB``."""
+    return f"{mb / 1024:g} GB" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g} MB"
+
+
+#: Seconds between two counts of a job's processes while they grow, or are more than an eighth of
+#: the limit (a fork bomb doubles in about a millisecond), and while they stay few.
+PROCESS_POLL_S = 0.005
+PROCESS_POLL_QUIET_S = 0.025
+#: Fewest seconds between two walks of a job's folder for its disk use.
+DISK_POLL_MIN_S = 0.05
+#: A walk of the job's folder may take this share of the time between two walks, at most.
+DISK_POLL_SHARE = 0.1
+
+
+def size_limit_wrapper(disk_mb: float | None) -> list[str]:
+    """The words put before a job's command to cap each file it writes at ``disk_mb`` (``RLIMIT_FSIZE``).
+
+    util-linux's ``prlimit`` sets the limit on itself (soft and hard: the job cannot raise it) and
+    runs the command in its place, so every process of the job inherits it; Python's
+    ``preexec_fn`` would do the same but is unsafe in the harness's threads. Empty when there is no
+    limit or no ``prlimit`` (the walk of the job's folder still enforces the total).
+    """
+    global _warned_no_prlimit
+    if disk_mb is None:
+        return []
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        if not _warned_no_prlimit:
+            _warned_no_prlimit = True
+            log_.warning("openpert: prlimit (util-linux) is not installed: a job's files are not capped one by one "
+                         "(RLIMIT_FSIZE); its disk limit is enforced by walking its folder only")
+        return []
+    return [prlimit, f"--fsize={int(disk_mb * 2**20)}", "--"]
+
+
 def execute(
     cmd: list[str],
     *,
@@ -228,6 +356,7 @@ def execute(
     sandboxed: bool = False,
     header: str = "",
     peak_report: PeakReport | None = None,
+    disk: DiskMeter | None = None,
 ) -> tuple[int, str, float, float]:
     """Run ``cmd``, enforce limits, capture output.
 
@@ -238,7 +367,7 @@ def execute(
     log
         Where stdout and stderr go (replaced).
     limits
-        Time and memory limits.
+        Time, memory, process and disk limits.
     poll_s
         The longest pause between two measurements.
     sandboxed
@@ -249,12 +378,15 @@ def execute(
     peak_report
         A pipe whose write end the command inherits and on which it reports its own peak
         resident size as it ends; it is closed here.
+    disk
+        What counts toward ``limits.disk_mb`` (default: everything under ``cwd``, and the log).
 
     Returns
     -------
     exit_code, reason, duration_s, peak_memory_mb
         The exit code follows the shell's convention for signals (``128 + signal``); a job killed
-        for exceeding its memory limit exits 137, one stopped at its time limit 143.
+        for exceeding its memory limit exits 137, one stopped at its time limit 143, one killed
+        for its process limit 150, one killed for its disk limit 153 (``128 + SIGXFSZ``).
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -263,6 +395,9 @@ def execute(
     forced: int | None = None
     # Every process seen in the tree (psutil's identity is pid and start time: no reused pid).
     seen: set[psutil.Process] = set()
+    if limits.disk_mb is not None:
+        disk = disk if disk is not None else DiskMeter(cwd, files=[log])
+        cmd = [*size_limit_wrapper(limits.disk_mb), *cmd]
     with open(log, "wb") as out:
         if header:
             out.write(header.encode())
@@ -283,18 +418,58 @@ def execute(
             kill_at: float | None = None
             status: int | None = None
             hwm_kb = 0
+            next_disk_check = 0.0
+            next_sample = 0.0
+            # The process count alone is read every PROCESS_POLL_S (a few files of /proc); the
+            # memory, time and disk samples follow their own, slower, rhythm.
+            counting = limits.processes is not None and _PROC_CHILDREN
+            known_processes = 0
+            count_every = PROCESS_POLL_S
             while True:
                 pid, wstatus, _ = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     status = wstatus
                     break
-                procs = _tree(ps)
+                descendants = _descendant_pids(proc.pid) if _PROC_CHILDREN else None
+                if (forced is None and limits.processes is not None and descendants is not None
+                        and len(descendants) + 1 > limits.processes):
+                    # Counted before anything else is read of them: a fork bomb outgrows a slow sample.
+                    reason = f"process limit {limits.processes} exceeded ({len(descendants) + 1} processes)"
+                    forced = EXIT_PROCESSES
+                    _kill_group(proc.pid, signal.SIGKILL)
+                if descendants is not None:
+                    # Counted often while the tree grows or is large, seldom while it stays small.
+                    quiet = len(descendants) <= known_processes and (len(descendants) + 1) * 8 <= (limits.processes or 0)
+                    count_every = PROCESS_POLL_QUIET_S if quiet else PROCESS_POLL_S
+                    known_processes = len(descendants)
+                elapsed = time.perf_counter() - start
+                if elapsed < next_sample:
+                    exited(min(count_every, next_sample - elapsed))
+                    continue
+                procs = _tree(ps, descendants)
                 seen.update(procs[1:])
                 peak = max(peak, _tree_rss(procs))
                 # Every process's own high-water mark (the launcher's is not the job's).
                 hwm_kb = max(hwm_kb, *(_high_water_mark_kb(p.pid) for p in procs))
-                elapsed = time.perf_counter() - start
-                if forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
+                over_disk = None
+                if forced is None and disk is not None and limits.disk_mb is not None and elapsed >= next_disk_check:
+                    walk_start = time.perf_counter()
+                    used = disk.used_bytes()
+                    walked = time.perf_counter() - walk_start
+                    next_disk_check = elapsed + max(DISK_POLL_MIN_S, walked / DISK_POLL_SHARE)
+                    if used > limits.disk_mb * 2**20:
+                        over_disk = used
+                if forced is None and limits.processes is not None and len(procs) > limits.processes:
+                    reason = f"process limit {limits.processes} exceeded ({len(procs)} processes)"
+                    forced = EXIT_PROCESSES
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    _signal(procs, signal.SIGKILL)
+                elif over_disk is not None:
+                    reason = (f"disk limit {_megabytes(limits.disk_mb)} exceeded "
+                              f"({format_bytes(over_disk)} written)")
+                    forced = EXIT_DISK
+                    _kill_group(proc.pid, signal.SIGKILL)
+                elif forced is None and limits.memory_mb is not None and peak > limits.memory_mb * 2**20:
                     reason = f"memory limit exceeded (peak {peak / 2**20:.0f} MB > {limits.memory_mb:.0f} MB)"
                     forced = EXIT_MEMORY
                     _kill_group(proc.pid, signal.SIGKILL)
@@ -309,7 +484,8 @@ def execute(
                 elif kill_at is not None and elapsed > kill_at:
                     _kill_group(proc.pid, signal.SIGKILL)
                     kill_at = None
-                exited(delay)
+                next_sample = elapsed + delay
+                exited(min(delay, count_every) if counting else delay)
                 delay = min(delay * 1.5, poll_s)
         proc.returncode = os.waitstatus_to_exitcode(status)
     # Children that outlive the script would keep writing into a work dir we are about to publish.
@@ -325,6 +501,15 @@ def execute(
     code = proc.returncode
     if code < 0:
         code = 128 - code
+    if forced is None and disk is not None and limits.disk_mb is not None:
+        # Written since the last walk, or stopped by the per-file cap (RLIMIT_FSIZE: SIGXFSZ, or EFBIG caught).
+        used = disk.used_bytes()
+        limit = limits.disk_mb * 2**20
+        last = _last_error_line(log) if code != 0 else ""
+        if used > limit or (code != 0 and (code == EXIT_DISK or used >= limit or "File too large" in last)):
+            forced = EXIT_DISK
+            reason = f"disk limit {_megabytes(limits.disk_mb)} exceeded ({format_bytes(used)} written"
+            reason += f"; a file reached the limit: {last})" if last else ")"
     if forced is not None:
         code = forced
     elif code != 0:

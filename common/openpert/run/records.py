@@ -18,6 +18,8 @@ Status = Literal["succeeded", "failed"]
 #: Exit codes with a fixed meaning, as schedulers report them.
 EXIT_MEMORY = 137  # killed with SIGKILL after exceeding its memory limit
 EXIT_TIME = 143  # terminated with SIGTERM after exceeding its time limit
+EXIT_PROCESSES = 150  # killed with SIGKILL after exceeding its process limit (never retried bigger)
+EXIT_DISK = 153  # killed after exceeding its disk limit (128 + SIGXFSZ, the shell's "file size limit exceeded")
 EXIT_INVALID = -1  # the process exited 0 but its output (or input) is invalid, or it never ran
 #: Largest job record read (bytes): records are a few kB; a larger file is not one the harness wrote.
 MAX_RECORD_BYTES = 16 * 2**20

@@ -93,7 +93,16 @@ embeddings of the reference texts).
 
 The probe (:func:`available`) runs Python once in a sandbox like a job's; its result is cached for
 the process. A failing probe (no ``bwrap``, no user namespaces, ...) means "unavailable", and
-:func:`unavailable_reason` says why.
+:func:`unavailable_reason` says why; where Ubuntu's AppArmor forbids unprivileged user namespaces
+(23.10 and later: bubblewrap fails with "setting up uid map: Permission denied"), the reason names
+that restriction and both fixes.
+
+Required or not
+---------------
+``$OPENPERT_SANDBOX`` (``auto``, ``on`` or ``off``; :func:`sandbox_setting`) is the default of
+``--sandbox`` for ``openpert benchmark``, ``openpert run-component`` and ``openpert test``. ``on``
+makes a machine without a working sandbox an error instead of a warning, and makes the sandbox
+tests of the project's own suite fail there instead of skipping (CI sets it).
 """
 
 from __future__ import annotations
@@ -155,6 +164,20 @@ ETC_ENTRIES = (
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 #: Seconds the probe may take.
 PROBE_TIMEOUT_S = 30.0
+#: The variable whose value (auto, on, off) is the default of ``--sandbox``.
+ENV_SANDBOX = "OPENPERT_SANDBOX"
+#: Values of ``--sandbox`` and ``$OPENPERT_SANDBOX`` -> the ``sandbox`` argument of the runners.
+SANDBOX_SETTINGS: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+#: Ubuntu's switch (23.10 and later) that confines unprivileged user namespaces to AppArmor profiles.
+APPARMOR_USERNS_SYSCTL = Path("/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+#: What to do about that switch, in every reason that names it.
+APPARMOR_FIXES = (
+    "This is the AppArmor restriction of unprivileged user namespaces of Ubuntu 23.10 and later (24.04 included; "
+    "kernel.apparmor_restrict_unprivileged_userns = 1). Fix it with "
+    "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` (until the next boot; a file in /etc/sysctl.d "
+    "keeps it), or with an AppArmor profile for /usr/bin/bwrap that allows `userns` "
+    "(docs/components.md, \"The sandbox on Ubuntu 24.04\", gives its text)."
+)
 
 
 class SandboxError(RuntimeError):
@@ -342,6 +365,11 @@ def _system_args() -> tuple[str, ...]:
     for device in sorted(glob.glob("/dev/nvidia*")):
         args += ["--dev-bind-try", device, device]
     return tuple(args)
+
+
+def system_arguments() -> tuple[str, ...]:
+    """The ``bwrap`` arguments that show the system read-only (``/usr``, some of ``/etc``, ``/proc``, ``/dev``)."""
+    return _system_args()
 
 
 def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] | None = None,
@@ -543,6 +571,38 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+def sandbox_setting(host_env: Mapping[str, str] | None = None) -> str:
+    """``$OPENPERT_SANDBOX``: ``auto`` (the default), ``on`` or ``off``.
+
+    Raises
+    ------
+    ValueError
+        Naming the variable, when it holds anything else.
+    """
+    host_env = os.environ if host_env is None else host_env
+    value = host_env.get(ENV_SANDBOX, "").strip().lower() or "auto"
+    if value not in SANDBOX_SETTINGS:
+        raise ValueError(f"${ENV_SANDBOX} is {host_env[ENV_SANDBOX]!r}; expected one of {', '.join(SANDBOX_SETTINGS)}")
+    return value
+
+
+def apparmor_restricts_userns() -> bool:
+    """Whether AppArmor confines unprivileged user namespaces here (:data:`APPARMOR_USERNS_SYSCTL` reads 1)."""
+    try:
+        return APPARMOR_USERNS_SYSCTL.read_text().strip() == "1"
+    except OSError:
+        return False  # no such switch: not Ubuntu's AppArmor
+
+
+def _explain_failure(message: str) -> str:
+    """A failed probe's message, with the AppArmor case and its fixes named where it applies."""
+    if "setting up uid map" in message or ("Permission denied" in message and apparmor_restricts_userns()):
+        return f"{message}. {APPARMOR_FIXES}"
+    if apparmor_restricts_userns():
+        return f"{message}. (kernel.apparmor_restrict_unprivileged_userns is 1 here, which may be the cause.) {APPARMOR_FIXES}"
+    return message
+
+
 @functools.cache
 def _probe() -> str | None:
     """Run Python once in a job-like sandbox; ``None`` when that works, else the reason it does not."""
@@ -560,7 +620,7 @@ def _probe() -> str | None:
             return f"bwrap could not run: {err}"
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
-            return f"bwrap failed (exit {done.returncode}): {lines[-1] if lines else 'no message'}"
+            return _explain_failure(f"bwrap failed (exit {done.returncode}): {lines[-1] if lines else 'no message'}")
     return None
 
 

@@ -122,8 +122,14 @@ def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dic
     task = task_of(config)
     limits = limits_for(config.labels, label_resources(config.root), where=str(config.path))
     allowed = task.method_formats if task is not None and config.type == "method" else None
+    from openpert.run.sandbox import SANDBOX_SETTINGS, sandbox_setting
+
+    try:
+        sandbox = SANDBOX_SETTINGS[sandbox_setting()]
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     result = run_component(config, args, work_dir=work_dir / "run", limits=limits, context=context,
-                           allowed_input_formats=allowed)
+                           allowed_input_formats=allowed, sandbox=sandbox)
     if not result.succeeded:
         tail = read_tail(result.log, 3000).decode(errors="replace") if result.log.exists() else ""
         raise ComponentTestError(f"{config.name} failed: {result.reason}\n--- log (end) ---\n{tail}")
@@ -162,8 +168,9 @@ class ComponentItem(pytest.Item):
         if config.info.get("test_requires_shared_data") and data_folder(config.root) is None:
             pytest.skip(f"needs the public data: the shared data folder {shared_data_dir(config.root)} "
                         "(or OPENPERT_SHARED_DATA), or a store filled by `openpert data fetch`")
-        work = Path(tempfile.mkdtemp(prefix=f"openpert-test-{config.name}-"))
-        run_component_test(config, work)
+        # Removed when the test ends, passed or failed: a suite run would otherwise leave one per component.
+        with tempfile.TemporaryDirectory(prefix=f"openpert-test-{config.name}-") as work:
+            run_component_test(config, Path(work))
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, (ComponentTestError, ConfigError)):

@@ -242,7 +242,8 @@ def test_main_nf_processes_run_the_staged_component():
         assert "container { job.container }" in process
         assert "errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }" in process
         assert 'publishDir "${job.publish_path}"' in process
-        for directive in ("cpus {", "memory { memoryOf(job, task.attempt) }", "time { timeOf(job, task.attempt) }"):
+        for directive in ("cpus {", "memory { memoryOf(job, task.attempt) }", "time { timeOf(job, task.attempt) }",
+                          "disk { diskOf(job, task.attempt) }"):
             assert directive in process
         # the digest is an input of its own, the component folder is staged, the inputs too
         assert "tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')" in process

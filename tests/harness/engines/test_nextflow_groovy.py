@@ -151,8 +151,9 @@ def test_shell_quote_keeps_hostile_words_whole(tmp_path):
 
 def test_resources_come_from_the_labels_and_scale_with_the_attempt(tmp_path):
     table = parse_label_resources(ROOT / "_viash.yaml")
-    component = {"labels": ["midmem", "midcpu", "midtime"]}
-    base = {"cpus": table["midcpu"]["cpus"], "memory_mb": table["midmem"]["memory_mb"], "time_s": table["midtime"]["time_s"]}
+    component = {"labels": ["midmem", "midcpu", "midtime", "lowdisk"]}
+    base = {"cpus": table["midcpu"]["cpus"], "memory_mb": table["midmem"]["memory_mb"], "time_s": table["midtime"]["time_s"],
+            "disk_mb": table["lowdisk"]["disk_mb"]}
     job = {"limits": base, "caps": {"cpus": None, "memory_mb": None}}
     capped = {"limits": base, "caps": {"cpus": 1, "memory_mb": base["memory_mb"] + 1}}
     calls = [("resources", [component, table]), ("attemptLimits", [job, 1]), ("attemptLimits", [job, 3]),
@@ -161,10 +162,11 @@ def test_resources_come_from_the_labels_and_scale_with_the_attempt(tmp_path):
     got = [r["value"] for r in call_jobs(calls, tmp_path)]
     assert got[0] == base
     assert got[1] == base
-    assert got[2] == {"cpus": base["cpus"], "memory_mb": 3 * base["memory_mb"], "time_s": 3 * base["time_s"]}
-    assert got[3] == {"cpus": 1, "memory_mb": base["memory_mb"] + 1, "time_s": 2 * base["time_s"]}
+    # memory and time grow with the attempt; disk does not (a job over it is not retried)
+    assert got[2] == {"cpus": base["cpus"], "memory_mb": 3 * base["memory_mb"], "time_s": 3 * base["time_s"], "disk_mb": base["disk_mb"]}
+    assert got[3] == {"cpus": 1, "memory_mb": base["memory_mb"] + 1, "time_s": 2 * base["time_s"], "disk_mb": base["disk_mb"]}
     assert got[4]["memory_mb"] == table["highmem"]["memory_mb"]  # a later label wins
-    assert got[5] == {"cpus": None, "memory_mb": None, "time_s": None}
+    assert got[5] == {"cpus": None, "memory_mb": None, "time_s": None, "disk_mb": None}
     assert got == [mirror.FUNCTIONS[fn](*args) for fn, args in calls]
 
 

@@ -42,6 +42,9 @@ def test_parse_label_resources_reads_the_repository_labels():
         "midtime": {"time_s": 3600},
         "hightime": {"time_s": 14400},
         "veryhightime": {"time_s": 43200},
+        "lowdisk": {"disk_mb": 2048},
+        "middisk": {"disk_mb": 20480},
+        "highdisk": {"disk_mb": 204800},
     }
 
 
@@ -50,7 +53,7 @@ def test_parse_label_resources_units(tmp_path):
         tmp_path,
         'a : "memory = 500.MB", b : "memory = 1024.KB", c : "memory = 2.TB", d : "time = 30.s", '
         'e : "time = 2.d", f : "time = 1.5.h", g : "memory = \'1 GB\'", h : "time = 250.ms", '
-        'i : "cpus = 16", j : "memory = 3GB"',
+        'i : "cpus = 16", j : "memory = 3GB", k : "disk = 2.GB", l : "disk = 1.5.MB"',
     )
     assert parse_label_resources(path) == {
         "a": {"memory_mb": 500},
@@ -63,6 +66,8 @@ def test_parse_label_resources_units(tmp_path):
         "h": {"time_s": 1},  # rounded up: a limit is never made stricter than written
         "i": {"cpus": 16},
         "j": {"memory_mb": 3072},
+        "k": {"disk_mb": 2048},
+        "l": {"disk_mb": 2},  # rounded up, as memory
     }
 
 
@@ -86,7 +91,8 @@ def test_parse_label_resources_accepts_a_list_of_config_mods(tmp_path):
     [
         ('lowmem : "memory = 4.XB"', "unknown memory unit 'XB'"),
         ('lowtime : "time = 10.fortnights"', "unknown time unit 'fortnights'"),
-        ('lowdisk : "disk = 4.GB"', "unknown resource directive 'disk'"),
+        ('lowdisk : "disk = 4.XB"', "unknown disk unit 'XB'"),
+        ('fast : "maxForks = 4"', "unknown resource directive 'maxForks'"),
         ('lowcpu : "cpus = two"', "cpus must be a positive integer"),
         ('lowcpu : "cpus = 0"', "cpus must be a positive integer"),
         ('lowmem : "memory 4.GB"', "expected '<directive> = <value>'"),

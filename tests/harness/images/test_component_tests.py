@@ -12,9 +12,16 @@ from pathlib import Path
 
 import pytest
 from project_paths import ROOT
+from sandbox_marks import needs_sandbox
 
 from openpert.config.viash import read_config
-from openpert.images.component_tests import format_summary, run_component_test, test_components, test_environment
+from openpert.images.component_tests import (
+    format_summary,
+    run_component_test,
+    sandboxed_command,
+    test_components,
+    test_environment,
+)
 from openpert.images.environments import ImageEnv, component_env, default_cache_dir
 
 pytestmark = pytest.mark.slow
@@ -94,3 +101,94 @@ def test_the_test_process_sees_only_its_environment(monkeypatch, tmp_path):
     assert variables["PYTHONNOUSERSITE"] == "1"
     assert variables["PATH"].startswith(str(tmp_path / "env" / "bin"))
     assert variables["OPENPERT_EMBED_CACHE"] == str(tmp_path / "embed"), "no cached embedding can stand in for the model"
+
+
+# --- component tests in the sandbox ------------------------------------------------------------------------
+#: A test file a pull request could put beside its component: it tries to plant code in the image
+#: environment every component of the image shares, and in the project; it fails on purpose, so
+#: that what it obtained shows in the output.
+HOSTILE_TEST = """\
+import os
+import sys
+import sysconfig
+
+
+def test_plant():
+    targets = [os.path.join(sys.prefix, "planted.txt"), os.path.join(sysconfig.get_paths()["purelib"], "sitecustomize.py"),
+               os.path.join(os.getcwd(), "planted.txt")]
+    results = []
+    for target in targets:
+        try:
+            with open(target, "w") as fh:
+                fh.write("print('planted')\\n")
+            results.append(f"wrote:{target}")
+        except OSError as err:
+            results.append(f"refused:{target}:{err.strerror}")
+    raise AssertionError("\\n".join(results))
+"""
+
+
+def _small_env(tmp_path: Path) -> ImageEnv:
+    """A virtual environment of this interpreter that sees this one's packages and the harness (through a .pth)."""
+    import site
+    import subprocess
+    import sys
+
+    from openpert.images.environments import harness_source
+
+    path = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+    packages = next(path.glob("lib/python*/site-packages"))
+    (packages / "shared.pth").write_text("\n".join([*site.getsitepackages(), str(harness_source() / "common")]) + "\n")
+    return ImageEnv(path=path, base="core", key="test")
+
+
+@needs_sandbox()
+def test_a_hostile_component_test_cannot_write_into_its_image_environment(project_copy, tmp_path, monkeypatch):
+    import tempfile
+
+    host_tmp = tmp_path / "host-tmp"
+    host_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))
+    env = _small_env(tmp_path)
+    folder = project_copy / "src" / "tiny" / "methods" / "group_mean"
+    (folder / "test_hostile.py").write_text(HOSTILE_TEST)
+    before = sorted(str(p) for p in env.path.rglob("*"))
+    result = run_component_test(folder, env, project_copy, sandbox=True, timeout=600)
+    assert result.status == "failed" and "1 failed, 1 passed" in result.output, result.output[-3000:]
+    assert "wrote:/" not in result.output
+    assert result.output.count("Read-only file system") >= 3, result.output[-3000:]
+    assert sorted(str(p) for p in env.path.rglob("*")) == before
+    assert not (project_copy / "planted.txt").exists()
+    assert not list(host_tmp.iterdir()), "the test's temporary folders outlived it"
+
+
+def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(project_copy, tmp_path, monkeypatch):
+    from openpert.run import sandbox as sandboxing
+
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    sandboxing.reset_probe()
+    try:
+        env = ImageEnv(path=tmp_path / "env", base="core", key="k")
+        result = run_component_test(project_copy / "src" / "tiny" / "methods" / "group_mean", env, project_copy, sandbox=True)
+        assert result.status == "error"
+        assert "a sandbox was required for component tests" in result.output and "bwrap is not installed" in result.output
+    finally:
+        monkeypatch.undo()
+        sandboxing.reset_probe()
+
+
+def test_a_sandboxed_test_gets_no_credentials_and_its_own_temporary_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENPERT_LLM_API_KEY", "secret")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    env = ImageEnv(path=tmp_path / "env", base="core", key="k")
+    (tmp_path / "env").mkdir()
+    cmd, variables = sandboxed_command(["python", "-m", "pytest"], env, ROOT, tmp_path / "scratch",
+                                       test_environment(env, tmp_path / "embed"))
+    assert "secret" not in variables.values()
+    assert variables["TMPDIR"] == "/tmp" and variables["OPENPERT_SANDBOX"] == "off"
+    assert cmd[cmd.index(str(tmp_path / "scratch" / "tmp")) - 1] == "--bind"
+    assert ["--ro-bind", str(tmp_path / "env"), str(tmp_path / "env")] == cmd[cmd.index(str(tmp_path / "env")) - 1:][:3]
+    assert ["--ro-bind", str(ROOT), str(ROOT)] == cmd[cmd.index(str(ROOT)) - 1:][:3]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 from openpert.config.viash import ConfigError, read_config
-from openpert.run.component import FAST_EXIT_LAUNCHER, run_component
+from openpert.run.component import FAST_EXIT_LAUNCHER, TASKS_PER_PROCESS, run_component, task_limit
+from openpert.run.process import Limits
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 from openpert.run.viash_block import render_block, substitute_block
 
@@ -185,11 +187,11 @@ def test_only_regular_files_and_folders_of_them_are_outputs(tmp_path):
     assert "out/sub/b.txt is a symbolic link" in output_file_problem(folder)
 
 
-def _launch(tmp_path, body: str, report_fd: int = -1) -> subprocess.CompletedProcess:
+def _launch(tmp_path, body: str, report_fd: int = -1, tasks: int = -1) -> subprocess.CompletedProcess:
     script = tmp_path / "job" / "script.py"
     script.parent.mkdir(exist_ok=True)
     script.write_text(body)
-    return subprocess.run([sys.executable, "-c", FAST_EXIT_LAUNCHER, str(report_fd), str(script)], capture_output=True,
+    return subprocess.run([sys.executable, "-c", FAST_EXIT_LAUNCHER, str(report_fd), str(tasks), str(script)], capture_output=True,
                           text=True, cwd=tmp_path, timeout=120, pass_fds=(report_fd,) if report_fd >= 0 else ())
 
 
@@ -249,3 +251,43 @@ def test_a_peak_report_only_reads_numbers_and_never_waits():
         assert held.peak_kb() == 0
     finally:
         os.close(writer)
+
+
+def test_the_launcher_sets_the_task_limit_it_is_given(tmp_path):
+    body = "import resource\nprint(resource.getrlimit(resource.RLIMIT_NPROC))\n"
+    assert _launch(tmp_path, body, tasks=1000).stdout.strip() == "(1000, 1000)"
+    unlimited = _launch(tmp_path, body).stdout.strip()
+    assert unlimited == str(resource.getrlimit(resource.RLIMIT_NPROC))
+
+
+@pytest.mark.parametrize(("sandboxed", "uid", "kernel", "expected"), [
+    (True, 1000, "6.8.0-45-generic", 256 * TASKS_PER_PROCESS),  # the job's own user namespace: its tasks only
+    (True, 1000, "5.14.0", 256 * TASKS_PER_PROCESS),
+    (True, 1000, "5.13.19", None),  # counted per user on the whole machine before 5.14
+    (False, 1000, "6.8.0", None),  # no user namespace of its own: every process of the user would count
+    (True, 0, "6.8.0", None),  # root: the kernel does not apply it
+    (True, 1000, "unknown", None),
+])
+def test_the_task_limit_is_set_only_where_it_counts_the_job_alone(sandboxed, uid, kernel, expected):
+    limits = Limits(processes=256)
+    assert task_limit(limits, sandboxed=sandboxed, uid=uid, kernel=kernel) == expected
+    assert task_limit(Limits(), sandboxed=sandboxed, uid=uid, kernel=kernel) is None
+
+
+@pytest.mark.parametrize("line", [
+    "FileNotFoundError: [Errno 2] No such file or directory: '/data/solution.h5ad'",
+    "FileNotFoundError: [Errno 2] Unable to synchronously open file (unable to open file: name = '/data/solution.h5ad', "
+    "errno = 2, error message = 'No such file or directory', flags = 0, o_flags = 0)",
+    "Error: ENOENT: no such file or directory, open '/data/solution.h5ad'",
+])
+def test_a_missing_path_in_the_log_is_named_with_where_inputs_are_declared(tiny_project, tmp_path, line):
+    from openpert.run.component import undeclared_path_hint
+
+    config = read_config(tiny_project / "src/tiny/methods/group_mean/config.vsh.yaml")
+    log = tmp_path / "log"
+    log.write_text(f"Traceback (most recent call last):\n  ...\n{line}\n")
+    hint = undeclared_path_hint(config, log, f"exited with code 1: {line}")
+    assert hint.startswith(" (/data/solution.h5ad does not exist for the job")
+    assert hint.endswith("listed in src/tiny/methods/group_mean/config.vsh.yaml and src/tiny/api/comp_method.yaml)")
+    log.write_text("ValueError: shapes (3,) and (4,) not aligned\n")
+    assert undeclared_path_hint(config, log, "exited with code 1: ValueError") == ""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from sandbox_marks import needs_sandbox
 
 from openpert.config.viash import ConfigError, read_config
 from openpert.engines.plan import label_resources, limits_for
@@ -23,7 +24,7 @@ from openpert.run.records import EXIT_MEMORY, EXIT_TIME
 
 REPO = Path(__file__).resolve().parents[3]
 
-needs_bwrap = pytest.mark.skipif(not sandboxing.available(), reason=f"bubblewrap cannot be used here: {sandboxing.unavailable_reason()}")
+needs_bwrap = needs_sandbox()
 
 CONFIG = """\
 __merge__: ../../api/comp_method.yaml
@@ -454,3 +455,104 @@ def test_network_only_for_components_that_fetch_or_talk_to_a_model(tiny_project)
     assert not sandboxing.needs_network(config("control_methods/truth"))
     assert sandboxing.needs_network(config("methods/llm_constant")) and sandboxing.needs_llm(config("methods/llm_constant"))
     assert sandboxing.needs_network(config("datasets/synthetic")) and not sandboxing.needs_llm(config("datasets/synthetic"))
+
+
+# --- a sandbox that cannot run, and one that is required --------------------------------------------------
+UID_MAP_DENIED = "bwrap: setting up uid map: Permission denied"
+
+
+@pytest.fixture()
+def apparmor_bwrap(tmp_path, monkeypatch):
+    """A ``bwrap`` on PATH that fails as Ubuntu 24.04's does under AppArmor's user-namespace restriction."""
+    folder = tmp_path / "apparmor-bin"
+    folder.mkdir()
+    fake = folder / "bwrap"
+    fake.write_text(f"#!/bin/sh\necho '{UID_MAP_DENIED}' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    monkeypatch.setattr(sandboxing, "APPARMOR_USERNS_SYSCTL", tmp_path / "no-such-switch")
+    monkeypatch.setattr(component_module, "_warned_unsandboxed", False)
+    sandboxing.reset_probe()
+    yield fake
+    monkeypatch.undo()
+    sandboxing.reset_probe()
+
+
+def _names_apparmor_and_both_fixes(text: str) -> bool:
+    return ("AppArmor" in text and "Ubuntu 23.10" in text
+            and "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in text
+            and "AppArmor profile for /usr/bin/bwrap that allows `userns`" in text)
+
+
+def test_the_uid_map_failure_is_explained_as_apparmor_with_both_fixes(apparmor_bwrap):
+    assert not sandboxing.available()
+    reason = sandboxing.unavailable_reason()
+    assert UID_MAP_DENIED in reason
+    assert _names_apparmor_and_both_fixes(reason), reason
+
+
+def test_the_apparmor_switch_is_named_when_it_is_on(tmp_path, apparmor_bwrap, monkeypatch):
+    """Another failure, on a machine whose switch reads 1: the switch is named as the likely cause."""
+    apparmor_bwrap.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    switch = tmp_path / "apparmor_restrict_unprivileged_userns"
+    switch.write_text("1\n")
+    monkeypatch.setattr(sandboxing, "APPARMOR_USERNS_SYSCTL", switch)
+    sandboxing.reset_probe()
+    assert sandboxing.apparmor_restricts_userns()
+    reason = sandboxing.unavailable_reason()
+    assert "No permissions to create new namespace" in reason and "may be the cause" in reason
+    assert _names_apparmor_and_both_fixes(reason), reason
+    switch.write_text("0\n")
+    sandboxing.reset_probe()
+    assert not _names_apparmor_and_both_fixes(sandboxing.unavailable_reason())
+
+
+def test_a_required_sandbox_fails_the_benchmark_with_the_apparmor_explanation(apparmor_bwrap, tiny_task, tmp_path):
+    from openpert.engines.local import run_benchmark
+
+    with pytest.raises(ConfigError, match="a sandbox was required") as info:
+        run_benchmark(tiny_task, tmp_path / "out", input_dir=tiny_task.root / "resources_test" / "tiny",
+                      methods=["group_mean"], metrics=["errors"], progress=False, sandbox=True)
+    assert _names_apparmor_and_both_fixes(str(info.value)), info.value
+    assert not (tmp_path / "out" / "plan.json").exists()  # nothing was planned, nothing ran
+
+
+@pytest.mark.parametrize(("value", "setting"), [(None, "auto"), ("", "auto"), ("on", "on"), (" OFF ", "off"), ("auto", "auto")])
+def test_the_sandbox_setting_is_read_from_the_environment(value, setting):
+    env = {} if value is None else {sandboxing.ENV_SANDBOX: value}
+    assert sandboxing.sandbox_setting(env) == setting
+
+
+def test_a_wrong_sandbox_setting_names_the_variable():
+    with pytest.raises(ValueError, match=r"\$OPENPERT_SANDBOX is 'yes'; expected one of auto, on, off"):
+        sandboxing.sandbox_setting({sandboxing.ENV_SANDBOX: "yes"})
+
+
+def test_the_sandbox_tests_fail_instead_of_skipping_where_the_sandbox_is_required(apparmor_bwrap, monkeypatch):
+    from sandbox_marks import REQUIRED_BUT_UNAVAILABLE, needs_sandbox
+
+    monkeypatch.setenv(sandboxing.ENV_SANDBOX, "auto")
+    assert needs_sandbox().name == "skip"
+    monkeypatch.setenv(sandboxing.ENV_SANDBOX, "on")
+    mark = needs_sandbox()
+    assert (mark.name, mark.args) == ("usefixtures", (REQUIRED_BUT_UNAVAILABLE,))
+
+
+# --- a read of an undeclared file --------------------------------------------------------------------------
+@needs_bwrap
+@pytest.mark.parametrize("reader", ["open({path!r}).read()", "ad.read_h5ad({path!r})"])
+def test_reading_an_undeclared_file_says_where_the_allowed_inputs_are_listed(project_copy, tmp_path, reader):
+    """The solution exists on the host but not in the sandbox: the reason names the path and the declarations."""
+    solution = data(project_copy, "solution.h5ad")
+    config = probe(project_copy, reader.format(path=str(solution)))
+    result = run(project_copy, config, tmp_path / "work")
+    assert not result.succeeded
+    name = config.parent.name
+    assert f"{solution} does not exist for the job: a component reads only its declared inputs" in result.reason, result.reason
+    assert f"listed in src/tiny/methods/{name}/config.vsh.yaml and src/tiny/api/comp_method.yaml" in result.reason
+
+
+def test_a_failure_that_is_no_missing_path_gets_no_hint(project_copy, tmp_path):
+    config = probe(project_copy, "raise ValueError('a bug of the method')")
+    result = run(project_copy, config, tmp_path / "work", sandbox=False)
+    assert "a bug of the method" in result.reason and "declared inputs" not in result.reason

@@ -8,13 +8,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+from sandbox_marks import needs_sandbox
 
 from openpert.config.viash import read_config
 from openpert.engines.plan import label_resources, limits_for
 from openpert.run import sandbox as sandboxing
 from openpert.run.component import run_component
 
-needs_bwrap = pytest.mark.skipif(not sandboxing.available(), reason=f"bubblewrap cannot be used here: {sandboxing.unavailable_reason()}")
+needs_bwrap = needs_sandbox()
 
 CONFIG = """\
 __merge__: ../../api/comp_{kind}.yaml

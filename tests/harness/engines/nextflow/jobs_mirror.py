@@ -46,7 +46,7 @@ def resources(component: dict, label_resources: dict | None) -> dict:
     for label in component.get("labels") or []:
         limits.update((label_resources or {}).get(label) or {})
     return {"cpus": as_long(limits.get("cpus")), "memory_mb": as_long(limits.get("memory_mb")),
-            "time_s": as_long(limits.get("time_s"))}
+            "time_s": as_long(limits.get("time_s")), "disk_mb": as_long(limits.get("disk_mb"))}
 
 
 def attempt_limits(job: dict, attempt: Any) -> dict:
@@ -63,7 +63,7 @@ def attempt_limits(job: dict, attempt: Any) -> dict:
         cpus = min(cpus, cap_cpus)
     if memory_mb is not None and cap_memory is not None:
         memory_mb = min(memory_mb, cap_memory)
-    return {"cpus": cpus, "memory_mb": memory_mb, "time_s": time_s}
+    return {"cpus": cpus, "memory_mb": memory_mb, "time_s": time_s, "disk_mb": as_long(base.get("disk_mb"))}
 
 
 def image(component: dict, tag: Any) -> str | None:
