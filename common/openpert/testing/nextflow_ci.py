@@ -17,6 +17,9 @@ shell that only a runner sees:
     After one component's script was edited, a run with ``-resume`` ran again exactly the jobs of
     that component and the jobs downstream of it (metrics read a method's new prediction file);
     every other task is ``CACHED``.
+``scores``
+    The Nextflow run scored exactly as the local engine's run of the same commit: the figures
+    ``benchmarks/compare_results.py`` wrote show 0 changed rows and 0 rows present in one run only.
 ``failed-logs``
     Each failed task of the traces found below some folders, with the end of its ``.command.log``
     and ``.command.err``, as Markdown for ``$GITHUB_STEP_SUMMARY`` (bounded in size).
@@ -36,7 +39,7 @@ from openpert.engines.nextflow_trace import parse_trace, seed_variants
 
 __all__ = [
     "affected_jobs", "failed_task_logs", "images_to_build", "plan_jobs", "rerun_problems",
-    "resume_problems", "tasks_to_run", "trace_outcomes",
+    "resume_problems", "score_problems", "tasks_to_run", "trace_outcomes",
 ]  # fmt: skip
 
 #: Statuses of a trace row whose task did its work (in this run, or in an earlier one).
@@ -193,6 +196,26 @@ def rerun_problems(plan: Mapping[str, Any], before: Iterable[Mapping[str, Any]],
     return problems
 
 
+def score_problems(comparison: Mapping[str, Any]) -> list[str]:
+    """What keeps two runs' scores from being the same, from ``benchmarks/compare_results.py``'s figures.
+
+    ``comparison`` is the JSON it writes (``--json``): ``figures`` with ``rows``, ``changed_rows``
+    and ``unmatched_rows``, and ``per_task`` counts. A row changed by any amount, and a row only
+    one run scored (a job that failed in one engine), are problems; so is a comparison of no rows.
+    """
+    figures = comparison.get("figures") or {}
+    problems = []
+    if not figures.get("rows"):
+        problems.append("the two runs share no score row")
+    for task, counts in sorted((comparison.get("per_task") or {}).items()):
+        if counts.get("changed"):
+            problems.append(f"{task}: {counts['changed']} of {counts['rows']} score rows changed")
+        if counts.get("only_before") or counts.get("only_after"):
+            problems.append(f"{task}: {counts.get('only_before', 0)} score rows in the first run only, "
+                            f"{counts.get('only_after', 0)} in the second only (a job failed in one of them)")
+    return problems
+
+
 # --- the job summary ------------------------------------------------------------------------------------
 def _tail(path: Path, limit: int) -> str:
     """The last ``limit`` bytes of a file, decoded leniently; a note when it is missing."""
@@ -294,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--component", type=Path, required=True, help="the edited component's folder")
     p.add_argument("before", type=Path)
     p.add_argument("after", type=Path)
+    p = sub.add_parser("scores", help="the two engines scored the same (compare_results.py's figures)")
+    p.add_argument("comparison", type=Path, help="the JSON of `benchmarks/compare_results.py --json`")
     p = sub.add_parser("failed-logs", help="the failed tasks' logs as Markdown")
     p.add_argument("roots", nargs="+", type=Path)
     ns = parser.parse_args(argv)
@@ -312,6 +337,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = json.loads(ns.plan.read_text())
         problems = rerun_problems(plan, parse_trace(ns.before), parse_trace(ns.after), ns.component)
         return _report(problems, f"only the jobs of {ns.component} and those downstream of it ran again")
+    if ns.command == "scores":
+        comparison = json.loads(ns.comparison.read_text())
+        rows = (comparison.get("figures") or {}).get("rows", 0)
+        return _report(score_problems(comparison), f"all {rows} score rows are the same in both runs")
     print(failed_task_logs(ns.roots))
     return 0
 

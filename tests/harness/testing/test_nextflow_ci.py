@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from nextflow_plans import example_plan
+from project_paths import ROOT
 
 from openpert.engines.nextflow import TRACE_FILE_NAME
 from openpert.engines.nextflow_trace import parse_trace
@@ -18,6 +21,7 @@ from openpert.testing.nextflow_ci import (
     plan_jobs,
     rerun_problems,
     resume_problems,
+    score_problems,
     tasks_to_run,
     trace_outcomes,
 )
@@ -254,3 +258,40 @@ def test_command_line_checks_exit_1_on_a_problem(tmp_path, capsys):
     capsys.readouterr()
     assert main(["tasks", "--changed", str(tmp_path / "changed.txt"), "--always", "a"]) == 0
     assert capsys.readouterr().out == "a\nb\n"
+
+
+def test_scores_must_match_row_for_row(tmp_path, capsys):
+    same = {"figures": {"rows": 12, "changed_rows": 0, "unmatched_rows": 0},
+            "per_task": {"a": {"rows": 12, "changed": 0, "only_before": 0, "only_after": 0}}}
+    assert score_problems(same) == []
+    drift = {"figures": {"rows": 12, "changed_rows": 1, "unmatched_rows": 2},
+             "per_task": {"a": {"rows": 12, "changed": 1, "only_before": 2, "only_after": 0}}}
+    assert score_problems(drift) == ["a: 1 of 12 score rows changed",
+                                     "a: 2 score rows in the first run only, 0 in the second only (a job failed in one of them)"]
+    assert score_problems({"figures": {"rows": 0}, "per_task": {}}) == ["the two runs share no score row"]
+    (tmp_path / "same.json").write_text(json.dumps(same))
+    (tmp_path / "drift.json").write_text(json.dumps(drift))
+    assert main(["scores", str(tmp_path / "same.json")]) == 0
+    assert "all 12 score rows are the same" in capsys.readouterr().out
+    assert main(["scores", str(tmp_path / "drift.json")]) == 1
+
+
+def test_scores_read_what_compare_results_writes(tmp_path):
+    """The figures come from benchmarks/compare_results.py itself, run on two results folders."""
+    def results(folder: Path, raw: float) -> Path:
+        path = folder / "t" / "results.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"scores": [{"dataset_id": "d", "method_id": "m", "metric_id": "x", "raw": raw},
+                                               {"dataset_id": "d", "method_id": "n", "metric_id": "x", "raw": None}]}))
+        return folder
+
+    before, after, changed = results(tmp_path / "a", 0.5), results(tmp_path / "b", 0.5), results(tmp_path / "c", 0.5000001)
+
+    def compare(other: Path) -> dict:
+        out = tmp_path / f"{other.name}.json"
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compare_results.py"), str(before), str(other), "--json", str(out)],
+                       check=True, capture_output=True)
+        return json.loads(out.read_text())
+
+    assert score_problems(compare(after)) == []
+    assert score_problems(compare(changed)) == ["t: 1 of 2 score rows changed"]
