@@ -473,15 +473,19 @@ def test_run_nextflow_writes_plan_runs_and_logs(tmp_path, exit_code):
     assert log.startswith("$ ") and "fake nextflow: run" in log and "some error" in log
 
 
-def test_run_nextflow_caps_resources_only_for_local(tmp_path):
+@pytest.mark.parametrize(("profile", "capped"), [("slurm", False), ("slurm,apptainer", False), ("awsbatch", False),
+                                               ("docker", True), ("local,docker", True), ("apptainer", True)])
+def test_run_nextflow_caps_resources_where_tasks_run_on_this_machine(tmp_path, profile, capped):
+    """Nextflow's local executor (also under docker) stops the run at a task bigger than the machine."""
     bin_dir = tmp_path / "bin"
     _fake_nextflow(bin_dir)
     env = {"PATH": str(bin_dir) + os.pathsep + "/usr/bin:/bin", "FAKE_NF_ARGS": str(tmp_path / "args"),
            "FAKE_NF_CWD": str(tmp_path / "cwd"), "FAKE_NF_PATH": str(tmp_path / "path")}  # fmt: skip
     run_nextflow(_plan(tmp_path / "o"), tmp_path / "p.json", log_path=tmp_path / "l", main_nf=MAIN_NF,
-                 profile="slurm", work_dir=tmp_path / "w", env=env)  # fmt: skip
+                 profile=profile, work_dir=tmp_path / "w", env=env)  # fmt: skip
     args = (tmp_path / "args").read_text().splitlines()
-    assert "--max_cpus" not in args and "-resume" not in args
+    assert ("--max_cpus" in args and "--max_memory_mb" in args) == capped
+    assert "-resume" not in args
     assert args[args.index("-work-dir") + 1] == str(tmp_path / "w")
 
 
