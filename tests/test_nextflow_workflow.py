@@ -126,6 +126,7 @@ def test_real_nextflow_tests_run_and_their_failures_reach_the_summary(flow):
     assert flow["env"][required] == "1"
     runs = _runs(flow["jobs"]["local"])
     tests = _index(runs, "python -m pytest tests/harness/engines/test_nextflow.py -m nextflow")
+    assert flow["jobs"]["local"]["steps"][tests]["if"] == "${{ !cancelled() }}"  # also after a failed benchmark step
     basetemp = re.search(r'--basetemp "([^"]+)"', runs[tests]).group(1)
     for job_id, roots in (("local", f'results-nf-local "{basetemp}"'), ("docker", "results-nf-docker")):
         job = flow["jobs"][job_id]
