@@ -78,8 +78,10 @@ def images_to_build(build_order: Sequence[Mapping[str, Any]], tasks: Sequence[st
     base image when a needed image builds on it, directly or through another base.
     """
     def task_of(entry: Mapping[str, Any]) -> str | None:
-        parts = Path(str(entry["source"])).parts
-        return parts[parts.index("src") + 1] if "src" in parts[:-1] else None
+        # the config's place in the project (the build context): src/<task>/<type>/<name>/config.vsh.yaml
+        source, context = Path(str(entry["source"])), Path(str(entry["context"]))
+        parts = source.relative_to(context).parts if source.is_relative_to(context) else ()
+        return parts[1] if len(parts) > 2 and parts[0] == "src" else None
 
     needed = {e["image"] for e in build_order if e.get("kind") == "component" and task_of(e) in set(tasks)}
     by_image = {e["image"]: e for e in build_order}

@@ -100,6 +100,10 @@ def test_images_are_those_of_the_tasks_and_the_bases_they_build_on():
     assert [e["image"] for e in images_to_build(order, ["b"])] == ["core", "ml", "text", "b/llm"]
     assert [e["image"] for e in images_to_build(order, ["a", "c"])] == ["core", "ml", "a/mean", "c/gnn"]
     assert images_to_build(order, ["unknown"]) == []
+    # a checkout below a folder named src: the task is read from the config's place in the project
+    nested = [dict(e, source=e["source"].replace("/repo/", "/home/src/repo/"), context="/home/src/repo") for e in order]
+    assert [e["image"] for e in images_to_build(nested, ["a"])] == ["core", "a/mean"]
+    assert images_to_build(nested, ["repo"]) == []
 
 
 # --------------------------------------------------------------------------------------------------
