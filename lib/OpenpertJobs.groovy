@@ -6,6 +6,11 @@
  * Nothing here touches Nextflow: values in, values out. Files are opaque objects (a path string of
  * the plan, or a staged Path): they are carried, never opened.
  *
+ * Maps of the plan (a component's inputs, outputs and params) are read in the order of their keys,
+ * never in the order the map keeps: Nextflow reads the plan with Groovy's JsonSlurper, whose maps
+ * do not keep the file's order in every Groovy version, and the task script (which -resume hashes)
+ * must not depend on it.
+ *
  * A job is a map:
  *     id          <dataset>/<method>[@seed<k>][/<metric>], or datasets/<dataset> for a loader
  *     stage       dataset, method or metric
@@ -99,11 +104,17 @@ class OpenpertJobs {
         return seeds.collect { k -> [suffix: "@seed${asLong(k)}".toString(), seed: asLong(k)] }
     }
 
-    /** A component's file inputs wired by format: `upstream` first, then the dataset's files. */
+    /** The keys of a map (null: none) as strings, sorted. */
+    static List sortedKeys(Object map) {
+        return (map ?: [:]).keySet().collect { key -> key.toString() }.sort()
+    }
+
+    /** A component's file inputs wired by format (argument names sorted): `upstream` first, then the dataset's files. */
     static List wire(String id, Map component, Map upstream, Map datasetFiles) {
         def args = []
         def files = []
-        (component.inputs ?: [:]).each { arg, format ->
+        sortedKeys(component.inputs).each { arg ->
+            def format = component.inputs.get(arg)
             def source = upstream.containsKey(format) ? upstream.get(format) : datasetFiles?.get(format)
             if (source == null)
                 throw new IllegalArgumentException("openpert: job ${id}: nothing of format '${format}' for --${arg} of ${component.config}")
@@ -113,11 +124,12 @@ class OpenpertJobs {
         return [args, files]
     }
 
-    /** The job of a dataset loader (a plan `dataset_jobs` entry) and its input files. */
+    /** The job of a dataset loader (a plan `dataset_jobs` entry) and its input files (argument names sorted). */
     static List datasetJob(Map entry, Object sharedDataArgument, Object sharedData) {
         def args = []
         def files = []
-        (entry.inputs ?: [:]).each { arg, source ->
+        sortedKeys(entry.inputs).each { arg ->
+            def source = entry.inputs.get(arg)
             args << arg.toString()
             // A cluster reads the shared data from where it is (e.g. s3://...), not the launcher's disk.
             files << (sharedData && arg.toString() == sharedDataArgument?.toString() ? sharedData : source)
@@ -237,12 +249,13 @@ class OpenpertJobs {
         [job.args, staged].transpose().each { pair ->
             words += [shellQuote("--${pair[0]}"), shellQuote(pair[1])]
         }
-        (component.output_names ?: [:]).each { arg, name ->
-            words += [shellQuote("--${arg}"), shellQuote("out/${name}")]
+        sortedKeys(component.output_names).each { arg ->
+            words += [shellQuote("--${arg}"), shellQuote("out/${component.output_names.get(arg)}")]
         }
         def params = [:] + (job.params ?: [:])
         (settings.llm ?: [:]).each { name, value -> if (value != null && value.toString() != '') params[name] = value }
-        params.each { name, value ->
+        sortedKeys(params).each { name ->
+            def value = params.get(name)
             if (value != null) {
                 // several values: Viash's default multiple separator
                 def text = value instanceof Collection ? value.collect { v -> v.toString() }.join(';') : value.toString()
@@ -253,15 +266,18 @@ class OpenpertJobs {
     }
 
     /**
-     * The bash script of a job: a private temporary folder inside the task's work folder, the
-     * staged component's pertsci first on PYTHONPATH (the code the digest covers), the command,
-     * then the job's scratch removed (kept when it failed, for its logs).
+     * The bash script of a job: a private temporary folder inside the task's work folder (and the
+     * home folder when the given one cannot be written: a container run as the launching user, as
+     * the docker profile does, has HOME=/), the staged component's pertsci first on PYTHONPATH (the
+     * code the digest covers), the command, then the job's scratch removed (kept when it failed,
+     * for its logs).
      */
     static String taskScript(Map job, List staged, Object attempt) {
         def common = shellQuote("${job.settings?.component_dir ?: 'component'}/common")
         return [
             'mkdir -p out tmp',
             'export TMPDIR="$PWD/tmp"',
+            'if [ ! -w "${HOME:-/}" ]; then export HOME="$PWD/tmp"; fi',
             'export PYTHONPATH="$PWD"/' + common + '"${PYTHONPATH:+:$PYTHONPATH}"',
             commandWords(job, staged, attemptLimits(job, attempt)).join(' '),
             'rm -rf run tmp',

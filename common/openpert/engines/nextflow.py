@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from openpert.run.records import JobRecord
 
 __all__ = [
-    "TRACE_FILE_NAME", "attach_bundles", "config_profiles", "llm_params", "nextflow_command",
-    "run_nextflow", "run_nextflow_benchmark",
+    "LOCAL_EXECUTOR_PROFILES", "TRACE_FILE_NAME", "attach_bundles", "config_profiles", "llm_params",
+    "nextflow_command", "run_nextflow", "run_nextflow_benchmark", "runs_on_this_machine",
 ]  # fmt: skip
 
 #: Folder of the results where the component folders that tasks stage are kept.
@@ -206,6 +206,22 @@ def _work_dir(given: str | os.PathLike | None, default: Path) -> str:
     return text if "://" in text else str(Path(text).resolve())
 
 
+#: Profiles of nextflow.config whose tasks run on the launching machine: Nextflow's local executor,
+#: with or without a container engine.
+LOCAL_EXECUTOR_PROFILES = frozenset({"local", "docker", "singularity", "apptainer"})
+
+
+def runs_on_this_machine(profile: str) -> bool:
+    """Whether every profile of ``profile`` (joined by commas) leaves tasks on Nextflow's local executor.
+
+    Nextflow's local executor refuses a task that asks for more cpus or memory than the machine has
+    (an error that stops the whole run, whatever the error strategy), so such runs get
+    ``--max_cpus``/``--max_memory_mb``: ``docker`` alone runs its containers here too.
+    """
+    names = {p.strip() for p in profile.split(",") if p.strip()}
+    return bool(names) and names <= LOCAL_EXECUTOR_PROFILES
+
+
 def _local_limits() -> list[str]:
     """``--max_cpus``/``--max_memory_mb`` for this machine (Nextflow's local executor refuses
     tasks that ask for more than the machine has)."""
@@ -248,8 +264,9 @@ def run_nextflow(
     main_nf
         The pipeline; default ``<repo_root>/main.nf``.
     profile
-        See :func:`nextflow_command`. For profiles including ``local``, ``--max_cpus`` and
-        ``--max_memory_mb`` are added so that no task asks for more than this machine has.
+        See :func:`nextflow_command`. When tasks run on this machine (:func:`runs_on_this_machine`:
+        ``local``, ``docker``, ``singularity``, ``apptainer``), ``--max_cpus`` and ``--max_memory_mb``
+        are added so that no task asks for more than this machine has.
     work_dir
         Nextflow's work directory (a path, or a URI such as ``s3://bucket/work`` for AWS Batch);
         default ``<outdir>/work``.
@@ -294,7 +311,7 @@ def run_nextflow(
     write_text_atomic(plan_path, json.dumps(plan, indent=2))
 
     args = list(extra_args)
-    if "local" in [p.strip() for p in profile.split(",")]:
+    if runs_on_this_machine(profile):
         args = _local_limits() + args
     cmd = nextflow_command(
         Path(plan_path).resolve(),

@@ -1,6 +1,7 @@
 """Tests for the Nextflow engine: openpert.engines.nextflow, main.nf and nextflow.config.
 
-Nextflow itself is only needed by the last test (skipped where ``nextflow`` is not on PATH);
+Nextflow itself is only needed by the last test (skipped where ``nextflow`` is not on PATH, failed
+there instead where ``OPENPERT_REQUIRE_NEXTFLOW`` is set, as in the Nextflow workflow of CI);
 everything else checks the Python side and the pipeline files as text.
 """
 
@@ -473,15 +474,19 @@ def test_run_nextflow_writes_plan_runs_and_logs(tmp_path, exit_code):
     assert log.startswith("$ ") and "fake nextflow: run" in log and "some error" in log
 
 
-def test_run_nextflow_caps_resources_only_for_local(tmp_path):
+@pytest.mark.parametrize(("profile", "capped"), [("slurm", False), ("slurm,apptainer", False), ("awsbatch", False),
+                                               ("docker", True), ("local,docker", True), ("apptainer", True)])
+def test_run_nextflow_caps_resources_where_tasks_run_on_this_machine(tmp_path, profile, capped):
+    """Nextflow's local executor (also under docker) stops the run at a task bigger than the machine."""
     bin_dir = tmp_path / "bin"
     _fake_nextflow(bin_dir)
     env = {"PATH": str(bin_dir) + os.pathsep + "/usr/bin:/bin", "FAKE_NF_ARGS": str(tmp_path / "args"),
            "FAKE_NF_CWD": str(tmp_path / "cwd"), "FAKE_NF_PATH": str(tmp_path / "path")}  # fmt: skip
     run_nextflow(_plan(tmp_path / "o"), tmp_path / "p.json", log_path=tmp_path / "l", main_nf=MAIN_NF,
-                 profile="slurm", work_dir=tmp_path / "w", env=env)  # fmt: skip
+                 profile=profile, work_dir=tmp_path / "w", env=env)  # fmt: skip
     args = (tmp_path / "args").read_text().splitlines()
-    assert "--max_cpus" not in args and "-resume" not in args
+    assert ("--max_cpus" in args and "--max_memory_mb" in args) == capped
+    assert "-resume" not in args
     assert args[args.index("-work-dir") + 1] == str(tmp_path / "w")
 
 
@@ -502,10 +507,35 @@ def _openpert_on_path(bin_dir: Path) -> None:
     (bin_dir / "openpert").chmod(0o755)
 
 
+#: Set (to anything but "" or "0") where Nextflow must be there: a missing nextflow then fails the
+#: real-Nextflow tests instead of skipping them (.github/workflows/nextflow.yml sets it).
+REQUIRE_NEXTFLOW = "OPENPERT_REQUIRE_NEXTFLOW"
+
+
+def nextflow_or_skip(env: dict[str, str]) -> str:
+    """The ``nextflow`` on ``env``'s PATH; without one, skip, or fail where ``OPENPERT_REQUIRE_NEXTFLOW`` is set."""
+    found = shutil.which("nextflow", path=env.get("PATH", ""))
+    if found is not None:
+        return found
+    if env.get(REQUIRE_NEXTFLOW, "") not in ("", "0"):
+        pytest.fail(f"nextflow is not on PATH, and {REQUIRE_NEXTFLOW} says this run must use it", pytrace=False)
+    pytest.skip("nextflow is not on PATH")
+
+
+def test_a_missing_nextflow_skips_unless_it_is_required(tmp_path):
+    bin_dir = tmp_path / "bin"
+    fake = _fake_nextflow(bin_dir)
+    assert nextflow_or_skip({"PATH": str(bin_dir), REQUIRE_NEXTFLOW: "1"}) == str(fake)
+    with pytest.raises(pytest.skip.Exception, match="nextflow is not on PATH"):
+        nextflow_or_skip({"PATH": str(tmp_path), REQUIRE_NEXTFLOW: "0"})
+    with pytest.raises(pytest.fail.Exception, match=f"{REQUIRE_NEXTFLOW} says this run must use it"):
+        nextflow_or_skip({"PATH": str(tmp_path), REQUIRE_NEXTFLOW: "1"})
+
+
 @pytest.mark.nextflow
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("nextflow") is None, reason="nextflow is not on PATH")
 def test_real_nextflow_pipeline(tmp_path):
+    nextflow_or_skip(dict(os.environ))
     data = _write(
         tmp_path / "data" / "toy" / "data.json",
         json.dumps({"dataset_id": "toy", "observations": {"a": [1, 2, 3], "b": [10, 20]}}),

@@ -11,6 +11,7 @@ returns exactly the same.
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "nextflow"))
 import jobs_mirror as mirror  # noqa: E402
-from groovy_tools import ROOT, call_jobs, needs_groovy, strict_problems  # noqa: E402
+from groovy_tools import LIB, ROOT, call_jobs, needs_groovy, run_groovy, strict_problems  # noqa: E402
 
 from openpert.config.task import Task  # noqa: E402
 from openpert.config.viash import read_config  # noqa: E402
@@ -175,7 +176,8 @@ def test_wiring_by_format_and_its_error(tmp_path):
     calls = [("wire", ["d/m/x", metric, {"file_prediction": "pred.h5ad"}, {"file_solution": "sol.h5ad", "file_prediction": "no.h5ad"}]),
              ("wire", ["d/m/x", metric, {}, {"file_solution": "sol.h5ad"}])]  # fmt: skip
     got = call_jobs(calls, tmp_path)
-    assert got[0] == {"value": [["input_solution", "input_prediction"], ["sol.h5ad", "pred.h5ad"]]}
+    # arguments in the order of their names, whatever order the plan's map keeps
+    assert got[0] == {"value": [["input_prediction", "input_solution"], ["pred.h5ad", "sol.h5ad"]]}
     assert got[1] == {"error": "openpert: job d/m/x: nothing of format 'file_prediction' for --input_prediction of /x/metrics/m/config.vsh.yaml"}
     with pytest.raises(ValueError, match=got[1]["error"]):
         mirror.wire(*calls[1][1])
@@ -286,6 +288,39 @@ def test_groovy_and_the_python_mirror_agree(bundled_plan, tmp_path):
     assert groovy_scripts == json.loads(json.dumps(python_scripts))
 
 
+def test_task_scripts_do_not_depend_on_how_the_plan_json_is_read(bundled_plan, tmp_path):
+    """Nextflow reads -params-file with Groovy's JsonSlurper; the stand-in with Python's json.
+
+    Groovy's JsonSlurper need not keep a map's order (the Groovy installed here gives the keys
+    back sorted, Python keeps the file's order); the scripts, which -resume hashes, must come out
+    the same either way.
+    """
+    plan = json.loads(json.dumps(bundled_plan))
+    many = {f"{word}_{i}": i for i, word in enumerate(["zeta", "alpha", "mu", "beta", "omega", "kappa", "delta", "chi",
+                                                       "eta", "gamma", "iota", "lambda", "nu", "xi", "pi", "rho"])}
+    for method in plan["methods"]:
+        method["params"] = {**many, **method["params"]}
+        method["seeds"] = []
+    plan["datasets"][0]["files"] = {f"file_extra_{i}": f"/data/x{i}.h5ad" for i in range(12)} | plan["datasets"][0]["files"]
+    options = _options(plan["outdir"])
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    (tmp_path / "options.json").write_text(json.dumps(options))
+    done = run_groovy("-cp", LIB, Path(__file__).parent / "nextflow" / "plan_scripts.groovy", tmp_path / "plan.json",
+                      tmp_path / "options.json")
+    assert done.returncode == 0, done.stderr
+    groovy = json.loads(done.stdout)
+    python = []
+    for dataset in plan["datasets"]:
+        for method in plan["methods"]:
+            for job, files in mirror.method_jobs(dataset, method):
+                prepared = mirror.prepare(job, options)
+                staged = [f"in{i}/{mirror.file_name(f)}" for i, f in enumerate(files, start=1)]
+                python.append({"id": prepared["id"], "script": mirror.task_script(prepared, staged, 1)})
+    assert len(groovy) == len(plan["methods"]) * len(plan["datasets"])
+    assert groovy == python
+    assert "'--alpha_1' '1' '--beta_3' '3' '--chi_7' '7'" in groovy[0]["script"]  # params in the order of their names
+
+
 def test_task_script_gives_openpert_every_word_intact(bundled_plan, tmp_path):
     """Run a job's script with bash, an `openpert` that records its arguments standing in."""
     plan = bundled_plan
@@ -301,8 +336,8 @@ def test_task_script_gives_openpert_every_word_intact(bundled_plan, tmp_path):
     fake = tmp_path / "bin" / "openpert"
     fake.parent.mkdir()
     fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    "json.dump({'argv': sys.argv[1:], 'tmp': os.environ['TMPDIR'], 'pythonpath': os.environ['PYTHONPATH']},"
-                    " open('argv.json', 'w'))\n")  # fmt: skip
+                    "json.dump({'argv': sys.argv[1:], 'tmp': os.environ['TMPDIR'], 'pythonpath': os.environ['PYTHONPATH'],"
+                    " 'home': os.environ['HOME']}, open('argv.json', 'w'))\n")  # fmt: skip
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     task = tmp_path / "task"
     task.mkdir()
@@ -323,3 +358,8 @@ def test_task_script_gives_openpert_every_word_intact(bundled_plan, tmp_path):
     assert seen["tmp"] == str(task / "tmp")  # temporary files stay in the task's folder
     assert seen["pythonpath"].split(":")[0] == str(task / "component" / "common")
     assert not (task / "tmp").exists() and not list(tmp_path.rglob("pwned"))
+    assert seen["home"] == os.environ["HOME"]  # a home it can write is kept
+    # a container run as the launching user has a home it cannot write (docker's -u: HOME=/)
+    subprocess.run(["bash", "-euo", "pipefail", ".command.sh"], cwd=task, check=True,
+                   env=dict(os.environ, HOME=str(tmp_path / "no_such_home")))
+    assert json.loads((task / "argv.json").read_text())["home"] == str(task / "tmp")

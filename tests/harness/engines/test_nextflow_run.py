@@ -8,13 +8,16 @@ publishes the same scores as the local engine.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from nextflow_plans import example_plan
 from project_paths import FIXTURES, ROOT
 
 from openpert.config.task import Task
@@ -131,3 +134,17 @@ def test_a_job_killed_for_memory_is_retried_bigger_then_ignored(project_copy, tm
     asked = [re.search(r"'--limit-memory-mb' '(\d+)'", s.read_text()).group(1) for s in scripts if "fail_memory" in s.read_text()]
     assert asked == ["300", "600", "900"]
     assert {s["method_id"] for s in results["scores"]} == {"train_mean", "truth", "zeros"}
+
+
+@pytest.mark.parametrize("profile", ["local", "docker"])
+def test_the_stand_in_stops_at_a_task_bigger_than_the_machine_as_nextflow_does(tmp_path, profile):
+    """Nextflow's local executor (under docker too) refuses such a task and stops the run: hence the caps."""
+    plan = example_plan(tmp_path / "results")
+    plan["resources"]["lowmem"] = {"memory_mb": 10**9}  # a petabyte
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    done = subprocess.run([str(FAKE / "nextflow"), "run", str(ROOT / "main.nf"), "-params-file", str(tmp_path / "plan.json"),
+                           "-profile", profile, "-work-dir", str(tmp_path / "work"), "-ansi-log", "false"],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 1
+    assert "Process requirement exceeds available memory -- req: 1000000000;" in done.stderr
+    assert (tmp_path / "results" / "nextflow_trace.tsv").read_text().count("\n") == 1  # the header: nothing ran

@@ -102,9 +102,14 @@ def seed_variants(component: dict) -> list[dict]:
     return [{"suffix": f"@seed{as_long(k)}", "seed": as_long(k)} for k in seeds]
 
 
+def sorted_keys(mapping: dict | None) -> list[str]:
+    return sorted(str(key) for key in (mapping or {}))
+
+
 def wire(job_id: str, component: dict, upstream: dict, dataset_files: dict | None) -> list:
     args, files = [], []
-    for arg, fmt in (component.get("inputs") or {}).items():
+    for arg in sorted_keys(component.get("inputs")):
+        fmt = component["inputs"][arg]
         source = upstream[fmt] if fmt in upstream else (dataset_files or {}).get(fmt)
         if source is None:
             raise ValueError(f"openpert: job {job_id}: nothing of format '{fmt}' for --{arg} of {component.get('config')}")
@@ -115,7 +120,8 @@ def wire(job_id: str, component: dict, upstream: dict, dataset_files: dict | Non
 
 def dataset_job(entry: dict, shared_data_argument: Any, shared_data: Any) -> list:
     args, files = [], []
-    for arg, source in (entry.get("inputs") or {}).items():
+    for arg in sorted_keys(entry.get("inputs")):
+        source = entry["inputs"][arg]
         args.append(arg)
         replaced = shared_data and shared_data_argument is not None and arg == groovy_str(shared_data_argument)
         files.append(shared_data if replaced else source)
@@ -178,13 +184,14 @@ def command_words(job: dict, staged: list, limits: dict | None) -> list[str]:
     words.append(shell_quote(config))
     for arg, path in zip(job["args"], staged):
         words += [shell_quote(f"--{arg}"), shell_quote(path)]
-    for arg, name in (component.get("output_names") or {}).items():
-        words += [shell_quote(f"--{arg}"), shell_quote(f"out/{groovy_str(name)}")]
+    for arg in sorted_keys(component.get("output_names")):
+        words += [shell_quote(f"--{arg}"), shell_quote(f"out/{groovy_str(component['output_names'][arg])}")]
     params = dict(job.get("params") or {})
     for name, value in (settings.get("llm") or {}).items():
         if value is not None and groovy_str(value) != "":
             params[name] = value
-    for name, value in params.items():
+    for name in sorted_keys(params):
+        value = params[name]
         if value is not None:
             text = ";".join(groovy_str(v) for v in value) if isinstance(value, list) else groovy_str(value)
             words += [shell_quote(f"--{name}"), shell_quote(text)]
@@ -196,6 +203,7 @@ def task_script(job: dict, staged: list, attempt: Any) -> str:
     return "\n".join([
         "mkdir -p out tmp",
         'export TMPDIR="$PWD/tmp"',
+        'if [ ! -w "${HOME:-/}" ]; then export HOME="$PWD/tmp"; fi',
         'export PYTHONPATH="$PWD"/' + common + '"${PYTHONPATH:+:$PYTHONPATH}"',
         " ".join(command_words(job, staged, attempt_limits(job, attempt))),
         "rm -rf run tmp",
@@ -204,7 +212,7 @@ def task_script(job: dict, staged: list, attempt: Any) -> str:
 
 #: Groovy name -> mirror, for the tests that compare them.
 FUNCTIONS = {
-    "shellQuote": shell_quote, "asLong": as_long, "resources": resources, "attemptLimits": attempt_limits,
+    "shellQuote": shell_quote, "asLong": as_long, "sortedKeys": sorted_keys, "resources": resources, "attemptLimits": attempt_limits,
     "image": image, "prepare": prepare, "seedVariants": seed_variants, "wire": wire, "datasetJob": dataset_job,
     "methodJobs": method_jobs, "metricJob": metric_job, "fileName": file_name, "outputsByFormat": outputs_by_format,
     "commandWords": command_words, "taskScript": task_script,
