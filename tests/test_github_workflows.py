@@ -25,6 +25,10 @@ RUNS_JOBS_OR_TESTS = re.compile(r"openpert benchmark|scripts/run_benchmark\.sh|s
 #: A step that validates configs against Viash's schemas (openpert lint, and every component test).
 VALIDATES_CONFIGS = re.compile(r"openpert lint|scripts/test\.sh|scripts/test_images\.sh|\bpytest\b|openpert test\b")
 LIFT_USERNS = "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+#: A step whose jobs run in containers (Nextflow's container profiles), and one that also runs jobs on the runner.
+IN_CONTAINERS = re.compile(r"--profile[ =]\S*\b(docker|podman|singularity|apptainer)\b")
+RUNS_ON_RUNNER = re.compile(r"scripts/test\.sh|scripts/test_images\.sh|\bpytest\b|openpert test\b|--engine local|"
+                            r"openpert benchmark(?![^\n]*--engine nextflow)")
 
 
 def _jobs() -> dict[str, tuple[dict, dict]]:
@@ -41,21 +45,35 @@ def _first(job: dict, pattern: re.Pattern) -> int | None:
     return next((i for i, step in enumerate(job.get("steps", [])) if pattern.search(step.get("run", ""))), None)
 
 
-def test_every_job_that_runs_jobs_or_tests_lifts_the_userns_restriction_and_requires_the_sandbox():
+def _sandbox_setting(flow: dict, job: dict, step: dict) -> str | None:
+    """``OPENPERT_SANDBOX`` as a step sees it (the step's env over the job's over the workflow's)."""
+    return {**flow.get("env", {}), **job.get("env", {}), **step.get("env", {})}.get("OPENPERT_SANDBOX")
+
+
+def test_every_step_that_runs_jobs_or_tests_requires_the_sandbox_after_lifting_the_userns_restriction():
+    """On the runner the sandbox is required; in a container profile the container is the boundary."""
     checked = []
     for where, (flow, job) in _jobs().items():
-        first = _first(job, RUNS_JOBS_OR_TESTS)
-        if first is None:
+        steps = job.get("steps", [])
+        running = [i for i, step in enumerate(steps) if RUNS_JOBS_OR_TESTS.search(step.get("run", ""))]
+        if not running:
             continue
         checked.append(where)
         assert job["runs-on"] == "ubuntu-24.04", where
-        env = {**flow.get("env", {}), **job.get("env", {})}
-        assert env.get("OPENPERT_SANDBOX") == "on", f"{where}: a runner without a sandbox must fail the job, not skip"
-        lift = _first(job, re.compile(re.escape(LIFT_USERNS)))
-        assert lift is not None and lift < first, f"{where}: lift AppArmor's user-namespace restriction before step {first}"
-        condition = job["steps"][lift].get("if")
-        assert condition in (None, job["steps"][first].get("if")), f"{where}: the lift runs whenever the jobs do"
-    assert set(checked) >= {"pull_request.yml:tests", "pull_request.yml:changed-components", "benchmark.yml:benchmark"}
+        on_runner = []
+        for i in running:
+            setting = _sandbox_setting(flow, job, steps[i])
+            if IN_CONTAINERS.search(steps[i]["run"]) and not RUNS_ON_RUNNER.search(steps[i]["run"]):
+                assert setting == "off", f"{where} step {i}: tasks in containers run without bubblewrap (refused when 'on')"
+            else:
+                assert setting == "on", f"{where} step {i}: a runner without a sandbox must fail the job, not skip"
+                on_runner.append(i)
+        if on_runner:
+            lift = _first(job, re.compile(re.escape(LIFT_USERNS)))
+            assert lift is not None and lift < on_runner[0], f"{where}: lift the user-namespace restriction before step {on_runner[0]}"
+            assert steps[lift].get("if") in (None, steps[on_runner[0]].get("if")), f"{where}: the lift runs whenever the jobs do"
+    assert set(checked) >= {"pull_request.yml:tests", "pull_request.yml:changed-components", "benchmark.yml:benchmark",
+                            "nextflow.yml:local", "nextflow.yml:docker"}
 
 
 def test_every_job_that_validates_configs_fetches_the_viash_schemas_first():

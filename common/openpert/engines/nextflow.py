@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from openpert.run.records import JobRecord
 
 __all__ = [
-    "LOCAL_EXECUTOR_PROFILES", "TRACE_FILE_NAME", "attach_bundles", "config_profiles", "llm_params",
-    "nextflow_command", "run_nextflow", "run_nextflow_benchmark", "runs_on_this_machine",
+    "CONTAINER_PROFILES", "LOCAL_EXECUTOR_PROFILES", "TRACE_FILE_NAME", "attach_bundles", "config_profiles", "llm_params",
+    "nextflow_command", "run_nextflow", "run_nextflow_benchmark", "runs_in_containers", "runs_on_this_machine",
 ]  # fmt: skip
 
 #: Folder of the results where the component folders that tasks stage are kept.
@@ -209,6 +209,18 @@ def _work_dir(given: str | os.PathLike | None, default: Path) -> str:
 #: Profiles of nextflow.config whose tasks run on the launching machine: Nextflow's local executor,
 #: with or without a container engine.
 LOCAL_EXECUTOR_PROFILES = frozenset({"local", "docker", "singularity", "apptainer"})
+
+
+#: Profiles that run each task in a container: the container is the task's boundary. bubblewrap
+#: cannot start inside one (the images do not ship it, and Docker's default seccomp profile refuses
+#: the user namespace it needs), so a required sandbox is refused with them rather than failing
+#: every task.
+CONTAINER_PROFILES = frozenset({"docker", "podman", "singularity", "apptainer"})
+
+
+def runs_in_containers(profile: str) -> bool:
+    """Whether ``profile`` (profiles joined by commas) runs every task in a container."""
+    return any(p.strip() in CONTAINER_PROFILES for p in profile.split(","))
 
 
 def runs_on_this_machine(profile: str) -> bool:
@@ -483,6 +495,11 @@ def run_nextflow_benchmark(
     from openpert.results.collect import write_results
     from openpert.results.provenance import dataset_digest
 
+    if sandbox and runs_in_containers(profile):
+        raise ConfigError(
+            f"--sandbox on cannot hold inside the containers of profile {profile!r}: bubblewrap cannot start in "
+            "them (the images do not ship it; Docker's default seccomp profile refuses user namespaces). Each "
+            "task's container is its boundary there: run with --sandbox off (or OPENPERT_SANDBOX=off)")
     outdir = Path(outdir).resolve()
     outdir.mkdir(parents=True, exist_ok=True)
     records: list[JobRecord] = []

@@ -30,6 +30,8 @@ from openpert.engines.nextflow import (
     llm_params,
     nextflow_command,
     run_nextflow,
+    run_nextflow_benchmark,
+    runs_in_containers,
 )
 from openpert.engines.nextflow_trace import collect_job_records, parse_trace
 from openpert.engines.plan import dataset_jobs, label_resources, make_plan
@@ -488,6 +490,16 @@ def test_run_nextflow_caps_resources_where_tasks_run_on_this_machine(tmp_path, p
     assert ("--max_cpus" in args and "--max_memory_mb" in args) == capped
     assert "-resume" not in args
     assert args[args.index("-work-dir") + 1] == str(tmp_path / "w")
+
+
+@pytest.mark.parametrize("profile", ["docker", "slurm,singularity", "apptainer"])
+def test_a_required_sandbox_is_refused_where_tasks_run_in_containers(tmp_path, profile):
+    """bubblewrap cannot start inside the containers: a required sandbox there would fail every task."""
+    task = Task(FIXTURES / "project" / "src" / "tiny")
+    with pytest.raises(ConfigError, match=r"--sandbox on cannot hold inside the containers.*--sandbox off"):
+        run_nextflow_benchmark(task, tmp_path / "out", profile=profile, sandbox=True)
+    assert not (tmp_path / "out").exists()  # refused before anything is planned or written
+    assert runs_in_containers(profile) and not runs_in_containers("local") and not runs_in_containers("slurm")
 
 
 # --------------------------------------------------------------------------------------------------
