@@ -36,6 +36,7 @@ from pathlib import Path
 
 from openpert.config.project import shared_data_dir
 from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.config.viash_schema import ensure_schemas, schema_dir
 from openpert.data.store import default_store_dir
 from openpert.images.components import component_configs
 from openpert.images.environments import ImageEnv, Log, component_env, harness_source, log_to_stderr
@@ -151,8 +152,11 @@ def sandboxed_command(command: Sequence[str], env: ImageEnv, root: Path, scratch
     home.mkdir(parents=True, exist_ok=True)
     (tmp / "embeddings").mkdir(exist_ok=True)
     read_only: list[Path] = []
+    # The Viash schemas the test validates its config with, wherever the host keeps them (the
+    # sandbox has no network to download them, nor the host's ../shared or cache).
+    schemas = schema_dir(root)
     for folder in [env.path, *_base_interpreter(env), *_path_file_folders(env), root, harness_source(),
-                   shared_data_dir(root), default_store_dir()]:
+                   shared_data_dir(root), default_store_dir(), schemas]:
         folder = Path(folder)
         if folder.is_dir() and not any(folder == seen or seen in folder.parents for seen in read_only):
             read_only.append(folder)
@@ -175,6 +179,8 @@ def sandboxed_command(command: Sequence[str], env: ImageEnv, root: Path, scratch
         # This sandbox is the boundary: the component's job inside runs without one of its own.
         sandboxing.ENV_SANDBOX: "off",
     })
+    if schemas.is_dir():
+        inside["OPENPERT_VIASH_SCHEMAS"] = str(schemas.parent)
     return cmd, inside
 
 
@@ -310,6 +316,12 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
     """
     root = Path(root).resolve()
     started = time.monotonic()
+    # The Viash schemas, downloaded here if missing: a sandboxed test has no network. A failure is
+    # the tests' to report (each names the command that fetches them).
+    try:
+        ensure_schemas(root)
+    except ConfigError as err:
+        log(str(err))
     excluded = [(Path(e) if Path(e).is_absolute() else root / e).resolve() for e in exclude]
     configs = [c for c in component_configs(root, list(paths) if paths else None)
                if not any(c.path.is_relative_to(folder) for folder in excluded)]

@@ -15,6 +15,7 @@ from project_paths import ROOT
 from sandbox_marks import needs_sandbox
 
 from openpert.config.viash import read_config
+from openpert.config.viash_schema import VIASH_SCHEMA_VERSION
 from openpert.images.component_tests import (
     format_summary,
     run_component_test,
@@ -192,3 +193,17 @@ def test_a_sandboxed_test_gets_no_credentials_and_its_own_temporary_folder(tmp_p
     assert cmd[cmd.index(str(tmp_path / "scratch" / "tmp")) - 1] == "--bind"
     assert ["--ro-bind", str(tmp_path / "env"), str(tmp_path / "env")] == cmd[cmd.index(str(tmp_path / "env")) - 1:][:3]
     assert ["--ro-bind", str(ROOT), str(ROOT)] == cmd[cmd.index(str(ROOT)) - 1:][:3]
+
+
+def test_a_sandboxed_test_reads_the_viash_schemas_the_host_keeps(tmp_path, monkeypatch):
+    """The test validates its config against the schemas: the sandbox has neither network nor ../shared."""
+    schemas = tmp_path / "schemas"
+    (schemas / VIASH_SCHEMA_VERSION).mkdir(parents=True)
+    monkeypatch.setenv("OPENPERT_VIASH_SCHEMAS", str(schemas))
+    env = ImageEnv(path=tmp_path / "env", base="core", key="k")
+    (tmp_path / "env").mkdir()
+    cmd, variables = sandboxed_command(["python", "-m", "pytest"], env, ROOT, tmp_path / "scratch",
+                                       test_environment(env, tmp_path / "embed"))
+    folder = schemas / VIASH_SCHEMA_VERSION
+    assert ["--ro-bind", str(folder), str(folder)] == cmd[cmd.index(str(folder)) - 1:][:3]
+    assert variables["OPENPERT_VIASH_SCHEMAS"] == str(schemas)
