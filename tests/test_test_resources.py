@@ -25,18 +25,9 @@ def test_every_task_with_test_resources_has_a_generator():
     assert committed == TASKS
 
 
-#: Tasks whose committed resources are known to differ from what their script makes, and why they stay.
-STALE = {
-    "perturbation_prediction": "the committed resources predate simulator changes; regenerated, their tiny synthetic "
-                               "dataset lets the adversarial mean_scaled_down beat the median method on RMSE in the "
-                               "bundled run (tests/test_bundled_benchmark.py), so the generator's sizes need revisiting first",
-}
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA} (set OPENPERT_SHARED_DATA)")
-@pytest.mark.parametrize("task", [pytest.param(t, marks=pytest.mark.xfail(strict=True, reason=STALE[t])) if t in STALE else t
-                                  for t in TASKS])
+@pytest.mark.parametrize("task", TASKS)
 def test_resources_are_what_their_script_makes(task, tmp_path):
     differences = rr.check_task(ROOT, task, tmp_path)
     assert not differences, rr.report(task, differences)
