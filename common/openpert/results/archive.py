@@ -155,7 +155,7 @@ def run_time_and_commit(tasks: dict[str, RunTask]) -> tuple[dt.datetime, str | N
 def record_id(when: dt.datetime, commit: str | None, dirty: bool | None) -> str:
     """The stable id of a run: ``YYYY-MM-DDTHHMMZ-<commit[:7]>`` (``nocommit`` without one), ``-dirty`` if so."""
     stamp = when.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H%MZ")
-    return f"{stamp}-{(commit or 'nocommit')[:7].lower()}" + ("-dirty" if dirty else "")
+    return f"{stamp}-{commit[:7].lower() if commit else 'nocommit'}" + ("-dirty" if dirty else "")
 
 
 def _sha256(path: Path) -> str:

@@ -92,7 +92,9 @@ def read_item_scores(path: Path) -> dict[tuple[str, str, str], pd.Series]:
         When the file cannot be read, lacks a column, or repeats an item of a key.
     """
     try:
-        table = pd.read_csv(path, dtype={"dataset_id": str, "method_id": str, "metric_id": str, "item": str})
+        # round_trip: the default parser may be an ulp off, and paired differences of 0 must stay 0.
+        table = pd.read_csv(path, dtype={"dataset_id": str, "method_id": str, "metric_id": str, "item": str},
+                            float_precision="round_trip")
     except (OSError, EOFError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise ItemScoresError(f"{path}: not a readable item scores file ({err})") from None
     missing = [c for c in COLUMNS if c not in table.columns]
