@@ -8,10 +8,11 @@ score over the archived runs and this one, as a table with an inline line chart 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from openpert.report.formatting import format_number, format_p_value
+from openpert.report.formatting import MISSING, format_number, format_p_value
 from openpert.report.markup import esc, paragraphs, simple_table
 from openpert.report.task_results import TaskResults, is_ranked
 from openpert.results.archive import ArchiveRecord, RunTask
@@ -113,7 +114,7 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
                      (format_number(m["old_score"]), m["old_score"] if m["old_score"] is not None else -1e9),
                      (format_number(m["new_score"]), m["new_score"] if m["new_score"] is not None else -1e9),
                      (_signed(m["difference"]), m["difference"] if m["difference"] is not None else 0),
-                     esc(format_p_value(m["p_value"])) if m["p_value"] is not None else "—", esc(_verdict(m))])
+                     esc(format_p_value(m["p_value"])), esc(_verdict(m))])
     if rows:
         html += simple_table("Ranks and overall scores, before and after", ["Method", "Status", "Rank", "Before",
                              "After", "Change", "p (over datasets)", "Verdict"], rows, table_id="what-changed-ranks",
@@ -123,8 +124,8 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
         shown = scores[:MAX_SCORE_ROWS]
         rows = [[esc(results.dataset_label(r["dataset_id"])), esc(r["method_id"]), esc(r["metric_id"]),
                  format_number(r["old_raw"]), format_number(r["new_raw"]), _signed(r["difference"]),
-                 esc(format_p_value(r["p_value"])) if r["p_value"] is not None else "—",
-                 esc(f"{r['n_paired']} {r['test']}" if r["test"] else "—"), esc(_verdict(r))] for r in shown]
+                 esc(format_p_value(r["p_value"])),
+                 esc(f"{r['n_paired']} {r['test']}" if r["test"] else MISSING), esc(_verdict(r))] for r in shown]
         caption = "Score changes per dataset and metric" + (
             f" (the first {len(shown)} of {len(scores)})" if len(scores) > len(shown) else "")
         html += simple_table(caption, ["Dataset", "Method", "Metric", "Before", "After", "Change", "p", "Paired over",
@@ -136,12 +137,12 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
 
 
 def _signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.3f}"
+    return MISSING if value is None else f"{value:+.3f}"
 
 
 def _rank_cell(m: dict[str, Any]) -> str:
-    old = "—" if m["old_rank"] is None else str(m["old_rank"])
-    new = "—" if m["new_rank"] is None else str(m["new_rank"])
+    old = MISSING if m["old_rank"] is None else str(m["old_rank"])
+    new = MISSING if m["new_rank"] is None else str(m["new_rank"])
     move = m["rank_move"]
     return f"{old} → {new}" + (f" (up {move})" if move and move > 0 else f" (down {-move})" if move else "")
 
@@ -179,15 +180,19 @@ def _history(runs: list[tuple[str, RunTask]], results: TaskResults) -> str:
                      _sparkline(f"history-{len(rows)}", results.method_label(mid), numbers)])
     if not rows:
         return paragraphs("No ranked method to follow.")
-    header = ["Method", *[_run_label(rid, task) for rid, task in runs], "Trend"]
-    return simple_table("Overall score per archived run (oldest first)", header, rows, table_id="history",
+    header = ["Method", *[_run_label(rid) for rid, _ in runs], "Trend"]
+    return simple_table("Overall score per archived run (oldest first)", header, rows, table_id="history-scores",
                         numeric=[False, *[True] * len(runs), False], sortable=False)
 
 
-def _run_label(rid: str, task: RunTask) -> str:
+def _run_label(rid: str) -> str:
+    """A column title: the record's date and commit (``this run`` for the page's own run)."""
     if rid == "this run":
         return "This run"
-    return rid.split("T")[0] + " " + rid.rsplit("-", 1)[-1] if rid.count("-") >= 3 else rid
+    match = re.match(r"^(\d{4}-\d{2}-\d{2})T\d{4}Z-([0-9a-z]+)(-dirty)?", rid)
+    if not match:
+        return rid
+    return f"{match.group(1)} {match.group(2)}" + (" (dirty)" if match.group(3) else "")
 
 
 def _sparkline(fig_id: str, label: str, values: list[float | None]) -> str:
