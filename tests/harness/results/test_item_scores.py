@@ -48,3 +48,33 @@ def test_a_file_that_is_not_gzip_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"\x1f\x8b broken")
     with pytest.raises(ItemScoresError, match="not a readable item scores file"):
         read_item_scores(path)
+
+
+def test_collecting_a_run_writes_the_values_each_score_is_the_mean_of(tiny_project: Path, tmp_path: Path) -> None:
+    import anndata as ad
+
+    from openpert.config.task import Task
+    from openpert.engines.plan import make_plan
+    from openpert.results.collect import write_results
+    from openpert.results.item_scores import ITEM_SCORES
+    from openpert.run.records import JobRecord
+
+    task = Task(tiny_project / "src" / "tiny")
+    out = tmp_path / "out"
+    plan = make_plan(task, task.find_datasets(tiny_project / "resources_test" / "tiny"), out,
+                     methods=["group_mean"], metrics=["errors"])
+    records = []
+    for method, rmse in (("group_mean", 1.0), ("truth", 0.0), ("zeros", 3.0)):
+        path = tmp_path / method / "score.h5ad"
+        path.parent.mkdir()
+        obs = pd.DataFrame({"rmse": [rmse, rmse + 1], "mae": [np.nan, 0.5]}, index=["r1", "r2"])
+        ad.AnnData(obs=obs, uns={"dataset_id": "syn", "method_id": method, "metric_ids": ["rmse", "mae"],
+                                 "metric_values": [rmse + 0.5, 0.5]}).write_h5ad(path)
+        records.append(JobRecord(job_id=f"syn/{method}/errors", stage="metric", component="errors",
+                                 component_type="metric", dataset_id="syn", method_id=method, status="succeeded",
+                                 exit_code=0, outputs={"output": str(path)}))
+    write_results(task, plan, records, out)
+    items = read_item_scores(out / ITEM_SCORES)
+    assert items["syn", "zeros", "rmse"].to_dict() == {"r1": 3.0, "r2": 4.0}
+    assert items["syn", "truth", "mae"].to_dict() == {"r2": 0.5}  # the NaN item is not a value
+    assert {key[1] for key in items} == {"group_mean", "truth", "zeros"}
