@@ -16,7 +16,7 @@ from openpert.report.formatting import MISSING, format_number, format_p_value
 from openpert.report.markup import esc, paragraphs, simple_table
 from openpert.report.task_results import TaskResults, is_ranked
 from openpert.results.archive import ArchiveRecord, RunTask
-from openpert.results.compare import compare_task, interesting_scores
+from openpert.results.compare import compare_task, interesting_scores, signed, verdict
 from openpert.results.item_scores import ITEM_SCORES
 
 #: Most archived runs the History table shows (the newest).
@@ -113,8 +113,8 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
                      esc(_status(m)), (esc(rank), m["new_rank"] if m["new_rank"] is not None else 1e9),
                      (format_number(m["old_score"]), m["old_score"] if m["old_score"] is not None else -1e9),
                      (format_number(m["new_score"]), m["new_score"] if m["new_score"] is not None else -1e9),
-                     (_signed(m["difference"]), m["difference"] if m["difference"] is not None else 0),
-                     esc(format_p_value(m["p_value"])), esc(_verdict(m))])
+                     (signed(m["difference"], MISSING), m["difference"] if m["difference"] is not None else 0),
+                     esc(format_p_value(m["p_value"])), esc(verdict(m))])
     if rows:
         html += simple_table("Ranks and overall scores, before and after", ["Method", "Status", "Rank", "Before",
                              "After", "Change", "p (over datasets)", "Verdict"], rows, table_id="what-changed-ranks",
@@ -123,9 +123,9 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
     if scores:
         shown = scores[:MAX_SCORE_ROWS]
         rows = [[esc(results.dataset_label(r["dataset_id"])), esc(r["method_id"]), esc(r["metric_id"]),
-                 format_number(r["old_raw"]), format_number(r["new_raw"]), _signed(r["difference"]),
+                 format_number(r["old_raw"]), format_number(r["new_raw"]), signed(r["difference"], MISSING),
                  esc(format_p_value(r["p_value"])),
-                 esc(f"{r['n_paired']} {r['test']}" if r["test"] else MISSING), esc(_verdict(r))] for r in shown]
+                 esc(f"{r['n_paired']} {r['test']}" if r["test"] else MISSING), esc(verdict(r))] for r in shown]
         caption = "Score changes per dataset and metric" + (
             f" (the first {len(shown)} of {len(scores)})" if len(scores) > len(shown) else "")
         html += simple_table(caption, ["Dataset", "Method", "Metric", "Before", "After", "Change", "p", "Paired over",
@@ -134,10 +134,6 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
     else:
         html += paragraphs("No score changed.")
     return html
-
-
-def _signed(value: float | None) -> str:
-    return MISSING if value is None else f"{value:+.3f}"
 
 
 def _rank_cell(m: dict[str, Any]) -> str:
@@ -151,20 +147,6 @@ def _status(m: dict[str, Any]) -> str:
     status = {"added": "new", "removed": "removed", "kept": ""}[m["status"]]
     code = "code changed" if m["digest_changed"] else ""
     return ", ".join(p for p in (status, code) if p) or "same code"
-
-
-def _verdict(row: dict[str, Any]) -> str:
-    if row.get("status") in ("added", "removed"):
-        return "new" if row["status"] == "added" else "removed"
-    if row.get("difference") in (0, 0.0) or row.get("status") == "unchanged":
-        return "unchanged"
-    if row.get("beyond_noise") is None:
-        return "not tested"
-    if not row["beyond_noise"]:
-        return "within noise"
-    if row.get("better") is None:
-        return "beyond noise"
-    return "better, beyond noise" if row["better"] else "worse, beyond noise"
 
 
 def _history(runs: list[tuple[str, RunTask]], results: TaskResults) -> str:

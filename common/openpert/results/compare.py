@@ -250,9 +250,10 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _signed(value: Any) -> str:
+def signed(value: Any, missing: str = "—") -> str:
+    """A change with its sign and three decimals; ``missing`` for none."""
     value = _number(value)
-    return "—" if value is None else f"{value:+.3f}"
+    return missing if value is None else f"{value:+.3f}"
 
 
 def _p(value: Any) -> str:
@@ -270,7 +271,8 @@ def _rank(row: dict[str, Any]) -> str:
     return text
 
 
-def _verdict(row: dict[str, Any]) -> str:
+def verdict(row: dict[str, Any]) -> str:
+    """What a method or score row's change amounts to, in words (``added``, ``within noise``, ...)."""
     if row.get("status") in ("added", "removed"):
         return row["status"]
     if row.get("status") == "unchanged" or row.get("difference") == 0:
@@ -279,9 +281,9 @@ def _verdict(row: dict[str, Any]) -> str:
         return "not tested"
     if not row["beyond_noise"]:
         return "within noise"
-    if "better" in row:
-        return "better, beyond noise" if row["better"] else "worse, beyond noise"
-    return "beyond noise"
+    if row.get("better") is None:
+        return "beyond noise"
+    return "better, beyond noise" if row["better"] else "worse, beyond noise"
 
 
 def _method_status(row: dict[str, Any]) -> str:
@@ -327,7 +329,7 @@ def format_text(comparison: dict[str, Any]) -> str:
         lines += ["", f"{'method':24s} {'status':18s} {'rank':16s} {'overall':>7s} {'->':>7s} {'change':>7s} {'p':>7s}  verdict"]
         for m in task["methods"]:
             lines.append(f"{m['method_id'][:24]:24s} {_method_status(m)[:18]:18s} {_rank(m):16s} {_fmt(m['old_score']):>7s} "
-                         f"{_fmt(m['new_score']):>7s} {_signed(m['difference']):>7s} {_p(m['p_value']):>7s}  {_verdict(m)}")
+                         f"{_fmt(m['new_score']):>7s} {signed(m['difference']):>7s} {_p(m['p_value']):>7s}  {verdict(m)}")
         rows = interesting_scores(task)
         unchanged = sum(r["status"] == "unchanged" for r in task["scores"])
         lines += ["", f"Scores ({len(rows)} listed, {unchanged} unchanged):"]
@@ -335,7 +337,7 @@ def format_text(comparison: dict[str, Any]) -> str:
             where = f"{r['dataset_id']}/{r['method_id']}/{r['metric_id']}"
             test = f" [{r['test']}, n={r['n_paired']}]" if r["test"] else ""
             lines.append(f"  {where[:56]:56s} {_fmt(r['old_raw'], 4):>8s} -> {_fmt(r['new_raw'], 4):>8s} "
-                         f"{_signed(r['difference']):>7s} p={_p(r['p_value'])}{test}  {_verdict(r)}")
+                         f"{signed(r['difference']):>7s} p={_p(r['p_value'])}{test}  {verdict(r)}")
     return "\n".join(lines) + "\n"
 
 
@@ -366,7 +368,7 @@ def format_markdown(comparison: dict[str, Any]) -> str:
                   "|---|---|---|--:|--:|--:|--:|---|"]
         for m in task["methods"]:
             lines.append(f"| {_md(m['label'])} | {_method_status(m)} | {_rank(m)} | {_fmt(m['old_score'])} | "
-                         f"{_fmt(m['new_score'])} | {_signed(m['difference'])} | {_p(m['p_value'])} | {_verdict(m)} |")
+                         f"{_fmt(m['new_score'])} | {signed(m['difference'])} | {_p(m['p_value'])} | {verdict(m)} |")
         rows = interesting_scores(task)
         if rows:
             lines += ["", "<details><summary>Scores per dataset and metric "
@@ -376,7 +378,7 @@ def format_markdown(comparison: dict[str, Any]) -> str:
             for r in rows:
                 paired = f"{r['n_paired']} {r['test']}" if r["test"] else "—"
                 lines.append(f"| {_md(r['dataset_id'])} | {_md(r['method_id'])} | {_md(r['metric_id'])} | "
-                             f"{_fmt(r['old_raw'], 4)} | {_fmt(r['new_raw'], 4)} | {_signed(r['difference'])} | "
-                             f"{_p(r['p_value'])} | {paired} | {_verdict(r)} |")
+                             f"{_fmt(r['old_raw'], 4)} | {_fmt(r['new_raw'], 4)} | {signed(r['difference'])} | "
+                             f"{_p(r['p_value'])} | {paired} | {verdict(r)} |")
             lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
