@@ -214,8 +214,10 @@ def _score_rows(o: dict, n: dict, shown: set[str], maximize: dict[str, bool], it
                "difference": None, "better": None, "p_value": None, "n_paired": 0, "test": None,
                "beyond_noise": None, "note": ""}
         if old_row and new_row:
-            if old_raw is None or new_raw is None:
-                row["note"] = "no value in one run"
+            if old_raw is None and new_raw is None:
+                row.update(status="unchanged", beyond_noise=False, note="no value in either run")
+            elif old_raw is None or new_raw is None:
+                row["note"] = f"no value in the {'old' if old_raw is None else 'new'} run"
             elif old_raw == new_raw:
                 row.update(status="unchanged", difference=0.0, beyond_noise=False)
             else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,21 @@ def test_markup_in_names_cannot_break_the_markdown(tmp_path: Path, runs: tuple[P
     assert "<script>" not in text and "Delta \\| &lt;script&gt;" in text
     rows = {r["Method"]: r for r in _markdown_table(text, "Method")}
     assert rows["Delta \\| &lt;script&gt;x&lt;/script&gt;"]["Status"] == "added"
+
+
+def test_a_score_without_value_in_either_run_is_unchanged_and_one_lost_is_said(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    shutil.copytree(runs[0], old)
+    shutil.copytree(runs[1], new)
+    for folder, rows in ((old, ("d1", "d2")), (new, ("d1",))):
+        path = folder / "toy" / "results.json"
+        data = json.loads(path.read_text())
+        for row in data["scores"]:
+            if row["method_id"] == "beta" and row["dataset_id"] in rows:
+                row["raw"] = None
+        path.write_text(json.dumps(data))
+    task = _task(compare_runs(read_run(old), read_run(new), n_permutations=200))
+    by = {(r["dataset_id"], r["method_id"]): r for r in task["scores"]}
+    assert by["d1", "beta"]["status"] == "unchanged" and by["d1", "beta"]["note"] == "no value in either run"
+    assert by["d2", "beta"]["status"] == "changed" and by["d2", "beta"]["note"] == "no value in the old run"
+    assert by["d2", "beta"]["beyond_noise"] is None
