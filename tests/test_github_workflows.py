@@ -20,7 +20,7 @@ from openpert.config.viash_schema import VIASH_SCHEMA_VERSION, schema_dir
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 #: A step that runs component jobs or tests: the sandbox must be on before it.
-RUNS_JOBS_OR_TESTS = re.compile(r"openpert benchmark|scripts/run_benchmark\.sh|scripts/test\.sh|scripts/test_images\.sh|"
+RUNS_JOBS_OR_TESTS = re.compile(r"(?m)(?:^|[;&|(]\s*)openpert benchmark\b|scripts/run_benchmark\.sh|scripts/test\.sh|scripts/test_images\.sh|"
                                 r"\bpytest\b|openpert test\b|openpert images test")
 #: A step that validates configs against Viash's schemas (openpert lint, and every component test).
 VALIDATES_CONFIGS = re.compile(r"openpert lint|scripts/test\.sh|scripts/test_images\.sh|\bpytest\b|openpert test\b")
@@ -73,7 +73,7 @@ def test_every_step_that_runs_jobs_or_tests_requires_the_sandbox_after_lifting_t
             assert lift is not None and lift < on_runner[0], f"{where}: lift the user-namespace restriction before step {on_runner[0]}"
             assert steps[lift].get("if") in (None, steps[on_runner[0]].get("if")), f"{where}: the lift runs whenever the jobs do"
     assert set(checked) >= {"pull_request.yml:tests", "pull_request.yml:changed-components", "benchmark.yml:benchmark",
-                            "nextflow.yml:local", "nextflow.yml:docker"}
+                            "nextflow.yml:local", "nextflow.yml:docker", "pull_request.yml:leaderboard-changes"}
 
 
 def test_every_job_that_validates_configs_fetches_the_viash_schemas_first():
@@ -113,7 +113,8 @@ def test_pull_request_failures_reach_the_job_summary_with_their_fixes():
 
 def test_the_published_benchmark_can_pull_the_component_images():
     job = yaml.safe_load((WORKFLOWS / "benchmark.yml").read_text())["jobs"]["benchmark"]
-    assert job["permissions"]["packages"] == "read" and job["permissions"]["contents"] == "read"
+    # contents: write pushes the run archive to its branch; nothing else is granted
+    assert job["permissions"] == {"packages": "read", "contents": "write"}
     steps = job["steps"]
     login = next(i for i, s in enumerate(steps) if str(s.get("uses", "")).startswith("docker/login-action"))
     assert steps[login]["with"]["registry"] == "ghcr.io" and steps[login]["with"]["password"] == "${{ secrets.GITHUB_TOKEN }}"

@@ -6,8 +6,10 @@ Commands
     Run one component, as ``viash run`` would.
 ``benchmark --task T [...] -o DIR``
     Run a task's benchmark (local engine or Nextflow).
-``report RESULTS... -o SITE``
-    Render the results website.
+``report RESULTS... -o SITE [--archive DIR]``
+    Render the results website (with each task's changes and history when given the run archive).
+``archive add|list|show``, ``compare OLD NEW``
+    Keep finished runs, and compare two (``docs/archive.md``).
 ``data list|fetch|verify [--task T...]``
     The public files the tasks read, and the data store (``docs/data.md``).
 ``test [PATH]``, ``lint [PATH]``, ``create-component ...``, ``ci-summary ...``
@@ -240,7 +242,7 @@ def cmd_report(ns: argparse.Namespace) -> int:
         amend = report_amendment(_root())
     except ConfigError:
         amend = None
-    index = render_site(dirs, Path(ns.output), amend=amend)
+    index = render_site(dirs, Path(ns.output), amend=amend, archive=Path(ns.archive) if ns.archive else None)
     print(f"site written: {index}")
     return 0
 
@@ -344,6 +346,7 @@ def _sandbox(ns: argparse.Namespace) -> bool | None:
 def build_parser() -> argparse.ArgumentParser:
     from openpert.data.commands import add_arguments as add_data_arguments
     from openpert.images.commands import add_arguments as add_image_arguments
+    from openpert.results.commands import add_archive_arguments, add_compare_arguments
 
     parser = argparse.ArgumentParser(prog="openpert", description="A living benchmark for perturbation modelling.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -396,6 +399,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="render the results website")
     p.add_argument("results", nargs="+", help="results folders (holding results.json, or their parent)")
     p.add_argument("-o", "--output", default="site", help="site folder")
+    p.add_argument("--archive", help="the run archive: adds each task's changes since the previous record and its history")
+
+    p = sub.add_parser("archive", help="keep finished runs as records, list and read them")
+    add_archive_arguments(p)
+
+    p = sub.add_parser("compare", help="what changed between two runs (methods, ranks, scores beyond noise, code)")
+    add_compare_arguments(p)
 
     p = sub.add_parser("test", help="run component tests (pytest)")
     p.add_argument("paths", nargs="*", help="component folders or files (default: src/)")
@@ -448,15 +458,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "changed": lambda: cmd_changed(ns),
         "images": lambda: run_images(ns),
         "data": lambda: run_data(ns),
+        "archive": lambda: run_archive(ns),
+        "compare": lambda: run_compare(ns),
     }
     from openpert.data.commands import run as run_data
     from openpert.data.fetching import FetchError
     from openpert.data.store import ChecksumError
     from openpert.images.commands import run as run_images
+    from openpert.results.archive import ArchiveError
+    from openpert.results.commands import run_archive, run_compare
+    from openpert.results.item_scores import ItemScoresError
 
     try:
         return handlers[ns.command]()
-    except (ConfigError, FormatError, FetchError, ChecksumError) as err:
+    except (ConfigError, FormatError, FetchError, ChecksumError, ArchiveError, ItemScoresError) as err:
         print(f"openpert: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from openpert.report.component_pages import render_method_page, render_metric_page
+from openpert.report.history import archive_sections
 from openpert.report.index_page import render_index
 from openpert.report.leaderboards import dataset_csv, overall_csv
 from openpert.report.paths import TaskPaths, slugify, unique_slugs
@@ -23,6 +24,7 @@ from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_csv
 from openpert.report.statistics import statistic_csv, table_rows
 from openpert.report.task_page import render_task_page
 from openpert.report.task_results import TaskResults, find_results_files, load_results
+from openpert.results.archive import list_records
 
 STATIC_DIR = Path(__file__).parent / "static"
 STATIC_FILES = ("report.css", "report.js", "favicon.svg")
@@ -57,7 +59,7 @@ class _Writer:
 
 
 def render_site(results_dirs: Sequence[Path], out_dir: Path,
-                amend: Callable[[dict, Path], dict] | None = None) -> Path:
+                amend: Callable[[dict, Path], dict] | None = None, archive: Path | None = None) -> Path:
     """Render the results website of one or several tasks.
 
     Parameters
@@ -72,6 +74,9 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path,
         Called with each parsed ``results.json`` and its folder; the entries it returns replace
         the file's own before rendering (``openpert report`` recomputes the Reproduction section
         with the project's current declarations), and the site's copy of ``results.json`` holds them.
+    archive
+        The run archive (``docs/archive.md``): each task page then says what changed since the
+        task's previous archived run and shows each method's overall score over the archived runs.
 
     Returns
     -------
@@ -111,12 +116,14 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path,
     for name in STATIC_FILES:
         writer.copy(f"static/{name}", STATIC_DIR / name)
 
+    records = list_records(archive) if archive is not None else None
     slugs = unique_slugs([t.name for t in tasks], taken=["static", "index.html"])
     site_tasks = []
     for results, slug, source in zip(tasks, slugs, files):
         paths = TaskPaths(results, slug)
         site_tasks.append((results, paths))
-        _render_task(writer, results, paths, source, amended=id(results) in amended)
+        extra = archive_sections(records, results) if records is not None else []
+        _render_task(writer, results, paths, source, amended=id(results) in amended, extra_sections=extra)
     writer.text("index.html", render_index(site_tasks))
     _prune(out_dir, writer.written)
     for _, paths in site_tasks:
@@ -162,7 +169,8 @@ def page_weight(page_path: Path) -> int:
     return total
 
 
-def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source: Path, *, amended: bool = False) -> None:
+def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source: Path, *, amended: bool = False,
+                 extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> None:
     base = paths.slug
     if amended:
         writer.text(f"{base}/results.json", json.dumps(results.data, indent=2) + "\n")
@@ -178,7 +186,7 @@ def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source
         if table_rows(entry):
             writer.text(f"{base}/{paths.statistic_csv(key)}", statistic_csv(entry))
     log_links = _copy_logs(writer, results, base)
-    writer.text(f"{base}/index.html", render_task_page(results, paths, log_links))
+    writer.text(f"{base}/index.html", render_task_page(results, paths, log_links, extra_sections))
     for method in results.all_methods:
         writer.text(f"{base}/{paths.method_page(method)}", render_method_page(results, paths, method))
     for metric in results.metrics:

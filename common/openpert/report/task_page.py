@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from openpert.report.figures import dataset_heatmap, resource_chart
@@ -42,7 +43,8 @@ from openpert.report.statistics import statistic_section, table_rows
 from openpert.report.task_results import TaskResults
 
 
-def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]) -> str:
+def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str, str],
+                     extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> str:
     """The HTML of a task's page (``<task>/index.html``).
 
     Parameters
@@ -53,6 +55,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         Where the task's pages and downloads are.
     log_links
         Failure log path in ``results.json`` -> its copy in the site, relative to the task page.
+    extra_sections
+        ``(id, title, html, intro)`` of sections placed after the overview (the run archive's).
 
     Returns
     -------
@@ -77,6 +81,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
             "that set or probe the scale sit apart below them."
         ),
     )
+    for section_id, title, content, intro in extra_sections:
+        add(section_id, title, content, intro=intro)
     if results.reproduction:
         add("reproduction", "Reproduction", reproduction_section(results),
             intro=paragraphs("The papers' published numbers beside this run's on the same data: what reproduces, "

@@ -25,6 +25,7 @@ from openpert.config.task import Task
 from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
 from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
+from openpert.results.item_scores import ITEM_SCORES, write_item_scores
 from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
@@ -411,6 +412,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     write_yaml_atomic(outdir / "metric_configs.yaml", _clean(metric_configs))
     write_yaml_atomic(outdir / "dataset_uns.yaml", datasets_meta)
     write_text_atomic(outdir / "trace.tsv", _trace_tsv(records))
+    # The values each score is the mean of: `openpert compare` pairs two runs on them.
+    write_item_scores(outdir / ITEM_SCORES, items)
     return results
 
 

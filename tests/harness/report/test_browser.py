@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from archive_fixture import write_archive  # noqa: E402
 from report_fixture import write_results_dir  # noqa: E402
 
 from openpert.report import render_site  # noqa: E402
@@ -282,5 +283,35 @@ def test_controls_toggle_hides_and_shows_controls(browser: Any, server: str, sit
     assert page.locator(f"#table-k562 tr[data-method='{controls[0]}']").is_visible()
     toggle.check()
     assert all(r.is_visible() for r in rows)
+    assert watched.problems == []
+    page.close()
+
+
+def test_what_changed_and_history_render(browser: Any, tmp_path: Path) -> None:
+    archive = write_archive(tmp_path)
+    results = write_results_dir(tmp_path / "results" / "perturbqa")
+    site = render_site([results], tmp_path / "site", archive=archive).parent
+    folder = screenshot_dir(tmp_path)
+    watched = Watched(browser)
+    page = watched.open((site / "perturbqa" / "index.html").as_uri())
+    for section in ("#what-changed", "#history"):
+        assert page.locator(section).is_visible()
+        assert page.locator(f".toc a[href='{section}']").count() == 1
+    ranks = page.locator("#what-changed-ranks tbody tr", has_text="MLP")
+    assert ranks.locator("td").nth(1).inner_text() == "5 → 3 (up 2)"
+    # Sortable like every table: sorting by the change puts the largest rise last when ascending.
+    page.locator("#what-changed-ranks th[data-col='5'] button").click()
+    assert page.get_attribute("#what-changed-ranks th[data-col='5']", "aria-sort") == "ascending"
+    # One line chart per method, drawn (not collapsed to nothing), with three points for MLP's three runs.
+    charts = page.locator("#history svg.sparkline")
+    assert charts.count() == page.locator("#history tbody tr").count() > 0
+    mlp_chart = page.locator("#history tbody tr", has_text="MLP").locator("svg.sparkline")
+    box = mlp_chart.bounding_box()
+    assert box is not None and box["width"] > 50 and box["height"] > 10
+    assert mlp_chart.locator("circle").count() == 3
+    for name, width in WIDTHS.items():
+        check_layout(page, width, task_page=True)
+        page.locator("#history").scroll_into_view_if_needed()
+        shoot(page, folder, f"fixture-archive-{name}")
     assert watched.problems == []
     page.close()

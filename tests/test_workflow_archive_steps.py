@@ -1,0 +1,90 @@
+"""The workflows' archive and comparison steps, run as written: the pull request's job summary, the archive branch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from project_paths import ROOT
+from run_pair_fixture import write_run
+
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def _step(workflow: str, job: str, name: str) -> str:
+    steps = yaml.safe_load((WORKFLOWS / workflow).read_text())["jobs"][job]["steps"]
+    (step,) = [s for s in steps if s.get("name") == name]
+    return step["run"]
+
+
+def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    # The harness's own `openpert` first on PATH, as `pip install -e .` puts it on a runner.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PATH": path, **env}, timeout=300)
+
+
+def test_pull_request_summary_shows_the_methods_it_adds_or_changes_beside_main(tmp_path: Path) -> None:
+    # A fixture pull request on `toy`: it adds `delta` and changes `alpha`'s code (see run_pair_fixture).
+    write_run(tmp_path / "results-main", "old")
+    write_run(tmp_path / "results-pr", "new")
+    summary = tmp_path / "summary.md"
+    summary.write_text("")
+    proc = _bash(_step("pull_request.yml", "leaderboard-changes", "Comparison in the job summary"), tmp_path,
+                 GITHUB_STEP_SUMMARY=str(summary))
+    assert proc.returncode == 0, proc.stderr
+    text = summary.read_text()
+    assert text.startswith("## What changed: `results-main` → `results-pr`")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Method")]
+    method_rows = [r for r in rows if r.split("|")[1].strip() in {"Alpha", "Beta", "Gamma", "Delta"}]
+    assert [r.split("|")[1].strip() for r in method_rows] == ["Alpha", "Delta"]  # only what the pull request touches
+    alpha, delta = method_rows
+    assert "| code changed | 2 → 1 (up 1) | 0.417 | 0.772 | +0.356 |" in alpha
+    assert "| added | — → 3 | — | 0.478 |" in delta
+    assert sum("| alpha | accuracy |" in r and "40 items" in r and "better, beyond noise" in r for r in rows) == 6
+    assert sum("| delta | accuracy |" in r and r.endswith("| added |") for r in rows) == 6
+
+
+def test_pull_request_summary_of_a_new_task_says_there_is_nothing_to_compare(tmp_path: Path) -> None:
+    (tmp_path / "results-main").mkdir()
+    write_run(tmp_path / "results-pr", "new")
+    summary = tmp_path / "summary.md"
+    proc = _bash(_step("pull_request.yml", "leaderboard-changes", "Comparison in the job summary"), tmp_path,
+                 GITHUB_STEP_SUMMARY=str(summary))
+    assert proc.returncode == 0, proc.stderr
+    assert "no run of main to compare with" in summary.read_text()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_benchmark_keeps_each_run_on_the_archive_branch(tmp_path: Path) -> None:
+    origin, work = tmp_path / "origin.git", tmp_path / "work"
+    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "GITHUB_SHA": "b" * 40}
+    _bash(f"git init -q --bare {origin} && git clone -q {origin} {work} 2>/dev/null", tmp_path, **git)
+    _bash("echo code > code.txt && git add code.txt && git commit -q -m code && git push -q origin HEAD:main", work, **git)
+    steps = [_step("benchmark.yml", "benchmark", name) for name in
+             ("The run archive (branch results-archive)", "Add this run to the archive", "Publish the archive")]
+    render = _step("benchmark.yml", "benchmark", "Render the website")
+    assert "--archive archive-branch/archive" in render
+    for run in ("old", "new"):
+        shutil.rmtree(work / "results", ignore_errors=True)
+        write_run(work / "results", run)
+        shutil.rmtree(work / "archive-branch", ignore_errors=True)
+        _bash("git worktree prune", work)
+        for script in steps:
+            proc = _bash(script, work, **git)
+            assert proc.returncode == 0, script + proc.stdout + proc.stderr
+    listing = _bash("git ls-tree -r --name-only results-archive", origin).stdout.split()
+    assert sorted(listing) == sorted(f"archive/{rid}/{f}" for rid in ("2026-11-20T0905Z-aaaaaaa", "2026-11-27T2212Z-bbbbbbb")
+                                     for f in ("record.json", "toy/results.json", "toy/item_scores.csv.gz"))
+    # The branch holds the archive only, not the code.
+    assert "code.txt" not in listing
+    # The same run again (a fresh runner: no worktree yet) adds nothing and pushes nothing.
+    shutil.rmtree(work / "archive-branch")
+    proc = _bash("git worktree prune\n" + steps[0] + "\n" + steps[1] + "\n" + steps[2], work, **git)
+    assert proc.returncode == 0 and "this run was already archived" in proc.stdout, proc.stderr
