@@ -51,8 +51,9 @@ def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *,
 
 
 def llm_configured() -> bool:
-    """Whether the environment names a language model for LLM components to use."""
-    return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL"))
+    """Whether the environment names a language model for LLM components to use (or asks for a dry run)."""
+    return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL")
+                or os.environ.get("OPENPERT_LLM_BACKEND", "").lower() == "dry_run")
 
 
 def _component_image(config: ComponentConfig) -> str:
