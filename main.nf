@@ -65,6 +65,7 @@ process run_dataset {
     label 'openpert_dataset'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
@@ -88,6 +89,7 @@ process run_method {
     label 'openpert_method'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
@@ -111,6 +113,7 @@ process run_metric {
     label 'openpert_metric'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
@@ -129,7 +132,8 @@ process run_metric {
 }
 
 // Components that talk to a language model: the same, with the API key as a Nextflow secret
-// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives.
+// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives, and in
+// the `llm` base image when params.llm_image names it (vLLM in process on a GPU; docs/llm.md).
 process run_llm_method {
     tag "${job.id}"
     label 'openpert'
@@ -138,6 +142,7 @@ process run_llm_method {
     secret 'OPENPERT_LLM_API_KEY'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
@@ -163,6 +168,7 @@ process run_llm_metric {
     secret 'OPENPERT_LLM_API_KEY'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
@@ -196,6 +202,8 @@ workflow {
         sandbox: params.sandbox,
         max_retries: params.max_retries,
         llm: [llm_base_url: params.llm_base_url, llm_model: params.llm_model, llm_backend: params.llm_backend],
+        llm_image: params.llm_image,
+        gpu_accelerator: params.gpu_accelerator,
     ]
 
     def loader_jobs = channel.fromList(params.dataset_jobs ?: [])

@@ -12,8 +12,8 @@ Three pieces, used by :class:`pertsci.llm.LLMClient` and by the harness's ``--dr
   rule of thumb for English text with BPE tokenizers), and says which it did.
 * :func:`plan_requests` summarises one batch of requests (prompts, samples, prompt tokens, and the
   tokens each prompt shares with the one sent before it, in the caller's order and in prefix
-  order); :func:`plan_line` / :func:`read_plan_lines` write and read that summary as one marked log
-  line, which is how a component in dry-run mode reports what it would send.
+  order); :func:`plan_line` writes that summary as one marked log line, which is how a component in
+  dry-run mode reports what it would send (the harness reads these lines from the job logs).
 
 The counts are of the message texts; the chat template adds a few tokens per message that are not
 counted.
@@ -38,7 +38,6 @@ __all__ = [
     "prefix_order",
     "plan_requests",
     "plan_line",
-    "read_plan_lines",
     "placeholder_answer",
 ]
 
@@ -46,7 +45,8 @@ __all__ = [
 ENV_TOKENIZER = "OPENPERT_LLM_TOKENIZER"
 #: Length in characters of the placeholder a dry run answers with (default :data:`DEFAULT_ANSWER_CHARS`).
 ENV_DRY_RUN_ANSWER_CHARS = "OPENPERT_LLM_DRY_RUN_ANSWER_CHARS"
-#: Start of the log line a dry run writes for each batch of requests.
+#: Start of the log line a dry run writes for each batch of requests (the harness's
+#: ``openpert.engines.dry_run`` reads these lines from job logs).
 PLAN_MARK = "openpert-llm-plan "
 #: Characters per token of the approximation used without a tokenizer.
 CHARS_PER_TOKEN = 4
@@ -204,29 +204,6 @@ def plan_requests(texts: Sequence[str], n: int, counter: TokenCounter, *, max_to
 def plan_line(record: Mapping[str, Any]) -> str:
     """The log line of one batch's plan: :data:`PLAN_MARK` then the record as JSON."""
     return PLAN_MARK + json.dumps(dict(record), sort_keys=True)
-
-
-def read_plan_lines(lines: Iterable[str], *, where: str = "log") -> list[dict[str, Any]]:
-    """The plan records among a log's lines.
-
-    Raises
-    ------
-    ValueError
-        Naming ``where`` and the line, when a marked line does not hold a JSON object.
-    """
-    records = []
-    for number, line in enumerate(lines, 1):
-        line = line.rstrip("\n")
-        if not line.startswith(PLAN_MARK):
-            continue
-        try:
-            record = json.loads(line[len(PLAN_MARK):])
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{where}:{number}: a dry-run plan line that is not JSON: {err}") from err
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}:{number}: a dry-run plan line must hold a JSON object")
-        records.append(record)
-    return records
 
 
 def placeholder_answer(chars: int | None = None) -> str:

@@ -330,7 +330,7 @@ def test_ordering_keeps_deduplicated_answers_in_place(tmp_path):
 
 
 def test_dry_run_sends_nothing_and_logs_its_plan(monkeypatch, tmp_path, capsys):
-    from pertsci.llm_plan import read_plan_lines
+    from pertsci.llm_plan import PLAN_MARK
 
     monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / "cache"))
     monkeypatch.setenv("OPENPERT_LLM_DRY_RUN_ANSWER_CHARS", "40")
@@ -340,10 +340,24 @@ def test_dry_run_sends_nothing_and_logs_its_plan(monkeypatch, tmp_path, capsys):
     again = client.generate(["q2 " * 10, "q3"], sampling)
     assert [len(samples) for samples in out + again] == [3] * 5
     assert all(len(text) == 40 for samples in out + again for text in samples)
-    first, second = read_plan_lines(capsys.readouterr().err.splitlines())
+    first, second = [json.loads(line[len(PLAN_MARK):]) for line in capsys.readouterr().err.splitlines()
+                     if line.startswith(PLAN_MARK)]
     # Repeats within and across calls count once, as the cache of a real run would send them once.
     assert (first["requests"], first["repeated"], first["samples"]) == (2, 1, 6)
     assert (second["requests"], second["repeated"], second["samples"]) == (1, 1, 3)
     # "user\nq1 q1 ... \n" is 36 characters: 9 tokens by the characters / 4 approximation.
     assert first["prompt_tokens"] == 18 and first["max_completion_tokens"] == 60
     assert not (tmp_path / "cache").exists()
+
+
+def test_in_process_vllm_generates(monkeypatch):
+    import os
+
+    pytest.importorskip("vllm", reason="vLLM is not installed here: it needs CUDA and a GPU (pip install -e '.[llm]' on one)")
+    model = os.environ.get("OPENPERT_TEST_VLLM_MODEL")
+    if not model:
+        pytest.skip("set OPENPERT_TEST_VLLM_MODEL to a small local model to generate with vLLM in process")
+    client = LLMClient(model=model, backend="vllm", cache_dir=None)
+    out = client.generate(["Answer yes.", "Answer no."], SamplingParams(n=2, max_tokens=8, temperature=0, seed=0))
+    assert [len(samples) for samples in out] == [2, 2]
+    assert all(isinstance(text, str) and text for samples in out for text in samples)

@@ -14,7 +14,6 @@ from pertsci.llm_plan import (
     plan_requests,
     prefix_order,
     prompt_text,
-    read_plan_lines,
 )
 
 
@@ -80,14 +79,9 @@ def test_plan_counts_samples_tokens_and_what_ordering_saves():
     assert plan["shared_prefix_tokens_prefix_order"] == 4 * (shared // 4)
 
 
-def test_plan_lines_round_trip_and_bad_lines():
-    record = {"requests": 2, "samples": 6}
-    lines = ["other output", plan_line(record), "more"]
-    assert read_plan_lines(lines) == [record]
-    with pytest.raises(ValueError, match="job.log:1: a dry-run plan line that is not JSON"):
-        read_plan_lines([PLAN_MARK + "{oops"], where="job.log")
-    with pytest.raises(ValueError, match="must hold a JSON object"):
-        read_plan_lines([PLAN_MARK + json.dumps([1])])
+def test_plan_line_is_the_mark_then_json():
+    line = plan_line({"samples": 6, "requests": 2})
+    assert line.startswith(PLAN_MARK) and json.loads(line[len(PLAN_MARK):]) == {"requests": 2, "samples": 6}
 
 
 def test_placeholder_answer_length(monkeypatch):

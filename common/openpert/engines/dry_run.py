@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,12 @@ from openpert.config.task import Task
 from openpert.config.viash import ConfigError
 from openpert.files import write_text_atomic
 from openpert.run.sandbox import needs_llm
-from pertsci.llm_plan import ENV_TOKENIZER, TokenCounter, read_plan_lines
+
+#: Start of the log line a component's client writes per ``generate`` call in a dry run (written by
+#: ``pertsci.llm_plan.plan_line``; the harness reads logs, it does not import the science library).
+PLAN_MARK = "openpert-llm-plan "
+#: The model's ``tokenizer.json`` the components count tokens with.
+ENV_TOKENIZER = "OPENPERT_LLM_TOKENIZER"
 
 #: Sub-folder of a task's results folder holding its dry run.
 DRY_RUN_DIR = "dry_run"
@@ -34,21 +39,47 @@ SUMMED = ("requests", "repeated", "samples", "prompt_tokens", "max_completion_to
           "shared_prefix_tokens_caller_order", "shared_prefix_tokens_prefix_order")
 
 
+def read_plan_lines(lines: Iterable[str], *, where: str = "log") -> list[dict[str, Any]]:
+    """The plan records (one per ``generate`` call) among a job log's lines.
+
+    Raises
+    ------
+    ValueError
+        Naming ``where`` and the line, when a marked line does not hold a JSON object.
+    """
+    records = []
+    for number, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not line.startswith(PLAN_MARK):
+            continue
+        try:
+            record = json.loads(line[len(PLAN_MARK):])
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{where}:{number}: a dry-run plan line that is not JSON: {err}") from err
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}:{number}: a dry-run plan line must hold a JSON object")
+        records.append(record)
+    return records
+
+
 @contextlib.contextmanager
 def dry_run_environment(tokenizer: str | os.PathLike | None) -> Iterator[str]:
     """Set the environment that turns every LLM component's client into a dry run, then restore it.
 
-    Yields how tokens are counted. A server or model configured in the environment is hidden for
-    the duration, so that nothing can be sent to it.
+    Yields how tokens are counted. A server configured in the environment is hidden for the
+    duration, so that nothing can be sent to it.
 
     Raises
     ------
-    FileNotFoundError, ValueError
-        When ``tokenizer`` is given but is not a readable ``tokenizer.json``.
+    FileNotFoundError
+        When ``tokenizer`` is given but is no file (checked once here rather than failing every job).
     """
     if tokenizer is not None:
-        tokenizer = str(Path(tokenizer).expanduser().resolve())
-    counter = TokenCounter(tokenizer)  # a bad file fails here, once, not in every job
+        path = Path(tokenizer).expanduser().resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no tokenizer file (expected a model's tokenizer.json)")
+        tokenizer = str(path)
+    method = f"tokenizer: {tokenizer}" if tokenizer is not None else "approximation: characters / 4"
     settings = {"OPENPERT_LLM_BACKEND": "dry_run", "OPENPERT_LLM_BASE_URL": None, "OPENPERT_LLM_API_KEY": None,
                 ENV_TOKENIZER: tokenizer}
     saved = {name: os.environ.get(name) for name in settings}
@@ -58,7 +89,7 @@ def dry_run_environment(tokenizer: str | os.PathLike | None) -> Iterator[str]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        yield counter.method
+        yield method
     finally:
         for name, value in saved.items():
             if value is None:
@@ -189,10 +220,12 @@ def dry_run_benchmark(task: Task, outdir: str | Path, *, tokenizer: str | os.Pat
     with dry_run_environment(tokenizer if tokenizer is not None else os.environ.get(ENV_TOKENIZER)) as method:
         results = run_benchmark(task, run_dir, methods=methods, controls=controls, metrics=metrics, resume=False,
                                 engine="local", **options)
+    rows = summarise_plans(results, run_dir.resolve())
     plan = {
         "task": task.name,
-        "token_count": method,
-        "rows": summarise_plans(results, run_dir.resolve()),
+        # what the components said they counted with (a tokenizer they could not read fails its jobs)
+        "token_count": rows[0]["token_count"] if rows else method,
+        "rows": rows,
         "failures": [{"job_id": f["job_id"], "reason": f["reason"]} for f in results.get("failures", [])],
     }
     write_text_atomic(Path(outdir) / "llm_plan.json", json.dumps(plan, indent=2))

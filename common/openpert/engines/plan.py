@@ -46,8 +46,9 @@ def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *,
         if label not in resources:
             raise ConfigError(f"{where}: unknown resource label {label!r}; known: {sorted(resources)}")
         values.update(resources[label])
-    cpus = values.get("cpus")
-    return Limits(time_s=values.get("time_s"), memory_mb=values.get("memory_mb"), cpus=int(cpus) if cpus else None)
+    cpus, gpus = values.get("cpus"), values.get("gpus")
+    return Limits(time_s=values.get("time_s"), memory_mb=values.get("memory_mb"), cpus=int(cpus) if cpus else None,
+                  gpus=int(gpus) if gpus else None)
 
 
 def llm_configured() -> bool:

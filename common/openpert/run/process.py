@@ -34,6 +34,8 @@ class Limits:
     time_s: float | None = None
     memory_mb: float | None = None
     cpus: int | None = None
+    #: GPUs asked for (the ``gpu`` label); the local engine does not reserve them, it only checks.
+    gpus: int | None = None
 
 
 class _ExitWaiter:

@@ -12,12 +12,15 @@ import pytest
 from openpert.config.viash import ConfigError
 from openpert.engines.dry_run import (
     DRY_RUN_DIR,
+    PLAN_MARK,
     dry_run_benchmark,
     dry_run_environment,
     format_plan_table,
     llm_component_names,
+    read_plan_lines,
     summarise_plans,
 )
+from pertsci import llm_plan
 from pertsci.llm_plan import plan_line
 
 PROMPT = "user\nGive one number for {rows} rows.\n"
@@ -55,6 +58,16 @@ def test_a_task_without_llm_components_is_refused(tiny_task, tmp_path, monkeypat
     monkeypatch.setattr("openpert.engines.dry_run.llm_component_names", lambda task: ([], []))
     with pytest.raises(ConfigError, match="no component takes --llm_base_url"):
         dry_run_benchmark(tiny_task, tmp_path)
+
+
+def test_the_harness_reads_the_lines_the_science_library_writes():
+    record = {"requests": 2, "samples": 6}
+    assert PLAN_MARK == llm_plan.PLAN_MARK
+    assert read_plan_lines(["other output", plan_line(record), "more"]) == [record]
+    with pytest.raises(ValueError, match="job.log:1: a dry-run plan line that is not JSON"):
+        read_plan_lines([PLAN_MARK + "{oops"], where="job.log")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        read_plan_lines([PLAN_MARK + json.dumps([1])])
 
 
 def test_environment_with_a_bad_tokenizer_fails_before_any_job(tmp_path):

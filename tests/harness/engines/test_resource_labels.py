@@ -42,6 +42,7 @@ def test_parse_label_resources_reads_the_repository_labels():
         "midtime": {"time_s": 3600},
         "hightime": {"time_s": 14400},
         "veryhightime": {"time_s": 43200},
+        "gpu": {"gpus": 1},
     }
 
 
@@ -125,5 +126,8 @@ def test_parse_resource_directive():
     assert parse_resource_directive("time = 1.h") == {"time_s": 3600}
     assert parse_resource_directive("time = '90 min'") == {"time_s": 5400}
     assert parse_resource_directive("cpus = 4") == {"cpus": 4}
+    assert parse_resource_directive("accelerator = 2") == {"gpus": 2}
+    with pytest.raises(ValueError, match="accelerator must be a positive integer"):
+        parse_resource_directive("accelerator = 0")
 
 
