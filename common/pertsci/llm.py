@@ -479,19 +479,20 @@ class LLMClient:
         """
         if self._token_counter is None:
             self._token_counter = TokenCounter()
-        texts, repeated = [], 0
+        texts, answers, repeated = [], [], 0
         for messages in conversations:
             key = cache_key(model, messages, sampling.to_key_dict())
+            text = prompt_text(messages)
+            answers.append([placeholder_answer(prompt=text)] * sampling.n)
             if key in self._dry_run_sent:
                 repeated += 1
                 continue
             self._dry_run_sent.add(key)
-            texts.append(prompt_text(messages))
+            texts.append(text)
         record = plan_requests(texts, sampling.n, self._token_counter, max_tokens=sampling.max_tokens,
                                repeated=repeated)
         print(plan_line(record), file=sys.stderr, flush=True)
-        answer = placeholder_answer()
-        return [[answer] * sampling.n for _ in conversations]
+        return answers
 
     # -- backends ----------------------------------------------------------
 

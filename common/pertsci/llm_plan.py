@@ -21,6 +21,7 @@ counted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -206,12 +207,15 @@ def plan_line(record: Mapping[str, Any]) -> str:
     return PLAN_MARK + json.dumps(dict(record), sort_keys=True)
 
 
-def placeholder_answer(chars: int | None = None) -> str:
-    """The text a dry run answers with: plain English of ``chars`` characters.
+def placeholder_answer(chars: int | None = None, prompt: str = "") -> str:
+    """The text a dry run answers ``prompt`` with: plain English of ``chars`` characters.
 
     A component may put a generated text into a later prompt (SUMMER's gene summaries enter its
     questions), so the placeholder stands in for a typical answer's length; its default,
-    :data:`DEFAULT_ANSWER_CHARS`, is set by ``$OPENPERT_LLM_DRY_RUN_ANSWER_CHARS``.
+    :data:`DEFAULT_ANSWER_CHARS`, is set by ``$OPENPERT_LLM_DRY_RUN_ANSWER_CHARS``. It begins with
+    a digest of the prompt: two questions built from the summaries of different genes must stay
+    two prompts (a prompt that names no gene, only its summaries, would otherwise collapse into
+    one and be counted once).
     """
     if chars is None:
         raw = os.environ.get(ENV_DRY_RUN_ANSWER_CHARS) or str(DEFAULT_ANSWER_CHARS)
@@ -221,4 +225,5 @@ def placeholder_answer(chars: int | None = None) -> str:
             raise ValueError(f"${ENV_DRY_RUN_ANSWER_CHARS}={raw!r}: expected a whole number of characters") from None
     if chars < 0:
         raise ValueError(f"a placeholder answer cannot have {chars} characters")
-    return (_FILLER * (chars // len(_FILLER) + 1))[:chars]
+    text = f"Answer {hashlib.sha256(prompt.encode()).hexdigest()[:16]}. " + _FILLER * (chars // len(_FILLER) + 1)
+    return text[:chars]

@@ -350,6 +350,18 @@ def test_dry_run_sends_nothing_and_logs_its_plan(monkeypatch, tmp_path, capsys):
     assert not (tmp_path / "cache").exists()
 
 
+def test_dry_run_keeps_prompts_built_only_from_answers_apart(capsys):
+    # A question naming no gene, only its summaries (PerturbQA's No-CoT prompt), must not collapse.
+    from pertsci.llm_plan import PLAN_MARK
+
+    client = LLMClient(backend="dry_run", cache_dir=None)
+    summaries = client.generate(["Summarise KRAS.", "Summarise TP53."], SamplingParams(n=1))
+    client.generate([f"Given: {s[0]} Is the gene essential?" for s in summaries], SamplingParams(n=3))
+    plans = [json.loads(line[len(PLAN_MARK):]) for line in capsys.readouterr().err.splitlines()
+             if line.startswith(PLAN_MARK)]
+    assert [(p["requests"], p["repeated"], p["samples"]) for p in plans] == [(2, 0, 2), (2, 0, 6)]
+
+
 def test_in_process_vllm_generates(monkeypatch):
     import os
 

@@ -84,6 +84,12 @@ def test_plan_line_is_the_mark_then_json():
     assert line.startswith(PLAN_MARK) and json.loads(line[len(PLAN_MARK):]) == {"requests": 2, "samples": 6}
 
 
+def test_placeholder_answers_differ_by_prompt_so_prompts_built_from_them_stay_apart():
+    kras, tp53 = placeholder_answer(200, "summarise KRAS"), placeholder_answer(200, "summarise TP53")
+    assert kras != tp53 and kras == placeholder_answer(200, "summarise KRAS")
+    assert len(kras) == len(tp53) == 200
+
+
 def test_placeholder_answer_length(monkeypatch):
     assert len(placeholder_answer(2500)) == 2500 and placeholder_answer(0) == ""
     monkeypatch.setenv("OPENPERT_LLM_DRY_RUN_ANSWER_CHARS", "12")
