@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from pertsci.llm_cache import ENV_CACHE, GenerationCache, cache_key, default_cache_dir
-from pertsci.llm_plan import TokenCounter, placeholder_answer, plan_line, plan_requests, prompt_text
+from pertsci.llm_plan import TokenCounter, placeholder_answer, plan_line, plan_requests, prompt_key
 
 __all__ = [
     "SamplingParams",
@@ -453,7 +453,7 @@ class LLMClient:
             todo = {str(i): [i] for i in range(len(conversations))}
 
         # Prompts sharing a prefix are sent together (and answers put back by index).
-        pending = sorted(todo.items(), key=lambda item: prompt_text(conversations[item[1][0]]))
+        pending = sorted(todo.items(), key=lambda item: prompt_key(conversations[item[1][0]]))
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
             texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
@@ -479,17 +479,16 @@ class LLMClient:
         """
         if self._token_counter is None:
             self._token_counter = TokenCounter()
-        texts, answers, repeated = [], [], 0
+        sent, answers, repeated = [], [], 0
         for messages in conversations:
             key = cache_key(model, messages, sampling.to_key_dict())
-            text = prompt_text(messages)
-            answers.append([placeholder_answer(prompt=text)] * sampling.n)
+            answers.append([placeholder_answer(prompt=key)] * sampling.n)
             if key in self._dry_run_sent:
                 repeated += 1
                 continue
             self._dry_run_sent.add(key)
-            texts.append(text)
-        record = plan_requests(texts, sampling.n, self._token_counter, max_tokens=sampling.max_tokens,
+            sent.append(messages)
+        record = plan_requests(sent, sampling.n, self._token_counter, max_tokens=sampling.max_tokens,
                                repeated=repeated)
         print(plan_line(record), file=sys.stderr, flush=True)
         return answers

@@ -2,8 +2,8 @@
 
 Three pieces, used by :class:`pertsci.llm.LLMClient` and by the harness's ``--dry-run``:
 
-* :func:`prompt_text` renders a conversation as the text its ordering and counting are based on;
-  :func:`prefix_order` orders requests by it, so that prompts sharing a prefix (the same
+* :func:`prompt_text` renders a conversation as the text its counting is based on;
+  :func:`prefix_order` orders requests by their messages (:func:`prompt_key`), so that prompts sharing a prefix (the same
   perturbation, the same retrieved context) are sent one after the other, which is what vLLM's
   automatic prefix caching rewards: the key-value cache of a shared prefix is computed once and
   reused while it is still resident.
@@ -36,6 +36,7 @@ __all__ = [
     "CHARS_PER_TOKEN",
     "TokenCounter",
     "prompt_text",
+    "prompt_key",
     "prefix_order",
     "plan_requests",
     "plan_line",
@@ -67,13 +68,23 @@ def prompt_text(messages: Sequence[Mapping[str, str]]) -> str:
     return "".join(f"{m['role']}\n{m['content']}\n" for m in messages)
 
 
-def prefix_order(texts: Sequence[str]) -> list[int]:
-    """Indices of ``texts`` in lexicographic order (ties keep the caller's order).
+def prompt_key(messages: Sequence[Mapping[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The send-order key of a conversation: its ``(role, content)`` pairs.
 
-    Sorting puts every group of texts sharing a prefix next to each other, with the longest shared
+    Tuples compare message by message, so conversations sharing their first messages sort
+    together, as their :func:`prompt_text` would, without copying prompts of tens of kilobytes.
+    """
+    return tuple((m["role"], m["content"]) for m in messages)
+
+
+def prefix_order(conversations: Sequence[Sequence[Mapping[str, str]]]) -> list[int]:
+    """Indices of ``conversations`` in lexicographic order of :func:`prompt_key` (ties keep the caller's order).
+
+    Sorting puts every group of prompts sharing a prefix next to each other, with the longest shared
     prefixes adjacent: for any three texts a <= b <= c, the prefix of a and c is also b's.
     """
-    return sorted(range(len(texts)), key=texts.__getitem__)
+    keys = [prompt_key(c) for c in conversations]
+    return sorted(range(len(keys)), key=keys.__getitem__)
 
 
 class TokenCounter:
@@ -161,15 +172,15 @@ def _common_prefix_length(a: Sequence, b: Sequence) -> int:
     return i
 
 
-def plan_requests(texts: Sequence[str], n: int, counter: TokenCounter, *, max_tokens: int | None = None,
-                  repeated: int = 0) -> dict[str, Any]:
+def plan_requests(conversations: Sequence[Sequence[Mapping[str, str]]], n: int, counter: TokenCounter, *,
+                  max_tokens: int | None = None, repeated: int = 0) -> dict[str, Any]:
     """What one batch of requests costs: the summary a dry run records.
 
     Parameters
     ----------
-    texts
-        The prompts that would be sent (after removing repeats), in the caller's order, as
-        :func:`prompt_text` renders them.
+    conversations
+        The prompts that would be sent (after removing repeats), in the caller's order, each a list
+        of chat messages; they are counted as :func:`prompt_text` renders them, one at a time.
     n
         Completions asked per prompt.
     counter
@@ -186,18 +197,18 @@ def plan_requests(texts: Sequence[str], n: int, counter: TokenCounter, *, max_to
         ``prompt_tokens`` (each prompt counted once: with ``n`` > 1 the server fills the prompt
         once), ``max_completion_tokens`` (samples x max_tokens), ``shared_prefix_tokens_caller_order``
         and ``shared_prefix_tokens_prefix_order`` (tokens shared with the previous request, as sent
-        unsorted and sorted) and ``token_count`` (how tokens were counted).
+        unsorted and in :func:`prefix_order`) and ``token_count`` (how tokens were counted).
     """
-    ordered = [texts[i] for i in prefix_order(texts)]
+    order = prefix_order(conversations)
     return {
-        "requests": len(texts),
+        "requests": len(conversations),
         "repeated": int(repeated),
         "n": int(n),
-        "samples": len(texts) * int(n),
-        "prompt_tokens": sum(counter.count(t) for t in texts),
-        "max_completion_tokens": None if max_tokens is None else len(texts) * int(n) * int(max_tokens),
-        "shared_prefix_tokens_caller_order": counter.shared_prefix_tokens(texts),
-        "shared_prefix_tokens_prefix_order": counter.shared_prefix_tokens(ordered),
+        "samples": len(conversations) * int(n),
+        "prompt_tokens": sum(counter.count(prompt_text(c)) for c in conversations),
+        "max_completion_tokens": None if max_tokens is None else len(conversations) * int(n) * int(max_tokens),
+        "shared_prefix_tokens_caller_order": counter.shared_prefix_tokens(prompt_text(c) for c in conversations),
+        "shared_prefix_tokens_prefix_order": counter.shared_prefix_tokens(prompt_text(conversations[i]) for i in order),
         "token_count": counter.method,
     }
 

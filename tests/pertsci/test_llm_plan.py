@@ -34,9 +34,16 @@ def test_prompt_text_keeps_roles_and_order():
     assert text == "system\nbe brief\nuser\nKRAS?\n"
 
 
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
 def test_prefix_order_groups_shared_prefixes_and_is_stable():
     texts = ["TP53 a", "KRAS b", "TP53 b", "KRAS a", "KRAS a"]
-    assert prefix_order(texts) == [3, 4, 1, 0, 2]
+    assert prefix_order([user(t) for t in texts]) == [3, 4, 1, 0, 2]
+    # Message by message: a shared system message groups before the user's text is compared.
+    system = [{"role": "system", "content": "be brief"}]
+    assert prefix_order([system + user("b"), user("a"), system + user("a")]) == [2, 0, 1]
 
 
 def test_approximate_count_and_shared_prefix():
@@ -68,14 +75,14 @@ def test_tokenizer_from_environment_and_bad_files(monkeypatch, tmp_path, word_to
 def test_plan_counts_samples_tokens_and_what_ordering_saves():
     context = {p: f"{p} context " * 20 for p in ("KRAS", "TP53")}
     texts = [f"{context[p]}gene {g}" for g in ("A", "B", "C") for p in ("KRAS", "TP53")]
-    plan = plan_requests(texts, 3, TokenCounter(None), max_tokens=100, repeated=2)
+    plan = plan_requests([user(t) for t in texts], 3, TokenCounter(None), max_tokens=100, repeated=2)
     assert (plan["requests"], plan["repeated"], plan["samples"]) == (6, 2, 18)
     assert plan["max_completion_tokens"] == 1800
-    assert plan["prompt_tokens"] == sum(-(-len(t) // 4) for t in texts)
-    # Interleaved, consecutive prompts differ from their first character; sorted, each
-    # perturbation's three prompts share its context.
-    assert plan["shared_prefix_tokens_caller_order"] == 0
-    shared = len(context["KRAS"]) + len("gene ")
+    assert plan["prompt_tokens"] == sum(-(-len(f"user\n{t}\n") // 4) for t in texts)
+    # Interleaved, consecutive prompts share only "user\n"; sorted, each perturbation's three
+    # prompts share its context.
+    assert plan["shared_prefix_tokens_caller_order"] == 5 * (len("user\n") // 4)
+    shared = len("user\n") + len(context["KRAS"]) + len("gene ")
     assert plan["shared_prefix_tokens_prefix_order"] == 4 * (shared // 4)
 
 
