@@ -70,6 +70,7 @@ process run_dataset {
     label 'openpert_dataset'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     disk { diskOf(job, task.attempt) }
@@ -94,6 +95,7 @@ process run_method {
     label 'openpert_method'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     disk { diskOf(job, task.attempt) }
@@ -118,6 +120,7 @@ process run_metric {
     label 'openpert_metric'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     disk { diskOf(job, task.attempt) }
@@ -137,7 +140,8 @@ process run_metric {
 }
 
 // Components that talk to a language model: the same, with the API key as a Nextflow secret
-// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives.
+// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives, and in
+// the `llm` base image when params.llm_image names it (vLLM in process on a GPU; docs/llm.md).
 process run_llm_method {
     tag "${job.id}"
     label 'openpert'
@@ -146,6 +150,7 @@ process run_llm_method {
     secret 'OPENPERT_LLM_API_KEY'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     disk { diskOf(job, task.attempt) }
@@ -172,6 +177,7 @@ process run_llm_metric {
     secret 'OPENPERT_LLM_API_KEY'
     container { job.container }
     cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    accelerator { job.gpus }
     memory { memoryOf(job, task.attempt) }
     time { timeOf(job, task.attempt) }
     disk { diskOf(job, task.attempt) }
@@ -206,6 +212,8 @@ workflow {
         sandbox: params.sandbox,
         max_retries: params.max_retries,
         llm: [llm_base_url: params.llm_base_url, llm_model: params.llm_model, llm_backend: params.llm_backend],
+        llm_image: params.llm_image,
+        gpu_accelerator: params.gpu_accelerator,
     ]
 
     def loader_jobs = channel.fromList(params.dataset_jobs ?: [])

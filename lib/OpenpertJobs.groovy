@@ -51,6 +51,24 @@ class OpenpertJobs {
     }
 
     /**
+     * The GPUs a job asks its executor for (Nextflow's `accelerator`): the largest `gpus` of its
+     * component's labels (the `gpu` label is `accelerator = 1`), or null. Only when `enabled` (the
+     * profile's executor schedules accelerators), and never for a language-model component given a
+     * server (`llmBaseUrl`): the server generates, the job only sends prompts.
+     */
+    static Object accelerator(Map job, Map labelResources, Object enabled, Object llmBaseUrl) {
+        if (enabled == null || !enabled.toString().toBoolean())
+            return null
+        if (job.component?.needs_llm && llmBaseUrl != null && llmBaseUrl.toString() != '')
+            return null
+        def gpus = 0L
+        (job.component?.labels ?: []).each { label ->
+            gpus = Math.max(gpus, asLong(((labelResources ?: [:]).get(label) ?: [:]).gpus) ?: 0L)
+        }
+        return gpus > 0 ? gpus : null
+    }
+
+    /**
      * A job's limits on its `attempt`-th try: memory and time grow with the attempt (a job killed
      * for memory or time is retried bigger, as Open Problems does), then memory and cpus are capped
      * at job.caps (the local executor refuses a task bigger than the machine).
@@ -78,7 +96,7 @@ class OpenpertJobs {
     /**
      * A job made ready for a process: its limits, container, where it publishes and the settings
      * of its command, from the run's `options` (outdir, resources, max_cpus, max_memory_mb,
-     * image_tag, openpert, sandbox, max_retries, llm). LLM settings go to LLM components only.
+     * image_tag, openpert, sandbox, max_retries, llm, llm_image, gpu_accelerator). LLM settings go to LLM components only.
      */
     static Map prepare(Map job, Map options) {
         def component = job.component
@@ -87,7 +105,9 @@ class OpenpertJobs {
         return job + [
             limits: resources(component, options.resources),
             caps: [cpus: asLong(options.max_cpus), memory_mb: asLong(options.max_memory_mb)],
-            container: image(component, options.image_tag),
+            // LLM components run in the llm base image when one is named (vLLM in process)
+            container: component.needs_llm && options.llm_image ? options.llm_image.toString() : image(component, options.image_tag),
+            gpus: accelerator(job, options.resources, options.gpu_accelerator, options.llm?.llm_base_url),
             publish_path: "${options.outdir}/${job.publish_dir}".toString(),
             max_retries: asLong(options.max_retries) ?: 0L,
             settings: settings,

@@ -130,11 +130,39 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         missing = [n for n, t in zip(ns.task, tasks) if t is None]
         raise ConfigError(f"{root / 'src'}: no task {', '.join(missing)}; known: {', '.join(t.name for t in discover_tasks(root))}")
     install_signal_handlers()
+    if ns.dry_run:
+        return _dry_run_tasks(ns, tasks)
     if ns.engine == "local" and len(tasks) > 1:
         return _benchmark_tasks_at_once(ns, tasks)
     status = 0
     for task in tasks:
         status = _report_task(ns, task, _benchmark_task(ns, task, several=len(tasks) > 1)) or status
+    return status
+
+
+def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
+    """``benchmark --dry-run``: each task's LLM components counted, not run (engines/dry_run.py)."""
+    from openpert.engines.dry_run import dry_run_benchmark, format_plan_table, llm_component_names
+
+    if ns.engine != "local":
+        raise ConfigError("--dry-run runs the LLM components' prompt code on this machine: use the local engine")
+    status = 0
+    for task in tasks:
+        if not any(llm_component_names(task)):
+            if len(tasks) == 1:
+                raise ConfigError(f"{task.dir}: no component takes --llm_base_url; a dry run has nothing to count")
+            continue
+        out = Path(ns.output) / task.dir.name
+        input_dir = Path(ns.input) / task.dir.name if ns.input is not None and len(tasks) > 1 else ns.input
+        plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, input_dir=input_dir, datasets=ns.datasets,
+                                 methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs,
+                                 progress=False if ns.quiet else None, sandbox=_SANDBOX[ns.sandbox],
+                                 include_large=ns.include_large)
+        print(f"{task.name}: what the LLM components would send ({plan['token_count']}) -> {out / 'llm_plan.json'}")
+        print(format_plan_table(plan["rows"]))
+        for fail in plan["failures"]:
+            print(f"  failed {fail['job_id']}: {fail['reason'][:200]}", file=sys.stderr)
+            status = 1
     return status
 
 
@@ -390,6 +418,12 @@ def build_parser() -> argparse.ArgumentParser:
                          "nextflow.config, e.g. \"--aws_queue my-queue --image_tag 0.1.0-abc1234 -with-report r.html\"")
     p.add_argument("--quiet", action="store_true", help="no progress output (a line per job when stderr is not a terminal)")
     p.add_argument("--sandbox", choices=_SANDBOX, default=None, help=_SANDBOX_HELP.format(what="run each job"))
+    p.add_argument("--dry-run", action="store_true",
+                   help="count, per LLM component and dataset, the prompts, samples and prompt tokens a run would "
+                        "send (nothing is sent; docs/llm.md)")
+    p.add_argument("--tokenizer", metavar="TOKENIZER_JSON",
+                   help="with --dry-run: the model's tokenizer.json to count tokens with (default "
+                        "$OPENPERT_LLM_TOKENIZER, else characters / 4)")
     p.add_argument("--include-large", action="store_true",
                    help="also the datasets marked large (multi-GB downloads; `openpert data list --include-large` shows them)")
 

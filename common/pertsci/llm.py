@@ -11,6 +11,17 @@ One client, :class:`LLMClient`, with two backends:
 ``vllm``
     An in-process ``vllm.LLM`` when the ``vllm`` package is importable. It is
     imported lazily, so the module works without it.
+``dry_run``
+    Nothing is sent: each :meth:`LLMClient.generate` call writes one line to
+    standard error saying what it would send (prompts, samples, prompt
+    tokens, prefix sharing; :mod:`pertsci.llm_plan`) and answers with a
+    placeholder text. The generation cache is neither read nor written.
+    ``openpert benchmark --dry-run`` runs components this way.
+
+Requests are sent in the lexicographic order of their prompts and the answers
+returned in the caller's order: prompts that share a prefix (the same
+perturbation, the same retrieved context) then follow each other, which
+vLLM's automatic prefix caching rewards.
 
 ``backend="auto"`` picks ``vllm`` when a model is given, ``vllm`` is importable
 and no base URL is set; otherwise ``openai``.
@@ -41,6 +52,7 @@ import json
 import logging
 import os
 import random
+import sys
 import threading
 import time
 import urllib.error
@@ -51,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from pertsci.llm_cache import ENV_CACHE, GenerationCache, cache_key, default_cache_dir
+from pertsci.llm_plan import TokenCounter, placeholder_answer, plan_line, plan_requests, prompt_key
 
 __all__ = [
     "SamplingParams",
@@ -71,7 +84,9 @@ ENV_MODEL = "OPENPERT_LLM_MODEL"
 ENV_API_KEY = "OPENPERT_LLM_API_KEY"
 ENV_BACKEND = "OPENPERT_LLM_BACKEND"
 
-BACKENDS = ("auto", "openai", "vllm")
+BACKENDS = ("auto", "openai", "vllm", "dry_run")
+#: Model name of a dry run given none (it only enters the log lines).
+DRY_RUN_MODEL = "dry-run"
 
 #: The counters of :attr:`LLMClient.stats`:
 #:
@@ -255,7 +270,7 @@ class LLMClient:
         model, the first model listed by ``GET {base_url}/models`` is used.
     api_key : str, optional
         Sent as ``Authorization: Bearer``. Default ``$OPENPERT_LLM_API_KEY``.
-    backend : {"auto", "openai", "vllm"}, optional
+    backend : {"auto", "openai", "vllm", "dry_run"}, optional
         Default ``$OPENPERT_LLM_BACKEND`` or ``"auto"``.
     cache_dir : path or None, optional
         Generation cache. Default ``$OPENPERT_LLM_CACHE`` or
@@ -337,12 +352,18 @@ class LLMClient:
         self._rng = random.Random(retry_seed)
         self._lock = threading.Lock()
         self._vllm_llm = None
+        # A dry run's prompts already "sent" (cache keys), and how it counts their tokens.
+        self._dry_run_sent: set[str] = set()
+        self._token_counter: TokenCounter | None = None
         #: Counters of what this client did (see :data:`STATS_KEYS`).
         self.stats = dict.fromkeys(STATS_KEYS, 0)
 
     # -- configuration -----------------------------------------------------
 
     def _resolve_backend(self, requested: str) -> str:
+        if requested == "dry_run":
+            self.model = self.model or DRY_RUN_MODEL
+            return "dry_run"
         if requested == "openai":
             if self.base_url is None:
                 raise LLMConfigError(
@@ -424,6 +445,8 @@ class LLMClient:
         if not conversations:
             return []
         model = self.resolved_model()
+        if self.backend == "dry_run":
+            return self._dry_run(conversations, sampling, model)
         with self._lock:
             self.stats["prompts"] += len(conversations)
             self.stats["samples"] += len(conversations) * sampling.n
@@ -447,7 +470,8 @@ class LLMClient:
         else:
             todo = {str(i): [i] for i in range(len(conversations))}
 
-        pending = list(todo.items())
+        # Prompts sharing a prefix are sent together (and answers put back by index).
+        pending = sorted(todo.items(), key=lambda item: prompt_key(conversations[item[1][0]]))
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
             texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
@@ -463,6 +487,29 @@ class LLMClient:
     def generate_one(self, prompt: Prompt, sampling: SamplingParams | None = None) -> list[str]:
         """:meth:`generate` for one prompt: its list of ``n`` texts."""
         return self.generate([prompt], sampling)[0]
+
+    def _dry_run(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams,
+                 model: str) -> list[list[str]]:
+        """Log what :meth:`generate` would send and answer every prompt with a placeholder.
+
+        A prompt repeated within or across calls is counted once, as the cache of a real run
+        would send it once.
+        """
+        if self._token_counter is None:
+            self._token_counter = TokenCounter()
+        sent, answers, repeated = [], [], 0
+        for messages in conversations:
+            key = cache_key(model, messages, sampling.to_key_dict())
+            answers.append([placeholder_answer(prompt=key)] * sampling.n)
+            if key in self._dry_run_sent:
+                repeated += 1
+                continue
+            self._dry_run_sent.add(key)
+            sent.append(messages)
+        record = plan_requests(sent, sampling.n, self._token_counter, max_tokens=sampling.max_tokens,
+                               repeated=repeated)
+        print(plan_line(record), file=sys.stderr, flush=True)
+        return answers
 
     # -- backends ----------------------------------------------------------
 

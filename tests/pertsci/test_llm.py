@@ -360,3 +360,69 @@ def test_vllm_backend_counts_token_ids(monkeypatch):
     client = LLMClient(model="/models/tiny", cache_dir=None)
     client.generate(["a", "b"], SamplingParams(n=3))
     assert (client.stats["requests"], client.stats["prompt_tokens"], client.stats["completion_tokens"]) == (1, 8, 12)
+
+
+def test_prompts_sharing_a_prefix_are_sent_together_and_answered_in_order():
+    # Two perturbations' questions interleaved, as a component builds them item by item.
+    prompts = [f"Perturbation {p}. Context of {p}: {p * 200}. Gene {g}?" for g in "XYZ" for p in ("KRAS", "TP53")]
+    with OpenAIStubServer() as server:
+        out = fast_client(server, max_concurrency=1).generate(prompts, SamplingParams(n=1))
+    assert out == [[f"echo: {p}"] for p in prompts]
+    sent = [r["messages"][-1]["content"] for r in server.requests]
+    assert sent == sorted(prompts)
+    # The three KRAS questions first, then the three TP53 ones: each group shares its long context.
+    assert [s.split(".")[0] for s in sent] == ["Perturbation KRAS"] * 3 + ["Perturbation TP53"] * 3
+
+
+def test_ordering_keeps_deduplicated_answers_in_place(tmp_path):
+    prompts = ["b question", "a question", "b question", "c question", "a question"]
+    with OpenAIStubServer(lambda req: req["messages"][-1]["content"].upper()) as server:
+        out = fast_client(server, cache_dir=tmp_path, max_concurrency=1).generate(prompts)
+    assert out == [[p.upper()] for p in prompts]
+    assert [r["messages"][-1]["content"] for r in server.requests] == ["a question", "b question", "c question"]
+
+
+def test_dry_run_sends_nothing_and_logs_its_plan(monkeypatch, tmp_path, capsys):
+    from pertsci.llm_plan import PLAN_MARK
+
+    monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENPERT_LLM_DRY_RUN_ANSWER_CHARS", "40")
+    client = LLMClient(backend="dry_run")
+    sampling = SamplingParams(n=3, max_tokens=10)
+    out = client.generate(["q1 " * 10, "q2 " * 10, "q1 " * 10], sampling)
+    again = client.generate(["q2 " * 10, "q3"], sampling)
+    assert [len(samples) for samples in out + again] == [3] * 5
+    assert all(len(text) == 40 for samples in out + again for text in samples)
+    first, second = [json.loads(line[len(PLAN_MARK):]) for line in capsys.readouterr().err.splitlines()
+                     if line.startswith(PLAN_MARK)]
+    # Repeats within and across calls count once, as the cache of a real run would send them once.
+    assert (first["requests"], first["repeated"], first["samples"]) == (2, 1, 6)
+    assert (second["requests"], second["repeated"], second["samples"]) == (1, 1, 3)
+    # "user\nq1 q1 ... \n" is 36 characters: 9 tokens by the characters / 4 approximation.
+    assert first["prompt_tokens"] == 18 and first["max_completion_tokens"] == 60
+    assert not (tmp_path / "cache").exists()
+
+
+def test_dry_run_keeps_prompts_built_only_from_answers_apart(capsys):
+    # A question naming no gene, only its summaries (PerturbQA's No-CoT prompt), must not collapse.
+    from pertsci.llm_plan import PLAN_MARK
+
+    client = LLMClient(backend="dry_run", cache_dir=None)
+    summaries = client.generate(["Summarise KRAS.", "Summarise TP53."], SamplingParams(n=1))
+    client.generate([f"Given: {s[0]} Is the gene essential?" for s in summaries], SamplingParams(n=3))
+    plans = [json.loads(line[len(PLAN_MARK):]) for line in capsys.readouterr().err.splitlines()
+             if line.startswith(PLAN_MARK)]
+    assert [(p["requests"], p["repeated"], p["samples"]) for p in plans] == [(2, 0, 2), (2, 0, 6)]
+
+
+def test_in_process_vllm_generates(monkeypatch):
+    import os
+
+    pytest.importorskip("vllm", reason="vLLM is not installed here: it needs CUDA and a GPU (pip install -e '.[llm]' on one)")
+    model = os.environ.get("OPENPERT_TEST_VLLM_MODEL")
+    if not model:
+        pytest.skip("set OPENPERT_TEST_VLLM_MODEL to a small local model to generate with vLLM in process")
+    client = LLMClient(model=model, backend="vllm", cache_dir=None)
+    out = client.generate(["Answer yes.", "Answer no."], SamplingParams(n=2, max_tokens=8, temperature=0, seed=0))
+    assert [len(samples) for samples in out] == [2, 2]
+    assert all(isinstance(text, str) and text for samples in out for text in samples)

@@ -61,6 +61,7 @@ from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component, sandbox_mode
 from openpert.run.process import Limits, kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
+from openpert.run.sandbox import needs_llm
 
 #: Bytes of a job's output kept at the start and at the end of its published log (the rest is left out).
 LOG_HEAD_BYTES = 512 * 1024
@@ -125,6 +126,38 @@ def machine_share(limits: Limits, jobs: int, cores: int | None = None) -> Limits
     cores = len(os.sched_getaffinity(0)) if cores is None else int(cores)
     share = max(1, cores // max(1, int(jobs)))
     return dataclasses.replace(limits, cpus=min(limits.cpus, share) if limits.cpus else share)
+
+
+def visible_gpus(env: dict[str, str] | None = None, dev: Path = Path("/dev")) -> int:
+    """How many GPUs a job here could use: NVIDIA device files, narrowed by ``CUDA_VISIBLE_DEVICES``."""
+    env = os.environ if env is None else env
+    devices = [p for p in dev.glob("nvidia*") if p.name[len("nvidia"):].isdigit()]
+    chosen = env.get("CUDA_VISIBLE_DEVICES")
+    if chosen is None:
+        return len(devices)
+    named = [d for d in chosen.split(",") if d.strip() and not d.strip().startswith("-")]
+    return min(len(devices), len(named))
+
+
+def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: dict[str, str] | None = None,
+               visible: int | None = None) -> str:
+    """What the local engine says before running a job whose labels ask for GPUs ("" when nothing).
+
+    The job runs in any case: the local engine reserves no GPU, it runs a gpu job as any other.
+    An LLM component with a server configured (``OPENPERT_LLM_BASE_URL``), or in a dry run, uses
+    no GPU of its own, so nothing is said; otherwise a machine showing fewer GPUs than asked is
+    named, since in-process vLLM will then fail (and the failure is recorded as the job's).
+    """
+    if not gpus:
+        return ""
+    env = os.environ if env is None else env
+    if needs_llm and (env.get("OPENPERT_LLM_BASE_URL") or env.get("OPENPERT_LLM_BACKEND", "").lower() == "dry_run"):
+        return ""
+    visible = visible_gpus(env) if visible is None else visible
+    if visible >= gpus:
+        return ""
+    return (f"{job_id} asks for {gpus} GPU(s) and this machine shows {visible}: it runs anyway; in-process generation "
+            "(vLLM) needs one, a server does not (set OPENPERT_LLM_BASE_URL, docs/llm.md)")
 
 
 class LocalEngine:
@@ -220,6 +253,10 @@ class LocalEngine:
             if why:
                 note = f"re-running {job.job_id}: {why}".replace(f"{self.outdir}/", "")
                 self._notice(note)
+        notice = gpu_notice(job.job_id, job.limits.gpus, needs_llm=needs_llm(job.config))
+        if notice:
+            self._notice(notice)
+            note = f"{note}\n{notice}".strip()
         attempt = job_dir / f"attempt-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         out_dir = attempt / "out"
         args: dict[str, Any] = {name: str(path) for name, path in job.inputs.items()}

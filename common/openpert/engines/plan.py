@@ -50,14 +50,16 @@ def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *,
         if label not in resources:
             raise ConfigError(f"{where}: unknown resource label {label!r}; known: {sorted(resources)}")
         values.update(resources[label])
-    cpus = values.get("cpus")
+    cpus, gpus = values.get("cpus"), values.get("gpus")
     return Limits(time_s=values.get("time_s"), memory_mb=values.get("memory_mb"), cpus=int(cpus) if cpus else None,
-                  processes=DEFAULT_PROCESSES, disk_mb=values.get("disk_mb", DEFAULT_DISK_MB))
+                  processes=DEFAULT_PROCESSES, disk_mb=values.get("disk_mb", DEFAULT_DISK_MB),
+                  gpus=int(gpus) if gpus else None)
 
 
 def llm_configured() -> bool:
-    """Whether the environment names a language model for LLM components to use."""
-    return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL"))
+    """Whether the environment names a language model for LLM components to use (or asks for a dry run)."""
+    return bool(os.environ.get("OPENPERT_LLM_BASE_URL") or os.environ.get("OPENPERT_LLM_MODEL")
+                or os.environ.get("OPENPERT_LLM_BACKEND", "").lower() == "dry_run")
 
 
 def _component_image(config: ComponentConfig) -> str:

@@ -1,4 +1,4 @@
-"""Resource labels of ``_viash.yaml``: Nextflow directives turned into time, memory, CPU and disk limits.
+"""Resource labels of ``_viash.yaml``: Nextflow directives turned into time, memory, CPU, disk and GPU limits.
 
 ``config_mods`` of ``_viash.yaml`` map each label (``lowmem``, ``midtime``, ``lowdisk``...) to
 Nextflow directives (``memory = 4.GB``, ``time = '1h'``, ``disk = 2.GB``...). Both engines read them
@@ -64,15 +64,15 @@ def parse_resource_directive(text: str) -> dict[str, int]:
     Parameters
     ----------
     text
-        ``"memory = 4.GB"``, ``"disk = 2.GB"``, ``"cpus = 2"`` or ``"time = 10.m"``. Memory and
-        disk accept the units B, KB, MB, GB, TB and PB (powers of 1024, as Nextflow); time accepts
-        ms, s, m, h and d (and their long forms). ``4.GB``, ``4 GB``, ``4GB`` and ``'4 GB'`` are
-        all read alike.
+        ``"memory = 4.GB"``, ``"disk = 2.GB"``, ``"cpus = 2"``, ``"time = 10.m"`` or
+        ``"accelerator = 1"`` (GPUs). Memory and disk accept the units B, KB, MB, GB, TB and PB
+        (powers of 1024, as Nextflow); time accepts ms, s, m, h and d (and their long forms).
+        ``4.GB``, ``4 GB``, ``4GB`` and ``'4 GB'`` are all read alike.
 
     Returns
     -------
-    ``{"memory_mb": int}``, ``{"disk_mb": int}`` (rounded up to whole MB), ``{"cpus": int}`` or
-    ``{"time_s": int}`` (rounded up to whole seconds).
+    ``{"memory_mb": int}``, ``{"disk_mb": int}`` (rounded up to whole MB), ``{"cpus": int}``,
+    ``{"time_s": int}`` (rounded up to whole seconds) or ``{"gpus": int}``.
 
     Raises
     ------
@@ -83,12 +83,12 @@ def parse_resource_directive(text: str) -> dict[str, int]:
     name, value = name.strip(), value.strip().strip("'\"").strip()
     if not sep or not name or not value:
         raise ValueError(f"expected '<directive> = <value>', got {text!r}")
-    if name == "cpus":
+    if name in ("cpus", "accelerator"):
         if not re.fullmatch(r"\d+", value) or int(value) < 1:
-            raise ValueError(f"cpus must be a positive integer, got {value!r}")
-        return {"cpus": int(value)}
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        return {"cpus" if name == "cpus" else "gpus": int(value)}
     if name not in ("memory", "disk", "time"):
-        raise ValueError(f"unknown resource directive {name!r} (expected memory, disk, cpus or time)")
+        raise ValueError(f"unknown resource directive {name!r} (expected memory, disk, cpus, time or accelerator)")
     match = _QUANTITY.match(value)
     if match is None:
         raise ValueError(f"cannot read {name} value {value!r} (expected e.g. '4.GB' or '10.m')")
@@ -125,7 +125,7 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
 
     Returns
     -------
-    Label -> ``{"memory_mb": int}``, ``{"disk_mb": int}``, ``{"cpus": int}`` or ``{"time_s": int}``.
+    Label -> ``{"memory_mb": int}``, ``{"disk_mb": int}``, ``{"cpus": int}``, ``{"time_s": int}`` or ``{"gpus": int}``.
 
     Raises
     ------

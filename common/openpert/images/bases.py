@@ -26,6 +26,9 @@ TEST_REQUIREMENTS = "test_requirements.txt"
 
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(?P<image>\S+)(?:\s+AS\s+\S+)?\s*$", re.IGNORECASE | re.MULTILINE)
 _PYTHON_IMAGE = re.compile(r"^(?:docker\.io/)?(?:library/)?python:(?P<major>\d+)\.(?P<minor>\d+)")
+#: How a chain that starts from another public image (``vllm/vllm-openai``) states its Python.
+_PYTHON_LABEL = re.compile(r"""^\s*LABEL\s+org\.openpert\.python\s*=\s*["']?(?P<major>\d+)\.(?P<minor>\d+)["']?\s*$""",
+                           re.MULTILINE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,16 +138,20 @@ def base_chain(root: str | Path, name: str) -> list[BaseImage]:
 def python_version(root: str | Path, name: str) -> tuple[int, int]:
     """The Python (major, minor) of a base image: the version tag of its chain's ``python:`` image.
 
+    A chain starting from another public image (the ``llm`` image from ``vllm/vllm-openai``) states
+    it in its first Dockerfile: ``LABEL org.openpert.python="3.12"``.
+
     Raises
     ------
     ImageError
         When the chain does not start from an official ``python:<X.Y...>`` image.
     """
     first = base_chain(root, name)[0]
-    match = _PYTHON_IMAGE.match(first.from_image)
+    match = _PYTHON_IMAGE.match(first.from_image) or _PYTHON_LABEL.search(first.dockerfile.read_text())
     if not match:
         raise ImageError(f"{first.dockerfile}: FROM {first.from_image}: the first image of a chain must be an official "
-                         "python:<X.Y...> image, whose version the image environments use")
+                         "python:<X.Y...> image, whose version the image environments use, or the Dockerfile must "
+                         'state the Python of the image it starts from (LABEL org.openpert.python="3.12")')
     return int(match.group("major")), int(match.group("minor"))
 
 

@@ -429,7 +429,8 @@ def run_component(
             except OSError as err:
                 return failed(EXIT_INVALID, f"{llm_cache}: cannot create the LLM generation cache: {err}")
             box.writable[sandboxing.LLM_CACHE_DIR] = llm_cache
-        box.shared += sandboxing.local_model_paths(par.get("llm_model"), os.environ.get("OPENPERT_LLM_MODEL"))
+        box.shared += sandboxing.local_model_paths(par.get("llm_model"), os.environ.get("OPENPERT_LLM_MODEL"),
+                                                    os.environ.get("OPENPERT_LLM_TOKENIZER"))
         if par.get("llm_cache_dir") is not None:
             # An explicit folder is bound at the sandbox's cache path; "none" stays "none".
             script_par["llm_cache_dir"] = str(sandboxing.LLM_CACHE_DIR) if llm_cache is not None else par["llm_cache_dir"]

@@ -68,6 +68,8 @@ class Limits:
     cpus: int | None = None
     processes: int | None = None
     disk_mb: float | None = None
+    #: GPUs asked for (the ``gpu`` label); the local engine does not reserve them, it only checks.
+    gpus: int | None = None
 
 
 class _ExitWaiter:

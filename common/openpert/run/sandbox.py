@@ -149,7 +149,9 @@ SCIENCE_PACKAGES = ("pertsci",)
 #: Thread-count variables of numerical libraries: the host's value, else the job's CPU count.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 #: Settings of :mod:`pertsci.llm` passed to LLM components (the cache is handled on its own).
-LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_API_KEY", "OPENPERT_LLM_BACKEND")
+LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_API_KEY", "OPENPERT_LLM_BACKEND",
+                 # a dry run's token counting (pertsci.llm_plan); the tokenizer file is bound read-only
+                 "OPENPERT_LLM_TOKENIZER", "OPENPERT_LLM_DRY_RUN_ANSWER_CHARS")
 #: Values of ``--llm_cache_dir`` that disable the cache (as in :func:`pertsci.llm.client_from_arguments`).
 LLM_CACHE_DISABLED = {"none", "off", "false", "no", "0", "disabled"}
 #: Files and folders of ``/etc`` a program may need; nothing else of ``/etc`` is shown.
@@ -424,7 +426,7 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
 
 
 def local_model_paths(*values: str | None) -> list[Path]:
-    """The values (``--llm_model``, ``$OPENPERT_LLM_MODEL``) that name an existing local path.
+    """The values (``--llm_model``, ``$OPENPERT_LLM_MODEL``, ``$OPENPERT_LLM_TOKENIZER``) that name an existing local path.
 
     In-process vLLM loads a model from a folder named by its path; the sandbox binds it read-only at
     that path. Hub ids (``org/model``) are no paths and are left alone.

@@ -415,3 +415,28 @@ def test_several_tasks_share_the_job_slots_and_report_in_order(project_copy, tmp
     second = json.loads((tmp_path / "out" / "tiny2" / "results.json").read_text())
     assert [(s["method_id"], s["metric_id"], s["raw"]) for s in first["scores"]] == \
            [(s["method_id"], s["metric_id"], s["raw"]) for s in second["scores"]]
+
+
+def test_visible_gpus_reads_device_files_and_cuda_visible_devices(tmp_path):
+    from openpert.engines.local import visible_gpus
+
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    assert visible_gpus({}, dev=tmp_path) == 2
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "1"}, dev=tmp_path) == 1
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": ""}, dev=tmp_path) == 0
+    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, dev=tmp_path) == 0
+    assert visible_gpus({}, dev=tmp_path / "none") == 0
+
+
+def test_a_gpu_job_without_a_gpu_runs_with_a_notice_unless_a_server_generates():
+    from openpert.engines.local import gpu_notice
+
+    said = gpu_notice("d/summer", 1, needs_llm=True, env={}, visible=0)
+    assert "d/summer asks for 1 GPU(s) and this machine shows 0: it runs anyway" in said
+    assert gpu_notice("d/summer", 1, needs_llm=True, env={"OPENPERT_LLM_BASE_URL": "http://127.0.0.1:8000/v1"},
+                      visible=0) == ""
+    assert gpu_notice("d/summer", 1, needs_llm=True, env={"OPENPERT_LLM_BACKEND": "dry_run"}, visible=0) == ""
+    assert gpu_notice("d/torch_fit", 1, needs_llm=False, env={"OPENPERT_LLM_BASE_URL": "http://x/v1"}, visible=0) != ""
+    assert gpu_notice("d/summer", 1, needs_llm=True, env={}, visible=1) == ""
+    assert gpu_notice("d/m", None, needs_llm=False, env={}, visible=0) == ""

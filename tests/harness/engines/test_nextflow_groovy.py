@@ -171,6 +171,22 @@ def test_resources_come_from_the_labels_and_scale_with_the_attempt(tmp_path):
     assert got == [mirror.FUNCTIONS[fn](*args) for fn, args in calls]
 
 
+def test_accelerator_from_the_gpu_label_where_the_profile_schedules_gpus(tmp_path):
+    table = parse_label_resources(ROOT / "_viash.yaml")
+    assert table["gpu"] == {"gpus": 1}
+    llm = {"component": {"labels": ["midmem", "gpu"], "needs_llm": True}}
+    plain = {"component": {"labels": ["midmem"], "needs_llm": False}}
+    two = {"component": {"labels": ["gpu", "two"], "needs_llm": False}}
+    calls = [("accelerator", [llm, table, True, None]), ("accelerator", [llm, table, "false", None]),
+             ("accelerator", [llm, table, True, "http://vllm:8000/v1"]), ("accelerator", [plain, table, True, None]),
+             ("accelerator", [two, {**table, "two": {"gpus": 2}}, "true", "http://x/v1"]),
+             ("accelerator", [llm, table, None, ""])]  # fmt: skip
+    got = [r["value"] for r in call_jobs(calls, tmp_path)]
+    # In process on a GPU executor: one GPU; off, or with a server generating: none.
+    assert got == [1, None, None, None, 2, None]
+    assert got == [mirror.FUNCTIONS[fn](*args) for fn, args in calls]
+
+
 def test_wiring_by_format_and_its_error(tmp_path):
     metric = {"config": "/x/metrics/m/config.vsh.yaml", "inputs": {"input_solution": "file_solution", "input_prediction": "file_prediction"}}
     calls = [("wire", ["d/m/x", metric, {"file_prediction": "pred.h5ad"}, {"file_solution": "sol.h5ad", "file_prediction": "no.h5ad"}]),

@@ -45,6 +45,7 @@ def test_parse_label_resources_reads_the_repository_labels():
         "lowdisk": {"disk_mb": 2048},
         "middisk": {"disk_mb": 20480},
         "highdisk": {"disk_mb": 204800},
+        "gpu": {"gpus": 1},
     }
 
 
@@ -131,5 +132,8 @@ def test_parse_resource_directive():
     assert parse_resource_directive("time = 1.h") == {"time_s": 3600}
     assert parse_resource_directive("time = '90 min'") == {"time_s": 5400}
     assert parse_resource_directive("cpus = 4") == {"cpus": 4}
+    assert parse_resource_directive("accelerator = 2") == {"gpus": 2}
+    with pytest.raises(ValueError, match="accelerator must be a positive integer"):
+        parse_resource_directive("accelerator = 0")
 
 

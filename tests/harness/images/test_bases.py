@@ -61,3 +61,20 @@ def test_the_python_version_comes_from_the_first_image_of_the_chain(demo_project
     (demo_project / "docker" / "core" / "Dockerfile").write_text("FROM debian:bookworm-slim\n")
     with pytest.raises(ImageError, match=r"docker/core/Dockerfile: FROM debian:bookworm-slim: .*official python"):
         python_version(demo_project, "ml")
+    # Another public image may start a chain when its Dockerfile states the image's Python.
+    (demo_project / "docker" / "core" / "Dockerfile").write_text('FROM debian:bookworm-slim\nLABEL org.openpert.python="3.12"\n')
+    assert python_version(demo_project, "ml") == (3, 12)
+
+
+def test_the_llm_image_starts_from_vllms_image_at_the_version_the_llm_extra_pins():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (vllm,) = [r for r in extras["llm"] if r.startswith("vllm")]
+    version = vllm.removeprefix("vllm==")
+    llm = base_images(ROOT)["llm"]
+    assert llm.parent is None and llm.from_image == f"vllm/vllm-openai:v{version}"
+    assert python_version(ROOT, "llm") == (3, 12)
+    # vLLM is built on one torch: the llm extra must pin the one the other extras pin.
+    torch = {r for extra in ("ml", "text", "llm") for r in extras[extra] if r.startswith("torch")}
+    assert len(torch) == 1, torch

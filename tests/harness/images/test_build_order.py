@@ -74,9 +74,9 @@ def test_the_build_order_as_tsv_json_and_text(demo_project, component_writer, tm
     assert text.endswith("5 images: 2 base, 3 components\n")
 
 
-def test_the_repository_builds_its_three_base_images_then_every_component(tmp_path):
+def test_the_repository_builds_its_four_base_images_then_every_component(tmp_path):
     steps = build_order(ROOT, tag="0.0.0-test", out_dir=tmp_path)
-    assert [str(s.image) for s in steps[:3]] == [f"ghcr.io/openpert/{b}:0.0.0-test" for b in ("core", "ml", "text")]
-    components = steps[3:]
+    assert [str(s.image) for s in steps[:4]] == [f"ghcr.io/openpert/{b}:0.0.0-test" for b in ("core", "llm", "ml", "text")]
+    components = steps[4:]
     assert components and all(s.kind == "component" for s in components)
     assert len(components) == len({s.image for s in components}), "one image per component"

@@ -93,7 +93,7 @@ def test_pinning_a_package_that_is_not_installed_is_an_error():
 # --- the repository's files ----------------------------------------------------------------------------
 def test_every_base_image_of_the_repository_has_a_pinned_requirement_file_without_conflicts():
     bases = base_images(ROOT)
-    assert list(bases) == ["core", "ml", "text"]
+    assert list(bases) == ["core", "llm", "ml", "text"]
     for name in bases:
         files = [b.requirements() for b in base_chain(ROOT, name)]
         merge_pins([*files, tool_requirements(ROOT)])

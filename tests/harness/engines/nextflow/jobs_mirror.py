@@ -49,6 +49,18 @@ def resources(component: dict, label_resources: dict | None) -> dict:
             "time_s": as_long(limits.get("time_s")), "disk_mb": as_long(limits.get("disk_mb"))}
 
 
+def accelerator(job: dict, label_resources: dict | None, enabled: Any, llm_base_url: Any) -> int | None:
+    # Groovy's String.toBoolean(): "true", "y" or "1", in any case, around spaces.
+    if enabled is None or str(enabled).strip().lower() not in ("true", "y", "1"):
+        return None
+    component = job.get("component") or {}
+    if component.get("needs_llm") and llm_base_url not in (None, ""):
+        return None
+    gpus = max([as_long(((label_resources or {}).get(label) or {}).get("gpus")) or 0
+                for label in component.get("labels") or []] + [0])
+    return gpus or None
+
+
 def attempt_limits(job: dict, attempt: Any) -> dict:
     times = max(1, as_long(attempt) or 1)
     base = job.get("limits") or {}
@@ -87,7 +99,10 @@ def prepare(job: dict, options: dict) -> dict:
     return {**job,
             "limits": resources(component, options.get("resources")),
             "caps": {"cpus": as_long(options.get("max_cpus")), "memory_mb": as_long(options.get("max_memory_mb"))},
-            "container": image(component, options.get("image_tag")),
+            "container": (groovy_str(options["llm_image"]) if component.get("needs_llm") and options.get("llm_image")
+                          else image(component, options.get("image_tag"))),
+            "gpus": accelerator(job, options.get("resources"), options.get("gpu_accelerator"),
+                                (options.get("llm") or {}).get("llm_base_url")),
             "publish_path": f"{groovy_str(options.get('outdir'))}/{job['publish_dir']}",
             "max_retries": as_long(options.get("max_retries")) or 0,
             "settings": settings}
@@ -213,6 +228,7 @@ def task_script(job: dict, staged: list, attempt: Any) -> str:
 #: Groovy name -> mirror, for the tests that compare them.
 FUNCTIONS = {
     "shellQuote": shell_quote, "asLong": as_long, "sortedKeys": sorted_keys, "resources": resources, "attemptLimits": attempt_limits,
+    "accelerator": accelerator,
     "image": image, "prepare": prepare, "seedVariants": seed_variants, "wire": wire, "datasetJob": dataset_job,
     "methodJobs": method_jobs, "metricJob": metric_job, "fileName": file_name, "outputsByFormat": outputs_by_format,
     "commandWords": command_words, "taskScript": task_script,

@@ -1,0 +1,98 @@
+"""Tests of openpert.engines.dry_run: LLM components counted, not run, on the fixture task."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import anndata as ad
+import pytest
+
+from openpert.config.viash import ConfigError
+from openpert.engines.dry_run import (
+    DRY_RUN_DIR,
+    PLAN_MARK,
+    dry_run_benchmark,
+    dry_run_environment,
+    format_plan_table,
+    llm_component_names,
+    read_plan_lines,
+    summarise_plans,
+)
+from pertsci import llm_plan
+from pertsci.llm_plan import plan_line
+
+PROMPT = "user\nGive one number for {rows} rows.\n"
+
+
+def test_llm_components_are_found_by_their_argument(tiny_task):
+    methods, metrics = llm_component_names(tiny_task)
+    assert methods == ["llm_constant"] and metrics == []
+
+
+def test_dry_run_counts_the_prompt_and_sends_nothing(tiny_task, tiny_project, tmp_path, monkeypatch):
+    # A configured server must not be asked: port 9 (discard) would make a real request fail.
+    monkeypatch.setenv("OPENPERT_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("OPENPERT_LLM_BACKEND", raising=False)
+    monkeypatch.delenv("OPENPERT_LLM_TOKENIZER", raising=False)
+    out = tmp_path / "tiny"
+    plan = dry_run_benchmark(tiny_task, out, input_dir=tiny_project / "resources_test" / "tiny", progress=False,
+                             sandbox=False)
+    assert json.loads((out / "llm_plan.json").read_text()) == plan
+    assert (out / DRY_RUN_DIR / "results.json").is_file() and not (out / "results.json").exists()
+    (row,) = plan["rows"]
+    rows = int(ad.read_h5ad(tiny_project / "resources_test" / "tiny" / "syn" / "test.h5ad").n_obs)
+    assert (row["component"], row["dataset_id"], row["method_id"], row["jobs"]) == ("llm_constant", "syn", None, 1)
+    assert (row["requests"], row["samples"], row["max_completion_tokens"]) == (1, 1, 1024)
+    assert row["prompt_tokens"] == math.ceil(len(PROMPT.format(rows=rows)) / 4)
+    assert "characters / 4" in plan["token_count"]
+    # The method cannot read a number in the placeholder: it fails after its one call, and says so.
+    assert row["status"] == ["failed"] and plan["failures"][0]["job_id"] == "syn/llm_constant"
+    assert "+ a job stopped before its last call" in format_plan_table(plan["rows"])
+    # The environment is the caller's again.
+    assert os.environ["OPENPERT_LLM_BASE_URL"] == "http://127.0.0.1:9/v1" and "OPENPERT_LLM_BACKEND" not in os.environ
+
+
+def test_a_task_without_llm_components_is_refused(tiny_task, tmp_path, monkeypatch):
+    monkeypatch.setattr("openpert.engines.dry_run.llm_component_names", lambda task: ([], []))
+    with pytest.raises(ConfigError, match="no component takes --llm_base_url"):
+        dry_run_benchmark(tiny_task, tmp_path)
+
+
+def test_the_harness_reads_the_lines_the_science_library_writes():
+    record = {"requests": 2, "samples": 6}
+    assert PLAN_MARK == llm_plan.PLAN_MARK
+    assert read_plan_lines(["other output", plan_line(record), "more"]) == [record]
+    with pytest.raises(ValueError, match="job.log:1: a dry-run plan line that is not JSON"):
+        read_plan_lines([PLAN_MARK + "{oops"], where="job.log")
+    with pytest.raises(ValueError, match="must hold a JSON object"):
+        read_plan_lines([PLAN_MARK + json.dumps([1])])
+
+
+def test_environment_with_a_bad_tokenizer_fails_before_any_job(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no tokenizer file"), dry_run_environment(tmp_path / "none.json"):
+        pass
+
+
+def test_plans_sum_over_calls_and_seeds_per_judged_method(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    call = {"requests": 3, "repeated": 1, "samples": 9, "prompt_tokens": 300, "max_completion_tokens": 900,
+            "shared_prefix_tokens_caller_order": 10, "shared_prefix_tokens_prefix_order": 40, "token_count": "x"}
+    for job in ("d/m@seed1", "d/m@seed2", "d/a/judge", "d/b/judge"):
+        (logs / f"{job}.log").parent.mkdir(parents=True, exist_ok=True)
+        (logs / f"{job}.log").write_text(f"noise\n{plan_line(call)}\n{plan_line(call)}\n")
+    results = {"resources": [
+        {"job_id": "d/m@seed1", "stage": "method", "component": "m", "dataset_id": "d", "method_id": "m", "status": "succeeded"},
+        {"job_id": "d/m@seed2", "stage": "method", "component": "m", "dataset_id": "d", "method_id": "m", "status": "succeeded"},
+        {"job_id": "d/a/judge", "stage": "metric", "component": "judge", "dataset_id": "d", "method_id": "a", "status": "succeeded"},
+        {"job_id": "d/b/judge", "stage": "metric", "component": "judge", "dataset_id": "d", "method_id": "b", "status": "failed"},
+    ]}
+    rows = summarise_plans(results, tmp_path)
+    assert [(r["component"], r["method_id"], r["jobs"]) for r in rows] == [("judge", "a", 1), ("judge", "b", 1), ("m", None, 2)]
+    method = rows[2]
+    assert (method["requests"], method["samples"], method["prompt_tokens"]) == (12, 36, 1200)
+    assert (method["shared_prefix_tokens_caller_order"], method["shared_prefix_tokens_prefix_order"]) == (40, 160)
+    table = format_plan_table(rows)
+    assert "1,200" in table and table.count("+") == 5  # the failed judge's four summed counts, and the note
