@@ -35,7 +35,7 @@ from openpert.report.formatting import (  # noqa: E402
     format_value,
     value_kind,
 )
-from openpert.report.leaderboards import TIERS, method_tests, tier_of  # noqa: E402
+from openpert.report.leaderboards import TIERS, headline_tested_pairs, method_tests, tier_of  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
 from openpert.report.task_results import TaskResults  # noqa: E402
 
@@ -379,7 +379,9 @@ def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
         tier = next(k for k in band.classes() if k.startswith("tier-"))[5:]
         assert heading.startswith(titles[tier].upper()) or heading.startswith(titles[tier])
         for m in members:
-            assert tier_of(method_tests(results, m)) == tier
+            # Groups come from the headline tests only: a diagnostic metric does not rank.
+            counted = set(headline_tested_pairs(results))
+            assert tier_of([t for t in method_tests(results, m) if (t.dataset_id, t.metric_id) in counted]) == tier
         ranks = [int(norm(rows[m][0].find("span", class_="rk").text())) for m in members]
         assert ranks == sorted(ranks)
         seen.update(members)
@@ -692,9 +694,13 @@ def test_skipped_components_are_listed(tmp_path: Path) -> None:
 
 def test_markdown_in_descriptions_is_rendered_safely(site: Site) -> None:
     doc = site.task_page()
-    about = doc.find("section", id="about").find("div", class_="md")
+    about = doc.find("section", id="about")
+    # A lead line (the description's first paragraph); the rest is collapsed under "More about the task".
+    lead, rest = about.find_all("div", class_="md")[:2]
+    assert norm(lead.text()).startswith("Given a perturbation") and lead.find_all("ul") == []
+    assert rest.find_all("ul") and about.find_all("details", class_="about-more")
     assert norm(about.find("strong").text()) == "perturbation"
-    assert [norm(c.text()) for c in about.find_all("code")] == ["de", "dir"]
+    assert [norm(c.text()) for c in rest.find_all("code")] == ["de", "dir"]
     assert len(about.find("ul").find_all("li")) == 2
     assert about.find("a", href="https://doi.org/10.1016/j.cell.2022.05.013").attrs["rel"] == "noopener noreferrer"
     text = norm(about.text())
