@@ -73,7 +73,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         "overview",
         "Overview",
         overview(results, paths),
-        intro=scale_details(results),
+        intro=scale_details(results) + coverage_note(results),
     )
     if results.reproduction:
         add("reproduction", "Reproduction", reproduction_section(results),
@@ -207,6 +207,43 @@ def scale_details(results: TaskResults) -> str:
         'negative control, 1 = positive control.</span> <span class="more">How the scores are made</span></summary>'
         f"{body}</details>"
     )
+
+
+def coverage_note(results: TaskResults) -> str:
+    """Say how many headline metrics the scores average when some have no value, and why.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    str
+        HTML, empty when every headline metric is averaged: a note naming the metrics left out
+        with the run's reason for each (a skipped component's reason, else that no method has a
+        value), linking to the quality-control flags.
+    """
+    averaged, missing = results.headline_coverage()
+    if not missing:
+        return ""
+    total = len(averaged) + len(missing)
+    return (
+        f'<p class="coverage-note" id="headline-coverage"><strong>The scores average {len(averaged)} of {total} '
+        f"headline metrics.</strong> Left out: {esc(_coverage_reasons(results, missing))}. "
+        '<a href="#qc">Quality-control flags</a></p>'
+    )
+
+
+def _coverage_reasons(results: TaskResults, missing: list[str]) -> str:
+    """Each headline metric left out of the scores with why: the run's skip reason, else no value."""
+    skipped = {str(s.get("id")): str(s.get("reason") or "") for s in results.skipped}
+    reasons = []
+    for metric_id in missing:
+        metric = results.metric(metric_id) or {}
+        why = skipped.get(metric_id) or skipped.get(str(metric.get("component") or "")) or "no method has a value"
+        reasons.append(f"{results.metric_label(metric_id)} ({why})")
+    return "; ".join(reasons)
 
 
 def _gameability(results: TaskResults) -> str:
@@ -415,8 +452,12 @@ def _skipped(results: TaskResults) -> str:
 
 def _qc(results: TaskResults) -> str:
     flags = results.qc
+    averaged, missing = results.headline_coverage()
+    # Headline metrics without a value shrink every score's average: said here as well as above the overview.
+    note = (f'<p class="qc-note">Scores average {len(averaged)} of {len(averaged) + len(missing)} headline metrics; '
+            f"left out: {esc(_coverage_reasons(results, missing))}.</p>") if missing else ""
     if not flags:
-        return '<p class="empty">No quality-control flag was raised.</p>'
+        return note + '<p class="empty">No quality-control flag was raised.</p>'
     rows = []
     for q in flags:
         metric = results.metric(q.get("metric_id"))
@@ -429,7 +470,7 @@ def _qc(results: TaskResults) -> str:
                 esc(q.get("message")),
             ]
         )
-    return simple_table(
+    return note + simple_table(
         f"Quality-control flags ({len(flags)})",
         ["Flag", "Dataset", "Metric", "Method", "Message"],
         rows,

@@ -937,3 +937,25 @@ def test_language_model_use_and_its_flags(tmp_path: Path) -> None:
     pages = {m: parse(next((tmp_path / "site" / "perturbqa").rglob(f"{m}.html"))) for m in ("big_llm", "mlp", "gat")}
     assert [len(p.find_all("table", id="table-llm-usage")) for p in pages.values()] == [1, 1, 0]
     assert "75.0% flagged" in norm(pages["big_llm"].find("table", id="table-llm-usage").text())
+
+
+def test_scores_say_how_many_headline_metrics_they_average(tmp_path: Path) -> None:
+    folder = write_results_dir(tmp_path / "results" / "perturbqa")
+    data = json.loads((folder / "results.json").read_text())
+    # Accuracy was skipped (its judge needs a language model): no method has a value of it.
+    data["scores"] = [s for s in data["scores"] if s["metric_id"] != "accuracy"]
+    data["skipped"] = [{"id": "accuracy", "type": "metric", "reason": "needs a language-model server " + HOSTILE}]
+    (folder / "results.json").write_text(json.dumps(data))
+    page_path = render_site([folder], tmp_path / "site").parent / "perturbqa" / "index.html"
+    page_html = page_path.read_text()
+    doc = parse(page_path)
+    n_headline = len(data["headline_metrics"])
+    note = norm(doc.find("p", class_="coverage-note").text())
+    assert f"The scores average {n_headline - 1} of {n_headline} headline metrics" in note
+    assert "Accuracy (needs a language-model server" in note
+    assert "of " + str(n_headline) in norm(doc.find("section", id="qc").find("p", class_="qc-note").text())
+    assert HOSTILE not in page_html
+
+
+def test_every_headline_metric_averaged_needs_no_note(site: Site) -> None:
+    assert "coverage-note" not in (site.root / "perturbqa" / "index.html").read_text()
