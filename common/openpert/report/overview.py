@@ -116,7 +116,7 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
                 f"{metric_tags(results, None, m.get('id'), compact=True)}")
         cols.append(_Column("Metrics", str(m.get("id")), label, "metric", note))
     if has_tests:
-        cols.append(_Column("Tests", "tests", '<span title="Tests in which the method is the best or not '
+        cols.append(_Column("Tests", "tests", '<span title="Headline tests in which the method is the best or not '
                             'significantly different from it, of the tests it took part in">Top group</span>', "tests"))
     if has_resources:
         cols.append(_Column("Resources", "time", '<span title="Longest wall time of the method\'s jobs">Wall time</span>', "time"))

@@ -35,7 +35,7 @@ from openpert.report.formatting import (  # noqa: E402
     format_value,
     value_kind,
 )
-from openpert.report.leaderboards import TIERS, headline_tested_pairs, method_tests, tier_of  # noqa: E402
+from openpert.report.leaderboards import TIERS, headline_tested_pairs, lead, method_tests, tier_of  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
 from openpert.report.task_results import TaskResults  # noqa: E402
 
@@ -248,6 +248,15 @@ def test_index_has_one_card_per_task(site: Site) -> None:
         meta = norm(card.find("p", class_="run-meta").text())
         assert format_timestamp(data["created"]) in meta
         assert data["openpert_version"] in meta
+        # The top method links to its page, with its margin over the next and the paired tests' verdict.
+        top = lead(TaskResults(data, site.root / name))
+        leader = card.find_all("p", class_="leader")[0]
+        assert leader.find_all("a")[0].attrs["href"] == f"{name}/methods/{top.top.method['id']}.html"
+        text = norm(leader.text())
+        other = top.runner_up.method["label"]
+        assert f"ahead of {other} by {format_score(top.margin)}" in text
+        assert (f"significantly better in {top.significant} of {top.compared}" in text if top.significant
+                else "not significantly better" in text or "no paired test" in text)
 
 
 # -- task page -------------------------------------------------------------------------------
