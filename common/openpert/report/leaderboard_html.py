@@ -315,7 +315,7 @@ def _status_cell(
 ) -> str:
     if not failures:
         kind = "ok" if status == "succeeded" else "muted"
-        return f'<td data-sort="{esc(status)}">{badge(status, kind)}</td>'
+        return f'<td data-sort="{esc(status)}">{badge(status.replace("_", " "), kind)}</td>'
     # One line per distinct failure, naming every dataset it happened on; the cell's tooltip and
     # the failures section keep the full reasons.
     lines: dict[str, list[str]] = {}

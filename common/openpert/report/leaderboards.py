@@ -73,6 +73,9 @@ class OverallRow:
         return not is_ranked(self.method)
 
 
+#: ``dataset_scores.status`` of a method on a dataset whose subtask it does not address.
+NOT_APPLICABLE = "not_applicable"
+
 #: Outcomes of one method on one tested (dataset, metric), from ``comparisons``.
 BEST, TIED, WORSE, MISSING, UNTESTED = "best", "tied", "worse", "missing", "untested"
 
@@ -263,7 +266,10 @@ def method_tests(results: TaskResults, method_id: str) -> list[TestOutcome]:
         comparison = results.comparison(dataset_id, metric_id, method_id) or {}
         p_value = comparison.get("p_value")
         diff = comparison.get("mean_difference")
-        if not has_value:
+        if results.dataset_score(dataset_id, method_id).get("status") == NOT_APPLICABLE:
+            # The method does not address this dataset's subtask: no test counts for or against it.
+            outcome = UNTESTED
+        elif not has_value:
             outcome = MISSING
         elif best == method_id:
             outcome = BEST

@@ -27,6 +27,7 @@ from openpert.report.formatting import (
 from openpert.report.leaderboard_html import controls_toggle_tools, metric_tags
 from openpert.report.leaderboards import (
     BEST,
+    NOT_APPLICABLE,
     TIED,
     TIERS,
     UNTESTED,
@@ -207,7 +208,10 @@ def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: Ta
             cells.append(_score_cell(r.row.score, f"{label}: overall score", partial=bool(r.row.failures), notes=notes))
         elif c.kind == "dataset":
             name = results.dataset_label(c.key)
-            if r.row.dataset_status.get(c.key) == "failed":
+            if r.row.dataset_status.get(c.key) == NOT_APPLICABLE:
+                title = f"{label} on {name}: not applicable (does not address this dataset's subtask; not ranked there)"
+                cells.append(f'<td class="sc none na" title="{esc(title)}">{MISSING}</td>')
+            elif r.row.dataset_status.get(c.key) == "failed":
                 reasons = [failure_label(f.get("exit_code"), f.get("reason"))
                            for f in r.row.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
                 cells.append(_failed_cell(f"{label} on {name}: failed, {'; '.join(reasons) or 'no result'}"))
