@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openpert.report.formatting import MISSING, format_score, format_timestamp
-from openpert.report.leaderboards import overall_rows
+from openpert.report.leaderboards import lead
 from openpert.report.markdown import render_inline
 from openpert.report.markup import esc, page
 from openpert.report.paths import TaskPaths
@@ -50,14 +50,7 @@ def _card(results: TaskResults, paths: TaskPaths) -> str:
     stats_html = "".join(
         f'<div class="stat"><dt>{esc(name)}</dt><dd>{value}</dd></div>' for name, value in stats
     )
-    leader = ""
-    ranked = [r for r in overall_rows(results) if not r.control and r.rank == 1]
-    if ranked:
-        names = ", ".join(str(r.method.get("label") or r.method.get("id")) for r in ranked)
-        leader = (
-            f'<p class="leader">Top method: <strong>{esc(names)}</strong> '
-            f"(mean score {esc(format_score(ranked[0].score))})</p>"
-        )
+    leader = _leader(results, paths)
     reproduction = summary_line(results)
     if reproduction:
         leader += (f'<p class="leader">Reproduction of the papers: <a href="{esc(paths.slug)}/index.html#reproduction">'
@@ -75,3 +68,26 @@ def _card(results: TaskResults, paths: TaskPaths) -> str:
         f" · openpert {esc(data.get('openpert_version') or MISSING)}{commit}</p>"
         "</li>"
     )
+
+
+def _leader(results: TaskResults, paths: TaskPaths) -> str:
+    """The top method, linked to its page, with its margin over the next and whether it is significant."""
+    top = lead(results)
+    if top is None:
+        return ""
+    method = top.top.method
+    name = str(method.get("label") or method.get("id"))
+    href = f"{paths.slug}/{paths.method_page(method)}"
+    text = (f'<p class="leader">Top method: <a href="{esc(href)}"><strong>{esc(name)}</strong></a> '
+            f"(mean score {esc(format_score(top.top.score))})")
+    if top.runner_up is None or top.margin is None:
+        return text + "</p>"
+    other = str(top.runner_up.method.get("label") or top.runner_up.method.get("id"))
+    if top.compared == 0:
+        verdict = "no paired test between them"
+    elif top.significant == 0:
+        verdict = f"not significantly better in any of {top.compared} paired tests"
+    else:
+        verdict = f"significantly better in {top.significant} of {top.compared} paired tests (p < 0.05)"
+    return (text + f'<br><span class="margin">ahead of {esc(other)} by {esc(format_score(top.margin))}; '
+            f"{esc(verdict)}</span></p>")

@@ -63,7 +63,10 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
     str
         HTML: tools, the table in a scrollable region, and the legend of its marks.
     """
-    metrics = results.metrics
+    # Headline metrics first (they make the score), diagnostic ones after, collapsed on a phone.
+    order = sorted(range(len(results.metrics)), key=lambda k: not results.is_headline(results.metrics[k].get("id")))
+    metrics = [results.metrics[k] for k in order]
+    diagnostic = [not results.is_headline(metric.get("id")) for metric in metrics]
     rows = dataset_rows(results, dataset_id)
     m = len(metrics)
     top = [
@@ -77,8 +80,9 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
         arrow = "↑" if maximize else "↓"
         direction = "higher is better" if maximize else "lower is better"
         tip = plain_text(metric.get("summary")) or None
+        diag = " diag" if diagnostic[k] else ""
         top.append(
-            f'<th scope="colgroup" colspan="2" class="metric-head">'
+            f'<th scope="colgroup" colspan="2" class="metric-head{diag}">'
             f"{label_span(metric.get('label') or metric.get('id'), tip)} "
             f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
             f'<span class="visually-hidden">({direction})</span>'
@@ -86,25 +90,31 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
         )
         first = "desc" if maximize else "asc"
         sub.append(
-            f'<th scope="col" class="num sub" data-col="{3 + 2 * k}" data-type="number" '
+            f'<th scope="col" class="num sub{diag}" data-col="{3 + 2 * k}" data-type="number" '
             f'data-first="{first}">raw [95% CI]</th>'
         )
         sub.append(
-            f'<th scope="col" class="num sub" data-col="{4 + 2 * k}" data-type="number" '
+            f'<th scope="col" class="num sub{diag}" data-col="{4 + 2 * k}" data-type="number" '
             f'data-first="desc">scaled</th>'
         )
     top.append(f'<th scope="col" rowspan="2" data-col="{3 + 2 * m}">Status</th>')
     header = f"{''.join(top)}</tr><tr>{''.join(sub)}"
     ncols = 4 + 2 * m
-    colgroups = '<colgroup span="3"></colgroup>' + '<colgroup span="2" class="metric"></colgroup>' * m
+    colgroups = '<colgroup span="3"></colgroup>' + "".join(
+        f'<colgroup span="2" class="metric{" diag" if d else ""}"></colgroup>' for d in diagnostic)
     colgroups += '<colgroup span="1"></colgroup>'
 
     def render(r: DatasetRow) -> str:
         cells = [_rank_cell(r.rank, r.control),
                  _method_cell(r.method, paths, abstention_tag(results, dataset_id, r.method.get("id")))]
         cells.append(_score_cell(r.score, bar=False, failed=bool(r.failures)))
-        for c in r.cells:
-            cells += _metric_cells(c, r, results)
+        for k, is_diag in zip(order, diagnostic):
+            metric_cells = _metric_cells(r.cells[k], r, results)
+            if is_diag:
+                # Every metric cell opens with '<td class="'; marking it lets a phone collapse the column.
+                metric_cells = [cell.replace('<td class="', '<td class="diag ', 1) if cell.startswith('<td class="')
+                                else cell.replace("<td ", '<td class="diag" ', 1) for cell in metric_cells]
+            cells += metric_cells
         failures = r.failures + [c.failure for c in r.cells if c.failure]
         cells.append(_status_cell(r.status, failures, results, with_dataset=False))
         return f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>'
@@ -305,7 +315,7 @@ def _status_cell(
 ) -> str:
     if not failures:
         kind = "ok" if status == "succeeded" else "muted"
-        return f'<td data-sort="{esc(status)}">{badge(status, kind)}</td>'
+        return f'<td data-sort="{esc(status)}">{badge(status.replace("_", " "), kind)}</td>'
     # One line per distinct failure, naming every dataset it happened on; the cell's tooltip and
     # the failures section keep the full reasons.
     lines: dict[str, list[str]] = {}

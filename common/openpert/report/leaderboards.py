@@ -73,6 +73,9 @@ class OverallRow:
         return not is_ranked(self.method)
 
 
+#: ``dataset_scores.status`` of a method on a dataset whose subtask it does not address.
+NOT_APPLICABLE = "not_applicable"
+
 #: Outcomes of one method on one tested (dataset, metric), from ``comparisons``.
 BEST, TIED, WORSE, MISSING, UNTESTED = "best", "tied", "worse", "missing", "untested"
 
@@ -263,7 +266,10 @@ def method_tests(results: TaskResults, method_id: str) -> list[TestOutcome]:
         comparison = results.comparison(dataset_id, metric_id, method_id) or {}
         p_value = comparison.get("p_value")
         diff = comparison.get("mean_difference")
-        if not has_value:
+        if results.dataset_score(dataset_id, method_id).get("status") == NOT_APPLICABLE:
+            # The method does not address this dataset's subtask: no test counts for or against it.
+            outcome = UNTESTED
+        elif not has_value:
             outcome = MISSING
         elif best == method_id:
             outcome = BEST
@@ -276,6 +282,23 @@ def method_tests(results: TaskResults, method_id: str) -> list[TestOutcome]:
             outcome = UNTESTED
         out.append(TestOutcome(dataset_id, metric_id, outcome, best, p_value, diff))
     return out
+
+
+def headline_tested_pairs(results: TaskResults) -> list[tuple[str, str]]:
+    """The tested (dataset, metric) pairs that count towards a method's groups: headline metrics.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    list of tuple of str
+        :meth:`TaskResults.tested_pairs` on headline metrics, in page order. Diagnostic metrics
+        are shown but never ranked, so their tests do not place a method in a group either.
+    """
+    return [(d, m) for d, m in results.tested_pairs() if results.is_headline(m)]
 
 
 def tier_of(tests: list[TestOutcome]) -> str:
@@ -313,12 +336,16 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
     -------
     list of OverviewRow
         Methods by rank, then control methods (as :func:`overall_rows`). A metric's score is
-        the mean over datasets of its scaled value clipped to [0, 1], with a missing value
-        counting 0, over the datasets where the metric has scaled values at all: the same
-        convention as the dataset score. Methods get a tier only when the task has tests.
+        the mean over datasets of its scaled value clipped to [0, 1], over the datasets where the
+        metric has scaled values at all, a failed job counting 0; a dataset where the method has
+        no value without failing (it does not address the metric) is left out, and a metric the
+        method never addresses has no score (None), not 0. Tests, the tier and the "top group"
+        count headline metrics only (:func:`headline_tested_pairs`); methods get a tier only when
+        the task has such tests.
     """
     dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
-    has_tests = bool(results.tested_pairs())
+    counted = set(headline_tested_pairs(results))
+    has_tests = bool(counted)
     out = []
     for row in overall_rows(results):
         mid = str(row.method.get("id"))
@@ -333,15 +360,18 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
                     continue
                 score = results.score(did, mid, metric_id) or {}
                 scaled = score.get("scaled")
-                if row.dataset_status.get(did) == "failed" or results.metric_failure(did, mid, metric_id):
+                failed_here = row.dataset_status.get(did) == "failed" or bool(results.metric_failure(did, mid, metric_id))
+                if failed_here:
                     failed.append(did)
                 if isinstance(scaled, (int, float)) and math.isfinite(scaled):
                     values.append(min(1.0, max(0.0, float(scaled))))
-                else:
+                elif failed_here:
                     values.append(0.0)
+                # Neither a value nor a failure: the method does not address the metric there (a
+                # classifier has no text to score by ROUGE); it is left out, never read as a zero.
             metric_scores[metric_id] = sum(values) / len(values) if values else None
             metric_failed[metric_id] = failed
-        tests = method_tests(results, mid) if has_tests else []
+        tests = [t for t in method_tests(results, mid) if (t.dataset_id, t.metric_id) in counted] if has_tests else []
         jobs = results.method_resources(mid)
         durations = [float(j["duration_s"]) for j in jobs if isinstance(j.get("duration_s"), (int, float))]
         memory = [float(j["peak_memory_mb"]) for j in jobs if isinstance(j.get("peak_memory_mb"), (int, float))]
@@ -357,6 +387,50 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
             )
         )
     return out
+
+
+@dataclasses.dataclass
+class Lead:
+    """The top method of a task against the runner-up, for the front page."""
+
+    top: OverallRow
+    runner_up: OverallRow | None
+    #: Overall score of the top method minus the runner-up's (None without a scored runner-up).
+    margin: float | None
+    #: Headline tests in which the runner-up is significantly worse than the top method.
+    significant: int
+    #: Headline tests comparing the two (the top method was the best and the runner-up had a test).
+    compared: int
+
+
+def lead(results: TaskResults) -> Lead | None:
+    """The top method, its margin over the next and how many paired tests separate them.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    Lead or None
+        None when no method has an overall score. The tests are the paired permutation tests the
+        overview uses (headline metrics only): on each (dataset, metric) where the top method is
+        the best, the runner-up's test against it; significant at p < 0.05, unadjusted.
+    """
+    ranked = [r for r in overall_rows(results) if not r.control and r.score is not None]
+    if not ranked:
+        return None
+    top = ranked[0]
+    runner_up = ranked[1] if len(ranked) > 1 else None
+    if runner_up is None:
+        return Lead(top, None, None, 0, 0)
+    counted = set(headline_tested_pairs(results))
+    top_id = top.method.get("id")
+    tests = [t for t in method_tests(results, str(runner_up.method.get("id")))
+             if (t.dataset_id, t.metric_id) in counted and t.best_method_id == top_id and t.outcome in (TIED, WORSE)]
+    return Lead(top, runner_up, float(top.score) - float(runner_up.score), sum(t.outcome == WORSE for t in tests),
+                len(tests))
 
 
 def overall_csv(results: TaskResults) -> str:

@@ -27,12 +27,14 @@ from openpert.report.formatting import (
 from openpert.report.leaderboard_html import controls_toggle_tools, metric_tags
 from openpert.report.leaderboards import (
     BEST,
+    NOT_APPLICABLE,
     TIED,
     TIERS,
     UNTESTED,
     WORSE,
     OverviewRow,
     TestOutcome,
+    headline_tested_pairs,
     overview_rows,
 )
 from openpert.report.leaderboards import MISSING as NO_VALUE
@@ -78,7 +80,7 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
     table = _table(results, paths, rows, columns, table_id)
     tools = controls_toggle_tools(table_id, paths.overall_csv(), any(r.control for r in rows))
     region = table_region(table, f"Overview of {results.label}", css_class="table-wrap overview-wrap")
-    parts = [tools, region, _legend(has_tests)]
+    parts = [tools, region, _legend()]
     if has_tests:
         parts.append(test_matrix(results, paths, rows))
     return "".join(parts)
@@ -115,7 +117,7 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
                 f"{metric_tags(results, None, m.get('id'), compact=True)}")
         cols.append(_Column("Metrics", str(m.get("id")), label, "metric", note))
     if has_tests:
-        cols.append(_Column("Tests", "tests", '<span title="Tests in which the method is the best or not '
+        cols.append(_Column("Tests", "tests", '<span title="Headline tests in which the method is the best or not '
                             'significantly different from it, of the tests it took part in">Top group</span>', "tests"))
     if has_resources:
         cols.append(_Column("Resources", "time", '<span title="Longest wall time of the method\'s jobs">Wall time</span>', "time"))
@@ -206,7 +208,10 @@ def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: Ta
             cells.append(_score_cell(r.row.score, f"{label}: overall score", partial=bool(r.row.failures), notes=notes))
         elif c.kind == "dataset":
             name = results.dataset_label(c.key)
-            if r.row.dataset_status.get(c.key) == "failed":
+            if r.row.dataset_status.get(c.key) == NOT_APPLICABLE:
+                title = f"{label} on {name}: not applicable (does not address this dataset's subtask; not ranked there)"
+                cells.append(f'<td class="sc none na" title="{esc(title)}">{MISSING}</td>')
+            elif r.row.dataset_status.get(c.key) == "failed":
                 reasons = [failure_label(f.get("exit_code"), f.get("reason"))
                            for f in r.row.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
                 cells.append(_failed_cell(f"{label} on {name}: failed, {'; '.join(reasons) or 'no result'}"))
@@ -322,28 +327,46 @@ def _test_text(t: TestOutcome, results: TaskResults, *, with_method: bool, metho
     return f"{prefix}{where}: not tested"
 
 
-def _legend(has_tests: bool) -> str:
-    scale = (
+def _legend() -> str:
+    return (
+        '<div class="overview-legend">'
         '<span class="legend-item"><span class="scale-bar" aria-hidden="true"></span>'
         '<span class="scale-ends"><span>0</span><span>1</span></span> scaled score, clipped to [0, 1]</span>'
         '<span class="legend-item"><span class="swatch failed" aria-hidden="true"></span> failed</span>'
         '<span class="legend-item"><span class="swatch partial" aria-hidden="true"></span> includes a failed job</span>'
-        f'<span class="legend-item"><span class="swatch none" aria-hidden="true">{MISSING}</span> no value</span>'
+        f'<span class="legend-item"><span class="swatch none" aria-hidden="true">{MISSING}</span> no value or '
+        "not applicable</span>"
         '<span class="legend-item"><span class="tag tag-gameable tag-mark" aria-hidden="true">⚠</span> gameable: an '
-        "adversarial control beats the median method</span>"
+        "adversarial control beats the median method</span></div>"
     )
+
+
+def overview_legend_text(has_tests: bool) -> str:
+    """How the overview's scores are averaged and its groups formed, in plain text.
+
+    Parameters
+    ----------
+    has_tests
+        Whether the task has paired tests against the best method.
+
+    Returns
+    -------
+    str
+        Plain text (the caller escapes it), shown once above the overview on demand.
+    """
     text = (
-        "Dataset scores are the mean over the headline metrics shown; metric scores the mean over datasets; the "
-        "overall score the mean over datasets. Diagnostic metrics are in each dataset's table. Failed jobs count as 0. "
+        "Dataset scores are the mean over the headline metrics shown; metric scores the mean over the datasets "
+        "where the method has a value; the overall score the mean over datasets. Diagnostic metrics are in each "
+        "dataset's table. Failed jobs count as 0; a metric a method does not address shows –, not 0. "
         "Hover a cell for details."
     )
     if has_tests:
         text += (
             " Methods are grouped by paired permutation tests against the best method on each dataset and "
-            "metric (p < 0.05 is significant; tests are not adjusted for multiplicity): “Top group” counts "
-            "the tests in which a method is the best or not significantly different from it."
+            "headline metric (p < 0.05 is significant; tests are not adjusted for multiplicity): “Top group” "
+            "counts the headline tests in which a method is the best or not significantly different from it."
         )
-    return f'<div class="overview-legend">{scale}</div><p class="legend">{esc(text)}</p>'
+    return text
 
 
 # -- the tests behind the tiers ---------------------------------------------------------------
@@ -366,7 +389,7 @@ def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow])
     str
         A collapsed ``<details>`` holding a methods x (dataset, metric) table of marks.
     """
-    pairs = results.tested_pairs()
+    pairs = headline_tested_pairs(results)
     shown = [r for r in rows if any(t.outcome != UNTESTED for t in r.tests)]
     if not pairs or not shown:
         return ""
@@ -394,7 +417,7 @@ def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow])
                 f'<span class="visually-hidden">{esc(meaning)}</span></td>'
             )
         body.append(f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>')
-    caption = "Tests against the best method on each dataset and metric"
+    caption = "Tests against the best method on each dataset and headline metric"
     table = (
         f'<table class="overview tests-matrix" id="table-tests"><caption>{caption}</caption>'
         f'<thead><tr>{"".join(top)}</tr><tr>{"".join(sub)}</tr></thead><tbody>{"".join(body)}</tbody></table>'

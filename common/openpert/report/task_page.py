@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +18,7 @@ from openpert.report.formatting import (
     format_number,
 )
 from openpert.report.leaderboard_html import dataset_table
-from openpert.report.leaderboards import method_kind
+from openpert.report.leaderboards import headline_tested_pairs, method_kind
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.markup import (
@@ -35,7 +37,7 @@ from openpert.report.markup import (
     short_label,
     simple_table,
 )
-from openpert.report.overview import overview
+from openpert.report.overview import overview, overview_legend_text
 from openpert.report.paths import TaskPaths
 from openpert.report.provenance import provenance_line, provenance_section
 from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_section
@@ -75,11 +77,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         "overview",
         "Overview",
         overview(results, paths),
-        intro=f'<p class="scale-note">{esc(results.scale_sentence)}</p>' + paragraphs(
-            "Every method's scaled scores at a glance; only headline metrics enter the scores. Methods "
-            "and baselines are grouped by the statistical tests against the best method; the controls "
-            "that set or probe the scale sit apart below them."
-        ),
+        intro=scale_details(results) + coverage_note(results),
     )
     for section_id, title, content, intro in extra_sections:
         add(section_id, title, content, intro=intro)
@@ -154,15 +152,16 @@ def _scale(results: TaskResults) -> str:
     def names(metrics: list[dict[str, Any]]) -> str:
         return ", ".join(label_span(m.get("label") or m.get("id")) for m in metrics) or MISSING
 
+    # The scale itself is explained once, above the overview; this section lists what sets it.
     parts = [
-        f'<p class="scale-note">{esc(results.scale_sentence)}</p>',
         definition_list([("Headline metrics (in the score)", names(headline)),
                          ("Diagnostic metrics (shown only)", names(diagnostic))]),
     ]
     bounds = (results.scale or {}).get("bounds") or []
     rows = []
     for b in bounds if isinstance(bounds, list) else []:
-        if not isinstance(b, dict):
+        # Only the cells that set a scale: a bound without raw ends (no control scored there) sets none.
+        if not isinstance(b, dict) or not _sets_scale(b):
             continue
         positives = ", ".join(results.method_label(m) for m in b.get("positive_method_ids") or []) or MISSING
         rows.append([
@@ -179,6 +178,78 @@ def _scale(results: TaskResults) -> str:
             ["Dataset", "Metric", "1 (raw)", "Positive control", "0 (raw)", "Strongest negative control"],
             rows, table_id="table-scale", numeric=[False, False, True, False, True, False]))
     return "".join(parts)
+
+
+def _sets_scale(bound: dict[str, Any]) -> bool:
+    """Tell whether a scale bound sets a scale: both its raw ends are finite numbers and differ."""
+    hi, lo = bound.get("hi"), bound.get("lo")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (hi, lo))
+    return numbers and hi != lo
+
+
+def scale_details(results: TaskResults) -> str:
+    """The scale in one line, with how the scores are made on demand.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    str
+        HTML: a collapsed ``<details>`` whose summary is the one line (0 and 1 of the scale) and
+        whose body holds the task's scale sentence and how the overview's scores are averaged.
+    """
+    body = paragraphs("\n\n".join([
+        results.scale_sentence,
+        "Every method's scaled scores at a glance; only headline metrics enter the scores. Methods "
+        "and baselines are grouped by the paired tests against the best method; the controls that set "
+        "or probe the scale sit apart below them.",
+        overview_legend_text(bool(headline_tested_pairs(results))),
+    ]))
+    return (
+        '<details class="scale-details"><summary><span class="scale-note">Scaled scores: 0 = strongest '
+        'negative control, 1 = positive control.</span> <span class="more">How the scores are made</span></summary>'
+        f"{body}</details>"
+    )
+
+
+def coverage_note(results: TaskResults) -> str:
+    """Say how many headline metrics the scores average when some have no value, and why.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+
+    Returns
+    -------
+    str
+        HTML, empty when every headline metric is averaged: a note naming the metrics left out
+        with the run's reason for each (a skipped component's reason, else that no method has a
+        value), linking to the quality-control flags.
+    """
+    averaged, missing = results.headline_coverage()
+    if not missing:
+        return ""
+    total = len(averaged) + len(missing)
+    return (
+        f'<p class="coverage-note" id="headline-coverage"><strong>The scores average {len(averaged)} of {total} '
+        f"headline metrics.</strong> Left out: {esc(_coverage_reasons(results, missing))}. "
+        '<a href="#qc">Quality-control flags</a></p>'
+    )
+
+
+def _coverage_reasons(results: TaskResults, missing: list[str]) -> str:
+    """Each headline metric left out of the scores with why: the run's skip reason, else no value."""
+    skipped = {str(s.get("id")): str(s.get("reason") or "") for s in results.skipped}
+    reasons = []
+    for metric_id in missing:
+        metric = results.metric(metric_id) or {}
+        why = skipped.get(metric_id) or skipped.get(str(metric.get("component") or "")) or "no method has a value"
+        reasons.append(f"{results.metric_label(metric_id)} ({why})")
+    return "; ".join(reasons)
 
 
 def _gameability(results: TaskResults) -> str:
@@ -249,7 +320,11 @@ def _header(results: TaskResults) -> str:
 
 
 def _about(task: dict[str, Any]) -> str:
-    parts = [render_markdown(task.get("description"))]
+    """What the task is: its description's first paragraph as a lead, the rest on demand."""
+    description = str(task.get("description") or "").strip()
+    blocks = [b for b in re.split(r"\n\s*\n", description) if b.strip()]
+    lead = render_markdown(blocks[0]) if blocks else ""
+    parts = [render_markdown("\n\n".join(blocks[1:]))] if len(blocks) > 1 else []
     if task.get("motivation"):
         parts.append(f"<h3>Motivation</h3>{render_markdown(task.get('motivation'))}")
     refs = references(task.get("references"))
@@ -258,7 +333,10 @@ def _about(task: dict[str, Any]) -> str:
     link_list = links(task.get("links"))
     if link_list:
         parts.append(f"<h3>Links</h3>{link_list}")
-    return "".join(p for p in parts if p)
+    rest = "".join(p for p in parts if p)
+    if not rest:
+        return lead
+    return f'{lead}<details class="about-more"><summary>More about the task</summary>{rest}</details>'
 
 
 def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> str:
@@ -380,8 +458,12 @@ def _skipped(results: TaskResults) -> str:
 
 def _qc(results: TaskResults) -> str:
     flags = results.qc
+    averaged, missing = results.headline_coverage()
+    # Headline metrics without a value shrink every score's average: said here as well as above the overview.
+    note = (f'<p class="qc-note">Scores average {len(averaged)} of {len(averaged) + len(missing)} headline metrics; '
+            f"left out: {esc(_coverage_reasons(results, missing))}.</p>") if missing else ""
     if not flags:
-        return '<p class="empty">No quality-control flag was raised.</p>'
+        return note + '<p class="empty">No quality-control flag was raised.</p>'
     rows = []
     for q in flags:
         metric = results.metric(q.get("metric_id"))
@@ -394,7 +476,7 @@ def _qc(results: TaskResults) -> str:
                 esc(q.get("message")),
             ]
         )
-    return simple_table(
+    return note + simple_table(
         f"Quality-control flags ({len(flags)})",
         ["Flag", "Dataset", "Metric", "Method", "Message"],
         rows,

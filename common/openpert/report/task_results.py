@@ -255,6 +255,23 @@ class TaskResults:
         metric = self.metric(metric_id) or {}
         return metric.get("headline", True) is not False
 
+    def headline_coverage(self) -> tuple[list[str], list[str]]:
+        """The headline metrics the scores average, and those they cannot (no value on any dataset).
+
+        Returns
+        -------
+        tuple of list of str
+            ``(averaged, missing)`` metric ids: a headline metric is averaged when some method has
+            a scaled value of it on some dataset; one that was skipped (a judge metric without a
+            language model) or never applies has none and is missing from every score.
+        """
+        headline = self.data.get("headline_metrics")
+        ids = [str(m) for m in headline] if isinstance(headline, list) else [
+            str(m.get("id")) for m in self.metrics if self.is_headline(m.get("id"))]
+        datasets = [str(d.get("dataset_id")) for d in self.datasets]
+        averaged = [m for m in ids if any(self.scalable(d, m) for d in datasets)]
+        return averaged, [m for m in ids if m not in averaged]
+
     def gameable(self, dataset_id: str, metric_id: str) -> dict[str, Any] | None:
         """The gameability row of a dataset and metric when the metric is flagged gameable there."""
         for row in self.gameability:

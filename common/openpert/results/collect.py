@@ -30,6 +30,7 @@ from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_fla
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
 from openpert.results.scoring import (
+    NOT_APPLICABLE,
     SCALE_SENTENCE,
     QCFlag,
     aggregate_scores,
@@ -284,6 +285,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         ranked = frame.loc[mask].groupby(by)["score"] if by else frame.loc[mask, "score"]
         frame["rank"] = np.nan
         frame.loc[mask, "rank"] = ranked.rank(ascending=False, method="min", na_option="bottom")
+        # A method that does not address a dataset's subtask is not in that dataset's ranking at all.
+        frame.loc[frame["status"] == NOT_APPLICABLE, "rank"] = np.nan
 
     provenance = run_provenance(task, plan)
     components_metrics: dict[str, list[str]] = {}

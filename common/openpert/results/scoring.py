@@ -64,6 +64,10 @@ class QCFlag:
         return dataclasses.asdict(self)
 
 
+#: Status of a method on a dataset whose subtask it does not address (no value on any headline metric).
+NOT_APPLICABLE = "not_applicable"
+
+
 def average_seeds(raw: pd.DataFrame) -> pd.DataFrame:
     """Average raw metric values over the seed replicates of each (dataset, method, metric).
 
@@ -255,7 +259,9 @@ def aggregate_scores(
         ``(dataset_id, method_id)`` pairs whose method job failed: they score 0 and are marked failed.
     headline
         Metric ids that enter the aggregate; ``None``: every metric. Diagnostic metrics are scaled
-        and shown but never averaged in.
+        and shown but never averaged in. A method with score rows on a dataset but no raw value on
+        any of its scalable headline metrics does not address that dataset: its score there is NaN
+        with status :data:`NOT_APPLICABLE`, and its overall score averages the datasets it addresses.
 
     Returns
     -------
@@ -281,7 +287,14 @@ def aggregate_scores(
             if not scalable:
                 rows.append((dataset_id, method_id, np.nan, "succeeded"))
                 continue
-            mine = on_dataset[on_dataset["method_id"] == method_id].set_index("metric_id")["scaled"]
+            own_rows = on_dataset[on_dataset["method_id"] == method_id]
+            mine = own_rows.set_index("metric_id")["scaled"]
+            if len(own_rows) and own_rows.loc[own_rows["metric_id"].isin(scalable), "raw"].isna().all():
+                # Scored, yet no value on any headline metric: the method does not address this
+                # dataset's subtask (gene-set enrichment alone on a direction dataset). It is left
+                # out of the dataset's ranking and of its mean, not ranked last with 0.
+                rows.append((dataset_id, method_id, np.nan, NOT_APPLICABLE))
+                continue
             values = mine.reindex(scalable).fillna(0.0).clip(0.0, 1.0)
             rows.append((dataset_id, method_id, float(values.mean()), "succeeded"))
     dataset_scores = pd.DataFrame(rows, columns=["dataset_id", "method_id", "score", "status"])

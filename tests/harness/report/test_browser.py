@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,9 @@ from archive_fixture import write_archive  # noqa: E402
 from report_fixture import write_results_dir  # noqa: E402
 
 from openpert.report import render_site  # noqa: E402
+from openpert.report.formatting import MISSING, format_score  # noqa: E402
+from openpert.report.leaderboards import overall_rows  # noqa: E402
+from openpert.report.task_results import TaskResults  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -315,3 +319,148 @@ def test_what_changed_and_history_render(browser: Any, tmp_path: Path) -> None:
         shoot(page, folder, f"fixture-archive-{name}")
     assert watched.problems == []
     page.close()
+
+
+#: Screens the answer must be on without scrolling: a laptop and a phone.
+SCREENS = {"desktop": (1400, 900), "phone": (390, 844)}
+#: A label, summary and description built to run code if any reached a page unescaped.
+EXECUTABLE = {
+    "label": '<img src=x onerror="window.pwned=1">MLP',
+    "summary": 'Click [here](javascript:window.pwned=2) or <a href="javascript:window.pwned=3">here</a>.',
+    "description": ("<script>window.pwned=4</script>\n\n[a link](javascript:window.pwned=5) "
+                    '<iframe src="javascript:window.pwned=6"></iframe> <svg onload="window.pwned=7"></svg>\n\n'
+                    "![image](javascript:window.pwned=8)"),
+}
+
+
+def _first_score(page: Any) -> dict[str, Any]:
+    """Where the first method's overall score sits, with the page scrolled to the top."""
+    page.evaluate("window.scrollTo(0, 0)")
+    return page.evaluate(
+        """() => {
+            const cell = document.querySelector('#table-overview tbody.band-methods tr[data-method] td');
+            const head = document.querySelector('#table-overview thead');
+            const r = cell.getBoundingClientRect();
+            return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, text: cell.innerText.trim(),
+                    head: head.getBoundingClientRect().top};
+        }"""
+    )
+
+
+def _too_wide(page: Any) -> list[str]:
+    """Elements wider than the viewport, or reaching past it, outside a box that scrolls them."""
+    return page.evaluate(
+        """() => {
+            const w = window.innerWidth;
+            const clipped = e => { for (let a = e.parentElement; a; a = a.parentElement) {
+                const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; }
+                return false; };
+            return [...document.querySelectorAll('body *')].filter(e => {
+                const r = e.getBoundingClientRect();
+                if (r.width === 0 || getComputedStyle(e).position === 'fixed') return false;
+                return (r.width > w + 1 || r.right > w + 1) && !clipped(e);
+            }).map(e => e.tagName.toLowerCase() + '.' + e.className + ' ' + (e.innerText || '').slice(0, 40));
+        }"""
+    )
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_first_score_is_on_the_first_screen(browser: Any, server: str, site: Path, tmp_path: Path, task: str) -> None:
+    folder = screenshot_dir(tmp_path)
+    top = next(r for r in overall_rows(TaskResults(_results(site, task), site / task)) if not r.control)
+    for name, (width, height) in SCREENS.items():
+        watched = Watched(browser)
+        watched.page.set_viewport_size({"width": width, "height": height})
+        page = watched.open(f"{server}/{task}/index.html")
+        box = _first_score(page)
+        # The overall score of the top-ranked method is a number, fully inside the first screen.
+        assert box["text"] == format_score(top.score), box
+        assert 0 <= box["top"] and box["bottom"] <= height, f"{task} at {width}x{height}: {box}"
+        assert 0 <= box["left"] and box["right"] <= width, f"{task} at {width}x{height}: {box}"
+        # The table starts on the screen: its header and the first row both show.
+        assert 0 <= box["head"] < box["top"], box
+        if name == "phone":
+            assert _too_wide(page) == [], f"{task}: wider than a phone"
+        page.screenshot(path=str(folder / f"first-screen-{task}-{name}.png"))
+        assert watched.problems == []
+        page.close()
+
+
+def _variant_site(base: Path, change: Any) -> Path:
+    """A one-task site from the fixture after ``change(data)`` edits its ``results.json``."""
+    folder = write_results_dir(base / "results" / "perturbqa")
+    data = json.loads((folder / "results.json").read_text())
+    change(data)
+    (folder / "results.json").write_text(json.dumps(data))
+    return render_site([folder], base / "site").parent
+
+
+def test_a_missing_value_never_reads_as_a_number(browser: Any, tmp_path: Path) -> None:
+    def drop_accuracy_of_mlp(data: dict[str, Any]) -> None:
+        # The MLP does not address accuracy: no score, and no failure either.
+        data["scores"] = [s for s in data["scores"] if (s["method_id"], s["metric_id"]) != ("mlp", "accuracy")]
+
+    site = _variant_site(tmp_path, drop_accuracy_of_mlp)
+    data = json.loads((site / "perturbqa" / "results.json").read_text())
+    results = TaskResults(data, site / "perturbqa")
+    dataset_ids = [d["dataset_id"] for d in data["datasets"]]
+    headline = [m["id"] for m in data["metrics"] if results.is_headline(m["id"])]
+    failed = {(f.get("dataset_id"), f.get("method_id")) for f in data["failures"]}
+    page = Watched(browser).open((site / "perturbqa" / "index.html").as_uri())
+    cells = page.evaluate(
+        """() => Object.fromEntries([...document.querySelectorAll('#table-overview tbody tr[data-method]')].map(
+            r => [r.dataset.method, [...r.querySelectorAll('td')].map(td => td.innerText.trim())]))"""
+    )
+    checked = 0
+    for method_id, texts in cells.items():
+        for k, metric_id in enumerate(headline):
+            text = texts[1 + len(dataset_ids) + k].split("\n")[0]  # the number, not its screen-reader note
+            has_value = any(isinstance((results.score(d, method_id, metric_id) or {}).get("scaled"), (int, float))
+                            for d in dataset_ids)
+            has_failure = any((d, method_id) in failed for d in dataset_ids)
+            if not has_value and not has_failure:
+                checked += 1
+                assert text == MISSING, f"{method_id} · {metric_id} reads {text!r} without a value"
+            else:
+                assert text != MISSING and float(text) >= 0, f"{method_id} · {metric_id}: {text!r}"
+    assert checked >= 1, "the variant should hold a method without a value"
+    assert cells["mlp"][1 + len(dataset_ids) + headline.index("accuracy")] == MISSING
+
+
+def test_nothing_executable_reaches_a_page(browser: Any, tmp_path: Path) -> None:
+    def make_hostile(data: dict[str, Any]) -> None:
+        for entry in [m for m in data["methods"] if m["id"] == "mlp"] + [data["metrics"][0], data["datasets"][0]]:
+            entry.update(EXECUTABLE)
+        data["datasets"][0].update(dataset_name=EXECUTABLE["label"], dataset_summary=EXECUTABLE["summary"],
+                                   dataset_description=EXECUTABLE["description"])
+
+    site = _variant_site(tmp_path, make_hostile)
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 5
+    for path in pages:
+        text = path.read_text()
+        # No executable URL in any attribute, no inline handler, no script but the site's own.
+        assert not re.search(r"""(?:href|src|action|formaction|xlink:href)\s*=\s*["']?\s*javascript:""", text, re.I), path
+        assert not re.search(r"<(?:iframe|object|embed)\b", text, re.I), path
+    for path in pages:
+        watched = Watched(browser)
+        dialogs: list[str] = []
+        watched.page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page = watched.open(path.as_uri())
+        # Every link a visitor can follow; clicking none of them may run code.
+        hrefs = page.eval_on_selector_all("[href], [src]", "es => es.map(e => e.getAttribute('href') || e.getAttribute('src'))")
+        assert not [h for h in hrefs if h.strip().lower().startswith("javascript:")], path
+        scripts = page.eval_on_selector_all("script", "es => es.map(e => e.getAttribute('src') || e.textContent)")
+        assert all(s.endswith("static/report.js") or s.strip().startswith("{") for s in scripts), scripts
+        handlers = page.evaluate(
+            """() => [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
+                .filter(a => a.name.toLowerCase().startsWith('on')).map(a => e.tagName + ' ' + a.name))"""
+        )
+        assert handlers == [], (path, handlers)
+        assert page.locator("iframe, object, embed").count() == 0, path
+        assert page.evaluate("window.pwned") is None, path
+        assert dialogs == [] and watched.problems == [], path
+        # The hostile texts are on the page as text.
+        if path.name == "mlp.html":
+            assert "<img src=x" in page.inner_text("body")
+        page.close()

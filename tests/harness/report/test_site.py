@@ -35,7 +35,7 @@ from openpert.report.formatting import (  # noqa: E402
     format_value,
     value_kind,
 )
-from openpert.report.leaderboards import TIERS, method_tests, tier_of  # noqa: E402
+from openpert.report.leaderboards import TIERS, headline_tested_pairs, lead, method_tests, tier_of  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
 from openpert.report.task_results import TaskResults  # noqa: E402
 
@@ -248,6 +248,15 @@ def test_index_has_one_card_per_task(site: Site) -> None:
         meta = norm(card.find("p", class_="run-meta").text())
         assert format_timestamp(data["created"]) in meta
         assert data["openpert_version"] in meta
+        # The top method links to its page, with its margin over the next and the paired tests' verdict.
+        top = lead(TaskResults(data, site.root / name))
+        leader = card.find_all("p", class_="leader")[0]
+        assert leader.find_all("a")[0].attrs["href"] == f"{name}/methods/{top.top.method['id']}.html"
+        text = norm(leader.text())
+        other = top.runner_up.method["label"]
+        assert f"ahead of {other} by {format_score(top.margin)}" in text
+        assert (f"significantly better in {top.significant} of {top.compared}" in text if top.significant
+                else "not significantly better" in text or "no paired test" in text)
 
 
 # -- task page -------------------------------------------------------------------------------
@@ -379,7 +388,9 @@ def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
         tier = next(k for k in band.classes() if k.startswith("tier-"))[5:]
         assert heading.startswith(titles[tier].upper()) or heading.startswith(titles[tier])
         for m in members:
-            assert tier_of(method_tests(results, m)) == tier
+            # Groups come from the headline tests only: a diagnostic metric does not rank.
+            counted = set(headline_tested_pairs(results))
+            assert tier_of([t for t in method_tests(results, m) if (t.dataset_id, t.metric_id) in counted]) == tier
         ranks = [int(norm(rows[m][0].find("span", class_="rk").text())) for m in members]
         assert ranks == sorted(ranks)
         seen.update(members)
@@ -692,12 +703,16 @@ def test_skipped_components_are_listed(tmp_path: Path) -> None:
 
 def test_markdown_in_descriptions_is_rendered_safely(site: Site) -> None:
     doc = site.task_page()
-    about = doc.find("section", id="about").find("div", class_="md")
+    about = doc.find("section", id="about")
+    # A lead line (the description's first paragraph); the rest is collapsed under "More about the task".
+    lead, rest = about.find_all("div", class_="md")[:2]
+    assert norm(lead.text()).startswith("Given a perturbation") and lead.find_all("ul") == []
+    assert rest.find_all("ul") and about.find_all("details", class_="about-more")
     assert norm(about.find("strong").text()) == "perturbation"
-    assert [norm(c.text()) for c in about.find_all("code")] == ["de", "dir"]
+    assert [norm(c.text()) for c in rest.find_all("code")] == ["de", "dir"]
     assert len(about.find("ul").find_all("li")) == 2
     assert about.find("a", href="https://doi.org/10.1016/j.cell.2022.05.013").attrs["rel"] == "noopener noreferrer"
-    text = norm(about.text())
+    text = norm(lead.text() + " " + rest.text())
     # The javascript: link keeps its text and loses its target; raw HTML shows as text.
     assert "a crafted link" in text and "javascript" not in text
     assert "<b>markup</b> & ampersands" in text
@@ -931,3 +946,25 @@ def test_language_model_use_and_its_flags(tmp_path: Path) -> None:
     pages = {m: parse(next((tmp_path / "site" / "perturbqa").rglob(f"{m}.html"))) for m in ("big_llm", "mlp", "gat")}
     assert [len(p.find_all("table", id="table-llm-usage")) for p in pages.values()] == [1, 1, 0]
     assert "75.0% flagged" in norm(pages["big_llm"].find("table", id="table-llm-usage").text())
+
+
+def test_scores_say_how_many_headline_metrics_they_average(tmp_path: Path) -> None:
+    folder = write_results_dir(tmp_path / "results" / "perturbqa")
+    data = json.loads((folder / "results.json").read_text())
+    # Accuracy was skipped (its judge needs a language model): no method has a value of it.
+    data["scores"] = [s for s in data["scores"] if s["metric_id"] != "accuracy"]
+    data["skipped"] = [{"id": "accuracy", "type": "metric", "reason": "needs a language-model server " + HOSTILE}]
+    (folder / "results.json").write_text(json.dumps(data))
+    page_path = render_site([folder], tmp_path / "site").parent / "perturbqa" / "index.html"
+    page_html = page_path.read_text()
+    doc = parse(page_path)
+    n_headline = len(data["headline_metrics"])
+    note = norm(doc.find("p", class_="coverage-note").text())
+    assert f"The scores average {n_headline - 1} of {n_headline} headline metrics" in note
+    assert "Accuracy (needs a language-model server" in note
+    assert "of " + str(n_headline) in norm(doc.find("section", id="qc").find("p", class_="qc-note").text())
+    assert HOSTILE not in page_html
+
+
+def test_every_headline_metric_averaged_needs_no_note(site: Site) -> None:
+    assert "coverage-note" not in (site.root / "perturbqa" / "index.html").read_text()

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from openpert.results.scoring import aggregate_scores, scale_scores
+from openpert.results.scoring import NOT_APPLICABLE, aggregate_scores, scale_scores
 
 CONTROLS = {"pos": "positive", "neg": "negative", "base": "baseline", "m1": None, "m2": None}
 
@@ -253,3 +253,19 @@ def test_dynamic_range_in_standard_errors():
     # z: neither per-item values nor seeds: unavailable, with the reason
     assert by["z"]["range_se"] is None and "standard error is unknown" in by["z"]["reason"]
     assert [f.metric_id for f in dynamic_range_flags(table_)] == ["q"]
+
+
+def test_a_method_without_any_headline_value_on_a_dataset_is_not_applicable_there():
+    # m2 addresses only d2 (its rows on d1 carry no value); m1 addresses both.
+    raw = table([("d1", "pos", "acc", 0.9), ("d1", "neg", "acc", 0.5), ("d1", "m1", "acc", 0.7), ("d1", "m2", "acc", np.nan),
+                 ("d2", "pos", "acc", 0.9), ("d2", "neg", "acc", 0.5), ("d2", "m1", "acc", 0.7), ("d2", "m2", "acc", 0.8)])
+    scaled, _ = scale_scores(raw, CONTROLS, {"acc": True})
+    dataset_scores, overall = aggregate_scores(scaled, ["pos", "neg", "m1", "m2"], ["d1", "d2"])
+    ds = dataset_scores.set_index(["dataset_id", "method_id"])
+    assert np.isnan(ds.loc[("d1", "m2"), "score"]) and ds.loc[("d1", "m2"), "status"] == NOT_APPLICABLE
+    assert ds.loc[("d2", "m2"), "score"] == pytest.approx(0.75) and ds.loc[("d2", "m2"), "status"] == "succeeded"
+    # The overall score averages the datasets the method addresses, not a 0 for the other one.
+    assert overall.set_index("method_id").loc["m2", "score"] == pytest.approx(0.75)
+    # A failed job is still a 0, never "not applicable".
+    dataset_scores, _ = aggregate_scores(scaled, ["m2"], ["d1"], failed=[("d1", "m2")])
+    assert dataset_scores.iloc[0]["status"] == "failed" and dataset_scores.iloc[0]["score"] == 0.0

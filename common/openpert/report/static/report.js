@@ -93,7 +93,22 @@
     apply();
   }
 
+  // The tab strip fades out at its right edge while there is more to scroll to.
+  function setUpStrip(nav) {
+    var list = nav.querySelector("ul");
+    if (!list) return;
+    function update() {
+      var room = list.scrollWidth - list.clientWidth;
+      nav.classList.toggle("fits", room <= 1);
+      nav.classList.toggle("at-end", room > 1 && list.scrollLeft >= room - 1);
+    }
+    list.addEventListener("scroll", update, { passive: true });
+    window.addEventListener("resize", update);
+    update();
+  }
+
   function init() {
+    document.querySelectorAll("nav.toc").forEach(setUpStrip);
     document.querySelectorAll("table.sortable").forEach(makeSortable);
     document.querySelectorAll("input[data-controls-for]").forEach(setUpToggle);
   }
