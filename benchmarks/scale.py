@@ -22,7 +22,9 @@ when the step began (the timing pass runs without it, since it slows Python code
   method, the dynamic range's bootstrap standard errors and the covariate regressions;
 - ``report``: ``render_site`` of the task.
 
-The table gives each step's seconds and peak MB at each size and its growth exponent: the slope
+Times are CPU seconds of the process (``time.process_time``, with numerical libraries held to one
+thread): on a machine shared with other work, wall time measures the others' load as much as
+the harness. The table gives each step's CPU seconds and peak MB at each size and its growth exponent: the slope
 of log(cost) against log(methods) from the smallest to the largest size (1: linear; 2: quadratic),
 and the heaviest page of the site with its assets (``openpert.report.page_weight``).
 
@@ -37,6 +39,7 @@ import contextlib
 import functools
 import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -269,11 +272,11 @@ class StepMeter:
         if tracing:
             start_bytes = tracemalloc.get_traced_memory()[0]
             tracemalloc.reset_peak()
-        start = time.perf_counter()
+        start = time.process_time()
         try:
             yield
         finally:
-            self.seconds[name] += time.perf_counter() - start
+            self.seconds[name] += time.process_time() - start
             if tracing:
                 self.peak_bytes[name] = max(self.peak_bytes[name], tracemalloc.get_traced_memory()[1] - start_bytes)
 
@@ -389,7 +392,7 @@ def table(rows: list[dict]) -> str:
     """The text table: each step's seconds and peak MB per size, and their growth exponents."""
     sizes = [r["methods"] for r in rows]
     head = f"{'step':<12}" + "".join(f"{f'{n} methods':>22}" for n in sizes) + f"{'exponent s':>12}{'exponent MB':>13}"
-    lines = [head, f"{'':<12}" + "".join(f"{'s':>11}{'peak MB':>11}" for _ in sizes)]
+    lines = [head, f"{'':<12}" + "".join(f"{'CPU s':>11}{'peak MB':>11}" for _ in sizes)]
     for step in STEPS:
         secs = [r["seconds"][step] for r in rows]
         mbs = [r["peak_mb"][step] for r in rows]
@@ -425,7 +428,8 @@ def main() -> None:
             if args.keep:
                 args.keep.mkdir(parents=True, exist_ok=True)
                 command += ["--keep", str(args.keep)]
-            subprocess.run(command, check=True)
+            threads = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"), "1")
+            subprocess.run(command, check=True, env={**os.environ, **threads})
             rows.append(json.loads(out.read_text()))
             print(f"{rows[-1]['methods']} methods measured (setup {rows[-1]['setup_s']:.0f} s)", file=sys.stderr)
     print(table(rows))

@@ -274,6 +274,10 @@ def aggregate_scores(
     for dataset_id in datasets:
         on_dataset = scaled[scaled["dataset_id"] == dataset_id]
         scalable = sorted(on_dataset.loc[on_dataset["scaled"].notna(), "metric_id"].unique())
+        # One pass over the dataset's rows, not one per method: a filter per method made this
+        # quadratic in the number of methods.
+        by_method = {m: g.set_index("metric_id")["scaled"] for m, g in on_dataset.groupby("method_id", sort=False)}
+        none = pd.Series(dtype=float)
         for method_id in methods:
             if (dataset_id, method_id) in failed:
                 rows.append((dataset_id, method_id, 0.0, "failed"))
@@ -281,7 +285,7 @@ def aggregate_scores(
             if not scalable:
                 rows.append((dataset_id, method_id, np.nan, "succeeded"))
                 continue
-            mine = on_dataset[on_dataset["method_id"] == method_id].set_index("metric_id")["scaled"]
+            mine = by_method.get(method_id, none)
             values = mine.reindex(scalable).fillna(0.0).clip(0.0, 1.0)
             rows.append((dataset_id, method_id, float(values.mean()), "succeeded"))
     dataset_scores = pd.DataFrame(rows, columns=["dataset_id", "method_id", "score", "status"])
