@@ -286,10 +286,18 @@ class Task:
         return [c for c in self.components if c.type in types]
 
     def component(self, name: str) -> ComponentConfig:
+        comp = self._components_by_name.get(name)
+        if comp is None:
+            raise ConfigError(f"{self.dir}: no component named {name!r}")
+        return comp
+
+    @cached_property
+    def _components_by_name(self) -> dict[str, ComponentConfig]:
+        # The first component of a name, as a scan would find it; collecting results looks one up per job.
+        by_name: dict[str, ComponentConfig] = {}
         for comp in self.components:
-            if comp.name == name:
-                return comp
-        raise ConfigError(f"{self.dir}: no component named {name!r}")
+            by_name.setdefault(comp.name, comp)
+        return by_name
 
     def config_at(self, path: str | Path) -> ComponentConfig:
         """The component whose config is at ``path`` (as a plan names it): the one already read, if any."""

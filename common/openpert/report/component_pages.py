@@ -65,7 +65,7 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
     overall = results.overall(mid)
     facts = [("Id", f"<code>{esc(mid)}</code>"), ("Kind", badge(kind, str(method.get("control") or kind)))]
     # The rank among methods, as the task page shows it (results.json also ranks the controls).
-    row = next((r for r in overview_rows(results) if r.method.get("id") == method.get("id")), None)
+    row = next((r for r in results.derived("overview_rows", overview_rows) if r.method.get("id") == method.get("id")), None)
     if row is not None and is_ranked(method) and row.row.rank is not None:
         facts.append(("Overall rank", f"{esc(format_rank(row.row.rank))} of {len(results.methods)}"))
     if overall.get("score") is not None:

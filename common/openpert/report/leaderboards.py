@@ -218,11 +218,7 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
         overall = results.overall(mid)
         per_dataset = {d: results.dataset_score(d, mid) for d in dataset_ids}
         failures = [f for d in dataset_ids for f in results.method_failures(d, mid)]
-        failures += [
-            f
-            for f in results.failures
-            if f.get("stage") == "metric" and f.get("method_id") == mid
-        ]
+        failures += results.scoring_failures(mid)
         status = overall.get("status") or ("failed" if failures else "succeeded")
         return OverallRow(
             method=method,

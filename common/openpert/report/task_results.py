@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,34 @@ class TaskResults:
             for s in self._list("scores")
             if isinstance(s.get("scaled"), (int, float)) and not isinstance(s.get("scaled"), bool)
         }
+        # Indexes for the lookups every page makes per method, dataset and metric: scanning the
+        # lists instead made rendering grow with the square (and cube) of the number of methods.
+        self._methods_by_id = _first_by(self._list("methods"), "id")
+        self._metrics_by_id = _first_by(self._list("metrics"), "id")
+        self._datasets_by_id = _first_by(self._list("datasets"), "dataset_id")
+        self._failures_by_dataset: dict[Any, list[dict[str, Any]]] = {}
+        self._metric_failures: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+        self._own_failures: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+        self._metric_failures_by_method: dict[Any, list[dict[str, Any]]] = {}
+        for position, f in enumerate(self._list("failures")):
+            if _hashable(f.get("dataset_id")):
+                self._failures_by_dataset.setdefault(f.get("dataset_id"), []).append(f)
+            if f.get("stage") == "metric":
+                if _hashable(f.get("method_id")):
+                    self._metric_failures_by_method.setdefault(f.get("method_id"), []).append(f)
+                if _hashable(f.get("dataset_id")) and _hashable(f.get("method_id")):
+                    self._metric_failures.setdefault((f.get("dataset_id"), f.get("method_id")), []).append(f)
+                continue
+            for key in {v for v in (f.get("method_id"), f.get("component")) if _hashable(v)}:
+                self._own_failures.setdefault(key, []).append((position, f))
+        self._derived: dict[str, Any] = {}
+        self._method_resources: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+        for position, r in enumerate(self._list("resources")):
+            if r.get("stage") != "method":
+                continue
+            key = r.get("method_id") if r.get("method_id") is not None else ("component", r.get("component"))
+            if _hashable(key):
+                self._method_resources.setdefault(key, []).append((position, r))
 
     # -- plain fields ---------------------------------------------------------------------------
 
@@ -310,8 +339,19 @@ class TaskResults:
 
     # -- lookups -------------------------------------------------------------------------------
 
+    def derived(self, name: str, compute: Callable[[TaskResults], Any]) -> Any:
+        """``compute(self)``, computed at the first call for ``name`` and kept (the results do not change once read).
+
+        Pages that each need a whole-task table (every method page its row of the overview) share one.
+        """
+        if name not in self._derived:
+            self._derived[name] = compute(self)
+        return self._derived[name]
+
     def method(self, method_id: str | None) -> dict[str, Any] | None:
         """The method entry with this id, or None."""
+        if _hashable(method_id):
+            return self._methods_by_id.get(method_id)
         for m in self.all_methods:
             if m.get("id") == method_id:
                 return m
@@ -324,6 +364,8 @@ class TaskResults:
 
     def metric(self, metric_id: str | None) -> dict[str, Any] | None:
         """The metric entry with this id, or None."""
+        if _hashable(metric_id):
+            return self._metrics_by_id.get(metric_id)
         for m in self.metrics:
             if m.get("id") == metric_id:
                 return m
@@ -331,13 +373,13 @@ class TaskResults:
 
     def dataset_label(self, dataset_id: str | None) -> str:
         """The name of a dataset, its id when it has none."""
-        for d in self.datasets:
-            if d.get("dataset_id") == dataset_id:
-                return str(d.get("dataset_name") or dataset_id)
-        return str(dataset_id)
+        d = self.dataset(dataset_id)
+        return str(d.get("dataset_name") or dataset_id) if d else str(dataset_id)
 
     def dataset(self, dataset_id: str | None) -> dict[str, Any]:
         """The ``datasets`` entry with this id, or an empty dict."""
+        if _hashable(dataset_id):
+            return self._datasets_by_id.get(dataset_id, {})
         for d in self.datasets:
             if d.get("dataset_id") == dataset_id:
                 return d
@@ -392,9 +434,7 @@ class TaskResults:
         A failed method job, or a failed dataset job (which no method on that dataset survives).
         """
         out = []
-        for f in self.failures:
-            if f.get("dataset_id") != dataset_id:
-                continue
+        for f in self._failures_by_dataset.get(dataset_id, []) if _hashable(dataset_id) else []:
             stage = f.get("stage")
             if stage == "dataset" or (stage != "metric" and f.get("method_id") == method_id):
                 out.append(f)
@@ -405,36 +445,32 @@ class TaskResults:
     ) -> dict[str, Any] | None:
         """The failed metric job that left one (dataset, method, metric) without a score."""
         names = self.metric_components(metric_id)
-        for f in self.failures:
-            if (
-                f.get("stage") == "metric"
-                and f.get("dataset_id") == dataset_id
-                and f.get("method_id") == method_id
-                and f.get("component") in names
-            ):
+        key = (dataset_id, method_id)
+        for f in self._metric_failures.get(key, []) if _hashable(key) else []:
+            if f.get("component") in names:
                 return f
         return None
+
+    def scoring_failures(self, method_id: str | None) -> list[dict[str, Any]]:
+        """Failed metric jobs that scored a method's predictions, in file order."""
+        return list(self._metric_failures_by_method.get(method_id, [])) if _hashable(method_id) else []
 
     def component_failures(self, component_id: str, *, metric: bool = False) -> list[dict[str, Any]]:
         """Failures of one component's jobs (a method's own jobs, or a metric's jobs)."""
         if metric:
             names = self.metric_components(component_id)
             return [f for f in self.failures if f.get("stage") == "metric" and f.get("component") in names]
-        return [
-            f
-            for f in self.failures
-            if f.get("stage") != "metric"
-            and (f.get("method_id") == component_id or f.get("component") == component_id)
-        ]
+        if not _hashable(component_id):
+            return []
+        return [f for _, f in self._own_failures.get(component_id, [])]
 
     def method_resources(self, method_id: str) -> list[dict[str, Any]]:
         """Resource rows of a method's own jobs (not the metric jobs scoring it)."""
-        return [
-            r
-            for r in self.resources
-            if r.get("stage") == "method"
-            and (r.get("method_id") == method_id or (r.get("method_id") is None and r.get("component") == method_id))
-        ]
+        if not _hashable(method_id):
+            return []
+        # A row names the method by method_id, or (a job without one) by its component; in file order.
+        rows = self._method_resources.get(method_id, []) + self._method_resources.get(("component", method_id), [])
+        return [r for _, r in sorted(rows, key=lambda pair: pair[0])]
 
     def metric_resources(self, metric_id: str) -> list[dict[str, Any]]:
         """Resource rows of the jobs that computed a metric."""
@@ -480,6 +516,24 @@ def load_results(path: Path) -> TaskResults:
             stacklevel=2,
         )
     return TaskResults(data, path.parent)
+
+
+def _hashable(value: Any) -> bool:
+    """Whether a value read from the file can key an index (a hostile file may hold lists as ids)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _first_by(rows: list[dict[str, Any]], field: str) -> dict[Any, dict[str, Any]]:
+    """Each value of ``field`` -> the first row holding it (as a scan from the top finds it)."""
+    out: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        if _hashable(row.get(field)):
+            out.setdefault(row.get(field), row)
+    return out
 
 
 def _label(entry: dict[str, Any] | None) -> str:

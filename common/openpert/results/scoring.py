@@ -280,6 +280,10 @@ def aggregate_scores(
     for dataset_id in datasets:
         on_dataset = scaled[scaled["dataset_id"] == dataset_id]
         scalable = sorted(on_dataset.loc[on_dataset["scaled"].notna(), "metric_id"].unique())
+        # One pass over the dataset's rows, not one per method: a filter per method made this
+        # quadratic in the number of methods.
+        by_method = dict(iter(on_dataset.groupby("method_id", sort=False)))
+        none = on_dataset.iloc[:0]
         for method_id in methods:
             if (dataset_id, method_id) in failed:
                 rows.append((dataset_id, method_id, 0.0, "failed"))
@@ -287,7 +291,7 @@ def aggregate_scores(
             if not scalable:
                 rows.append((dataset_id, method_id, np.nan, "succeeded"))
                 continue
-            own_rows = on_dataset[on_dataset["method_id"] == method_id]
+            own_rows = by_method.get(method_id, none)
             mine = own_rows.set_index("metric_id")["scaled"]
             if len(own_rows) and own_rows.loc[own_rows["metric_id"].isin(scalable), "raw"].isna().all():
                 # Scored, yet no value on any headline metric: the method does not address this
