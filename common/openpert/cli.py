@@ -116,6 +116,9 @@ def cmd_run_component(ns: argparse.Namespace, rest: Sequence[str]) -> int:
         print(f"openpert: {config.name} failed: {result.reason} (work dir: {work})", file=sys.stderr)
         return result.exit_code if result.exit_code > 0 else 1
     print(f"{config.name}: done in {result.duration_s:.2f} s, peak memory {result.peak_memory_mb:.0f} MB", file=sys.stderr)
+    if not ns.work_dir:
+        # The outputs are published at their declared paths: a temporary work dir has nothing left to show.
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -17,16 +17,25 @@ from openpert.testing.plugin import ComponentTestError, run_component_test
 
 
 def test_run_component_cli(tiny_project, tmp_path, capsys, monkeypatch):
+    import tempfile
+
     monkeypatch.chdir(tiny_project)
+    host_tmp = tmp_path / "host-tmp"
+    host_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(host_tmp))
     out = tmp_path / "p.h5ad"
     code = main(["run-component", "src/tiny/methods/shrunk_mean/config.vsh.yaml", "--input_train", "resources_test/tiny/syn/train.h5ad",
                  "--input_test", "resources_test/tiny/syn/test.h5ad", "--output", str(out), "--alpha", "0"])
     assert code == 0 and out.is_file()
     assert ad.read_h5ad(out).uns["method_id"] == "shrunk_mean"
+    # A successful run without --work-dir leaves no temporary work dir behind; a failed one keeps its log.
+    assert list(host_tmp.iterdir()) == []
     code = main(["run-component", "src/tiny/methods/fail_raise/config.vsh.yaml", "--input_train", "resources_test/tiny/syn/train.h5ad",
                  "--input_test", "resources_test/tiny/syn/test.h5ad", "--output", str(tmp_path / "q.h5ad")])
     err = capsys.readouterr().err
     assert code == 1 and "fail_raise failed: exited with code 1" in err and "this method fails on purpose" in err
+    [kept] = host_tmp.iterdir()
+    assert (kept / "output.log").is_file() and not (kept / ".tmp").exists() and not (kept / ".home").exists()
     code = main(["run-component", "src/tiny/methods/nope/config.vsh.yaml"])
     assert code == 2 and "nope/config.vsh.yaml: file not found" in capsys.readouterr().err
 
