@@ -36,6 +36,7 @@ from typing import Any
 
 from openpert.engines.nextflow import TRACE_FILE_NAME
 from openpert.engines.nextflow_trace import parse_trace, seed_variants
+from openpert.files import read_tail
 
 __all__ = [
     "affected_jobs", "failed_task_logs", "images_to_build", "plan_jobs", "rerun_problems",
@@ -224,9 +225,7 @@ def _tail(path: Path, limit: int) -> str:
     if not path.is_file():
         return f"({path.name} is missing)"
     size = path.stat().st_size
-    with open(path, "rb") as handle:
-        handle.seek(max(0, size - limit))
-        text = handle.read().decode("utf-8", errors="replace")
+    text = read_tail(path, limit).decode("utf-8", errors="replace")
     return (f"... (first {size - limit} bytes left out)\n" if size > limit else "") + text
 
 
