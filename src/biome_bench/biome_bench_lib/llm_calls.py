@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from biome_bench_lib.answer_extraction import parse_judge_answer, parse_kg_answer, strip_think
+from biome_bench_lib.answer_extraction import answer_is_readable, parse_judge_answer, parse_kg_answer, strip_think
 from biome_bench_lib.prompts import judge_messages, kg_messages
 from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, TASK_RELATION
+from pertsci.llm_usage import AnswerTally, usage_record
 
-__all__ = ["generate_answers", "judge_explanations", "kg_coverage"]
+__all__ = ["answers_usage", "generate_answers", "judge_explanations", "kg_coverage"]
 
 
 def generate_answers(client: Any, conversations: Sequence[Sequence[Mapping[str, str]]], tasks: Sequence[str],
@@ -53,6 +54,17 @@ def generate_answers(client: Any, conversations: Sequence[Sequence[Mapping[str, 
         raise ValueError("one answer per item: sampling.n must be 1")
     texts = [out[0] for out in client.generate([list(c) for c in conversations], sampling)] if conversations else []
     return [t if task == TASK_RELATION else strip_think(t) for t, task in zip(texts, tasks)]
+
+
+def answers_usage(client: Any, answers: Sequence[str], tasks: Sequence[str]) -> dict[str, int]:
+    """The ``uns["llm_usage"]`` record of :func:`generate_answers`' answers.
+
+    One sample per item; an answer the metrics cannot read (:func:`answer_is_readable`) is an
+    abstention, scored as wrong by the metrics (the fallback).
+    """
+    tally = AnswerTally()
+    tally.add_questions([[answer_is_readable(a, t)] for a, t in zip(answers, tasks)], abstained=False)
+    return usage_record(client.stats, tally)
 
 
 def judge_explanations(client: Any, queries: Sequence[str], phenotypes: Sequence[str], references: Sequence[str],

@@ -15,6 +15,7 @@ import pandas as pd
 from pertreasonqa_lib.answer_parsing import ResponseFormatError, parse_response
 from pertreasonqa_lib.path_serialisation import serialize_paths
 from pertsci.llm import LLMClient, SamplingParams
+from pertsci.llm_usage import AnswerTally, usage_record
 
 #: Short description of each cell line, for prompts.
 CELL_DESCRIPTIONS = {
@@ -125,3 +126,14 @@ def answer_with_llm(client: LLMClient, prompts: Sequence[str], sampling: Samplin
             answer, triplets, error = "invalid", [], str(err)
         rows.append({"answer": answer, "triplets": triplets, "response": text, "parse_error": error})
     return pd.DataFrame(rows)
+
+
+def answers_usage(client: LLMClient, table: pd.DataFrame) -> dict[str, int]:
+    """The ``uns["llm_usage"]`` record of :func:`answer_with_llm`'s answers.
+
+    One sample per question; a response that breaks the format (a ``parse_error``) is an
+    abstention, and its question falls back to ``invalid``, which scores as wrong.
+    """
+    tally = AnswerTally()
+    tally.add_questions([[error != ""] for error in table["parse_error"]], abstained=True)
+    return usage_record(client.stats, tally)

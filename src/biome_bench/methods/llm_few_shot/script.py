@@ -2,7 +2,6 @@ import sys
 
 from pertsci.embeddings import embed
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
 
 ## VIASH START
 par = {
@@ -17,9 +16,8 @@ meta = {"resources_dir": "src/biome_bench", "name": "llm_few_shot"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib.answer_extraction import answer_is_readable  # noqa: E402
 from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
-from biome_bench_lib.llm_calls import generate_answers  # noqa: E402
+from biome_bench_lib.llm_calls import answers_usage, generate_answers  # noqa: E402
 from biome_bench_lib.prompts import few_shot_messages  # noqa: E402
 from biome_bench_lib.similar_items import item_texts, nearest_neighbours  # noqa: E402
 from biome_bench_lib.vocabulary import TASK_MECHANISM, TASK_RELATION  # noqa: E402
@@ -48,10 +46,7 @@ for task, answer_column in ((TASK_RELATION, "relation"), (TASK_MECHANISM, "mecha
         conversations[row] = few_shot_messages(test["prompt"].iloc[row], examples)
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
 answers = generate_answers(client, conversations, test["task"].tolist(), sampling)
-# One sample per item; an unreadable answer is scored as wrong by the metrics (the fallback).
-tally = AnswerTally()
-tally.add_questions([[answer_is_readable(a, t)] for a, t in zip(answers, test["task"])], abstained=False)
-usage = usage_record(client.stats, tally)
+usage = answers_usage(client, answers, test["task"].tolist())
 print(f"{len(answers)} answers from {client.resolved_model()}; LLM usage: {usage}")
 write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"],
                  uns={"llm_usage": usage})

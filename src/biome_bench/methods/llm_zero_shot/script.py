@@ -1,7 +1,6 @@
 import sys
 
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
 
 ## VIASH START
 par = {
@@ -15,9 +14,8 @@ meta = {"resources_dir": "src/biome_bench", "name": "llm_zero_shot"}
 ## VIASH END
 
 sys.path.append(meta["resources_dir"])
-from biome_bench_lib.answer_extraction import answer_is_readable  # noqa: E402
 from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
-from biome_bench_lib.llm_calls import generate_answers  # noqa: E402
+from biome_bench_lib.llm_calls import answers_usage, generate_answers  # noqa: E402
 
 test, uns = read_items(par["input_test"])
 try:
@@ -27,10 +25,7 @@ except LLMConfigError as err:
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
 conversations = [[{"role": "user", "content": prompt}] for prompt in test["prompt"]]
 answers = generate_answers(client, conversations, test["task"].tolist(), sampling)
-# One sample per item; an unreadable answer is scored as wrong by the metrics (the fallback).
-tally = AnswerTally()
-tally.add_questions([[answer_is_readable(a, t)] for a, t in zip(answers, test["task"])], abstained=False)
-usage = usage_record(client.stats, tally)
+usage = answers_usage(client, answers, test["task"].tolist())
 print(f"{len(answers)} answers from {client.resolved_model()}; LLM usage: {usage}")
 write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"],
                  uns={"llm_usage": usage})
