@@ -159,7 +159,7 @@ def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
         input_dir = Path(ns.input) / task.dir.name if ns.input is not None and len(tasks) > 1 else ns.input
         plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, input_dir=input_dir, datasets=ns.datasets,
                                  methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs,
-                                 progress=False if ns.quiet else None, sandbox=_SANDBOX[ns.sandbox],
+                                 progress=False if ns.quiet else None, sandbox=_sandbox(ns),
                                  include_large=ns.include_large)
         print(f"{task.name}: what the LLM components would send ({plan['token_count']}) -> {out / 'llm_plan.json'}")
         print(format_plan_table(plan["rows"]))

@@ -96,3 +96,25 @@ def test_plans_sum_over_calls_and_seeds_per_judged_method(tmp_path):
     assert (method["shared_prefix_tokens_caller_order"], method["shared_prefix_tokens_prefix_order"]) == (40, 160)
     table = format_plan_table(rows)
     assert "1,200" in table and table.count("+") == 5  # the failed judge's four summed counts, and the note
+
+
+def test_the_command_takes_the_sandbox_from_the_environment(tiny_project, tmp_path, capsys, monkeypatch):
+    from openpert.cli import main
+
+    # Without --sandbox the setting comes from $OPENPERT_SANDBOX, as for a benchmark.
+    monkeypatch.chdir(tiny_project)
+    monkeypatch.setenv("OPENPERT_SANDBOX", "off")
+    monkeypatch.delenv("OPENPERT_LLM_TOKENIZER", raising=False)
+    seen = {}
+
+    def fake_dry_run(task, out, **kwargs):
+        seen.update(kwargs)
+        return {"token_count": "characters / 4", "rows": [], "failures": []}
+
+    monkeypatch.setattr("openpert.engines.dry_run.dry_run_benchmark", fake_dry_run)
+    assert main(["benchmark", "--task", "tiny", "--dry-run", "--input", "resources_test/tiny",
+                 "-o", str(tmp_path / "out")]) == 0
+    assert seen["sandbox"] is False
+    monkeypatch.setenv("OPENPERT_SANDBOX", "bogus")
+    assert main(["benchmark", "--task", "tiny", "--dry-run", "-o", str(tmp_path / "out")]) != 0
+    assert "$OPENPERT_SANDBOX is 'bogus'" in capsys.readouterr().err
