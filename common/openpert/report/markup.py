@@ -1,7 +1,10 @@
-"""HTML building blocks shared by every page: escaping, the page frame, references and links.
+"""The building blocks every page shares, called from Python: labels, links, tables, sections, the page frame.
 
-Every string that comes from ``results.json`` passes through :func:`esc` before it reaches the
-page; links from the file are only made clickable when they are http(s) or DOI links.
+Each renders a macro of ``templates/macros.html`` (or ``base.html``), where the markup is and where
+autoescape escapes every string from ``results.json``; links from the file are only made clickable
+when they are http(s) or DOI links. Templates call the macros themselves; these are for the Python
+that still assembles fragments, and return plain ``str`` (HTML) so that concatenation with other
+fragments does not escape them twice.
 """
 
 from __future__ import annotations
@@ -9,11 +12,15 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from functools import cache
 from typing import Any
 from urllib.parse import quote, urlparse
 
-import openpert
+from markupsafe import Markup
+
 from openpert.config.formats import LABEL_MAX  # longer labels are cut with an ellipsis, whole on hover
+from openpert.report.views import Cell, Column, Table
 
 SITE_NAME = "openpert results"
 
@@ -58,8 +65,32 @@ def short_label(text: Any, limit: int = LABEL_MAX) -> str:
     return text[: max(limit - 1, 1)].rstrip(" ,;:-/(") + "…"
 
 
+def label_parts(label: Any, tooltip: Any = None, limit: int | None = None) -> tuple[str, str]:
+    """A label as shown (cut to ``limit``) and its hover text (full label and description).
+
+    Parameters
+    ----------
+    label
+        The full label.
+    tooltip
+        A longer description appended to the hover text (plain text).
+    limit
+        Longest label shown (default :data:`LABEL_MAX`).
+
+    Returns
+    -------
+    tuple of str
+        The shown label and the hover text (``""`` when the label is short and has no description).
+    """
+    full = " ".join(str(label if label is not None else "").split())
+    shown = short_label(full, limit or LABEL_MAX)
+    if tooltip and str(tooltip) != full:
+        return shown, f"{full}: {tooltip}"
+    return shown, full if shown != full else ""
+
+
 def label_span(label: Any, tooltip: Any = None, limit: int = LABEL_MAX) -> str:
-    """A short label with its full text (and a description) on hover.
+    """A short label with its full text (and a description) on hover (``label_span`` macro).
 
     Parameters
     ----------
@@ -73,18 +104,9 @@ def label_span(label: Any, tooltip: Any = None, limit: int = LABEL_MAX) -> str:
     Returns
     -------
     str
-        ``<span title="...">short</span>``, or the escaped label alone when it is short and has
-        no description.
+        ``<span title="...">short</span>``, or the label alone when it is short and has no description.
     """
-    full = " ".join(str(label if label is not None else "").split())
-    shown = short_label(full, limit)
-    if tooltip and str(tooltip) != full:
-        hover = f"{full}: {tooltip}"
-    else:
-        hover = full if shown != full else ""
-    if not hover:
-        return esc(shown)
-    return f'<span title="{esc(hover)}">{esc(shown)}</span>'
+    return str(_macro("label_span")(label, tooltip, limit))
 
 
 def safe_url(url: Any) -> str | None:
@@ -126,11 +148,24 @@ def external_link(url: Any, text: Any | None = None) -> str:
     str
         HTML.
     """
-    shown = esc(text if text is not None else url)
-    target = safe_url(url)
-    if target is None:
-        return f"<span>{shown}</span>"
-    return f'<a href="{esc(target)}" rel="noopener noreferrer">{shown}</a>'
+    return str(_macro("external_link")(url, text))
+
+
+def doi_parts(doi: Any) -> tuple[str, str]:
+    """A DOI without its prefix, and its resolver address.
+
+    Parameters
+    ----------
+    doi
+        A DOI, with or without a ``doi:`` or resolver prefix.
+
+    Returns
+    -------
+    tuple of str
+        The bare DOI and ``https://doi.org/<doi>``.
+    """
+    bare = re.sub(r"^(doi:|https?://(dx\.)?doi\.org/)", "", str(doi).strip(), flags=re.IGNORECASE)
+    return bare, "https://doi.org/" + quote(bare, safe="/:;()._-<>[]")
 
 
 def doi_link(doi: Any) -> str:
@@ -146,14 +181,29 @@ def doi_link(doi: Any) -> str:
     str
         HTML.
     """
-    text = str(doi).strip()
-    bare = re.sub(r"^(doi:|https?://(dx\.)?doi\.org/)", "", text, flags=re.IGNORECASE)
-    href = "https://doi.org/" + quote(bare, safe="/:;()._-<>[]")
-    return f'<a href="{esc(href)}" rel="noopener noreferrer">doi:{esc(bare)}</a>'
+    return str(_macro("doi_link")(doi))
+
+
+def paragraph_blocks(text: Any) -> list[str]:
+    """The report's own text split on blank lines.
+
+    Parameters
+    ----------
+    text
+        Plain text.
+
+    Returns
+    -------
+    list of str
+        The paragraphs, stripped; none for empty text.
+    """
+    if not text:
+        return []
+    return [b.strip() for b in re.split(r"\n\s*\n", str(text)) if b.strip()]
 
 
 def paragraphs(text: Any, css_class: str | None = None) -> str:
-    """Split the report's own text on blank lines into escaped ``<p>`` elements.
+    """The report's own text as ``<p>`` elements, split on blank lines.
 
     Texts from ``results.json`` go through :mod:`openpert.report.markdown` instead.
 
@@ -169,11 +219,25 @@ def paragraphs(text: Any, css_class: str | None = None) -> str:
     str
         HTML, empty for empty text.
     """
-    if not text:
-        return ""
-    cls = f' class="{esc(css_class)}"' if css_class else ""
-    blocks = [b.strip() for b in re.split(r"\n\s*\n", str(text)) if b.strip()]
-    return "".join(f"<p{cls}>{esc(b)}</p>" for b in blocks)
+    return str(_macro("paragraphs")(text, css_class))
+
+
+def reference_parts(refs: Any) -> tuple[list[str], list[tuple[str, str]]]:
+    """The DOIs and the BibTeX entries (with their keys) of a ``references`` block.
+
+    Parameters
+    ----------
+    refs
+        ``{"doi": [...], "bibtex": [...]}``; a single string is accepted for either.
+
+    Returns
+    -------
+    tuple
+        The DOIs, and ``(key, entry)`` per BibTeX entry (``key`` is ``""`` when it has none).
+    """
+    if not isinstance(refs, dict):
+        return [], []
+    return _as_list(refs.get("doi")), [(_bibtex_key(e), str(e)) for e in _as_list(refs.get("bibtex"))]
 
 
 def references(refs: Any) -> str:
@@ -189,23 +253,25 @@ def references(refs: Any) -> str:
     str
         HTML, empty when there is no reference.
     """
-    if not isinstance(refs, dict):
-        return ""
-    dois = _as_list(refs.get("doi"))
-    bibtex = _as_list(refs.get("bibtex"))
-    if not dois and not bibtex:
-        return ""
-    parts = []
-    if dois:
-        parts.append('<ul class="refs">' + "".join(f"<li>{doi_link(d)}</li>" for d in dois) + "</ul>")
-    for i, entry in enumerate(bibtex, start=1):
-        key = _bibtex_key(entry)
-        summary = f"BibTeX: {key}" if key else f"BibTeX entry {i}"
-        parts.append(
-            f'<details class="bibtex"><summary>{esc(summary)}</summary>'
-            f"<pre><code>{esc(entry)}</code></pre></details>"
-        )
-    return "".join(parts)
+    return str(_macro("references")(refs))
+
+
+def link_parts(links_block: Any) -> list[tuple[str, list[Any]]]:
+    """Named links as ``(name, urls)``, names made readable, empty entries left out.
+
+    Parameters
+    ----------
+    links_block
+        ``{"repository": url, ...}``; values may also be lists of URLs.
+
+    Returns
+    -------
+    list
+        ``(name, urls)`` pairs.
+    """
+    if not isinstance(links_block, dict):
+        return []
+    return [(_humanize(name), _as_list(value)) for name, value in links_block.items() if _as_list(value)]
 
 
 def links(links_block: Any) -> str:
@@ -221,25 +287,17 @@ def links(links_block: Any) -> str:
     str
         HTML, empty when there is no link.
     """
-    if not isinstance(links_block, dict) or not links_block:
-        return ""
-    rows = []
-    for name, value in links_block.items():
-        urls = _as_list(value)
-        if not urls:
-            continue
-        shown = ", ".join(external_link(u) for u in urls)
-        rows.append(f"<dt>{esc(_humanize(name))}</dt><dd>{shown}</dd>")
-    return f'<dl class="links">{"".join(rows)}</dl>' if rows else ""
+    return str(_macro("links")(links_block))
 
 
-def definition_list(pairs: Iterable[tuple[str, str]], css_class: str = "facts") -> str:
-    """A ``<dl>`` from ``(term, html)`` pairs; pairs with empty html are left out.
+def definition_list(pairs: Iterable[tuple[str, Any]], css_class: str = "facts") -> str:
+    """A ``<dl>`` from ``(term, value)`` pairs; pairs with an empty value are left out.
 
     Parameters
     ----------
     pairs
-        Terms (escaped here) and their values (already HTML).
+        Terms (text) and their values (text or ``Markup``; a plain ``str`` is taken as HTML
+        while pages still build fragments in Python).
     css_class
         Class of the list.
 
@@ -248,8 +306,7 @@ def definition_list(pairs: Iterable[tuple[str, str]], css_class: str = "facts") 
     str
         HTML.
     """
-    items = "".join(f"<dt>{esc(t)}</dt><dd>{v}</dd>" for t, v in pairs if v)
-    return f'<dl class="{esc(css_class)}">{items}</dl>' if items else ""
+    return str(_macro("definition_list")([(t, _as_html(v)) for t, v in pairs], css_class))
 
 
 def table_region(table_html: str, label: str, css_class: str = "table-wrap") -> str:
@@ -258,7 +315,7 @@ def table_region(table_html: str, label: str, css_class: str = "table-wrap") -> 
     Parameters
     ----------
     table_html
-        The ``<table>``.
+        The ``<table>`` (HTML).
     label
         What screen readers announce for the region.
     css_class
@@ -269,16 +326,13 @@ def table_region(table_html: str, label: str, css_class: str = "table-wrap") -> 
     str
         HTML.
     """
-    return (
-        f'<div class="{esc(css_class)}" role="region" tabindex="0" aria-label="{esc(label)}">'
-        f"{table_html}</div>"
-    )
+    return str(_render_call("table_region", _as_html(table_html), label, css_class))
 
 
 def simple_table(
     caption: str,
     header: Sequence[str],
-    rows: Sequence[Sequence[str]],
+    rows: Sequence[Sequence[Any]],
     *,
     table_id: str | None = None,
     sortable: bool = True,
@@ -287,16 +341,17 @@ def simple_table(
     caption_html: bool = False,
     css_class: str = "",
 ) -> str:
-    """A table with a caption, column headers and one row header per row.
+    """A table with a caption, column headers and one row header per row (``data_table`` macro).
 
     Parameters
     ----------
     caption
-        The caption (escaped unless ``caption_html``).
+        The caption (text unless ``caption_html``).
     header
-        Column titles (escaped).
+        Column titles (text).
     rows
-        Cells, already HTML. A cell given as ``(html, sort_key)`` also sets ``data-sort``.
+        Cells: ``Markup``, or a plain ``str`` taken as HTML while pages still build fragments in
+        Python. A cell given as ``(content, sort_key)`` also sets ``data-sort``.
     table_id
         The table's id.
     sortable
@@ -316,35 +371,30 @@ def simple_table(
         HTML, wrapped in a scrollable region.
     """
     numeric = list(numeric or [False] * len(header))
-    head = []
-    for i, title in enumerate(header):
-        extra = f' data-col="{i}"' if sortable else ""
-        if sortable and numeric[i]:
-            extra += ' data-type="number"'
-        cls = ' class="num"' if numeric[i] else ""
-        head.append(f'<th scope="col"{cls}{extra}>{esc(title)}</th>')
-    body = []
-    for row in rows:
-        cells = []
-        for i, cell in enumerate(row):
-            content, key = cell if isinstance(cell, tuple) else (cell, None)
-            sort_attr = f' data-sort="{esc(key)}"' if key is not None else ""
-            cls = ' class="num"' if i < len(numeric) and numeric[i] else ""
-            if i == 0 and row_headers:
-                cells.append(f'<th scope="row"{cls}{sort_attr}>{content}</th>')
-            else:
-                cells.append(f"<td{cls}{sort_attr}>{content}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    id_attr = f' id="{esc(table_id)}"' if table_id else ""
-    cls = "data sortable" if sortable else "data"
-    if css_class:
-        cls += f" {esc(css_class)}"
-    cap = caption if caption_html else esc(caption)
-    table = (
-        f'<table class="{cls}"{id_attr}><caption>{cap}</caption>'
-        f"<thead><tr>{''.join(head)}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
-    return table_region(table, _strip_tags(cap))
+    columns = [Column(str(title), bool(numeric[i]) if i < len(numeric) else False) for i, title in enumerate(header)]
+    body = [[_html_cell(c) for c in row] for row in rows]
+    cap = Markup(caption) if caption_html else caption
+    table = Table(cap, columns, body, table_id=table_id, sortable=sortable, row_headers=row_headers,
+                  css_class=css_class, label=_strip_tags(str(cap)) if caption_html else str(caption))
+    return str(data_table(table))
+
+
+def data_table(table: Table) -> str:
+    """Render a :class:`~openpert.report.views.Table` (``data_table`` macro).
+
+    Parameters
+    ----------
+    table
+        The table's view model.
+
+    Returns
+    -------
+    str
+        HTML, wrapped in a scrollable region.
+    """
+    if not table.label:
+        table = replace(table, label=_strip_tags(str(table.caption)))
+    return str(_macro("data_table")(table))
 
 
 def page(
@@ -355,56 +405,30 @@ def page(
     crumbs: Sequence[tuple[str, str | None]] = (),
     description: str = "",
 ) -> str:
-    """A complete HTML document in the site's frame.
+    """A complete HTML document in the site's frame (``base.html``).
 
     Parameters
     ----------
     title
-        The page title (escaped here).
+        The page title (text).
     body
-        The content of ``<main>``, already HTML.
+        The content of ``<main>`` (HTML).
     root
         Relative path from the page to the site root (``""``, ``"../"``, ...).
     crumbs
         Breadcrumbs as ``(text, href)``; the last one, the current page, has no href.
     description
-        The page's meta description (escaped here).
+        The page's meta description (text).
 
     Returns
     -------
     str
         The document.
     """
-    nav = ""
-    if crumbs:
-        items = []
-        for text, href in crumbs:
-            if href is None:
-                items.append(f'<li><span aria-current="page">{esc(text)}</span></li>')
-            else:
-                items.append(f'<li><a href="{esc(href)}">{esc(text)}</a></li>')
-        nav = f'<nav class="breadcrumbs" aria-label="Breadcrumb"><ol>{"".join(items)}</ol></nav>'
-    meta = f'<meta name="description" content="{esc(description)}">\n' if description else ""
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc(title)} · {SITE_NAME}</title>\n{meta}"
-        f'<link rel="icon" href="{root}static/favicon.svg" type="image/svg+xml">\n'
-        f'<link rel="stylesheet" href="{root}static/report.css">\n'
-        f'<script src="{root}static/report.js" defer></script>\n'
-        "</head>\n<body>\n"
-        '<a class="skip-link" href="#main">Skip to content</a>\n'
-        '<header class="site-header"><div class="container">'
-        f'<a class="brand" href="{root}index.html"><span class="brand-mark" aria-hidden="true"></span>'
-        f'openpert <span class="brand-sub">results</span></a></div></header>\n'
-        f'<div class="container">{nav}</div>\n'
-        f'<main id="main" class="container">\n{body}\n</main>\n'
-        '<footer class="site-footer"><div class="container">'
-        f"Rendered by openpert {esc(openpert.__version__)} from <code>results.json</code>. "
-        "Scores are scaled between each dataset&#x27;s strongest negative control (0) and its positive control (1)."
-        "</div></footer>\n</body>\n</html>\n"
-    )
+    from openpert.report.templating import render
+
+    return str(render("base.html", title=title, body=_as_html(body), root=root, crumbs=list(crumbs),
+                      description=description))
 
 
 def section(section_id: str, title: str, content: str, level: int = 2, intro: str = "") -> str:
@@ -415,7 +439,7 @@ def section(section_id: str, title: str, content: str, level: int = 2, intro: st
     section_id
         The id (also the in-page anchor).
     title
-        The heading (escaped here).
+        The heading (text).
     content
         HTML.
     level
@@ -428,11 +452,7 @@ def section(section_id: str, title: str, content: str, level: int = 2, intro: st
     str
         HTML.
     """
-    hid = f"{section_id}-title"
-    return (
-        f'<section id="{esc(section_id)}" aria-labelledby="{esc(hid)}">'
-        f'<h{level} id="{esc(hid)}">{esc(title)}</h{level}>{intro}{content}</section>'
-    )
+    return str(_render_call("section", _as_html(content), section_id, title, level, _as_html(intro)))
 
 
 def badge(text: str, kind: str = "") -> str:
@@ -441,7 +461,7 @@ def badge(text: str, kind: str = "") -> str:
     Parameters
     ----------
     text
-        The label (escaped here).
+        The label (text).
     kind
         Modifier class, e.g. ``"positive"``, ``"failed"``.
 
@@ -450,8 +470,7 @@ def badge(text: str, kind: str = "") -> str:
     str
         HTML.
     """
-    cls = f"badge badge-{re.sub(r'[^a-z0-9-]', '-', kind.lower())}" if kind else "badge"
-    return f'<span class="{cls}">{esc(text)}</span>'
+    return str(_macro("badge")(text, re.sub(r"[^a-z0-9-]", "-", kind.lower())))
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -474,3 +493,33 @@ def _humanize(name: Any) -> str:
 
 def _strip_tags(text: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def _macro(name: str):
+    from openpert.report.templating import macro
+
+    return macro(name)
+
+
+def _render_call(name: str, content: Markup, *args: Any) -> Markup:
+    """Call a macro that wraps a block (``{% call %}``) around ``content``."""
+    return Markup(_call_template(name).render(args=args, content=content))
+
+
+@cache
+def _call_template(name: str):
+    from openpert.report.templating import environment
+
+    return environment().from_string(
+        "{% import 'macros.html' as m %}{% call m." + name + "(*args) %}{{ content }}{% endcall %}")
+
+
+def _as_html(value: Any) -> Any:
+    """A fragment built by a page in Python: a ``str`` there is already HTML."""
+    return Markup(value) if isinstance(value, str) else value
+
+
+def _html_cell(value: Any) -> Cell:
+    if isinstance(value, tuple):
+        return Cell(_as_html(value[0]), value[1])
+    return Cell(_as_html(value))
