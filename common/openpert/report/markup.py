@@ -393,7 +393,8 @@ def data_table(table: Table) -> str:
         HTML, wrapped in a scrollable region.
     """
     if not table.label:
-        table = replace(table, label=_strip_tags(str(table.caption)))
+        caption = table.caption
+        table = replace(table, label=_strip_tags(caption) if isinstance(caption, Markup) else str(caption))
     return str(_macro("data_table")(table))
 
 
