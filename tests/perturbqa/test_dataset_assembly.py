@@ -98,8 +98,10 @@ def test_a_subtask_without_items_is_an_error_naming_the_file():
 def test_dataset_labels_are_short():
     assert dataset_label("K562", ["de"]) == "K562 DE" and dataset_label("RPE1", ["dir"]) == "RPE1 direction"
     assert dataset_label("K562", ["gse_pert"]) == "K562 pert clusters"
-    assert dataset_label("K562", ["de", "gse_gene", "gse_pert"]) == "K562: de+gse_gene+gse_pert"
-    assert dataset_label("twelve chars", ["dir", "gse_gene", "gse_pert"]) == "twelve chars: 3 subtasks"
+    assert dataset_label("K562", ["de", "gse_gene", "gse_pert"]) == "K562 DE, gene sets, pert sets"
+    assert dataset_label("twelve chars", ["dir", "gse_gene", "gse_pert"]) == "twelve chars, 3 subtasks"
+    # Never an id: a label shows words, not "gse_gene".
+    assert "_" not in dataset_label("RPE1", ["dir", "gse_gene"])
     for name in ("k562", "rpe1", "k562_set"):
         for subtasks in (["de"], ["dir"], ["gse_gene"], ["gse_pert"], ["dir", "gse_gene", "gse_pert"]):
             assert len(dataset_label(screen(name).label, subtasks)) <= MAX_DATASET_LABEL

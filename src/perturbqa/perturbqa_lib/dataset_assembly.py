@@ -49,12 +49,15 @@ MAX_DATASET_LABEL = 30
 _SUBTASK_NAMES = {"de": "differential expression", "dir": "direction of change",
                   "gse_gene": "gene-set enrichment of gene clusters", "gse_pert": "gene-set enrichment of perturbation clusters"}
 _SUBTASK_LABELS = {"de": "DE", "dir": "direction", "gse_gene": "gene clusters", "gse_pert": "pert clusters"}
+#: The same, shorter, for a label that lists several subtasks.
+_SUBTASK_WORDS = {"de": "DE", "dir": "direction", "gse_gene": "gene sets", "gse_pert": "pert sets"}
 
 
 def dataset_label(screen_label: str, subtasks: Sequence[str]) -> str:
     """A dataset's short label: ``"<screen label> <subtask>"``, at most :data:`MAX_DATASET_LABEL` characters.
 
-    Several subtasks (test resources) are named by their ids; the long text stays in the
+    Several subtasks (test resources) are listed by their short words ("K562 DE, gene sets,
+    pert sets"), or counted when those do not fit; never by their ids. The long text stays in the
     dataset's summary and description.
 
     Raises
@@ -63,8 +66,11 @@ def dataset_label(screen_label: str, subtasks: Sequence[str]) -> str:
         When even the shortest form is longer than :data:`MAX_DATASET_LABEL`.
     """
     subtasks = list(subtasks)
-    candidates = [f"{screen_label} {_SUBTASK_LABELS.get(subtasks[0], subtasks[0])}"] if len(subtasks) == 1 else []
-    candidates += [f"{screen_label}: {'+'.join(subtasks)}", f"{screen_label}: {len(subtasks)} subtasks"]
+    if len(subtasks) == 1:
+        candidates = [f"{screen_label} {_SUBTASK_LABELS.get(subtasks[0], subtasks[0])}"]
+    else:
+        candidates = [f"{screen_label} {', '.join(_SUBTASK_WORDS.get(s, s) for s in subtasks)}"]
+    candidates.append(f"{screen_label}, {len(subtasks)} subtasks")
     for label in candidates:
         if len(label) <= MAX_DATASET_LABEL:
             return label

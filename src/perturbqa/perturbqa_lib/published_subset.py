@@ -99,6 +99,8 @@ def subsample_published(data_dir: str | Path, kg_dir: str | Path, out: str | Pat
     with gzip.open(kg_dir / "string_v12_human_protein_info.txt.gz", "rt") as fh:
         info = pd.read_csv(fh, sep="\t")
     info = info[info["preferred_name"].isin(universe)]
-    with gzip.open(out / "knowledge_graphs" / "string_v12_human_protein_info.txt.gz", "wt") as fh:
-        info.to_csv(fh, sep="\t", index=False)
+    # mtime=0: the same inputs give the same bytes, so a regeneration leaves git quiet.
+    text = info.to_csv(sep="\t", index=False).encode()
+    with gzip.GzipFile(out / "knowledge_graphs" / "string_v12_human_protein_info.txt.gz", "wb", mtime=0) as fh:
+        fh.write(text)
     return sorted(universe)
