@@ -156,7 +156,7 @@ def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
                 raise ConfigError(f"{task.dir}: no component takes --llm_base_url; a dry run has nothing to count")
             continue
         out = Path(ns.output) / task.dir.name
-        input_dir = Path(ns.input) / task.dir.name if ns.input is not None and len(tasks) > 1 else ns.input
+        input_dir = _task_input(ns, task, several=len(tasks) > 1)
         plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, input_dir=input_dir, datasets=ns.datasets,
                                  methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs,
                                  progress=False if ns.quiet else None, sandbox=_sandbox(ns),
@@ -169,13 +169,24 @@ def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
     return status
 
 
+def _task_input(ns: argparse.Namespace, task: Task, *, several: bool) -> Path | None:
+    """The folder of a task's processed datasets given ``--input``.
+
+    With several tasks it is ``<input>/<task>``; with one task, ``<input>/<task>`` too when that
+    folder exists (``--input resources_test`` means the same for one task as for several), else
+    ``<input>`` itself.
+    """
+    if ns.input is None:
+        return None
+    per_task = Path(ns.input) / task.dir.name
+    return per_task if several or per_task.is_dir() else Path(ns.input)
+
+
 def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots: JobSlots | None = None) -> dict:
     """One task's benchmark with the command's options; returns its results."""
     from openpert.engines.local import run_benchmark
 
-    input_dir = ns.input
-    if input_dir is not None and several:
-        input_dir = Path(input_dir) / task.dir.name
+    input_dir = _task_input(ns, task, several=several)
     out = Path(ns.output) / task.dir.name
     if ns.engine == "nextflow":
         from openpert.engines.nextflow import run_nextflow_benchmark
@@ -399,7 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("benchmark", help="run a task's benchmark")
     p.add_argument("--task", nargs="+", required=True, help="task name(s) under src/, or 'all'")
-    p.add_argument("--input", help="folder of processed datasets (default: run the task's dataset components)")
+    p.add_argument("--input", help="folder of processed datasets, or of one such folder per task (resources_test/); default: run the task's dataset components")
     p.add_argument("--datasets", nargs="+", help="dataset ids to keep")
     p.add_argument("--methods", nargs="+", help="methods to keep (controls are kept)")
     p.add_argument("--controls", nargs="+", help="control methods to keep")

@@ -440,3 +440,19 @@ def test_a_gpu_job_without_a_gpu_runs_with_a_notice_unless_a_server_generates():
     assert gpu_notice("d/torch_fit", 1, needs_llm=False, env={"OPENPERT_LLM_BASE_URL": "http://x/v1"}, visible=0) != ""
     assert gpu_notice("d/summer", 1, needs_llm=True, env={}, visible=1) == ""
     assert gpu_notice("d/m", None, needs_llm=False, env={}, visible=0) == ""
+
+
+def test_one_task_reads_its_own_folder_of_a_resources_tree(project_copy, tmp_path, monkeypatch):
+    from openpert.cli import main
+
+    # `--input resources_test` (the folder of every task's resources) means resources_test/tiny for
+    # the task tiny, as it does with several tasks; a foreign task's folder beside it is not read.
+    bad = project_copy / "resources_test" / "other" / "half"
+    bad.mkdir(parents=True)
+    (bad / "train.h5ad").write_bytes(b"not a dataset of tiny")
+    monkeypatch.chdir(project_copy)
+    args = ["benchmark", "--task", "tiny", "--input", "resources_test", "--methods", "group_mean",
+            "--metrics", "errors", "-o", str(tmp_path / "out"), "--quiet"]
+    assert main(args) == 0
+    results = json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())
+    assert {d["dataset_id"] for d in results["datasets"]} == {"syn"}
