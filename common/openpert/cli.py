@@ -135,6 +135,10 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
     install_signal_handlers()
     if ns.dry_run:
         return _dry_run_tasks(ns, tasks)
+    given = [flag for flag, value in (("--tokenizer", ns.tokenizer), ("--throughput", ns.throughput),
+                                      ("--completion-tokens", ns.completion_tokens)) if value is not None]
+    if given:
+        raise ConfigError(f"{', '.join(given)} only count a --dry-run; add --dry-run, or leave them out")
     if ns.engine == "local" and len(tasks) > 1:
         return _benchmark_tasks_at_once(ns, tasks)
     status = 0
@@ -145,10 +149,15 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
 
 def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
     """``benchmark --dry-run``: each task's LLM components counted, not run (engines/dry_run.py)."""
-    from openpert.engines.dry_run import dry_run_benchmark, format_plan_table, llm_component_names
+    from openpert.engines.dry_run import Throughput, dry_run_benchmark, format_plan_table, llm_component_names
 
     if ns.engine != "local":
         raise ConfigError("--dry-run runs the LLM components' prompt code on this machine: use the local engine")
+    throughput = None
+    if ns.throughput is not None:
+        throughput = Throughput(*ns.throughput, completion_tokens=ns.completion_tokens)
+    elif ns.completion_tokens is not None:
+        raise ConfigError("--completion-tokens gives GPU-hours with --throughput PREFILL DECODE; add it")
     status = 0
     for task in tasks:
         if not any(llm_component_names(task)):
@@ -157,7 +166,7 @@ def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
             continue
         out = Path(ns.output) / task.dir.name
         input_dir = _task_input(ns, task, several=len(tasks) > 1)
-        plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, input_dir=input_dir, datasets=ns.datasets,
+        plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, throughput=throughput, input_dir=input_dir, datasets=ns.datasets,
                                  methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs,
                                  progress=False if ns.quiet else None, sandbox=_sandbox(ns),
                                  include_large=ns.include_large)
@@ -438,6 +447,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", metavar="TOKENIZER_JSON",
                    help="with --dry-run: the model's tokenizer.json to count tokens with (default "
                         "$OPENPERT_LLM_TOKENIZER, else characters / 4)")
+    p.add_argument("--throughput", nargs=2, type=float, metavar=("PREFILL", "DECODE"),
+                   help="with --dry-run: prompt and generated tokens per second on one of your GPUs (measured, e.g. "
+                        "with `vllm bench throughput`), to add GPU-hours to the plan")
+    p.add_argument("--completion-tokens", type=float, metavar="N",
+                   help="with --throughput: mean tokens a sample generates (default: each request's max_tokens, "
+                        "an upper bound)")
     p.add_argument("--include-large", action="store_true",
                    help="also the datasets marked large (multi-GB downloads; `openpert data list --include-large` shows them)")
 

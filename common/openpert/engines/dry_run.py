@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,9 +151,13 @@ def summarise_plans(results: dict[str, Any], run_dir: Path) -> list[dict[str, An
 
 
 def format_plan_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The plan as an aligned text table, one line per component, dataset and judged method."""
+    """The plan as an aligned text table, one line per component, dataset and judged method.
+
+    A ``GPU-hours`` column is added when the rows carry ``gpu_hours`` (a dry run given a throughput).
+    """
+    hours = bool(rows) and all("gpu_hours" in r for r in rows)
     header = ("component", "dataset", "judged", "jobs", "requests", "samples", "prompt tokens",
-              "shared before", "shared after", "max completion")
+              "shared before", "shared after", "max completion") + (("GPU-hours",) if hours else ())
     lines = [header]
     incomplete = False
     for r in rows:
@@ -163,7 +168,7 @@ def format_plan_table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append((r["component"], r["dataset_id"], r["method_id"] or "-", str(r["jobs"]), f"{r['requests']:,}{more}",
                       f"{r['samples']:,}{more}", f"{r['prompt_tokens']:,}{more}",
                       f"{r['shared_prefix_tokens_caller_order']:,}", f"{r['shared_prefix_tokens_prefix_order']:,}",
-                      f"{r['max_completion_tokens']:,}{more}"))
+                      f"{r['max_completion_tokens']:,}{more}") + ((f"{r['gpu_hours']:,.1f}{more}",) if hours else ()))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = ["  ".join(cell.ljust(w) if i < 3 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
             for line in lines]
@@ -172,8 +177,63 @@ def format_plan_table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(text)
 
 
+@dataclass(frozen=True)
+class Throughput:
+    """A lab's measured rates on one GPU, to turn a plan's tokens into GPU-hours.
+
+    Attributes
+    ----------
+    prefill
+        Prompt tokens per second the server processes (prefill), measured on the lab's GPU and
+        model (e.g. with ``vllm bench throughput``).
+    decode
+        Generated tokens per second, summed over concurrent requests.
+    completion_tokens
+        Mean tokens generated per sample; ``None`` takes each sample's ``max_tokens``, so that the
+        figure is an upper bound.
+    """
+
+    prefill: float
+    decode: float
+    completion_tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.prefill > 0 and self.decode > 0):
+            raise ConfigError(f"throughput: prefill and decode must be positive tokens per second, not "
+                              f"{self.prefill} and {self.decode}")
+        if self.completion_tokens is not None and self.completion_tokens < 0:
+            raise ConfigError(f"throughput: completion tokens per sample must be >= 0, not {self.completion_tokens}")
+
+
+def gpu_hours(row: dict[str, Any], throughput: Throughput) -> float:
+    """GPU-hours a plan row would take at a lab's measured rates.
+
+    Prefill counts each prompt's tokens less those it shares with the prompt sent before it in
+    prefix order (what vLLM's prefix cache serves instead of recomputing, if the prefix is still
+    resident); decode counts every sample's generated tokens.
+
+    Parameters
+    ----------
+    row
+        A row of :func:`summarise_plans`.
+    throughput
+        The rates.
+
+    Returns
+    -------
+    float
+        Hours on one GPU.
+    """
+    prefill = max(row["prompt_tokens"] - row["shared_prefix_tokens_prefix_order"], 0)
+    if throughput.completion_tokens is None:
+        generated = row["max_completion_tokens"]
+    else:
+        generated = row["samples"] * throughput.completion_tokens
+    return (prefill / throughput.prefill + generated / throughput.decode) / 3600
+
+
 def dry_run_benchmark(task: Task, outdir: str | Path, *, tokenizer: str | os.PathLike | None = None,
-                      methods: Sequence[str] | None = None, controls: Sequence[str] | None = None,
+                      throughput: Throughput | None = None, methods: Sequence[str] | None = None, controls: Sequence[str] | None = None,
                       metrics: Sequence[str] | None = None, **options: Any) -> dict[str, Any]:
     """Run a task's LLM components in dry-run mode and write what a real run would send.
 
@@ -186,6 +246,9 @@ def dry_run_benchmark(task: Task, outdir: str | Path, *, tokenizer: str | os.Pat
     tokenizer
         A model's ``tokenizer.json`` to count tokens with (default ``$OPENPERT_LLM_TOKENIZER``;
         without either, characters / 4).
+    throughput
+        The lab's measured rates: each row then says its GPU-hours (:func:`gpu_hours`), and the
+        plan records the rates.
     methods, controls, metrics
         Names to keep (default: the task's LLM methods; no control method, none calls a model; its
         LLM metrics, or all metrics when it has none, as a benchmark needs one).
@@ -221,10 +284,14 @@ def dry_run_benchmark(task: Task, outdir: str | Path, *, tokenizer: str | os.Pat
         results = run_benchmark(task, run_dir, methods=methods, controls=controls, metrics=metrics, resume=False,
                                 engine="local", **options)
     rows = summarise_plans(results, run_dir.resolve())
+    if throughput is not None:
+        for row in rows:
+            row["gpu_hours"] = gpu_hours(row, throughput)
     plan = {
         "task": task.name,
         # what the components said they counted with (a tokenizer they could not read fails its jobs)
         "token_count": rows[0]["token_count"] if rows else method,
+        "throughput": None if throughput is None else asdict(throughput),
         "rows": rows,
         "failures": [{"job_id": f["job_id"], "reason": f["reason"]} for f in results.get("failures", [])],
     }

@@ -118,3 +118,43 @@ def test_the_command_takes_the_sandbox_from_the_environment(tiny_project, tmp_pa
     monkeypatch.setenv("OPENPERT_SANDBOX", "bogus")
     assert main(["benchmark", "--task", "tiny", "--dry-run", "-o", str(tmp_path / "out")]) != 0
     assert "$OPENPERT_SANDBOX is 'bogus'" in capsys.readouterr().err
+
+
+def test_gpu_hours_count_the_uncached_prefill_and_the_generated_tokens():
+    from openpert.engines.dry_run import Throughput, gpu_hours
+
+    row = {"prompt_tokens": 9_000_000, "shared_prefix_tokens_prefix_order": 1_800_000, "samples": 3_000,
+           "max_completion_tokens": 3_000 * 1024}
+    # 7.2 M uncached prompt tokens at 2,000/s, and 3.07 M generated tokens at 1,024/s: 1 + 5/6 hours.
+    assert gpu_hours(row, Throughput(2_000, 1_024)) == pytest.approx((3_600 + 3_000) / 3_600)
+    # With a measured mean completion of 100 tokens a sample instead of the max_tokens bound.
+    assert gpu_hours(row, Throughput(2_000, 1_000, completion_tokens=100)) == pytest.approx((3_600 + 300) / 3_600)
+    with pytest.raises(ConfigError, match="must be positive"):
+        Throughput(0, 10)
+    table = format_plan_table([{"component": "c", "dataset_id": "d", "method_id": None, "jobs": 1, "requests": 3_000,
+                                "samples": 3_000, "prompt_tokens": 9_000_000, "shared_prefix_tokens_caller_order": 0,
+                                "shared_prefix_tokens_prefix_order": 1_800_000, "max_completion_tokens": 3_072_000,
+                                "status": ["succeeded"], "gpu_hours": 1.8333}])
+    assert table.splitlines()[0].endswith("GPU-hours") and table.splitlines()[1].endswith("1.8")
+
+
+def test_the_command_passes_the_throughput_and_refuses_it_without_a_dry_run(tiny_project, tmp_path, capsys,
+                                                                           monkeypatch):
+    from openpert.cli import main
+    from openpert.engines.dry_run import Throughput
+
+    monkeypatch.chdir(tiny_project)
+    seen = {}
+
+    def fake_dry_run(task, out, **kwargs):
+        seen.update(kwargs)
+        return {"token_count": "characters / 4", "rows": [], "failures": []}
+
+    monkeypatch.setattr("openpert.engines.dry_run.dry_run_benchmark", fake_dry_run)
+    base = ["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(tmp_path / "out")]
+    assert main([*base, "--dry-run", "--throughput", "5000", "800", "--completion-tokens", "64"]) == 0
+    assert seen["throughput"] == Throughput(5000.0, 800.0, 64.0)
+    assert main([*base, "--throughput", "5000", "800"]) != 0
+    assert "--throughput only count a --dry-run" in capsys.readouterr().err
+    assert main([*base, "--dry-run", "--completion-tokens", "64"]) != 0
+    assert "add it" in capsys.readouterr().err
