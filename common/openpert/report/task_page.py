@@ -246,20 +246,21 @@ def _coverage(results: TaskResults) -> dict[str, Any] | None:
 
 
 def _coverage_reasons(results: TaskResults, missing: list[str]) -> str:
-    """Each headline metric left out of the scores with why: the run's skip reason, else no value."""
+    """The headline metrics left out of the scores with why: the run's skip reason, else no value."""
     skipped = {str(s.get("id")): str(s.get("reason") or "") for s in results.skipped}
     # A skipped metric component lists the metrics it would have computed: they have no entry of their own.
     skipped_metrics = {str(m.get("id")): (str(m.get("label") or m.get("id")), str(s.get("reason") or ""))
                        for s in results.skipped if isinstance(s.get("metrics"), list)
                        for m in s["metrics"] if isinstance(m, dict)}
-    reasons = []
+    # Metrics left out for one reason are named together (a skipped judge component leaves out several).
+    labels_by_reason: dict[str, list[str]] = {}
     for metric_id in missing:
         metric = results.metric(metric_id) or {}
         label, component_reason = skipped_metrics.get(metric_id, (results.metric_label(metric_id), ""))
         why = (skipped.get(metric_id) or skipped.get(str(metric.get("component") or "")) or component_reason
                or "no method has a value")
-        reasons.append(f"{label} ({why})")
-    return "; ".join(reasons)
+        labels_by_reason.setdefault(why, []).append(label)
+    return "; ".join(f"{', '.join(labels)} ({why})" for why, labels in labels_by_reason.items())
 
 
 def _gameability(results: TaskResults) -> Markup:

@@ -97,23 +97,26 @@ def test_scale_table_lists_only_the_cells_that_set_a_scale(data: dict[str, Any])
 
 def test_coverage_note_says_how_many_headline_metrics_are_averaged_and_why(data: dict[str, Any]) -> None:
     changed = copy.deepcopy(data)
-    changed["headline_metrics"] = [*changed["headline_metrics"], "factuality"]
+    changed["headline_metrics"] = [*changed["headline_metrics"], "factuality", "hallucination", "novelty"]
     changed["skipped"] = [{"id": "mechanism_judge", "type": "metric", "reason": "needs a language model",
-                           "metrics": [{"id": "factuality", "label": "Factuality <judge>"}]}]
+                           "metrics": [{"id": "factuality", "label": "Factuality <judge>"},
+                                       {"id": "hallucination", "label": "Hallucination"}]}]
     results = TaskResults(changed, Path("/nonexistent"))
     averaged = len(data["headline_metrics"])
     note = str(coverage_note(results))
-    assert f"<strong>The scores average {averaged} of {averaged + 1} headline metrics.</strong>" in note
-    assert "Left out: Factuality &lt;judge&gt; (needs a language model)." in note
+    assert f"<strong>The scores average {averaged} of {averaged + 3} headline metrics.</strong>" in note
+    # The metrics a skipped component would compute are named by their labels, with the one reason.
+    left_out = "Factuality &lt;judge&gt;, Hallucination (needs a language model); novelty (no method has a value)"
+    assert f"Left out: {left_out}." in note
     assert '<a href="#qc">Quality-control flags</a>' in note
     page = render(changed)
     qc = re.search(r'<section id="qc".*?</section>', page, re.S).group(0)
-    assert (f'<p class="qc-note">Scores average {averaged} of {averaged + 1} headline metrics; left out: '
-            "Factuality &lt;judge&gt; (needs a language model).</p>") in qc
-    # Without a skip reason, the note says the metric has no value.
+    assert (f'<p class="qc-note">Scores average {averaged} of {averaged + 3} headline metrics; left out: '
+            f"{left_out}.</p>") in qc
+    # Without a skip reason, the note says the metrics have no value.
     del changed["skipped"]
     note = str(coverage_note(TaskResults(changed, Path("/nonexistent"))))
-    assert "factuality (no method has a value)" in note
+    assert "factuality, hallucination, novelty (no method has a value)" in note
     assert str(coverage_note(TaskResults(data, Path("/nonexistent")))) == ""
 
 
