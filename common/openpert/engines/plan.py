@@ -147,8 +147,12 @@ def make_plan(
     if not llm_configured():
         # Without a model to talk to, LLM components could only fail; they are left out and listed.
         for comp in [c for c in [*chosen, *scorers] if needs_llm(c)]:
-            skipped.append({"id": comp.name, "type": comp.type,
-                            "reason": "needs a language model: set OPENPERT_LLM_BASE_URL (or OPENPERT_LLM_MODEL for vLLM in process)"})
+            entry = {"id": comp.name, "type": comp.type,
+                     "reason": "needs a language model: set OPENPERT_LLM_BASE_URL (or OPENPERT_LLM_MODEL for vLLM in process)"}
+            if comp.type == "metric":
+                # The metrics it would have computed, so that the results can say why they have no value.
+                entry["metrics"] = [{"id": m.get("name"), "label": m.get("label") or m.get("name")} for m in comp.metrics]
+            skipped.append(entry)
         chosen = [c for c in chosen if not needs_llm(c)]
         scorers = [c for c in scorers if not needs_llm(c)]
     if not chosen:

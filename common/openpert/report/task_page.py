@@ -1,11 +1,18 @@
-"""A task's page: what the task is, its leaderboards, figures, failures, QC flags and resources."""
+"""A task's page: what the task is, its leaderboards, figures, failures, QC flags and resources.
+
+Python gathers what each section shows into plain view models; the markup is in the templates
+``task_page.html`` (the page) and ``task/*.html`` (its sections and the cells that hold more than text).
+"""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+from markupsafe import Markup
 
 from openpert.report.figures import dataset_heatmap, resource_chart
 from openpert.report.formatting import (
@@ -21,32 +28,44 @@ from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import headline_tested_pairs, method_kind
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
-from openpert.report.markup import (
-    badge,
-    definition_list,
-    doi_link,
-    esc,
-    external_link,
-    label_span,
-    links,
-    page,
-    paragraphs,
-    references,
-    safe_url,
-    section,
-    short_label,
-    simple_table,
-)
+from openpert.report.markup import safe_url, short_label
 from openpert.report.overview import overview, overview_legend_text
 from openpert.report.paths import TaskPaths
 from openpert.report.provenance import provenance_line, provenance_section
 from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_section
 from openpert.report.statistics import statistic_section, table_rows
 from openpert.report.task_results import TaskResults
+from openpert.report.templating import macro, render
+from openpert.report.views import Cell, Column, Table
+
+#: The templates of a task page's table cells that hold more than text.
+CELLS = "task/cells.html"
+
+
+@dataclass(frozen=True)
+class SectionView:
+    """One section of a task page, in the order of the page and of its navigation.
+
+    Attributes
+    ----------
+    id
+        The section's id (its anchor).
+    title
+        Its heading (text).
+    content
+        Its content (``Markup``).
+    intro
+        What stands right under the heading (``Markup``, may be empty).
+    """
+
+    id: str
+    title: str
+    content: Markup
+    intro: Markup = Markup("")
 
 
 def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str, str],
-                     extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> str:
+                     extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> Markup:
     """The HTML of a task's page (``<task>/index.html``).
 
     Parameters
@@ -62,16 +81,14 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
 
     Returns
     -------
-    str
+    Markup
         The document.
     """
     task = results.task
-    blocks = [_header(results)]
-    toc: list[tuple[str, str]] = []
+    sections: list[SectionView] = []
 
-    def add(section_id: str, title: str, content: str, intro: str = "") -> None:
-        toc.append((section_id, title))
-        blocks.append(section(section_id, title, content, intro=intro))
+    def add(section_id: str, title: str, content: Any, intro: Any = "") -> None:
+        sections.append(SectionView(section_id, title, _html(content), _html(intro)))
 
     add(
         "overview",
@@ -129,34 +146,22 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
     add("provenance", "Provenance", provenance_section(results))
     add("downloads", "Downloads", _downloads(results, paths))
 
-    nav = (
-        '<nav class="toc" aria-label="On this page"><ul>'
-        + "".join(f'<li><a href="#{esc(sid)}">{esc(short_label(title, 40))}</a></li>' for sid, title in toc)
-        + "</ul></nav>"
-    )
-    blocks.insert(1, nav)
-    return page(
+    return render(
+        "task_page.html",
         title=results.label,
-        body="\n".join(blocks),
         root="../",
         crumbs=[("All tasks", "../index.html"), (results.label, None)],
         description=plain_text(task.get("summary")),
+        header=_header(results),
+        sections=sections,
     )
 
 
-def _scale(results: TaskResults) -> str:
-    """The scale in one sentence, the headline and diagnostic metrics, and each metric's bounds."""
-    headline = [m for m in results.metrics if results.is_headline(m.get("id"))]
-    diagnostic = [m for m in results.metrics if not results.is_headline(m.get("id"))]
-
-    def names(metrics: list[dict[str, Any]]) -> str:
-        return ", ".join(label_span(m.get("label") or m.get("id")) for m in metrics) or MISSING
-
+def _scale(results: TaskResults) -> Markup:
+    """The headline and diagnostic metrics, and the raw values of the cells that set a scale."""
+    headline = [m.get("label") or m.get("id") for m in results.metrics if results.is_headline(m.get("id"))]
+    diagnostic = [m.get("label") or m.get("id") for m in results.metrics if not results.is_headline(m.get("id"))]
     # The scale itself is explained once, above the overview; this section lists what sets it.
-    parts = [
-        definition_list([("Headline metrics (in the score)", names(headline)),
-                         ("Diagnostic metrics (shown only)", names(diagnostic))]),
-    ]
     bounds = (results.scale or {}).get("bounds") or []
     rows = []
     for b in bounds if isinstance(bounds, list) else []:
@@ -165,19 +170,18 @@ def _scale(results: TaskResults) -> str:
             continue
         positives = ", ".join(results.method_label(m) for m in b.get("positive_method_ids") or []) or MISSING
         rows.append([
-            label_span(results.dataset_label(b.get("dataset_id"))),
-            label_span(results.metric_label(b.get("metric_id"))),
-            (esc(format_number(b.get("hi"))), _key(b.get("hi"))),
-            esc(positives),
-            (esc(format_number(b.get("lo"))), _key(b.get("lo"))),
-            esc(results.method_label(b.get("lo_method_id")) if b.get("lo_method_id") else MISSING),
+            _label(results.dataset_label(b.get("dataset_id"))),
+            _label(results.metric_label(b.get("metric_id"))),
+            _number(b.get("hi")),
+            Cell(positives),
+            _number(b.get("lo")),
+            Cell(results.method_label(b.get("lo_method_id")) if b.get("lo_method_id") else MISSING),
         ])
-    if rows:
-        parts.append(simple_table(
-            f"Raw values that set the scale ({len(rows)})",
-            ["Dataset", "Metric", "1 (raw)", "Positive control", "0 (raw)", "Strongest negative control"],
-            rows, table_id="table-scale", numeric=[False, False, True, False, True, False]))
-    return "".join(parts)
+    table = _table(
+        f"Raw values that set the scale ({len(rows)})",
+        ["Dataset", "Metric", "1 (raw)", "Positive control", "0 (raw)", "Strongest negative control"],
+        rows, table_id="table-scale", numeric=[False, False, True, False, True, False]) if rows else None
+    return render("task/scale.html", headline=headline, diagnostic=diagnostic, table=table)
 
 
 def _sets_scale(bound: dict[str, Any]) -> bool:
@@ -187,7 +191,7 @@ def _sets_scale(bound: dict[str, Any]) -> bool:
     return numbers and hi != lo
 
 
-def scale_details(results: TaskResults) -> str:
+def scale_details(results: TaskResults) -> Markup:
     """The scale in one line, with how the scores are made on demand.
 
     Parameters
@@ -197,25 +201,21 @@ def scale_details(results: TaskResults) -> str:
 
     Returns
     -------
-    str
-        HTML: a collapsed ``<details>`` whose summary is the one line (0 and 1 of the scale) and
-        whose body holds the task's scale sentence and how the overview's scores are averaged.
+    Markup
+        A collapsed ``<details>`` whose summary is the one line (0 and 1 of the scale) and whose
+        body holds the task's scale sentence and how the overview's scores are averaged.
     """
-    body = paragraphs("\n\n".join([
+    explanation = "\n\n".join([
         results.scale_sentence,
         "Every method's scaled scores at a glance; only headline metrics enter the scores. Methods "
         "and baselines are grouped by the paired tests against the best method; the controls that set "
         "or probe the scale sit apart below them.",
         overview_legend_text(bool(headline_tested_pairs(results))),
-    ]))
-    return (
-        '<details class="scale-details"><summary><span class="scale-note">Scaled scores: 0 = strongest '
-        'negative control, 1 = positive control.</span> <span class="more">How the scores are made</span></summary>'
-        f"{body}</details>"
-    )
+    ])
+    return render("task/scale_details.html", explanation=explanation)
 
 
-def coverage_note(results: TaskResults) -> str:
+def coverage_note(results: TaskResults) -> Markup:
     """Say how many headline metrics the scores average when some have no value, and why.
 
     Parameters
@@ -225,367 +225,348 @@ def coverage_note(results: TaskResults) -> str:
 
     Returns
     -------
-    str
-        HTML, empty when every headline metric is averaged: a note naming the metrics left out
+    Markup
+        Empty when every headline metric is averaged; else a note naming the metrics left out
         with the run's reason for each (a skipped component's reason, else that no method has a
         value), linking to the quality-control flags.
     """
+    coverage = _coverage(results)
+    if coverage is None:
+        return Markup("")
+    return render("task/coverage_note.html", **coverage)
+
+
+def _coverage(results: TaskResults) -> dict[str, Any] | None:
+    """How many headline metrics the scores average, of how many, and why the others are left out."""
     averaged, missing = results.headline_coverage()
     if not missing:
-        return ""
-    total = len(averaged) + len(missing)
-    return (
-        f'<p class="coverage-note" id="headline-coverage"><strong>The scores average {len(averaged)} of {total} '
-        f"headline metrics.</strong> Left out: {esc(_coverage_reasons(results, missing))}. "
-        '<a href="#qc">Quality-control flags</a></p>'
-    )
+        return None
+    return {"averaged": len(averaged), "total": len(averaged) + len(missing),
+            "reasons": _coverage_reasons(results, missing)}
 
 
 def _coverage_reasons(results: TaskResults, missing: list[str]) -> str:
-    """Each headline metric left out of the scores with why: the run's skip reason, else no value."""
+    """The headline metrics left out of the scores with why: the run's skip reason, else no value."""
     skipped = {str(s.get("id")): str(s.get("reason") or "") for s in results.skipped}
-    reasons = []
+    # A skipped metric component lists the metrics it would have computed: they have no entry of their own.
+    skipped_metrics = {str(m.get("id")): (str(m.get("label") or m.get("id")), str(s.get("reason") or ""))
+                       for s in results.skipped if isinstance(s.get("metrics"), list)
+                       for m in s["metrics"] if isinstance(m, dict)}
+    # Metrics left out for one reason are named together (a skipped judge component leaves out several).
+    labels_by_reason: dict[str, list[str]] = {}
     for metric_id in missing:
         metric = results.metric(metric_id) or {}
-        why = skipped.get(metric_id) or skipped.get(str(metric.get("component") or "")) or "no method has a value"
-        reasons.append(f"{results.metric_label(metric_id)} ({why})")
-    return "; ".join(reasons)
+        label, component_reason = skipped_metrics.get(metric_id, (results.metric_label(metric_id), ""))
+        why = (skipped.get(metric_id) or skipped.get(str(metric.get("component") or "")) or component_reason
+               or "no method has a value")
+        labels_by_reason.setdefault(why, []).append(label)
+    return "; ".join(f"{', '.join(labels)} ({why})" for why, labels in labels_by_reason.items())
 
 
-def _gameability(results: TaskResults) -> str:
+def _gameability(results: TaskResults) -> Markup:
     rows = []
     for g in results.gameability:
         flagged = bool(g.get("gameable"))
         kind = "headline" if g.get("headline") else "diagnostic"
+        flag = (_badge("gameable", "failed") if flagged else _badge("no", "ok") if g.get("gameable") is False
+                else MISSING)
         rows.append([
-            label_span(results.dataset_label(g.get("dataset_id"))),
-            label_span(results.metric_label(g.get("metric_id"))),
-            esc(kind),
-            label_span(results.method_label(g.get("adversarial_method_id"))),
-            (esc(format_number(g.get("gameability"))), _key(g.get("gameability"))),
-            (esc(format_number(g.get("method_median"))), _key(g.get("method_median"))),
-            (esc(format_count(g.get("n_methods") or 0)), str(g.get("n_methods") or 0)),
-            (badge("gameable", "failed") if flagged else badge("no", "ok") if g.get("gameable") is False
-             else esc(MISSING), "1" if flagged else "0"),
+            _label(results.dataset_label(g.get("dataset_id"))),
+            _label(results.metric_label(g.get("metric_id"))),
+            Cell(kind),
+            _label(results.method_label(g.get("adversarial_method_id"))),
+            _number(g.get("gameability")),
+            _number(g.get("method_median")),
+            Cell(format_count(g.get("n_methods") or 0), str(g.get("n_methods") or 0)),
+            Cell(flag, "1" if flagged else "0"),
         ])
-    return simple_table(
+    table = _table(
         f"Best adversarial scaled score against the median method ({len(rows)})",
         ["Dataset", "Metric", "Kind", "Best adversarial", "Its scaled score", "Median method", "Methods", "Flag"],
         rows, table_id="table-gameability", numeric=[False, False, False, False, True, True, True, False])
+    return render("task/tables.html", tables=[table], empty="")
 
 
-def _dynamic_range(results: TaskResults) -> str:
+def _dynamic_range(results: TaskResults) -> Markup:
     rows = []
     for r in results.dynamic_range:
         small = r.get("small")
-        flag = (badge("small", "failed") if small else badge("ok", "ok") if small is False
-                else f'<span class="reason">{esc(r.get("reason") or MISSING)}</span>')
+        flag = (_badge("small", "failed") if small else _badge("ok", "ok") if small is False
+                else _cell("reason", r.get("reason") or MISSING))
         rows.append([
-            label_span(results.dataset_label(r.get("dataset_id"))),
-            label_span(results.metric_label(r.get("metric_id"))),
-            (esc(format_number(r.get("ceiling_raw"))), _key(r.get("ceiling_raw"))),
-            (esc(format_number(r.get("negative_raw"))), _key(r.get("negative_raw"))),
-            (esc(format_number(r.get("range"))), _key(r.get("range"))),
-            (esc(format_number(r.get("se"))), _key(r.get("se"))),
-            esc(r.get("se_source") or MISSING),
-            (esc(format_number(r.get("range_se"))), _key(r.get("range_se"))),
-            (flag, "1" if small else "0"),
+            _label(results.dataset_label(r.get("dataset_id"))),
+            _label(results.metric_label(r.get("metric_id"))),
+            _number(r.get("ceiling_raw")),
+            _number(r.get("negative_raw")),
+            _number(r.get("range")),
+            _number(r.get("se")),
+            Cell(r.get("se_source") or MISSING),
+            _number(r.get("range_se")),
+            Cell(flag, "1" if small else "0"),
         ])
-    return simple_table(
+    table = _table(
         f"Ceiling minus strongest negative control, in standard errors ({len(rows)})",
         ["Dataset", "Metric", "Ceiling (raw)", "Negative (raw)", "Range", "SE", "SE from", "Range / SE", "Flag"],
         rows, table_id="table-dynamic-range",
         numeric=[False, False, True, True, True, True, False, True, False])
+    return render("task/tables.html", tables=[table], empty="")
 
 
 def _count(n: int, word: str) -> str:
     return f"{format_count(n)} {word}{'' if n == 1 else 's'}"
 
 
-def _header(results: TaskResults) -> str:
+def _header(results: TaskResults) -> Markup:
     chips = [
         _count(len(results.datasets), "dataset"),
         _count(len(results.methods), "method"),
         _count(len(results.controls), "control"),
         _count(len(results.metrics), "metric"),
     ]
-    summary = render_inline(results.task.get("summary"))
-    return (
-        '<header class="page-header"><p class="eyebrow">Task</p>'
-        f"<h1>{esc(results.label)}</h1>"
-        + (f'<p class="lead md">{summary}</p>' if summary else "")
-        + '<ul class="chips">' + "".join(f"<li>{esc(c)}</li>" for c in chips) + "</ul>"
-        f"{provenance_line(results)}</header>"
-    )
+    return render("task/header.html", label=results.label, summary=Markup(render_inline(results.task.get("summary"))),
+                  chips=chips, provenance=_html(provenance_line(results)))
 
 
-def _about(task: dict[str, Any]) -> str:
+def _about(task: dict[str, Any]) -> Markup:
     """What the task is: its description's first paragraph as a lead, the rest on demand."""
     description = str(task.get("description") or "").strip()
     blocks = [b for b in re.split(r"\n\s*\n", description) if b.strip()]
-    lead = render_markdown(blocks[0]) if blocks else ""
-    parts = [render_markdown("\n\n".join(blocks[1:]))] if len(blocks) > 1 else []
-    if task.get("motivation"):
-        parts.append(f"<h3>Motivation</h3>{render_markdown(task.get('motivation'))}")
-    refs = references(task.get("references"))
-    if refs:
-        parts.append(f"<h3>References</h3>{refs}")
-    link_list = links(task.get("links"))
-    if link_list:
-        parts.append(f"<h3>Links</h3>{link_list}")
-    rest = "".join(p for p in parts if p)
-    if not rest:
-        return lead
-    return f'{lead}<details class="about-more"><summary>More about the task</summary>{rest}</details>'
+    view = {
+        "lead": Markup(render_markdown(blocks[0]) if blocks else ""),
+        "rest": Markup(render_markdown("\n\n".join(blocks[1:])) if len(blocks) > 1 else ""),
+        "motivation": Markup(render_markdown(task.get("motivation")) if task.get("motivation") else ""),
+        "references": task.get("references"),
+        "links": task.get("links"),
+    }
+    # Empty when the task says nothing about itself, so that the page leaves the section out.
+    return render("task/about.html", **view).strip()
 
 
-def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> str:
+def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> Markup:
     did = str(dataset.get("dataset_id"))
     name = results.dataset_label(did)
-    facts = definition_list(
-        [
-            ("Name", esc(name) if short_label(name) != name else ""),
-            ("Id", f"<code>{esc(did)}</code>"),
-            ("Organism", esc(str(dataset.get("dataset_organism") or "").replace("_", " "))),
-            ("License", esc(dataset.get("dataset_license"))),
-            ("Reference", _reference(dataset.get("dataset_reference"))),
-            ("Source", external_link(dataset.get("dataset_url")) if dataset.get("dataset_url") else ""),
-        ]
-    )
-    details = ""
-    if dataset.get("dataset_description"):
-        details = (
-            "<details><summary>Dataset description</summary>"
-            f"{render_markdown(dataset.get('dataset_description'))}</details>"
-        )
-    heatmap = dataset_heatmap(results, did, f"fig-heat-{index}")
-    figure = (
-        f'<figure class="figure"><div class="figure-scroll">{heatmap}</div>'
-        f"<figcaption>Scaled scores on {esc(short_label(name))}: methods and controls by metric, and the "
-        "dataset score. Hover a cell for its raw value.</figcaption></figure>"
-    )
-    summary = render_inline(dataset.get("dataset_summary"))
-    return (
-        (f'<p class="lead-small md">{summary}</p>' if summary else "")
-        + f"{facts}{details}{_source_files(dataset.get('source_files') or [])}"
-        f"{dataset_table(results, paths, did, f'table-{paths.dataset_slug(did)}')}{figure}"
+    return render(
+        "task/dataset.html",
+        summary=Markup(render_inline(dataset.get("dataset_summary"))),
+        name=name,
+        short_name=short_label(name),
+        dataset_id=did,
+        organism=str(dataset.get("dataset_organism") or "").replace("_", " "),
+        licence=dataset.get("dataset_license") or "",
+        reference=_reference(dataset.get("dataset_reference")),
+        url=dataset.get("dataset_url") or None,
+        description=Markup(render_markdown(dataset.get("dataset_description"))
+                           if dataset.get("dataset_description") else ""),
+        source_files=_source_files(dataset.get("source_files") or []),
+        leaderboard=_html(dataset_table(results, paths, did, f"table-{paths.dataset_slug(did)}")),
+        heatmap=_html(dataset_heatmap(results, did, f"fig-heat-{index}")),
     )
 
 
-def _source_files(files: list[dict[str, Any]]) -> str:
+def _source_files(files: list[dict[str, Any]]) -> Table | None:
     """The public files a dataset was made from: origin, checksum, licence (non-commercial said plainly)."""
     if not files:
-        return ""
+        return None
     rows = []
     for f in files:
         origins = f.get("origin") if isinstance(f.get("origin"), list) else [f.get("origin")]
-        origin = ", ".join(external_link(o) if safe_url(o) else esc(o) for o in origins if o)
-        if f.get("derived_by"):
-            origin = f"derived by <code>{esc(f['derived_by'])}</code> from {origin}"
-        licence = esc(f.get("license")) + (" <strong>(non-commercial)</strong>" if f.get("non_commercial") else "")
         size = f"{f['size'] / 1e6:.1f} MB" if isinstance(f.get("size"), int) else "unpinned"
-        checksum = f"<code>{esc(str(f['sha256'])[:12])}</code>" if f.get("sha256") else "recorded at first fetch"
-        rows.append([f"<code>{esc(f.get('path'))}</code>", origin, size, checksum, licence, esc(f.get("citation"))])
-    return ("<details><summary>Public files the dataset was made from</summary>"
-            + simple_table(f"{len(files)} file(s), fetched and verified by openpert data fetch",
-                           ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
-            + "</details>")
+        rows.append([
+            _cell("code", f.get("path")),
+            _cell("origin", [str(o) for o in origins if o], f.get("derived_by")),
+            Cell(size),
+            _cell("checksum", str(f["sha256"]) if f.get("sha256") else ""),
+            _cell("licence", f.get("license"), bool(f.get("non_commercial"))),
+            Cell(_text(f.get("citation"))),
+        ])
+    return _table(f"{len(files)} file(s), fetched and verified by openpert data fetch",
+                  ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
 
 
-def _reference(value: Any) -> str:
+def _reference(value: Any) -> dict[str, str] | None:
+    """A dataset's reference and how to show it: a DOI link, an outside link, or text."""
     if not value:
-        return ""
+        return None
     text = str(value)
     if text.lower().startswith(("10.", "doi:", "https://doi.org/")):
-        return doi_link(text)
+        return {"kind": "doi", "value": text}
     if safe_url(text):
-        return external_link(text)
-    return esc(text)
+        return {"kind": "url", "value": text}
+    return {"kind": "text", "value": text}
 
 
-def _failures(results: TaskResults, log_links: dict[str, str]) -> str:
+def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
     failures = results.failures
-    if not failures:
-        return '<p class="empty">No job failed.</p>'
     rows = []
     for f in failures:
         reason = describe_failure(f.get("exit_code"), f.get("reason"))
         detail = str(f.get("reason") or "")
         log = f.get("log")
-        if log and log in log_links:
-            log_html = f'<a href="{esc(log_links[log])}">log</a>'
-        elif log:
-            log_html = f"<code>{esc(log)}</code>"
-        else:
-            log_html = MISSING
-        rows.append(
-            [
-                f"<code>{esc(f.get('job_id'))}</code>",
-                label_span(results.dataset_label(f.get("dataset_id"))),
-                esc(f.get("stage")),
-                esc(f.get("component")),
-                (esc(f.get("exit_code")), "" if f.get("exit_code") is None else str(f.get("exit_code"))),
-                f'<span class="reason">{esc(reason)}</span>'
-                + (f'<span class="reason detail">{esc(detail)}</span>' if detail and detail != reason else ""),
-                log_html,
-            ]
-        )
-    caption = f"Failed jobs ({len(failures)}): exit 137 is the memory limit, 143 the time limit"
-    return simple_table(
-        caption,
+        rows.append([
+            _cell("code", f.get("job_id")),
+            _label(results.dataset_label(f.get("dataset_id"))),
+            Cell(_text(f.get("stage"))),
+            Cell(_text(f.get("component"))),
+            Cell(_text(f.get("exit_code")), "" if f.get("exit_code") is None else str(f.get("exit_code"))),
+            _cell("reason", reason, detail if detail != reason else ""),
+            _cell("log", log_links.get(log) if log else None, log),
+        ])
+    tables = [_table(
+        f"Failed jobs ({len(failures)}): exit 137 is the memory limit, 143 the time limit",
         ["Job", "Dataset", "Stage", "Component", "Exit code", "Reason", "Log"],
         rows,
         table_id="table-failures",
         numeric=[False, False, False, False, True, False, False],
-    )
+    )] if failures else []
+    return render("task/tables.html", tables=tables, empty="No job failed.")
 
 
-def _skipped(results: TaskResults) -> str:
-    parts = []
+def _skipped(results: TaskResults) -> Markup:
+    tables = []
     if results.skipped:
-        rows = [[f"<code>{esc(s.get('id'))}</code>", esc(s.get("type") or MISSING), esc(s.get("reason"))]
+        rows = [[_cell("code", s.get("id")), Cell(s.get("type") or MISSING), Cell(_text(s.get("reason")))]
                 for s in results.skipped]
-        parts.append(simple_table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
-                                  table_id="table-skipped"))
+        tables.append(_table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
+                             table_id="table-skipped"))
     if results.config_errors:
-        rows = [[f"<code>{esc(e.get('component'))}</code>", esc(e.get("type") or MISSING),
-                 f"<code>{esc(e.get('config') or MISSING)}</code>", f'<span class="reason">{esc(e.get("reason"))}</span>']
+        rows = [[_cell("code", e.get("component")), Cell(e.get("type") or MISSING),
+                 _cell("code", e.get("config") or MISSING), _cell("reason", e.get("reason"))]
                 for e in results.config_errors]
-        parts.append(simple_table(f"Components left out for config errors ({len(rows)})",
-                                  ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
-    return "".join(parts)
+        tables.append(_table(f"Components left out for config errors ({len(rows)})",
+                             ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
+    return render("task/tables.html", tables=tables, empty="")
 
 
-def _qc(results: TaskResults) -> str:
+def _qc(results: TaskResults) -> Markup:
     flags = results.qc
-    averaged, missing = results.headline_coverage()
-    # Headline metrics without a value shrink every score's average: said here as well as above the overview.
-    note = (f'<p class="qc-note">Scores average {len(averaged)} of {len(averaged) + len(missing)} headline metrics; '
-            f"left out: {esc(_coverage_reasons(results, missing))}.</p>") if missing else ""
-    if not flags:
-        return note + '<p class="empty">No quality-control flag was raised.</p>'
     rows = []
     for q in flags:
         metric = results.metric(q.get("metric_id"))
-        rows.append(
-            [
-                f"<code>{esc(q.get('flag'))}</code>",
-                label_span(results.dataset_label(q.get("dataset_id"))) if q.get("dataset_id") else MISSING,
-                label_span((metric or {}).get("label") or q.get("metric_id") or MISSING),
-                label_span(results.method_label(q.get("method_id"))) if q.get("method_id") else MISSING,
-                esc(q.get("message")),
-            ]
-        )
-    return note + simple_table(
-        f"Quality-control flags ({len(flags)})",
-        ["Flag", "Dataset", "Metric", "Method", "Message"],
-        rows,
-        table_id="table-qc",
-    )
+        rows.append([
+            _cell("code", q.get("flag")),
+            _label(results.dataset_label(q.get("dataset_id"))) if q.get("dataset_id") else Cell(MISSING),
+            _label((metric or {}).get("label") or q.get("metric_id") or MISSING),
+            _label(results.method_label(q.get("method_id"))) if q.get("method_id") else Cell(MISSING),
+            Cell(_text(q.get("message"))),
+        ])
+    table = _table(f"Quality-control flags ({len(flags)})", ["Flag", "Dataset", "Metric", "Method", "Message"],
+                   rows, table_id="table-qc") if flags else None
+    # Headline metrics without a value shrink every score's average: said here as well as above the overview.
+    return render("task/qc.html", coverage=_coverage(results), table=table)
 
 
-def _resources(results: TaskResults) -> str:
-    chart = resource_chart(results, "fig-resources")
-    jobs = results.resources
-    if not chart and not jobs:
-        return '<p class="empty">No resource use was recorded.</p>'
-    parts = []
-    if chart:
-        parts.append(
-            f'<figure class="figure"><div class="figure-scroll">{chart}</div><figcaption>Wall time and '
-            "peak memory of each method's job per dataset. Metric jobs are listed in the table "
-            "below.</figcaption></figure>"
-        )
+def _resources(results: TaskResults) -> Markup:
+    chart = _html(resource_chart(results, "fig-resources"))
     rows = []
-    for r in jobs:
+    for r in results.resources:
         status = str(r.get("status") or MISSING)
         exit_code = r.get("exit_code")
-        rows.append(
-            [
-                f"<code>{esc(r.get('job_id'))}</code>",
-                esc(r.get("stage")),
-                esc(r.get("component")),
-                label_span(results.dataset_label(r.get("dataset_id"))),
-                label_span(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING,
-                (badge(status, "ok" if status == "succeeded" else "failed"), status),
-                (esc(MISSING if exit_code is None else exit_code), "" if exit_code is None else str(exit_code)),
-                (esc(format_duration(r.get("duration_s"))), _key(r.get("duration_s"))),
-                (esc(format_memory(r.get("peak_memory_mb"))), _key(r.get("peak_memory_mb"))),
-                (_bool_mark(r.get("cached")), "1" if r.get("cached") else "0"),
-            ]
-        )
-    if rows:
-        table = simple_table(
-            f"Resource use of every job ({len(rows)})",
-            ["Job", "Stage", "Component", "Dataset", "Method", "Status", "Exit code", "Wall time",
-             "Peak memory", "Cached"],
-            rows,
-            table_id="table-resources",
-            numeric=[False, False, False, False, False, False, True, True, True, False],
-        )
-        parts.append(f"<details><summary>All jobs ({len(rows)})</summary>{table}</details>")
-    return "".join(parts)
+        rows.append([
+            _cell("code", r.get("job_id")),
+            Cell(_text(r.get("stage"))),
+            Cell(_text(r.get("component"))),
+            _label(results.dataset_label(r.get("dataset_id"))),
+            _label(results.method_label(r.get("method_id"))) if r.get("method_id") else Cell(MISSING),
+            Cell(_badge(status, "ok" if status == "succeeded" else "failed"), status),
+            Cell(MISSING if exit_code is None else exit_code, "" if exit_code is None else str(exit_code)),
+            Cell(format_duration(r.get("duration_s")), _key(r.get("duration_s"))),
+            Cell(format_memory(r.get("peak_memory_mb")), _key(r.get("peak_memory_mb"))),
+            Cell(macro("bool_mark", CELLS)(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
+                 "1" if r.get("cached") else "0"),
+        ])
+    table = _table(
+        f"Resource use of every job ({len(rows)})",
+        ["Job", "Stage", "Component", "Dataset", "Method", "Status", "Exit code", "Wall time", "Peak memory",
+         "Cached"],
+        rows,
+        table_id="table-resources",
+        numeric=[False, False, False, False, False, False, True, True, True, False],
+    ) if rows else None
+    return render("task/resources.html", chart=chart, table=table)
 
 
-def _components(results: TaskResults, paths: TaskPaths) -> str:
-    def card_list(title: str, entries: list[tuple[str, str, str, str]]) -> str:
-        if not entries:
-            return ""
-        items = "".join(
-            f'<li><a href="{esc(href)}">{esc(label)}</a>{extra}<span class="summary md">{render_inline(summary)}</span></li>'
-            for href, label, extra, summary in entries
-        )
-        return f'<div class="component-group"><h3>{esc(title)}</h3><ul class="component-list">{items}</ul></div>'
-
-    def method_entry(m: dict[str, Any]) -> tuple[str, str, str, str]:
+def _components(results: TaskResults, paths: TaskPaths) -> Markup:
+    def method_entry(m: dict[str, Any]) -> dict[str, Any]:
         kind = method_kind(m)
-        extra = f" {badge(kind, str(m.get('control') or kind))}" if kind != "method" else ""
-        return paths.method_page(m), str(m.get("label") or m.get("id")), extra, str(m.get("summary") or "")
+        return {"href": paths.method_page(m), "label": str(m.get("label") or m.get("id")),
+                "badge": (kind, _badge_kind(str(m.get("control") or kind))) if kind != "method" else None,
+                "direction": None, "summary": Markup(render_inline(str(m.get("summary") or "")))}
 
-    metrics = []
-    for m in results.metrics:
-        arrow = "↑ higher is better" if m.get("maximize", True) is not False else "↓ lower is better"
-        metrics.append(
-            (paths.metric_page(m.get("id")), str(m.get("label") or m.get("id")),
-             f' <span class="dir-note">{arrow}</span>', str(m.get("summary") or ""))
-        )
-    return (
-        '<div class="component-groups">'
-        + card_list("Methods", [method_entry(m) for m in results.methods])
-        + card_list("Control methods", [method_entry(m) for m in results.controls])
-        + card_list("Metrics", metrics)
-        + "</div>"
-    )
-
-
-def _downloads(results: TaskResults, paths: TaskPaths) -> str:
-    items = [
-        '<li><a href="results.json" download><code>results.json</code></a>: everything on this '
-        "page, as written by the benchmark run</li>",
-        f'<li><a href="{esc(paths.overall_csv())}" download>{esc(paths.overall_csv())}</a>: the overview '
-        "(overall, dataset and metric scores, tests)</li>",
+    metrics = [
+        {"href": paths.metric_page(m.get("id")), "label": str(m.get("label") or m.get("id")), "badge": None,
+         "direction": "↑ higher is better" if m.get("maximize", True) is not False else "↓ lower is better",
+         "summary": Markup(render_inline(str(m.get("summary") or "")))}
+        for m in results.metrics
     ]
+    groups = [
+        ("Methods", [method_entry(m) for m in results.methods]),
+        ("Control methods", [method_entry(m) for m in results.controls]),
+        ("Metrics", metrics),
+    ]
+    return render("task/components.html", groups=groups)
+
+
+def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
+    files = [(paths.overall_csv(), "the overview (overall, dataset and metric scores, tests)")]
     for d in results.datasets:
         did = d.get("dataset_id")
-        href = paths.dataset_csv(did)
-        items.append(
-            f'<li><a href="{esc(href)}" download>{esc(href)}</a>: leaderboard on '
-            f"{esc(results.dataset_label(did))}</li>"
-        )
+        files.append((paths.dataset_csv(did), f"leaderboard on {results.dataset_label(did)}"))
     if results.reproduction.get("rows"):
-        items.append(f'<li><a href="{REPRODUCTION_CSV}" download>{REPRODUCTION_CSV}</a>: published results beside '
-                     "this run's (Reproduction)</li>")
+        files.append((REPRODUCTION_CSV, "published results beside this run's (Reproduction)"))
     for key, entry in results.statistics:
         if table_rows(entry):
-            href = paths.statistic_csv(key)
-            items.append(f'<li><a href="{esc(href)}" download>{esc(href)}</a>: {esc(entry.get("label") or key)}</li>')
-    return f'<ul class="downloads">{"".join(items)}</ul>'
+            files.append((paths.statistic_csv(key), str(entry.get("label") or key)))
+    return render("task/downloads.html", files=files)
 
 
-def _bool_mark(value: Any) -> str:
-    word = "yes" if value else "no"
-    return (f'<span class="bool bool-{word}" aria-hidden="true">{format_bool(bool(value))}</span>'
-            f'<span class="visually-hidden">{word}</span>')
+# -- view helpers ----------------------------------------------------------------------------
+
+
+def paragraphs(text: str) -> Markup:
+    """The report's own text as paragraphs, split on blank lines (a section's intro)."""
+    return macro("paragraphs")(text)
+
+
+def _html(fragment: Any) -> Markup:
+    """A fragment from a module that still builds its HTML in Python: its ``str`` is HTML already."""
+    return Markup(fragment or "")
+
+
+def _table(caption: str, header: Sequence[str], rows: Sequence[Sequence[Cell]], *, table_id: str | None = None,
+           numeric: Sequence[bool] | None = None, css_class: str = "") -> Table:
+    """A sortable table view with one row header per row; its caption is text, also its region's label."""
+    flags = list(numeric or [])
+    columns = [Column(title, bool(flags[i]) if i < len(flags) else False) for i, title in enumerate(header)]
+    return Table(caption, columns, rows, table_id=table_id, css_class=css_class, label=caption)
+
+
+def _cell(name: str, *args: Any) -> Cell:
+    """A cell whose content is a macro of ``task/cells.html`` (code, reason, log, origin, ...)."""
+    return Cell(macro(name, CELLS)(*(_text(a) for a in args)))
+
+
+def _text(value: Any) -> Any:
+    """A value shown as text, ``None`` shown as nothing (``results.json`` leaves out what it lacks)."""
+    return "" if value is None else value
+
+
+def _label(label: Any) -> Cell:
+    """A cell holding a short label, its full text on hover."""
+    return Cell(macro("label_span")(label))
+
+
+def _number(value: Any) -> Cell:
+    """A cell holding a number, sorted by its value."""
+    return Cell(format_number(value), _key(value))
+
+
+def _badge(text: str, kind: str) -> Markup:
+    return macro("badge")(text, _badge_kind(kind))
+
+
+def _badge_kind(kind: str) -> str:
+    """A badge's modifier class from a kind that may hold any character."""
+    return re.sub(r"[^a-z0-9-]", "-", kind.lower())
 
 
 def _key(value: Any) -> str:
