@@ -31,14 +31,14 @@ from openpert.report.templating import render
 _FONT = 12
 _CHAR_W = 6.9  # average advance of a 12 px sans-serif character
 _TEXT = "#1c2430"
-_MUTED = "#5b6675"
-_GRID = "#e3e8ef"
 #: Sequential palette for scaled scores, 0 (light) to 1 (dark), in perceptual steps.
 _SCORE_STOPS = ["#f3f6fb", "#cfdff2", "#9ec0e6", "#6a9bd3", "#3f74b9", "#1f4f95", "#0d2f66"]
 #: Categorical colours for datasets, distinguishable for common colour-vision deficiencies.
 _CATEGORY = ["#3b6fb6", "#e08a2c", "#3f9a6e", "#b5508f", "#7d6bc4", "#8a6d3b", "#2a9bb3", "#c04a3a"]
 _FAIL = "#b42318"
-_COLOURS = {"text": _TEXT, "muted": _MUTED, "grid": _GRID, "fail": _FAIL}
+#: Drawn once per figure (the hatch of failed cells); what every mark of a kind shares (text
+#: colours, anchors, strokes) is in the figure rules of ``static/report.css`` instead.
+_COLOURS = {"fail": _FAIL, "fail_fill": "#f6e3e1"}
 #: Newlines and indentation between two tags of a rendered template (never inside a text).
 _BETWEEN_TAGS = re.compile(r">\s*\n\s*<")
 
@@ -107,6 +107,7 @@ class FrameView:
     """The ``<svg>`` element of a figure: its size and accessible name and description."""
 
     fig_id: str
+    kind: str
     title: str
     desc: str
     width: str
@@ -116,16 +117,17 @@ class FrameView:
 
 @dataclasses.dataclass(frozen=True)
 class HeatCellView:
-    """A heatmap cell: its rectangle, fill, printed value and tooltip."""
+    """A heatmap cell: its rectangle, fill, printed value and tooltip.
+
+    ``text_class`` is ``"fig-dark"`` (white text on a dark fill), ``"fig-failed"`` or empty.
+    """
 
     tooltip: str
     x: str
     y: str
-    width: str
-    height: str
     fill: str
     text: Text
-    text_colour: str
+    text_class: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,6 +167,8 @@ class HeatmapView:
     """Everything ``figures/heatmap.svg`` draws."""
 
     frame: FrameView
+    cell_width: str
+    cell_height: str
     hatch_id: str
     gradient_id: str
     stops: list[tuple[str, str]]
@@ -196,7 +200,6 @@ class BarView:
     x: str
     y: str
     width: str
-    height: str
     fill: str
     failed: bool
     text: Text
@@ -227,12 +230,12 @@ class BarChartView:
     """Everything ``figures/bar_chart.svg`` draws."""
 
     frame: FrameView
+    bar_height: str
     panels: list[BarPanelView]
     stripe_width: str
     stripes: list[tuple[str, str]]
     rows: list[BarRowView]
     legend: list[LegendEntry]
-    colours: dict[str, str]
 
 
 def score_colour(value: float | None) -> str:
@@ -270,7 +273,7 @@ def text_colour(fill: str) -> str:
     str
         ``"#ffffff"`` or the text colour.
     """
-    return "#ffffff" if _luminance(fill) < 0.45 else _TEXT
+    return "#ffffff" if _dark(fill) else _TEXT
 
 
 def nice_ticks(vmax: float, target: int = 4) -> list[float]:
@@ -435,13 +438,13 @@ def heatmap_view(
             cells = []
             for x, cell in zip(col_x, row.cells):
                 if cell.failed:
-                    fill, text, colour = f"url(#{hatch})", "failed", _FAIL
+                    fill, text, text_class = f"url(#{hatch})", "failed", "fig-failed"
                 else:
                     fill = score_colour(cell.value)
-                    text, colour = _cell_text(cell.value), text_colour(fill)
+                    text, text_class = _cell_text(cell.value), "fig-dark" if _dark(fill) else ""
                 cells.append(HeatCellView(
-                    tooltip=cell.tooltip, x=_f(x + 1), y=_f(y + 1), width=_f(cell_w - 2), height=_f(cell_h - 2),
-                    fill=fill, text=Text(_f(x + cell_w / 2), _f(y + cell_h / 2 + 4), text), text_colour=colour,
+                    tooltip=cell.tooltip, x=_f(x + 1), y=_f(y + 1), fill=fill,
+                    text=Text(_f(x + cell_w / 2), _f(y + cell_h / 2 + 4), text), text_class=text_class,
                 ))
             row_views.append(HeatRowView(label, cells))
             y += cell_h
@@ -465,9 +468,12 @@ def heatmap_view(
         empty_text_x=_f(empty_x + 24),
         empty_fill=score_colour(None),
     )
-    stops = [(_f(i / (len(_SCORE_STOPS) - 1)), c) for i, c in enumerate(_SCORE_STOPS)]
+    # Three decimals: one would move the inner stops (1/6, 2/6, ...) off score_colour's palette.
+    stops = [(f"{i / (len(_SCORE_STOPS) - 1):.3g}", c) for i, c in enumerate(_SCORE_STOPS)]
     return HeatmapView(
-        frame=_frame(fig_id, title, desc, width, y + 34),
+        frame=_frame(fig_id, "fig-heatmap", title, desc, width, y + 34),
+        cell_width=_f(cell_w - 2),
+        cell_height=_f(cell_h - 2),
         hatch_id=hatch,
         gradient_id=f"{fig_id}-grad",
         stops=stops,
@@ -628,7 +634,7 @@ def bar_chart_view(
                 by = ry + row_pad + j * (bar_h + bar_gap)
                 length = 0.0 if bar.value is None else max(1.5, bar.value / factor * span)
                 bar_views.append(BarView(
-                    tooltip=bar.tooltip, x=_f(x0), y=_f(by), width=_f(length), height=_f(bar_h),
+                    tooltip=bar.tooltip, x=_f(x0), y=_f(by), width=_f(length),
                     fill=_CATEGORY[bar.series % len(_CATEGORY)], failed=bar.failed,
                     text=Text(_f(x0 + length + 5), _f(by + bar_h - 1), bar.text),
                 ))
@@ -649,21 +655,22 @@ def bar_chart_view(
                                   text=Text(_f(x + 18), _f(y), shown)))
         x += step
     return BarChartView(
-        frame=_frame(fig_id, title, desc, width, y + 10),
+        frame=_frame(fig_id, "fig-bar-chart", title, desc, width, y + 10),
+        bar_height=_f(bar_h),
         panels=panel_views,
         stripe_width=stripe_w,
         stripes=stripes,
         rows=row_views,
         legend=legend,
-        colours=_COLOURS,
     )
 
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _frame(fig_id: str, title: str, desc: str, width: float, height: float) -> FrameView:
-    return FrameView(fig_id=fig_id, title=title, desc=desc, width=_f(width), height=_f(height), font_size=_FONT)
+def _frame(fig_id: str, kind: str, title: str, desc: str, width: float, height: float) -> FrameView:
+    return FrameView(fig_id=fig_id, kind=kind, title=title, desc=desc, width=_f(width), height=_f(height),
+                     font_size=_FONT)
 
 
 def _render(template: str, view: HeatmapView | BarChartView) -> Markup:
@@ -699,8 +706,9 @@ def _memory_unit(vmax_mb: float) -> tuple[str, float]:
 
 
 def _label_width(labels: Sequence[str], lo: float, hi: float) -> float:
+    # Whole pixels: every x of a heatmap is then whole, and prints without decimals.
     longest = max((len(s) for s in labels), default=0)
-    return float(min(hi, max(lo, longest * _CHAR_W + 16)))
+    return float(min(hi, max(lo, math.ceil(longest * _CHAR_W + 16))))
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -729,6 +737,11 @@ def _wrap(text: str, width: int, max_lines: int) -> list[str]:
 def _rgb(colour: str) -> tuple[int, int, int]:
     c = colour.lstrip("#")
     return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16)
+
+
+def _dark(fill: str) -> bool:
+    # Below this luminance white text reads better than the page's text colour.
+    return _luminance(fill) < 0.45
 
 
 def _luminance(colour: str) -> float:
