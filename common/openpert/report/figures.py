@@ -1,16 +1,21 @@
-"""Figures drawn as hand-written SVG at report time.
+"""Figures drawn as SVG at report time: Python lays them out, templates write the markup.
 
 Hand-written SVG (rather than a plotting library's output) is small, byte-for-byte deterministic,
 inherits the page's system font, and lets every mark carry its own ``<title>`` tooltip. Text widths
 are estimated from character counts: labels are truncated to fit, their full text kept in the
-tooltip.
+tooltip. The functions here compute every position, size, colour and label into plain views
+(:class:`HeatmapView`, :class:`BarChartView`); ``templates/figures/*.svg`` turn them into markup,
+escaping every text.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
+
+from markupsafe import Markup
 
 from openpert.report.formatting import (
     failure_label,
@@ -19,19 +24,23 @@ from openpert.report.formatting import (
     format_number,
 )
 from openpert.report.leaderboards import dataset_rows, method_kind
-from openpert.report.markup import esc, short_label
+from openpert.report.markup import short_label
 from openpert.report.task_results import TaskResults
+from openpert.report.templating import render
 
 _FONT = 12
 _CHAR_W = 6.9  # average advance of a 12 px sans-serif character
 _TEXT = "#1c2430"
-_MUTED = "#5b6675"
-_GRID = "#e3e8ef"
 #: Sequential palette for scaled scores, 0 (light) to 1 (dark), in perceptual steps.
 _SCORE_STOPS = ["#f3f6fb", "#cfdff2", "#9ec0e6", "#6a9bd3", "#3f74b9", "#1f4f95", "#0d2f66"]
 #: Categorical colours for datasets, distinguishable for common colour-vision deficiencies.
 _CATEGORY = ["#3b6fb6", "#e08a2c", "#3f9a6e", "#b5508f", "#7d6bc4", "#8a6d3b", "#2a9bb3", "#c04a3a"]
 _FAIL = "#b42318"
+#: Drawn once per figure (the hatch of failed cells); what every mark of a kind shares (text
+#: colours, anchors, strokes) is in the figure rules of ``static/report.css`` instead.
+_COLOURS = {"fail": _FAIL, "fail_fill": "#f6e3e1"}
+#: Newlines and indentation between two tags of a rendered template (never inside a text).
+_BETWEEN_TAGS = re.compile(r">\s*\n\s*<")
 
 
 @dataclasses.dataclass
@@ -71,6 +80,164 @@ class BarRow:
     memory: list[Bar]
 
 
+# -- views: what the templates draw, every number already formatted -------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    """A line of text at a position."""
+
+    x: str
+    y: str
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Label:
+    """A row label: its full text (in its tooltip) and the part shown, ending at ``x``."""
+
+    x: str
+    y: str
+    full: str
+    shown: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameView:
+    """The ``<svg>`` element of a figure: its size and accessible name and description."""
+
+    fig_id: str
+    kind: str
+    title: str
+    desc: str
+    width: str
+    height: str
+    font_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatCellView:
+    """A heatmap cell: its rectangle, fill, printed value and tooltip.
+
+    ``text_class`` is ``"fig-dark"`` (white text on a dark fill), ``"fig-failed"`` or empty.
+    """
+
+    tooltip: str
+    x: str
+    y: str
+    fill: str
+    text: Text
+    text_class: str
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatRowView:
+    """A heatmap row: its label and cells."""
+
+    label: Label
+    cells: list[HeatCellView]
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatGroupView:
+    """A group of heatmap rows under a heading."""
+
+    heading: Text
+    rows: list[HeatRowView]
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatLegendView:
+    """The heatmap's legend: the colour scale and its ticks, the failed and empty swatches."""
+
+    y: str
+    text_y: str
+    scale_x: str
+    scale_width: str
+    ticks: list[Text]
+    failed_x: str
+    failed_text_x: str
+    empty_x: str
+    empty_text_x: str
+    empty_fill: str
+
+
+@dataclasses.dataclass(frozen=True)
+class HeatmapView:
+    """Everything ``figures/heatmap.svg`` draws."""
+
+    frame: FrameView
+    cell_width: str
+    cell_height: str
+    hatch_id: str
+    gradient_id: str
+    stops: list[tuple[str, str]]
+    headers: list[list[Text]]
+    groups: list[HeatGroupView]
+    legend: HeatLegendView
+    colours: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class BarPanelView:
+    """One panel of the resource chart: its heading, unit, ticks and grid lines."""
+
+    x: str
+    name: str
+    unit: str
+    tick_y: str
+    ticks: list[Text]
+    grid_x: list[str]
+    grid_top: str
+    grid_bottom: str
+
+
+@dataclasses.dataclass(frozen=True)
+class BarView:
+    """A bar, its value label and tooltip."""
+
+    tooltip: str
+    x: str
+    y: str
+    width: str
+    fill: str
+    failed: bool
+    text: Text
+
+
+@dataclasses.dataclass(frozen=True)
+class BarRowView:
+    """One method's label and bars, across both panels."""
+
+    label: Label
+    bars: list[BarView]
+
+
+@dataclasses.dataclass(frozen=True)
+class LegendEntry:
+    """A legend swatch and its text; ``tooltip`` holds the full name."""
+
+    tooltip: str
+    x: str
+    y: str
+    fill: str
+    failed: bool
+    text: Text
+
+
+@dataclasses.dataclass(frozen=True)
+class BarChartView:
+    """Everything ``figures/bar_chart.svg`` draws."""
+
+    frame: FrameView
+    bar_height: str
+    panels: list[BarPanelView]
+    stripe_width: str
+    stripes: list[tuple[str, str]]
+    rows: list[BarRowView]
+    legend: list[LegendEntry]
+
+
 def score_colour(value: float | None) -> str:
     """The fill colour of a scaled score, clipped to [0, 1].
 
@@ -106,7 +273,7 @@ def text_colour(fill: str) -> str:
     str
         ``"#ffffff"`` or the text colour.
     """
-    return "#ffffff" if _luminance(fill) < 0.45 else _TEXT
+    return "#ffffff" if _dark(fill) else _TEXT
 
 
 def nice_ticks(vmax: float, target: int = 4) -> list[float]:
@@ -140,7 +307,7 @@ def nice_ticks(vmax: float, target: int = 4) -> list[float]:
 # -- heatmap ----------------------------------------------------------------------------------
 
 
-def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> str:
+def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> Markup:
     """Heatmap of scaled scores, methods by metrics, of one dataset.
 
     Parameters
@@ -154,7 +321,7 @@ def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> str:
 
     Returns
     -------
-    str
+    Markup
         An inline ``<svg>``, labelled by its ``<title>`` and ``<desc>``.
     """
     rows = dataset_rows(results, dataset_id)
@@ -203,7 +370,7 @@ def heatmap_svg(
     desc: str,
     columns: Sequence[str],
     groups: Sequence[tuple[str, Sequence[HeatRow]]],
-) -> str:
+) -> Markup:
     """Draw a heatmap whose last column is set apart as a summary.
 
     Parameters
@@ -219,8 +386,30 @@ def heatmap_svg(
 
     Returns
     -------
-    str
-        An inline ``<svg>``.
+    Markup
+        An inline ``<svg>`` rendered from ``figures/heatmap.svg``.
+    """
+    return _render("figures/heatmap.svg", heatmap_view(fig_id, title, desc, columns, groups))
+
+
+def heatmap_view(
+    fig_id: str,
+    title: str,
+    desc: str,
+    columns: Sequence[str],
+    groups: Sequence[tuple[str, Sequence[HeatRow]]],
+) -> HeatmapView:
+    """The geometry of a heatmap: where every header, label, cell and legend entry goes.
+
+    Parameters
+    ----------
+    fig_id, title, desc, columns, groups
+        As for :func:`heatmap_svg`.
+
+    Returns
+    -------
+    HeatmapView
+        What ``figures/heatmap.svg`` draws.
     """
     cell_w, cell_h, gap = 86, 30, 12
     label_w = _label_width([r.label for _, rows in groups for r in rows], 110, 260)
@@ -230,86 +419,75 @@ def heatmap_svg(
     col_x = [label_w + i * cell_w + (gap if i == len(columns) - 1 else 0) for i in range(len(columns))]
     grid_w = col_x[-1] + cell_w if columns else label_w
     width = max(grid_w + 8, 440)
-
-    parts: list[str] = []
     hatch = f"{fig_id}-hatch"
-    grad = f"{fig_id}-grad"
-    parts.append(
-        "<defs>"
-        f'<pattern id="{hatch}" width="6" height="6" patternUnits="userSpaceOnUse" '
-        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#f6e3e1"/>'
-        f'<line x1="0" y1="0" x2="0" y2="6" stroke="{_FAIL}" stroke-width="1.6"/></pattern>'
-        f'<linearGradient id="{grad}" x1="0" x2="1" y1="0" y2="0">'
-        + "".join(
-            f'<stop offset="{_f(i / (len(_SCORE_STOPS) - 1))}" stop-color="{c}"/>'
-            for i, c in enumerate(_SCORE_STOPS)
-        )
-        + "</linearGradient></defs>"
-    )
+
+    headers = []
     for x, lines in zip(col_x, header_lines):
         y0 = header_h - 8 - 14 * (len(lines) - 1)
-        spans = "".join(
-            f'<tspan x="{_f(x + cell_w / 2)}" y="{_f(y0 + 14 * k)}">{esc(line)}</tspan>'
-            for k, line in enumerate(lines)
-        )
-        parts.append(f'<text text-anchor="middle" font-weight="600" fill="{_TEXT}">{spans}</text>')
+        headers.append([Text(_f(x + cell_w / 2), _f(y0 + 14 * k), line) for k, line in enumerate(lines)])
 
+    group_views = []
     y = header_h
     for group, rows in groups:
-        parts.append(
-            f'<text x="0" y="{_f(y + 16)}" font-size="11" font-weight="700" fill="{_MUTED}" '
-            f'letter-spacing="0.06em">{esc(group.upper())}</text>'
-        )
+        heading = Text("0", _f(y + 16), group.upper())
         y += 22
+        row_views = []
         for row in rows:
-            shown = _truncate(row.label, int((label_w - 10) / _CHAR_W))
-            parts.append(
-                f'<text x="{_f(label_w - 8)}" y="{_f(y + cell_h / 2 + 4)}" text-anchor="end" '
-                f'fill="{_TEXT}"><title>{esc(row.label)}</title>{esc(shown)}</text>'
-            )
+            label = Label(_f(label_w - 8), _f(y + cell_h / 2 + 4), row.label,
+                          _truncate(row.label, int((label_w - 10) / _CHAR_W)))
+            cells = []
             for x, cell in zip(col_x, row.cells):
                 if cell.failed:
-                    fill, text, colour = f"url(#{hatch})", "failed", _FAIL
+                    fill, text, text_class = f"url(#{hatch})", "failed", "fig-failed"
                 else:
                     fill = score_colour(cell.value)
-                    text = _cell_text(cell.value)
-                    colour = "#ffffff" if _luminance(fill) < 0.45 else _TEXT
-                parts.append(
-                    f'<g><title>{esc(cell.tooltip)}</title>'
-                    f'<rect x="{_f(x + 1)}" y="{_f(y + 1)}" width="{cell_w - 2}" height="{cell_h - 2}" '
-                    f'rx="3" fill="{fill}"/>'
-                    f'<text x="{_f(x + cell_w / 2)}" y="{_f(y + cell_h / 2 + 4)}" text-anchor="middle" '
-                    f'fill="{colour}" font-variant-numeric="tabular-nums">{esc(text)}</text></g>'
-                )
+                    text, text_class = _cell_text(cell.value), "fig-dark" if _dark(fill) else ""
+                cells.append(HeatCellView(
+                    tooltip=cell.tooltip, x=_f(x + 1), y=_f(y + 1), fill=fill,
+                    text=Text(_f(x + cell_w / 2), _f(y + cell_h / 2 + 4), text), text_class=text_class,
+                ))
+            row_views.append(HeatRowView(label, cells))
             y += cell_h
+        group_views.append(HeatGroupView(heading, row_views))
         y += 6
 
     # Legend: the colour scale, then what hatched and empty cells mean.
     y += 10
-    lx = 0
-    parts.append(f'<text x="{lx}" y="{_f(y + 11)}" fill="{_MUTED}">Scaled score</text>')
-    gx = lx + 86
-    parts.append(f'<rect x="{gx}" y="{_f(y + 1)}" width="150" height="12" rx="2" fill="url(#{grad})"/>')
-    for t in (0.0, 0.5, 1.0):
-        tx = gx + 150 * t
-        parts.append(
-            f'<text x="{_f(tx)}" y="{_f(y + 28)}" text-anchor="middle" font-size="11" '
-            f'fill="{_MUTED}">{format_number(t, 1)}</text>'
-        )
-    sx = gx + 176
-    parts.append(f'<rect x="{sx}" y="{_f(y + 1)}" width="18" height="12" rx="2" fill="url(#{hatch})"/>')
-    parts.append(f'<text x="{sx + 24}" y="{_f(y + 11)}" fill="{_MUTED}">failed</text>')
-    sx += 80
-    parts.append(f'<rect x="{sx}" y="{_f(y + 1)}" width="18" height="12" rx="2" fill="{score_colour(None)}"/>')
-    parts.append(f'<text x="{sx + 24}" y="{_f(y + 11)}" fill="{_MUTED}">no value</text>')
-    height = y + 34
-    return _svg(fig_id, title, desc, width, height, "".join(parts))
+    scale_x, scale_w = 86, 150
+    failed_x = scale_x + 176
+    empty_x = failed_x + 80
+    legend = HeatLegendView(
+        y=_f(y + 1),
+        text_y=_f(y + 11),
+        scale_x=_f(scale_x),
+        scale_width=_f(scale_w),
+        ticks=[Text(_f(scale_x + scale_w * t), _f(y + 28), format_number(t, 1)) for t in (0.0, 0.5, 1.0)],
+        failed_x=_f(failed_x),
+        failed_text_x=_f(failed_x + 24),
+        empty_x=_f(empty_x),
+        empty_text_x=_f(empty_x + 24),
+        empty_fill=score_colour(None),
+    )
+    # Three decimals: one would move the inner stops (1/6, 2/6, ...) off score_colour's palette.
+    stops = [(f"{i / (len(_SCORE_STOPS) - 1):.3g}", c) for i, c in enumerate(_SCORE_STOPS)]
+    return HeatmapView(
+        frame=_frame(fig_id, "fig-heatmap", title, desc, width, y + 34),
+        cell_width=_f(cell_w - 2),
+        cell_height=_f(cell_h - 2),
+        hatch_id=hatch,
+        gradient_id=f"{fig_id}-grad",
+        stops=stops,
+        headers=headers,
+        groups=group_views,
+        legend=legend,
+        colours=_COLOURS,
+    )
 
 
 # -- resource chart ---------------------------------------------------------------------------
 
 
-def resource_chart(results: TaskResults, fig_id: str) -> str:
+def resource_chart(results: TaskResults, fig_id: str) -> Markup:
     """Bar charts of run time and peak memory of every method's job, per dataset.
 
     Parameters
@@ -321,8 +499,8 @@ def resource_chart(results: TaskResults, fig_id: str) -> str:
 
     Returns
     -------
-    str
-        An inline ``<svg>``, or ``""`` when no resource was recorded.
+    Markup
+        An inline ``<svg>``, or an empty string when no resource was recorded.
     """
     datasets = results.datasets
     series = {d.get("dataset_id"): i for i, d in enumerate(datasets)}
@@ -354,7 +532,7 @@ def resource_chart(results: TaskResults, fig_id: str) -> str:
             kind = method_kind(method)
             rows.append(BarRow(label if kind == "method" else f"{label} ({kind})", times, mems))
     if not rows:
-        return ""
+        return Markup("")
     n = len(rows)
     title = "Resource use per method"
     names = [results.dataset_label(d.get("dataset_id")) for d in datasets]
@@ -368,7 +546,7 @@ def resource_chart(results: TaskResults, fig_id: str) -> str:
 
 def bar_chart_svg(
     fig_id: str, title: str, desc: str, rows: Sequence[BarRow], series_names: Sequence[str]
-) -> str:
+) -> Markup:
     """Draw two grouped horizontal bar charts (time, memory) sharing their row labels.
 
     Parameters
@@ -384,8 +562,26 @@ def bar_chart_svg(
 
     Returns
     -------
-    str
-        An inline ``<svg>``.
+    Markup
+        An inline ``<svg>`` rendered from ``figures/bar_chart.svg``.
+    """
+    return _render("figures/bar_chart.svg", bar_chart_view(fig_id, title, desc, rows, series_names))
+
+
+def bar_chart_view(
+    fig_id: str, title: str, desc: str, rows: Sequence[BarRow], series_names: Sequence[str]
+) -> BarChartView:
+    """The geometry of the resource chart: panels, axes, stripes, bars and legend.
+
+    Parameters
+    ----------
+    fig_id, title, desc, rows, series_names
+        As for :func:`bar_chart_svg`.
+
+    Returns
+    -------
+    BarChartView
+        What ``figures/bar_chart.svg`` draws.
     """
     label_w = _label_width([r.label for r in rows], 110, 250)
     panel_w, panel_gap, bar_h, bar_gap, row_pad = 300, 40, 10, 3, 10
@@ -395,7 +591,6 @@ def bar_chart_svg(
         ("Peak memory", [b for r in rows for b in r.memory], _memory_unit),
     ]
     top = 46
-    parts: list[str] = []
     scales = []
     for k, (name, bars, unit_of) in enumerate(panels):
         x0 = label_w + k * (panel_w + panel_gap)
@@ -403,91 +598,84 @@ def bar_chart_svg(
         unit, factor = unit_of(vmax)
         ticks = nice_ticks(vmax / factor)
         span = (panel_w - value_room) / (ticks[-1] or 1.0)
-        scales.append((x0, factor, span, ticks))
-        parts.append(
-            f'<text x="{_f(x0)}" y="14" font-weight="600" fill="{_TEXT}">{esc(name)} '
-            f'<tspan fill="{_MUTED}" font-weight="400">({esc(unit)})</tspan></text>'
-        )
-        for t in ticks:
-            parts.append(
-                f'<text x="{_f(x0 + t * span)}" y="{top - 10}" text-anchor="middle" font-size="11" '
-                f'fill="{_MUTED}">{t:g}</text>'
-            )
-    y = top
+        scales.append((name, unit, x0, factor, span, ticks))
     row_boxes = []
+    y = top
     for row in rows:
         n = max(len(row.time), len(row.memory), 1)
         h = n * bar_h + (n - 1) * bar_gap + 2 * row_pad
         row_boxes.append((row, y, h))
         y += h
     body_bottom = y
-    # Stripes first, grid lines over them, bars on top.
-    for i, (_, ry, h) in enumerate(row_boxes):
-        if i % 2 == 0:
-            parts.append(
-                f'<rect x="0" y="{_f(ry)}" width="{_f(label_w + 2 * panel_w + panel_gap)}" '
-                f'height="{_f(h)}" fill="#f7f9fc"/>'
-            )
-    for x0, _, span, ticks in scales:
-        for t in ticks:
-            tx = x0 + t * span
-            parts.append(
-                f'<line x1="{_f(tx)}" x2="{_f(tx)}" y1="{top - 4}" y2="{_f(body_bottom)}" '
-                f'stroke="{_GRID}" stroke-width="1"/>'
-            )
+    stripe_w = _f(label_w + 2 * panel_w + panel_gap)
+    stripes = [(_f(ry), _f(h)) for i, (_, ry, h) in enumerate(row_boxes) if i % 2 == 0]
+
+    panel_views = []
+    for name, unit, x0, _, span, ticks in scales:
+        panel_views.append(BarPanelView(
+            x=_f(x0),
+            name=name,
+            unit=unit,
+            tick_y=_f(top - 10),
+            ticks=[Text(_f(x0 + t * span), _f(top - 10), f"{t:g}") for t in ticks],
+            grid_x=[_f(x0 + t * span) for t in ticks],
+            grid_top=_f(top - 4),
+            grid_bottom=_f(body_bottom),
+        ))
+
+    row_views = []
     for row, ry, h in row_boxes:
-        shown = _truncate(row.label, int((label_w - 12) / _CHAR_W))
-        parts.append(
-            f'<text x="{_f(label_w - 10)}" y="{_f(ry + h / 2 + 4)}" text-anchor="end" fill="{_TEXT}">'
-            f"<title>{esc(row.label)}</title>{esc(shown)}</text>"
-        )
+        label = Label(_f(label_w - 10), _f(ry + h / 2 + 4), row.label,
+                      _truncate(row.label, int((label_w - 12) / _CHAR_W)))
+        bar_views = []
         for k, bars in enumerate((row.time, row.memory)):
-            x0, factor, span, _ = scales[k]
+            _, _, x0, factor, span, _ = scales[k]
             for j, bar in enumerate(bars):
                 by = ry + row_pad + j * (bar_h + bar_gap)
-                colour = _CATEGORY[bar.series % len(_CATEGORY)]
                 length = 0.0 if bar.value is None else max(1.5, bar.value / factor * span)
-                stroke = f' stroke="{_FAIL}" stroke-width="1.5"' if bar.failed else ""
-                text_colour = _FAIL if bar.failed else _MUTED
-                parts.append(
-                    f"<g><title>{esc(bar.tooltip)}</title>"
-                    f'<rect x="{_f(x0)}" y="{_f(by)}" width="{_f(length)}" height="{bar_h}" rx="2" '
-                    f'fill="{colour}"{stroke}/>'
-                    f'<text x="{_f(x0 + length + 5)}" y="{_f(by + bar_h - 1)}" font-size="10.5" '
-                    f'fill="{text_colour}">{esc(bar.text)}</text></g>'
-                )
+                bar_views.append(BarView(
+                    tooltip=bar.tooltip, x=_f(x0), y=_f(by), width=_f(length),
+                    fill=_CATEGORY[bar.series % len(_CATEGORY)], failed=bar.failed,
+                    text=Text(_f(x0 + length + 5), _f(by + bar_h - 1), bar.text),
+                ))
+        row_views.append(BarRowView(label, bar_views))
+
     # Legend: short dataset labels (full names in their tooltips), wrapped to the chart's width.
     width = label_w + 2 * panel_w + panel_gap + 12
     y = body_bottom + 22
     x = 0.0
     entries = [(short_label(name), name, _CATEGORY[i % len(_CATEGORY)], False) for i, name in enumerate(series_names)]
     entries.append(("failed job", "failed job", "#ffffff", True))
+    legend = []
     for shown, full, colour, failed in entries:
         step = 18 + len(shown) * _CHAR_W + 22
         if x > 0 and x + step - 22 > width:
             x, y = 0.0, y + 20
-        stroke = f' stroke="{_FAIL}" stroke-width="1.5"' if failed else ""
-        parts.append(
-            f"<g><title>{esc(full)}</title>"
-            f'<rect x="{_f(x)}" y="{_f(y - 10)}" width="12" height="12" rx="2" fill="{colour}"{stroke}/>'
-            f'<text x="{_f(x + 18)}" y="{_f(y)}" fill="{_TEXT}">{esc(shown)}</text></g>'
-        )
+        legend.append(LegendEntry(tooltip=full, x=_f(x), y=_f(y - 10), fill=colour, failed=failed,
+                                  text=Text(_f(x + 18), _f(y), shown)))
         x += step
-    return _svg(fig_id, title, desc, width, y + 10, "".join(parts))
+    return BarChartView(
+        frame=_frame(fig_id, "fig-bar-chart", title, desc, width, y + 10),
+        bar_height=_f(bar_h),
+        panels=panel_views,
+        stripe_width=stripe_w,
+        stripes=stripes,
+        rows=row_views,
+        legend=legend,
+    )
 
 
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _svg(fig_id: str, title: str, desc: str, width: float, height: float, body: str) -> str:
-    w, h = _f(width), _f(height)
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="figure-svg" viewBox="0 0 {w} {h}" '
-        f'width="{w}" height="{h}" role="img" aria-labelledby="{fig_id}-title {fig_id}-desc" '
-        f'font-size="{_FONT}">'
-        f'<title id="{fig_id}-title">{esc(title)}</title><desc id="{fig_id}-desc">{esc(desc)}</desc>'
-        f"{body}</svg>"
-    )
+def _frame(fig_id: str, kind: str, title: str, desc: str, width: float, height: float) -> FrameView:
+    return FrameView(fig_id=fig_id, kind=kind, title=title, desc=desc, width=_f(width), height=_f(height),
+                     font_size=_FONT)
+
+
+def _render(template: str, view: HeatmapView | BarChartView) -> Markup:
+    # Templates put one element a line for reading; the page gets them without the indentation.
+    return Markup(_BETWEEN_TAGS.sub("><", render(template, view=view)).strip())
 
 
 def _cell_text(value: float | None) -> str:
@@ -518,8 +706,9 @@ def _memory_unit(vmax_mb: float) -> tuple[str, float]:
 
 
 def _label_width(labels: Sequence[str], lo: float, hi: float) -> float:
+    # Whole pixels: every x of a heatmap is then whole, and prints without decimals.
     longest = max((len(s) for s in labels), default=0)
-    return float(min(hi, max(lo, longest * _CHAR_W + 16)))
+    return float(min(hi, max(lo, math.ceil(longest * _CHAR_W + 16))))
 
 
 def _truncate(text: str, limit: int) -> str:
@@ -548,6 +737,11 @@ def _wrap(text: str, width: int, max_lines: int) -> list[str]:
 def _rgb(colour: str) -> tuple[int, int, int]:
     c = colour.lstrip("#")
     return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16)
+
+
+def _dark(fill: str) -> bool:
+    # Below this luminance white text reads better than the page's text colour.
+    return _luminance(fill) < 0.45
 
 
 def _luminance(colour: str) -> float:
