@@ -106,4 +106,4 @@ def test_sparkline_draws_each_run_and_leaves_gaps() -> None:
     # The run without a score breaks the line: one line through the last two points, a dot on each of three.
     assert re.findall(r'<polyline points="([^"]*)"', svg) == ["63.0,17.4 93.0,3.0"]  # 1.4 is drawn at the top
     assert re.findall(r'<circle cx="([^"]*)" cy="([^"]*)"', svg) == [("3.0", "12.0"), ("63.0", "17.4"), ("93.0", "3.0")]
-    assert re.search(r'<desc id="history-0-desc">([^<]*)</desc>', svg).group(1) == f"0.500, {MISSING}, 0.200, 1.400"
+    assert re.search(r'<desc id="history-0-desc">([^<]*)</desc>', svg).group(1) == f"0.500, {MISSING}, 0.200, 1.40"  # three significant digits
