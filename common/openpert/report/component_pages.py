@@ -23,13 +23,13 @@ from openpert.report.formatting import (
     format_rank,
     format_score,
 )
-from openpert.report.fragments import code, fragment, label, table
+from openpert.report.fragments import badge, badge_kind, code, fragment, label, table
 from openpert.report.leaderboards import TIERS, method_kind, overview_rows
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, is_control, is_ranked
-from openpert.report.templating import macro, render
+from openpert.report.templating import render
 from openpert.report.views import Table
 
 #: Component pages sit two folders below the site root: ``<task>/<kind>/<id>.html``.
@@ -89,7 +89,7 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
     title = str(method.get("label") or mid)
     kind = method_kind(method)
     overall = results.overall(mid)
-    facts: list[tuple[str, Any]] = [("Id", code(mid)), ("Kind", macro("badge")(kind, str(method.get("control") or kind)))]
+    facts: list[tuple[str, Any]] = [("Id", code(mid)), ("Kind", badge(kind, str(method.get("control") or kind)))]
     # The rank among methods, as the task page shows it (results.json also ranks the controls).
     row = next((r for r in results.derived("overview_rows", overview_rows) if r.method.get("id") == method.get("id")), None)
     if row is not None and is_ranked(method) and row.row.rank is not None:
@@ -229,7 +229,7 @@ def _resources(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None
             [
                 code(r.get("job_id")),
                 label(results.dataset_label(r.get("dataset_id"))),
-                (macro("badge")(status, "ok" if status == "succeeded" else "failed"), status),
+                (badge(status, "ok" if status == "succeeded" else "failed"), status),
                 (MISSING if exit_code is None else str(exit_code), "" if exit_code is None else str(exit_code)),
                 (format_duration(r.get("duration_s")), _key(r.get("duration_s"))),
                 (format_memory(r.get("peak_memory_mb")), _key(r.get("peak_memory_mb"))),
@@ -297,11 +297,11 @@ def _metric_scores(results: TaskResults, paths: TaskPaths, metric_id: str) -> Ta
             if not score:
                 continue
             kind = method_kind(method)
-            badge = (kind, str(method.get("control") or kind)) if kind != "method" else (None, "")
+            mark = (kind, badge_kind(method.get("control") or kind)) if kind != "method" else (None, "")
             rows.append(
                 [
                     label(results.dataset_label(did)),
-                    (fragment("label_link")(f"../{paths.method_page(method)}", method.get("label") or mid, *badge),
+                    (fragment("label_link")(f"../{paths.method_page(method)}", method.get("label") or mid, *mark),
                      str(method.get("label") or mid)),
                     (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), _key(score.get("raw"))),
                     (format_score(score.get("scaled")), _key(score.get("scaled"))),

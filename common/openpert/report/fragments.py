@@ -6,6 +6,7 @@ the Python that builds a table's cells; each returns ``Markup``, so a cell holds
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +50,41 @@ def label(text: Any, tooltip: Any = None) -> Markup:
         The label.
     """
     return macro("label_span")(text, tooltip)
+
+
+def badge(text: Any, kind: Any = "") -> Markup:
+    """A small pill label (the ``badge`` macro), its kind reduced to a safe class name.
+
+    Parameters
+    ----------
+    text
+        The label.
+    kind
+        Modifier class (``"positive"``, ``"failed"``); it may come from ``results.json``, so
+        anything but lowercase letters, digits and hyphens becomes a hyphen.
+
+    Returns
+    -------
+    Markup
+        The badge.
+    """
+    return macro("badge")(text, badge_kind(kind))
+
+
+def badge_kind(kind: Any) -> str:
+    """A badge's kind as a class name: lowercase letters, digits and hyphens only.
+
+    Parameters
+    ----------
+    kind
+        The kind, perhaps from ``results.json``.
+
+    Returns
+    -------
+    str
+        The kind with every other character replaced by a hyphen.
+    """
+    return re.sub(r"[^a-z0-9-]", "-", str(kind).lower())
 
 
 def code(text: Any, css_class: str | None = None, after: Any = "") -> Markup:

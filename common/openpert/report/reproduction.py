@@ -16,10 +16,10 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.formatting import MISSING, format_count, format_number
-from openpert.report.fragments import fragment, table
+from openpert.report.fragments import badge, fragment, table
 from openpert.report.markdown import render_inline
 from openpert.report.task_results import TaskResults
-from openpert.report.templating import macro, render
+from openpert.report.templating import render
 from openpert.report.views import Table
 
 #: Status -> (badge text, badge kind, how the summary line counts it).
@@ -297,7 +297,7 @@ def _compared_table(source: SourceView, index: int) -> Table:
         if metric_column:
             cells.append(_named(r.metric, r.our_metric))
         cells += [r.published, r.measured, (r.difference, r.sort_difference), r.within_spread,
-                  (macro("badge")(r.status_text, r.status_kind), r.status), explanation]
+                  (badge(r.status_text, r.status_kind), r.status), explanation]
         rows.append(cells)
     header = ["Dataset", "Method", *(["Metric"] if metric_column else []), "Published", "Measured [95% CI]", "Difference",
               "Within spread", "Status", "Cause of a difference"]

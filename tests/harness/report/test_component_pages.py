@@ -93,3 +93,12 @@ def test_metric_page_leaves_out_what_the_schema_does_not_record(tmp_path: Path) 
     with_parameters = _doc(tmp_path, render_metric_page(results, paths, dict(metric, parameters={}, engines=[])))
     assert norm(with_parameters.find("section", id="parameters").text()).endswith("(no parameters recorded).")
     assert norm(with_parameters.find("section", id="environment").text()).endswith("No engine recorded.")
+
+
+def test_a_control_kind_from_the_file_becomes_a_safe_class(tmp_path: Path) -> None:
+    results = _results()
+    control = dict(results.method("ground_truth"), control='positive" onclick="x')
+    doc = _doc(tmp_path, render_method_page(results, TaskPaths(results, "perturbqa"), control))
+    kind = doc.find("main").find("span", class_="badge")
+    assert kind.attrs["class"] == "badge badge-positive--onclick--x"
+    assert "onclick" not in kind.attrs
