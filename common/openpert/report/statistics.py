@@ -27,7 +27,6 @@ from openpert.report.formatting import (
 )
 from openpert.report.fragments import fragment, label, table
 from openpert.report.markdown import render_markdown
-from openpert.report.markup import short_label
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, is_ranked
 from openpert.report.templating import render
@@ -88,9 +87,22 @@ class MatrixRow:
 
 @dataclass(frozen=True)
 class MatrixView:
-    """One method x method matrix: its caption (dataset and metric), column labels and rows."""
+    """One method x method matrix: its dataset and metric (the caption), column labels and rows.
 
-    caption: str
+    Attributes
+    ----------
+    dataset
+        The dataset's label (shown cut to the label length), None when the tests pool datasets.
+    metric
+        The metric's label with its direction (↑ or ↓), None when the tests name no metric.
+    labels
+        The methods' labels, in column order.
+    rows
+        One row per method, in the same order.
+    """
+
+    dataset: str | None
+    metric: str | None
     labels: tuple[str, ...]
     rows: tuple[MatrixRow, ...]
 
@@ -269,12 +281,7 @@ def _matrix(
             significant = p is not None and p < 0.05
         tests[(a, b)] = (diff, p, significant)
         tests[(b, a)] = (None if diff is None else -diff, p, significant)
-    where = []
-    if dataset_id is not None:
-        where.append(short_label(results.dataset_label(dataset_id)))
-    if metric_id is not None:
-        arrow = "" if maximize is None else (" ↑" if maximize else " ↓")
-        where.append(f"{results.metric_label(metric_id)}{arrow}")
+    arrow = "" if maximize is None else (" ↑" if maximize else " ↓")
     labels = {m: results.method_label(m) for m in methods}
     body = []
     for a in methods:
@@ -299,4 +306,6 @@ def _matrix(
                 cls, mark, word = "pm-worse", "▼", "significantly worse than"
             cells.append(PairCell(cls, f"{labels[a]} is {word} {labels[b]}: {detail}", mark, word))
         body.append(MatrixRow(labels[a], tuple(cells)))
-    return MatrixView(" · ".join(where) or "All items", tuple(labels[m] for m in methods), tuple(body))
+    return MatrixView(None if dataset_id is None else results.dataset_label(dataset_id),
+                      None if metric_id is None else f"{results.metric_label(metric_id)}{arrow}",
+                      tuple(labels[m] for m in methods), tuple(body))

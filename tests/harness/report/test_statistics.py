@@ -90,3 +90,15 @@ def test_short_tables_stay_open_and_empty_ones_say_so(tmp_path: Path) -> None:
     assert "No rows: the analysis had nothing to report" in empty and "<table" not in empty
     pairs = statistic_section(results, paths, "p", {"table": [_test("a", "b", 0.2, 0.001)]})
     assert "All 1 tests, controls included" in pairs and 'class="pairwise"' in pairs
+
+
+def test_matrix_caption_cuts_a_long_dataset_name_and_pools_without_ids(tmp_path: Path) -> None:
+    results = _results()
+    results.data["datasets"][0]["dataset_name"] = "A dataset name far longer than any label the tables show whole"
+    html = pairwise_matrices(TaskResults(results.data, Path(".")), [_test("a", "b", 0.2, 0.001)])
+    caption = norm(_doc(tmp_path, html).find("caption").text())
+    assert caption.endswith("… · Accuracy ↑") and len(caption) < 60
+    pooled = {"method_a": "a", "method_b": "b", "mean_difference": 0.1, "p_value": 0.2}
+    doc = _doc(tmp_path, pairwise_matrices(results, [pooled]))
+    assert norm(doc.find("caption").text()) == "All items"
+    assert doc.find("div", class_="matrix-wrap").attrs["aria-label"] == "Pairwise tests, All items"
