@@ -6,7 +6,10 @@ what it cost (resources, failures) and what it scored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from markupsafe import Markup
 
 from openpert.report.formatting import (
     MISSING,
@@ -20,28 +23,52 @@ from openpert.report.formatting import (
     format_rank,
     format_score,
 )
+from openpert.report.fragments import badge, badge_kind, code, fragment, label, table
 from openpert.report.leaderboards import TIERS, method_kind, overview_rows
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
-from openpert.report.markup import (
-    badge,
-    definition_list,
-    esc,
-    label_span,
-    links,
-    page,
-    references,
-    section,
-    simple_table,
-)
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, is_control, is_ranked
+from openpert.report.templating import render
+from openpert.report.views import Table
 
 #: Component pages sit two folders below the site root: ``<task>/<kind>/<id>.html``.
 ROOT = "../../"
+#: A section the page leaves out (a metric's parameters and engines, which the schema does not record).
+HIDDEN = "hidden"
 
 
-def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class SetupStep:
+    """One step of an engine's setup: its kind and its fields as text, or a plain value."""
+
+    kind: str | None = None
+    fields: tuple[tuple[str, str], ...] = ()
+    plain: str | None = None
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """One engine a component runs on: its kind, image, setup and other settings, or a plain value."""
+
+    kind: str = ""
+    image: str = ""
+    setup: tuple[SetupStep, ...] = ()
+    extras: tuple[tuple[str, Markup], ...] = ()
+    plain: str | None = None
+
+
+@dataclass(frozen=True)
+class FailureView:
+    """A failed job of the component: its id, dataset, what went wrong and the scheduler's reason."""
+
+    job_id: str
+    dataset: str
+    label: str
+    reason: str
+
+
+def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str, Any]) -> Markup:
     """The page of a method or control method.
 
     Parameters
@@ -55,44 +82,40 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
 
     Returns
     -------
-    str
-        The document.
+    Markup
+        The document (``component/page.html``).
     """
     mid = str(method.get("id"))
-    label = str(method.get("label") or mid)
+    title = str(method.get("label") or mid)
     kind = method_kind(method)
-    eyebrow = "Control method" if is_control(method) else "Method"
     overall = results.overall(mid)
-    facts = [("Id", f"<code>{esc(mid)}</code>"), ("Kind", badge(kind, str(method.get("control") or kind)))]
+    facts: list[tuple[str, Any]] = [("Id", code(mid)), ("Kind", badge(kind, str(method.get("control") or kind)))]
     # The rank among methods, as the task page shows it (results.json also ranks the controls).
     row = next((r for r in results.derived("overview_rows", overview_rows) if r.method.get("id") == method.get("id")), None)
     if row is not None and is_ranked(method) and row.row.rank is not None:
-        facts.append(("Overall rank", f"{esc(format_rank(row.row.rank))} of {len(results.methods)}"))
+        facts.append(("Overall rank", f"{format_rank(row.row.rank)} of {len(results.methods)}"))
     if overall.get("score") is not None:
-        facts.append(("Mean score", esc(format_score(overall.get("score")))))
+        facts.append(("Mean score", format_score(overall.get("score"))))
     if row is not None and row.tier is not None:
-        tier = next((title for key, title, _ in TIERS if key == row.tier), row.tier)
-        facts.append(("Tests", f"{esc(tier)} (top group in {row.top_group} of {row.n_tests} tests)"))
+        tier = next((name for key, name, _ in TIERS if key == row.tier), row.tier)
+        facts.append(("Tests", f"{tier} (top group in {row.top_group} of {row.n_tests} tests)"))
     if method.get("config"):
-        facts.append(("Config", f"<code>{esc(method.get('config'))}</code>"))
-
-    blocks = [
-        _header(eyebrow, label, method.get("summary"), definition_list(facts)),
-        _about(method),
-        section("scores", "Scores", _method_scores(results, paths, mid)),
-        section("parameters", "Parameters", _parameters(method.get("parameters"))),
-        section("environment", "Runtime environment", _engines(method.get("engines"))),
-        section("resources", "Resource use", _resources(results, results.method_resources(mid))),
-        section("failures", "Failures", _failures(results, results.component_failures(mid))),
-    ]
+        facts.append(("Config", code(method.get("config"))))
     usage = [r for r in results.llm_usage if r.get("method_id") == mid]
-    if usage:
+    return _page(
+        results, method, "Control method" if is_control(method) else "Method", title, facts,
+        scores=_method_scores(results, paths, mid),
+        no_scores="No score: every job of this method failed or was not scored.",
+        parameters=_parameters(method.get("parameters")),
+        engines=_engines(method.get("engines")),
+        resources=_resources(results, results.method_resources(mid)),
         # Beside its resources: what its model calls cost and how many answers it could not use.
-        blocks.insert(-1, section("llm-usage", "Language-model use", llm_usage_table(results, usage, "table-llm-usage")))
-    return _page(results, label, blocks, method.get("summary"))
+        llm_usage=llm_usage_table(results, usage, "table-llm-usage") if usage else None,
+        failures=_failures(results, results.component_failures(mid)),
+    )
 
 
-def render_metric_page(results: TaskResults, paths: TaskPaths, metric: dict[str, Any]) -> str:
+def render_metric_page(results: TaskResults, paths: TaskPaths, metric: dict[str, Any]) -> Markup:
     """The page of a metric.
 
     Parameters
@@ -106,144 +129,115 @@ def render_metric_page(results: TaskResults, paths: TaskPaths, metric: dict[str,
 
     Returns
     -------
-    str
-        The document.
+    Markup
+        The document (``component/page.html``).
     """
     metric_id = str(metric.get("id"))
-    label = str(metric.get("label") or metric_id)
+    title = str(metric.get("label") or metric_id)
     maximize = metric.get("maximize", True) is not False
-    facts = [
-        ("Id", f"<code>{esc(metric_id)}</code>"),
-        ("Component", f"<code>{esc(metric.get('component'))}</code>" if metric.get("component") else ""),
+    facts: list[tuple[str, Any]] = [
+        ("Id", code(metric_id)),
+        ("Component", code(metric.get("component")) if metric.get("component") else ""),
         ("Direction", "↑ higher is better" if maximize else "↓ lower is better"),
-        ("Range", f"[{esc(_bound(metric.get('min'), '−∞'))}, {esc(_bound(metric.get('max'), '∞'))}]"
+        ("Range", f"[{_bound(metric.get('min'), '−∞')}, {_bound(metric.get('max'), '∞')}]"
          if metric.get("min") is not None or metric.get("max") is not None else ""),
     ]
     if metric.get("config"):
-        facts.append(("Config", f"<code>{esc(metric.get('config'))}</code>"))
-    blocks = [
-        _header("Metric", label, metric.get("summary"), definition_list(facts)),
-        _about(metric),
-        section("scores", "Scores", _metric_scores(results, paths, metric_id)),
-    ]
+        facts.append(("Config", code(metric.get("config"))))
     # The schema records parameters and engines for methods only; show them when present.
-    if "parameters" in metric:
-        blocks.append(section("parameters", "Parameters", _parameters(metric.get("parameters"))))
-    if "engines" in metric:
-        blocks.append(section("environment", "Runtime environment", _engines(metric.get("engines"))))
-    blocks += [
-        section("resources", "Resource use", _resources(results, results.metric_resources(metric_id))),
-        section("failures", "Failures", _failures(results, results.component_failures(metric_id, metric=True))),
-    ]
-    return _page(results, label, blocks, metric.get("summary"))
+    return _page(
+        results, metric, "Metric", title, facts,
+        scores=_metric_scores(results, paths, metric_id),
+        no_scores="No method was scored on this metric.",
+        parameters=_parameters(metric.get("parameters")) if "parameters" in metric else HIDDEN,
+        engines=_engines(metric.get("engines")) if "engines" in metric else HIDDEN,
+        resources=_resources(results, results.metric_resources(metric_id)),
+        llm_usage=None,
+        failures=_failures(results, results.component_failures(metric_id, metric=True)),
+    )
 
 
 # -- sections ---------------------------------------------------------------------------------
 
 
-def _page(results: TaskResults, label: str, blocks: list[str], summary: Any) -> str:
-    return page(
-        title=f"{label} · {results.label}",
-        body="\n".join(b for b in blocks if b),
+def _page(results: TaskResults, entry: dict[str, Any], eyebrow: str, title: str, facts: list[tuple[str, Any]],
+          **sections: Any) -> Markup:
+    summary = entry.get("summary")
+    return render(
+        "component/page.html",
+        title=f"{title} · {results.label}",
         root=ROOT,
-        crumbs=[("All tasks", f"{ROOT}index.html"), (results.label, "../index.html"), (label, None)],
+        crumbs=[("All tasks", f"{ROOT}index.html"), (results.label, "../index.html"), (title, None)],
         description=plain_text(summary),
+        eyebrow=eyebrow,
+        label=title,
+        lead=Markup(render_inline(summary)),
+        facts=facts,
+        about={"description": Markup(render_markdown(entry.get("description"))),
+               "references": entry.get("references"), "links": entry.get("links")},
+        **sections,
     )
 
 
-def _header(eyebrow: str, label: str, summary: Any, facts: str) -> str:
-    lead = render_inline(summary)
-    return (
-        f'<header class="page-header"><p class="eyebrow">{esc(eyebrow)}</p><h1>{esc(label)}</h1>'
-        + (f'<p class="lead md">{lead}</p>' if lead else "")
-        + f"{facts}</header>"
-    )
-
-
-def _about(entry: dict[str, Any]) -> str:
-    parts = [render_markdown(entry.get("description"))]
-    refs = references(entry.get("references"))
-    if refs:
-        parts.append(f"<h3>References</h3>{refs}")
-    link_list = links(entry.get("links"))
-    if link_list:
-        parts.append(f"<h3>Links</h3>{link_list}")
-    content = "".join(p for p in parts if p)
-    return section("about", "Description", content) if content else ""
-
-
-def _parameters(params: Any) -> str:
+def _parameters(params: Any) -> Table | None:
     if not isinstance(params, dict) or not params:
-        return '<p class="empty">Ran with its default arguments (no parameters recorded).</p>'
-    rows = [[f"<code>{esc(k)}</code>", f"<code>{esc(format_parameter(v))}</code>"] for k, v in params.items()]
-    return simple_table("Parameters the component ran with", ["Parameter", "Value"], rows,
-                        table_id="table-parameters", sortable=False, css_class="compact")
+        return None
+    rows = [[code(k), code(format_parameter(v))] for k, v in params.items()]
+    return table("Parameters the component ran with", ["Parameter", "Value"], rows,
+                 table_id="table-parameters", sortable=False, css_class="compact")
 
 
-def _engines(engines: Any) -> str:
+def _engines(engines: Any) -> list[EngineView] | None:
     if not isinstance(engines, list) or not engines:
-        return '<p class="empty">No engine recorded.</p>'
-    items = []
+        return None
+    views = []
     for engine in engines:
         if not isinstance(engine, dict):
-            items.append(f"<li><code>{esc(format_parameter(engine))}</code></li>")
+            views.append(EngineView(plain=format_parameter(engine)))
             continue
-        kind = str(engine.get("type") or "engine")
-        facts = []
-        if engine.get("image"):
-            facts.append(("Image", f'<code class="image">{esc(engine.get("image"))}</code>'))
-        setup = engine.get("setup")
-        if setup:
-            facts.append(("Setup", _setup(setup)))
-        for key, value in engine.items():
-            if key not in ("type", "image", "setup") and value not in (None, "", [], {}):
-                facts.append((str(key), f"<code>{esc(format_parameter(value))}</code>"))
-        body = definition_list(facts) or '<p class="empty">Runs in the current environment.</p>'
-        items.append(f'<li class="engine"><h3>{esc(kind)}</h3>{body}</li>')
-    return f'<ul class="engines">{"".join(items)}</ul>'
+        extras = tuple((str(key), code(format_parameter(value))) for key, value in engine.items()
+                       if key not in ("type", "image", "setup") and value not in (None, "", [], {}))
+        views.append(EngineView(kind=str(engine.get("type") or "engine"), image=str(engine.get("image") or ""),
+                                setup=_setup(engine.get("setup")), extras=extras))
+    return views
 
 
-def _setup(setup: Any) -> str:
-    steps = setup if isinstance(setup, list) else [setup]
-    items = []
-    for step in steps:
+def _setup(setup: Any) -> tuple[SetupStep, ...]:
+    if not setup:
+        return ()
+    steps = []
+    for step in setup if isinstance(setup, list) else [setup]:
         if isinstance(step, dict):
-            kind = step.get("type")
-            rest = []
-            for key, value in step.items():
-                if key == "type":
-                    continue
-                if isinstance(value, list):
-                    value_text = ", ".join(format_parameter(v) for v in value)
-                else:
-                    value_text = format_parameter(value)
-                rest.append(f"{esc(key)}: <code>{esc(value_text)}</code>")
-            head = f"{badge(str(kind), 'muted')} " if kind else ""
-            items.append(f"<li>{head}{'; '.join(rest)}</li>")
+            fields = tuple(
+                (str(key), ", ".join(format_parameter(v) for v in value) if isinstance(value, list)
+                 else format_parameter(value))
+                for key, value in step.items() if key != "type")
+            steps.append(SetupStep(kind=str(step["type"]) if step.get("type") else None, fields=fields))
         else:
-            items.append(f"<li><code>{esc(format_parameter(step))}</code></li>")
-    return f'<ul class="setup">{"".join(items)}</ul>'
+            steps.append(SetupStep(plain=format_parameter(step)))
+    return tuple(steps)
 
 
-def _resources(results: TaskResults, jobs: list[dict[str, Any]]) -> str:
+def _resources(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None:
     if not jobs:
-        return '<p class="empty">No resource use recorded.</p>'
+        return None
     rows = []
     for r in jobs:
         status = str(r.get("status") or MISSING)
-        code = r.get("exit_code")
+        exit_code = r.get("exit_code")
         rows.append(
             [
-                f"<code>{esc(r.get('job_id'))}</code>",
-                label_span(results.dataset_label(r.get("dataset_id"))),
+                code(r.get("job_id")),
+                label(results.dataset_label(r.get("dataset_id"))),
                 (badge(status, "ok" if status == "succeeded" else "failed"), status),
-                (esc(MISSING if code is None else code), "" if code is None else str(code)),
-                (esc(format_duration(r.get("duration_s"))), _key(r.get("duration_s"))),
-                (esc(format_memory(r.get("peak_memory_mb"))), _key(r.get("peak_memory_mb"))),
-                (_bool_mark(r.get("cached")), "1" if r.get("cached") else "0"),
+                (MISSING if exit_code is None else str(exit_code), "" if exit_code is None else str(exit_code)),
+                (format_duration(r.get("duration_s")), _key(r.get("duration_s"))),
+                (format_memory(r.get("peak_memory_mb")), _key(r.get("peak_memory_mb"))),
+                (fragment("bool_mark")(r.get("cached"), format_bool(bool(r.get("cached")))),
+                 "1" if r.get("cached") else "0"),
             ]
         )
-    return simple_table(
+    return table(
         f"Resource use ({len(rows)} jobs)",
         ["Job", "Dataset", "Status", "Exit code", "Wall time", "Peak memory", "Cached"],
         rows,
@@ -252,21 +246,19 @@ def _resources(results: TaskResults, jobs: list[dict[str, Any]]) -> str:
     )
 
 
-def _failures(results: TaskResults, failures: list[dict[str, Any]]) -> str:
-    if not failures:
-        return '<p class="empty">No job of this component failed.</p>'
-    items = "".join(
-        f"<li><code>{esc(f.get('job_id'))}</code> on {label_span(results.dataset_label(f.get('dataset_id')))}: "
-        f"<strong>{esc(failure_label(f.get('exit_code'), f.get('reason')))}</strong>"
-        + (f' <span class="muted">({esc(f.get("reason"))})</span>'
-           if f.get("reason") and f.get("exit_code") in (137, 143) else "")
-        + "</li>"
+def _failures(results: TaskResults, failures: list[dict[str, Any]]) -> list[FailureView]:
+    return [
+        FailureView(
+            job_id=str(f.get("job_id")),
+            dataset=results.dataset_label(f.get("dataset_id")),
+            label=failure_label(f.get("exit_code"), f.get("reason")),
+            reason=str(f.get("reason")) if f.get("reason") and f.get("exit_code") in (137, 143) else "",
+        )
         for f in failures
-    )
-    return f'<ul class="failure-list">{items}</ul>'
+    ]
 
 
-def _method_scores(results: TaskResults, paths: TaskPaths, method_id: str) -> str:
+def _method_scores(results: TaskResults, paths: TaskPaths, method_id: str) -> Table | None:
     rows = []
     for d in results.datasets:
         did = d.get("dataset_id")
@@ -277,17 +269,16 @@ def _method_scores(results: TaskResults, paths: TaskPaths, method_id: str) -> st
                 continue
             rows.append(
                 [
-                    label_span(results.dataset_label(did)),
-                    f'<a href="../{esc(paths.metric_page(mid))}">{label_span(metric.get("label") or mid)}</a>',
-                    (esc(format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high"))),
-                     _key(score.get("raw"))),
-                    (esc(format_score(score.get("scaled"))), _key(score.get("scaled"))),
-                    esc(_versus_best(results, did, mid, method_id)),
+                    label(results.dataset_label(did)),
+                    fragment("label_link")(f"../{paths.metric_page(mid)}", metric.get("label") or mid),
+                    (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), _key(score.get("raw"))),
+                    (format_score(score.get("scaled")), _key(score.get("scaled"))),
+                    _versus_best(results, did, mid, method_id),
                 ]
             )
     if not rows:
-        return '<p class="empty">No score: every job of this method failed or was not scored.</p>'
-    return simple_table(
+        return None
+    return table(
         "Raw value with 95% CI and scaled score per dataset and metric",
         ["Dataset", "Metric", "Raw [95% CI]", "Scaled", "Compared with the best method"],
         rows,
@@ -296,7 +287,7 @@ def _method_scores(results: TaskResults, paths: TaskPaths, method_id: str) -> st
     )
 
 
-def _metric_scores(results: TaskResults, paths: TaskPaths, metric_id: str) -> str:
+def _metric_scores(results: TaskResults, paths: TaskPaths, metric_id: str) -> Table | None:
     rows = []
     for d in results.datasets:
         did = d.get("dataset_id")
@@ -306,21 +297,20 @@ def _metric_scores(results: TaskResults, paths: TaskPaths, metric_id: str) -> st
             if not score:
                 continue
             kind = method_kind(method)
-            extra = f" {badge(kind, str(method.get('control') or kind))}" if kind != "method" else ""
+            mark = (kind, badge_kind(method.get("control") or kind)) if kind != "method" else (None, "")
             rows.append(
                 [
-                    label_span(results.dataset_label(did)),
-                    (f'<a href="../{esc(paths.method_page(method))}">{label_span(method.get("label") or mid)}</a>{extra}',
+                    label(results.dataset_label(did)),
+                    (fragment("label_link")(f"../{paths.method_page(method)}", method.get("label") or mid, *mark),
                      str(method.get("label") or mid)),
-                    (esc(format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high"))),
-                     _key(score.get("raw"))),
-                    (esc(format_score(score.get("scaled"))), _key(score.get("scaled"))),
-                    esc(_versus_best(results, did, metric_id, mid)),
+                    (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), _key(score.get("raw"))),
+                    (format_score(score.get("scaled")), _key(score.get("scaled"))),
+                    _versus_best(results, did, metric_id, mid),
                 ]
             )
     if not rows:
-        return '<p class="empty">No method was scored on this metric.</p>'
-    return simple_table(
+        return None
+    return table(
         "Raw value with 95% CI and scaled score per dataset and method",
         ["Dataset", "Method", "Raw [95% CI]", "Scaled", "Compared with the best method"],
         rows,
@@ -343,12 +333,6 @@ def _versus_best(results: TaskResults, dataset_id: Any, metric_id: Any, method_i
     if comparison.get("significant") is False:
         return f"≈ {name} (p = {p})"
     return f"differs from {name} (p = {p})"
-
-
-def _bool_mark(value: Any) -> str:
-    word = "yes" if value else "no"
-    return (f'<span class="bool bool-{word}" aria-hidden="true">{format_bool(bool(value))}</span>'
-            f'<span class="visually-hidden">{word}</span>')
 
 
 def _bound(value: Any, unbounded: str) -> str:

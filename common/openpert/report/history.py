@@ -12,9 +12,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from markupsafe import Markup
+
 from openpert.report.formatting import MISSING, format_number, format_p_value
-from openpert.report.markup import esc, paragraphs, simple_table
+from openpert.report.fragments import table
 from openpert.report.task_results import TaskResults, is_ranked
+from openpert.report.templating import macro, render
 from openpert.results.archive import ArchiveRecord, RunTask
 from openpert.results.compare import compare_task, interesting_scores, signed, verdict
 from openpert.results.item_scores import ITEM_SCORES
@@ -24,7 +27,7 @@ HISTORY_RUNS = 12
 #: Most score rows the What changed section lists (changes beyond noise first).
 MAX_SCORE_ROWS = 100
 #: An archive section: (id, title, HTML, intro HTML).
-Section = tuple[str, str, str, str]
+Section = tuple[str, str, Markup, Markup]
 
 
 def _time(value: Any) -> dt.datetime | None:
@@ -83,57 +86,57 @@ def archive_sections(records: Sequence[ArchiveRecord], results: TaskResults) -> 
         record_id, previous = earlier[-1]
         changed = _what_changed(compare_task(previous, current), record_id, results)
     else:
-        changed = paragraphs("No earlier run of this task is archived: nothing to compare with yet.")
-    intro = paragraphs("This run against the previous archived run of the task: methods that entered or left, how "
+        changed = _paragraphs("No earlier run of this task is archived: nothing to compare with yet.")
+    intro = _paragraphs("This run against the previous archived run of the task: methods that entered or left, how "
                        "ranks and overall scores moved, and whether each score moved beyond noise (a paired "
                        "sign-flip permutation test over the items both runs scored, p < 0.05).")
     sections: list[Section] = [("what-changed", "What changed", changed, intro)]
     sections.append(("history", "History", _history([*earlier, ("this run", current)], results),
-                     paragraphs("Each method's overall score in the archived runs of the task and this one.")))
+                     _paragraphs("Each method's overall score in the archived runs of the task and this one.")))
     return sections
 
 
-def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResults) -> str:
-    facts = [f"Compared with archived run <code>{esc(record_id)}</code>."]
+def _paragraphs(text: str) -> Markup:
+    return macro("paragraphs")(text)
+
+
+def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResults) -> Markup:
+    facts = []
     for title, key in (("Methods added", "methods_added"), ("Methods removed", "methods_removed"),
                        ("Datasets added", "datasets_added"), ("Datasets removed", "datasets_removed"),
                        ("Metrics added", "metrics_added"), ("Metrics removed", "metrics_removed")):
         if comparison[key]:
-            facts.append(f"{title}: {esc(', '.join(comparison[key]))}.")
+            facts.append(f"{title}: {', '.join(comparison[key])}.")
     if comparison["components"]["changed"]:
-        facts.append(f"Components whose code changed: {esc(', '.join(comparison['components']['changed']))}.")
+        facts.append(f"Components whose code changed: {', '.join(comparison['components']['changed'])}.")
     elif not comparison["components"]["recorded"]:
         facts.append("Component digests were not recorded in both runs.")
-    html = '<ul class="what-changed">' + "".join(f"<li>{f}</li>" for f in facts) + "</ul>"
     ranked = [m for m in comparison["methods"] if m["old_rank"] is not None or m["new_rank"] is not None]
     rows = []
     for m in ranked:
-        rank = _rank_cell(m)
-        rows.append([esc(results.method_label(m["method_id"]) if m["status"] != "removed" else m["label"]),
-                     esc(_status(m)), (esc(rank), m["new_rank"] if m["new_rank"] is not None else 1e9),
+        rows.append([results.method_label(m["method_id"]) if m["status"] != "removed" else m["label"],
+                     _status(m), (_rank_cell(m), m["new_rank"] if m["new_rank"] is not None else 1e9),
                      (format_number(m["old_score"]), m["old_score"] if m["old_score"] is not None else -1e9),
                      (format_number(m["new_score"]), m["new_score"] if m["new_score"] is not None else -1e9),
                      (signed(m["difference"], MISSING), m["difference"] if m["difference"] is not None else 0),
-                     esc(format_p_value(m["p_value"])), esc(verdict(m))])
-    if rows:
-        html += simple_table("Ranks and overall scores, before and after", ["Method", "Status", "Rank", "Before",
-                             "After", "Change", "p (over datasets)", "Verdict"], rows, table_id="what-changed-ranks",
-                             numeric=[False, False, False, True, True, True, True, False])
+                     format_p_value(m["p_value"]), verdict(m)])
+    ranks = table("Ranks and overall scores, before and after", ["Method", "Status", "Rank", "Before", "After",
+                  "Change", "p (over datasets)", "Verdict"], rows, table_id="what-changed-ranks",
+                  numeric=[False, False, False, True, True, True, True, False]) if rows else None
     scores = sorted(interesting_scores(comparison), key=lambda r: (not r["beyond_noise"], r["dataset_id"], r["method_id"], r["metric_id"]))
+    score_table = None
     if scores:
         shown = scores[:MAX_SCORE_ROWS]
-        rows = [[esc(results.dataset_label(r["dataset_id"])), esc(r["method_id"]), esc(r["metric_id"]),
+        rows = [[results.dataset_label(r["dataset_id"]), r["method_id"], r["metric_id"],
                  format_number(r["old_raw"]), format_number(r["new_raw"]), signed(r["difference"], MISSING),
-                 esc(format_p_value(r["p_value"])),
-                 esc(f"{r['n_paired']} {r['test']}" if r["test"] else MISSING), esc(verdict(r))] for r in shown]
+                 format_p_value(r["p_value"]), f"{r['n_paired']} {r['test']}" if r["test"] else MISSING, verdict(r)]
+                for r in shown]
         caption = "Score changes per dataset and metric" + (
             f" (the first {len(shown)} of {len(scores)})" if len(scores) > len(shown) else "")
-        html += simple_table(caption, ["Dataset", "Method", "Metric", "Before", "After", "Change", "p", "Paired over",
-                                       "Verdict"], rows, table_id="what-changed-scores",
-                             numeric=[False, False, False, True, True, True, True, False, False])
-    else:
-        html += paragraphs("No score changed.")
-    return html
+        score_table = table(caption, ["Dataset", "Method", "Metric", "Before", "After", "Change", "p", "Paired over",
+                                      "Verdict"], rows, table_id="what-changed-scores",
+                            numeric=[False, False, False, True, True, True, True, False, False])
+    return render("sections/what_changed.html", record_id=record_id, facts=facts, ranks=ranks, scores=score_table)
 
 
 def _rank_cell(m: dict[str, Any]) -> str:
@@ -149,7 +152,7 @@ def _status(m: dict[str, Any]) -> str:
     return ", ".join(p for p in (status, code) if p) or "same code"
 
 
-def _history(runs: list[tuple[str, RunTask]], results: TaskResults) -> str:
+def _history(runs: list[tuple[str, RunTask]], results: TaskResults) -> Markup:
     runs = runs[-HISTORY_RUNS:]
     methods = [m for m in results.methods if is_ranked(m)]
     overall = [{str(r.get("method_id")): r.get("score") for r in task.results.get("overall") or []} for _, task in runs]
@@ -158,13 +161,12 @@ def _history(runs: list[tuple[str, RunTask]], results: TaskResults) -> str:
         mid = str(m.get("id"))
         values = [o.get(mid) for o in overall]
         numbers = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None for v in values]
-        rows.append([esc(results.method_label(mid)), *[format_number(v) for v in numbers],
+        rows.append([results.method_label(mid), *[format_number(v) for v in numbers],
                      _sparkline(f"history-{len(rows)}", results.method_label(mid), numbers)])
-    if not rows:
-        return paragraphs("No ranked method to follow.")
     header = ["Method", *[_run_label(rid) for rid, _ in runs], "Trend"]
-    return simple_table("Overall score per archived run (oldest first)", header, rows, table_id="history-scores",
-                        numeric=[False, *[True] * len(runs), False], sortable=False)
+    view = table("Overall score per archived run (oldest first)", header, rows, table_id="history-scores",
+                 numeric=[False, *[True] * len(runs), False], sortable=False) if rows else None
+    return render("sections/history.html", table=view)
 
 
 def _run_label(rid: str) -> str:
@@ -177,17 +179,18 @@ def _run_label(rid: str) -> str:
     return f"{match.group(1)} {match.group(2)}" + (" (dirty)" if match.group(3) else "")
 
 
-def _sparkline(fig_id: str, label: str, values: list[float | None]) -> str:
+def _sparkline(fig_id: str, label: str, values: list[float | None]) -> Markup:
     """An inline line chart of scores in [0, 1], one point per run (a gap where a run has none)."""
     width, height, pad = 96.0, 24.0, 3.0
     n = len(values)
     step = (width - 2 * pad) / max(n - 1, 1)
 
-    def point(i: int, v: float) -> str:
+    def point(i: int, v: float) -> tuple[str, str]:
         y = height - pad - min(max(v, 0.0), 1.0) * (height - 2 * pad)
-        return f"{pad + i * step:.1f},{y:.1f}"
+        return f"{pad + i * step:.1f}", f"{y:.1f}"
 
-    segments, current = [], []
+    segments: list[list[tuple[str, str]]] = []
+    current: list[tuple[str, str]] = []
     for i, v in enumerate(values):
         if v is None:
             if current:
@@ -197,12 +200,5 @@ def _sparkline(fig_id: str, label: str, values: list[float | None]) -> str:
             current.append(point(i, v))
     if current:
         segments.append(current)
-    lines = "".join(f'<polyline points="{" ".join(s)}" fill="none" stroke="currentColor" stroke-width="1.5"/>'
-                    for s in segments if len(s) > 1)
-    dots = "".join(f'<circle cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="1.8" fill="currentColor"/>'
-                   for s in segments for p in s)
-    desc = ", ".join(format_number(v) for v in values)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="sparkline" viewBox="0 0 {width:.0f} {height:.0f}" '
-            f'width="{width:.0f}" height="{height:.0f}" role="img" aria-labelledby="{fig_id}-title {fig_id}-desc">'
-            f'<title id="{fig_id}-title">{esc(label)}: overall score per run</title>'
-            f'<desc id="{fig_id}-desc">{esc(desc)}</desc>{lines}{dots}</svg>')
+    return render("figures/sparkline.svg", fig_id=fig_id, label=label, width=f"{width:.0f}", height=f"{height:.0f}",
+                  segments=segments, values=[format_number(v) for v in values])

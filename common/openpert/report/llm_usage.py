@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from markupsafe import Markup
+
 from openpert.report.formatting import MISSING, format_count
-from openpert.report.markup import esc, label_span, simple_table
+from openpert.report.fragments import code, fragment, label, table
 from openpert.report.task_results import TaskResults
+from openpert.report.templating import render
 
 __all__ = ["llm_usage_table"]
 
@@ -16,7 +19,7 @@ _CALLS = ("requests", "retries", "cache_hits")
 _TOKENS = ("prompt_tokens", "completion_tokens")
 
 
-def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_id: str) -> str:
+def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_id: str) -> Markup:
     """Rows of ``results.json``'s ``llm_usage`` as a table, flagged rates marked.
 
     Parameters
@@ -30,8 +33,9 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
 
     Returns
     -------
-    str
-        HTML: the table, and a note when some responses reported no token counts.
+    Markup
+        The table, and a note when some responses reported no token counts
+        (``sections/llm_usage.html``).
     """
     body = []
     for r in rows:
@@ -39,37 +43,32 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
         flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
                                        "llm_judge_abstentions" if judge else "llm_abstentions")
         rate = r.get("abstention_rate")
-        shown = esc(MISSING if rate is None else f"{100 * float(rate):.1f}%")
-        if flag is not None:
-            shown += f' <span class="tag tag-abstains" title="{esc(flag.get("message"))}">flagged</span>'
+        shown = MISSING if rate is None else f"{100 * float(rate):.1f}%"
         mark = " *" if r.get("unmetered") else ""
         body.append(
             [
-                label_span(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING,
-                label_span(results.dataset_label(r.get("dataset_id"))),
-                f"<code>{esc(r.get('component'))}</code>" + (" (judge)" if judge else ""),
+                label(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING,
+                label(results.dataset_label(r.get("dataset_id"))),
+                code(r.get("component"), after=" (judge)" if judge else ""),
                 *[_count(r.get(k)) for k in _COUNTS],
-                (shown, _key(rate)),
+                (fragment("flagged_rate")(shown, None if flag is None else flag.get("message")), _key(rate)),
                 _count(r.get("fallbacks")),
                 *[_count(r.get(k)) for k in _CALLS],
                 *[_count(r.get(k), mark) for k in _TOKENS],
             ]
         )
-    table = simple_table(
+    view = table(
         f"Language-model use per method and dataset ({len(body)})",
         ["Method", "Dataset", "Component", "Questions", "Samples", "Abstained", "Abstention rate", "Fallbacks",
          "Requests", "Retries", "Cache hits", "Prompt tokens", "Completion tokens"],
         body,
         table_id=table_id,
     )
-    if any(r.get("unmetered") for r in rows):
-        table += ('<p class="note">* Some responses reported no token counts (<code>unmetered</code> in '
-                  "results.json): these totals are lower bounds.</p>")
-    return table
+    return render("sections/llm_usage.html", table=view, unmetered=any(r.get("unmetered") for r in rows))
 
 
 def _count(value: Any, mark: str = "") -> tuple[str, str]:
-    return esc(format_count(value)) + mark, _key(value)
+    return format_count(value) + mark, _key(value)
 
 
 def _key(value: Any) -> str:

@@ -8,13 +8,15 @@ so a reader can tell a run that did not record its commit from one that had none
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from openpert.report.formatting import format_count, format_memory, format_timestamp
-from openpert.report.markup import badge, definition_list, esc, label_span, simple_table
-from openpert.report.task_results import TaskResults
+from markupsafe import Markup
 
-NOT_RECORDED = '<span class="not-recorded">not recorded</span>'
+from openpert.report.fragments import code, fragment, label, table
+from openpert.report.task_results import TaskResults
+from openpert.report.templating import render
+from openpert.report.views import Table
 
 
 def sandbox_modes(results: TaskResults) -> Counter[str]:
@@ -33,7 +35,7 @@ def sandbox_modes(results: TaskResults) -> Counter[str]:
     return Counter(str(r["sandbox"]) for r in results.resources if r.get("sandbox") not in (None, ""))
 
 
-def provenance_line(results: TaskResults) -> str:
+def provenance_line(results: TaskResults) -> Markup:
     """One line for the page header: when, which code, which engine and sandbox.
 
     Parameters
@@ -43,27 +45,23 @@ def provenance_line(results: TaskResults) -> str:
 
     Returns
     -------
-    str
-        HTML of a ``<p class="run-meta">`` ending in a link to the provenance section.
+    Markup
+        A ``<p class="run-meta">`` ending in a link to the provenance section
+        (``sections/provenance_line.html``).
     """
     data = results.data
-    created = data.get("created")
-    parts = [
-        f'Run <time datetime="{esc(created)}">{esc(format_timestamp(created))}</time>' if created else "Run time not recorded",
-        f"openpert {esc(data.get('openpert_version'))}" if data.get("openpert_version") else "openpert version not recorded",
-    ]
-    commit = results.provenance.get("commit")
-    if commit:
-        dirty = " (modified)" if results.provenance.get("dirty") is True else ""
-        parts.append(f'commit <code title="{esc(commit)}">{esc(str(commit)[:10])}</code>{dirty}')
-    parts.append(f"engine {esc(data.get('engine'))}" if data.get("engine") else "engine not recorded")
-    modes = sandbox_modes(results)
-    if modes:
-        parts.append("sandbox " + esc(", ".join(sorted(modes))))
-    return f'<p class="run-meta">{" · ".join(parts)} · <a href="#provenance">provenance</a></p>'
+    return render(
+        "sections/provenance_line.html",
+        created=data.get("created") or None,
+        version=data.get("openpert_version") or None,
+        commit=str(results.provenance.get("commit")) if results.provenance.get("commit") else None,
+        dirty=results.provenance.get("dirty") is True,
+        engine=data.get("engine") or None,
+        sandbox=", ".join(sorted(sandbox_modes(results))),
+    )
 
 
-def provenance_section(results: TaskResults) -> str:
+def provenance_section(results: TaskResults) -> Markup:
     """The provenance of the run: every field, "not recorded" where the file has none.
 
     Parameters
@@ -73,89 +71,47 @@ def provenance_section(results: TaskResults) -> str:
 
     Returns
     -------
-    str
-        HTML: a definition list, with digest tables in collapsed ``<details>``.
+    Markup
+        A definition list, with digest tables in collapsed ``<details>`` (``sections/provenance.html``).
     """
     data = results.data
     prov = results.provenance
-    created = data.get("created")
-    ran = (
-        f'<time datetime="{esc(created)}">{esc(format_timestamp(created))}</time> '
-        f'<span class="muted">(<code>{esc(created)}</code>)</span>'
-        if created else NOT_RECORDED
+    host = prov.get("host") if isinstance(prov.get("host"), dict) else {}
+    memory = host.get("memory_mb")
+    return render(
+        "sections/provenance.html",
+        created=data.get("created") or None,
+        version=data.get("openpert_version") or None,
+        commit=prov.get("commit") or None,
+        dirty=prov.get("dirty") if isinstance(prov.get("dirty"), bool) else None,
+        engine=data.get("engine") or None,
+        sandbox=sorted(sandbox_modes(results).items()),
+        unrecorded_sandbox=sum(1 for r in results.resources if r.get("sandbox") in (None, "")),
+        host={"cpu_count": host.get("cpu_count"),
+              "memory_mb": memory if isinstance(memory, (int, float)) else None,
+              "platform": host.get("platform") or None},
+        packages=_packages(prov.get("packages")),
+        dataset_digests=_digests(prov.get("dataset_digests"), "Dataset", "table-dataset-digests",
+                                 lambda key: label(results.dataset_label(key))),
+        component_digests=_digests(prov.get("component_digests"), "Component", "table-component-digests", code),
     )
-    version = f"<code>{esc(data.get('openpert_version'))}</code>" if data.get("openpert_version") else NOT_RECORDED
-    commit = prov.get("commit")
-    if commit:
-        state = ""
-        if prov.get("dirty") is True:
-            state = " " + badge("uncommitted changes", "warn")
-        elif prov.get("dirty") is False:
-            state = " " + badge("clean working tree", "ok")
-        commit_html = f'<code class="digest">{esc(commit)}</code>{state}'
-    else:
-        commit_html = NOT_RECORDED
-    engine = f"<code>{esc(data.get('engine'))}</code>" if data.get("engine") else NOT_RECORDED
-    modes = sandbox_modes(results)
-    if modes:
-        sandbox = ", ".join(
-            f"<code>{esc(mode)}</code> ({format_count(n)} job{'s' if n != 1 else ''})" for mode, n in sorted(modes.items())
-        )
-        unrecorded = sum(1 for r in results.resources if r.get("sandbox") in (None, ""))
-        if unrecorded:
-            sandbox += f", not recorded for {format_count(unrecorded)} job{'s' if unrecorded != 1 else ''}"
-    else:
-        sandbox = NOT_RECORDED
-    facts = definition_list(
-        [
-            ("Ran", ran),
-            ("openpert version", version),
-            ("Commit", commit_html),
-            ("Engine", engine),
-            ("Sandbox", sandbox),
-            ("Host", _host(prov.get("host"))),
-            ("Packages", _packages(prov.get("packages"))),
-            ("Dataset digests", _digests(prov.get("dataset_digests"), "Dataset", "table-dataset-digests",
-                                         lambda key: label_span(results.dataset_label(key)))),
-            ("Component digests", _digests(prov.get("component_digests"), "Component", "table-component-digests",
-                                           lambda key: f"<code>{esc(key)}</code>")),
-        ]
-    )
-    return facts
 
 
-def _host(value: Any) -> str:
-    """The machine of the run: CPUs, memory and platform."""
+def _packages(value: Any) -> Table | None:
+    """Package versions of the run (a table the template collapses), or None when not recorded."""
     if not isinstance(value, dict) or not value:
-        return NOT_RECORDED
-    parts = []
-    if value.get("cpu_count") is not None:
-        parts.append(f"{esc(format_count(value['cpu_count']))} CPUs")
-    if isinstance(value.get("memory_mb"), (int, float)):
-        parts.append(f"{esc(format_memory(value['memory_mb']))} memory")
-    if value.get("platform"):
-        parts.append(f"<code>{esc(value['platform'])}</code>")
-    return ", ".join(parts) or NOT_RECORDED
+        return None
+    body = [[code(name), code(version)] for name, version in sorted(value.items())]
+    return table(f"Package versions ({len(body)})", ["Package", "Version"], body, table_id="table-packages",
+                 sortable=False)
 
 
-def _packages(value: Any) -> str:
-    """Package versions of the run, in a collapsed table."""
-    if not isinstance(value, dict) or not value:
-        return NOT_RECORDED
-    body = [[f"<code>{esc(name)}</code>", f"<code>{esc(version)}</code>"] for name, version in sorted(value.items())]
-    table = simple_table(f"Package versions ({len(body)})", ["Package", "Version"], body, table_id="table-packages",
-                         sortable=False)
-    return f"<details><summary>{len(body)} package{'s' if len(body) != 1 else ''}</summary>{table}</details>"
-
-
-def _digests(value: Any, what: str, table_id: str, name_html: Any) -> str:
+def _digests(value: Any, what: str, table_id: str, name: Callable[[str], Markup]) -> Table | None:
     rows = list(_flatten(value))
     if not rows:
-        return NOT_RECORDED
-    body = [[name_html(key) if not sub else f"{name_html(key)} <span class=\"muted\">/ {esc(sub)}</span>",
-             f'<code class="digest">{esc(digest)}</code>'] for key, sub, digest in rows]
-    table = simple_table(f"{what} digests ({len(rows)})", [what, "Digest"], body, table_id=table_id, sortable=False)
-    return f"<details><summary>{len(rows)} digest{'s' if len(rows) != 1 else ''}</summary>{table}</details>"
+        return None
+    body = [[fragment("with_part")(name(key), sub), code(digest, "digest")] for key, sub, digest in rows]
+    return table(f"{what} digests ({len(rows)})", [what, "Digest"], body, table_id=table_id, sortable=False)
 
 
 def _flatten(value: Any) -> list[tuple[str, str, str]]:

@@ -2,8 +2,8 @@
 
 Reads ``results.json``'s ``reproduction`` (``openpert.results.reproduction`` writes it; the format
 is in ``docs/results_json.md``). Rows are first turned into view models of plain strings
-(:func:`reproduction_view`), then into escaped HTML: what reproduces and what does not is told by
-a badge per row and a count per status above the tables.
+(:func:`reproduction_view`), then rendered by ``templates/sections/reproduction.html``: what reproduces and what does not is
+told by a badge per row and a count per status above the tables.
 """
 
 from __future__ import annotations
@@ -13,10 +13,14 @@ import io
 from dataclasses import dataclass
 from typing import Any
 
+from markupsafe import Markup
+
 from openpert.report.formatting import MISSING, format_count, format_number
+from openpert.report.fragments import badge, fragment, table
 from openpert.report.markdown import render_inline
-from openpert.report.markup import badge, doi_link, esc, simple_table
 from openpert.report.task_results import TaskResults
+from openpert.report.templating import render
+from openpert.report.views import Table
 
 #: Status -> (badge text, badge kind, how the summary line counts it).
 STATUS_BADGES = {
@@ -250,82 +254,57 @@ def summary_line(results: TaskResults) -> str:
     return line + "."
 
 
-def _named(published: str, ours: str) -> str:
-    """A published name, and under it the benchmark's (escaped)."""
-    return esc(published) + (f"<br><small>→ {esc(ours)}</small>" if ours else "")
-
-
-def reproduction_section(results: TaskResults) -> str:
-    """The HTML of the Reproduction section."""
-    section = results.reproduction
-    parts = []
-    summary = summary_line(results)
-    if summary:
-        parts.append(f'<p class="lead-small"><strong>{esc(summary)}</strong></p>')
-    if section.get("description"):
-        parts.append(f"<p>{esc(section['description'])}</p>")
+def reproduction_section(results: TaskResults) -> Markup:
+    """The Reproduction section (``sections/reproduction.html``)."""
+    sources = []
     for i, source in enumerate(reproduction_view(results)):
-        parts.append(f"<h3>{esc(source.label)}</h3>")
-        facts = []
-        if source.citation:
-            facts.append(esc(source.citation) + (f" {doi_link(source.doi)}" if source.doi else ""))
-        if source.where:
-            facts.append(f"Where: {esc(source.where)}")
-        if source.spread:
-            facts.append(f"Spread: {esc(source.spread)}")
-        if source.file:
-            facts.append(f"File: <code>{esc(source.file)}</code>")
-        if facts:
-            parts.append('<ul class="source-facts">' + "".join(f"<li>{f}</li>" for f in facts) + "</ul>")
-        if source.problem:
-            parts.append(f'<p class="empty">{badge("not read", "warn")} {esc(source.problem)}</p>')
-        if source.rows:
-            parts.append(_compared_table(source, i))
-        if source.differences:
-            items = "".join(
-                f'<dt id="{_method_anchor(i, k)}">{_named(method, ours)}</dt><dd class="md">{render_inline(text)}</dd>'
-                for k, (method, ours, text) in enumerate(source.differences))
-            parts.append(f"<h4>How the benchmark's methods differ from the published ones</h4>"
-                         f'<dl class="facts method-differences">{items}</dl>')
-        for groups, title, kind in ((source.not_run, "Not run here", "not-run"), (source.reported, "Reported only", "reported")):
-            if groups:
-                rows = [[_named(g.method, g.our_method), (esc(format_count(g.count)), str(g.count)), esc(g.values),
-                         f'<span class="reason">{render_inline(g.reason) or esc(MISSING)}</span>'] for g in groups]
-                parts.append(simple_table(
-                    f"{source.label}: {title.lower()} ({sum(g.count for g in groups)} values)",
+        differences = [(_method_anchor(i, k), method, ours, Markup(render_inline(text)))
+                       for k, (method, ours, text) in enumerate(source.differences)]
+        groups = []
+        for views, title, kind in ((source.not_run, "Not run here", "not-run"),
+                                   (source.reported, "Reported only", "reported")):
+            if views:
+                rows = [[_named(g.method, g.our_method), (format_count(g.count), str(g.count)), g.values,
+                         fragment("span")(Markup(render_inline(g.reason)) or MISSING, "reason")] for g in views]
+                groups.append(table(
+                    f"{source.label}: {title.lower()} ({sum(g.count for g in views)} values)",
                     ["Method", "Values", "Published", "Reason"], rows, table_id=f"table-reproduction-{i}-{kind}",
                     numeric=[False, True, False, False]))
-    return "".join(parts)
+        sources.append({"view": source, "compared": _compared_table(source, i) if source.rows else None,
+                        "differences": differences, "groups": groups})
+    return render("sections/reproduction.html", summary=summary_line(results),
+                  description=results.reproduction.get("description") or "", sources=sources)
+
+
+def _named(published: str, ours: str) -> Markup:
+    """A published name, and under it the benchmark's."""
+    return fragment("named")(published, ours)
 
 
 def _method_anchor(source_index: int, method_index: int) -> str:
     return f"reproduction-{source_index}-method-{method_index}"
 
 
-def _compared_table(source: SourceView, index: int) -> str:
+def _compared_table(source: SourceView, index: int) -> Table:
     metric_column = not source.metric
     anchors = {method: _method_anchor(index, k) for k, (method, _, _) in enumerate(source.differences)}
     rows = []
     for r in source.rows:
-        explanation = render_inline(r.explanation) if r.explanation else ""
-        if r.see_method and r.method in anchors:
-            link = f'<a href="#{anchors[r.method]}">how {esc(r.our_method or r.method)} differs</a>'
-            explanation += (" " if explanation else "") + f"See {link}."
-        if r.items:
-            explanation += f'<span class="reason detail">{esc(r.items)}</span>'
+        anchor = anchors.get(r.method) if r.see_method else None
+        explanation = fragment("explanation")(Markup(render_inline(r.explanation)) if r.explanation else "", anchor,
+                                              r.our_method or r.method, r.items)
         cells = [_named(r.dataset, r.our_dataset), _named(r.method, r.our_method)]
         if metric_column:
             cells.append(_named(r.metric, r.our_metric))
-        cells += [esc(r.published), esc(r.measured), (esc(r.difference), r.sort_difference), esc(r.within_spread),
-                  (badge(r.status_text, r.status_kind), r.status),
-                  f'<span class="reason">{explanation}</span>' if explanation else esc(MISSING)]
+        cells += [r.published, r.measured, (r.difference, r.sort_difference), r.within_spread,
+                  (badge(r.status_text, r.status_kind), r.status), explanation]
         rows.append(cells)
     header = ["Dataset", "Method", *(["Metric"] if metric_column else []), "Published", "Measured [95% CI]", "Difference",
               "Within spread", "Status", "Cause of a difference"]
     numeric = [False, False, *([False] if metric_column else []), True, True, True, False, False, False]
     what = f" ({source.metric})" if source.metric else ""
-    return simple_table(f"{source.label}: published and measured{what} ({len(rows)})", header, rows,
-                        table_id=f"table-reproduction-{index}", numeric=numeric)
+    return table(f"{source.label}: published and measured{what} ({len(rows)})", header, rows,
+                 table_id=f"table-reproduction-{index}", numeric=numeric)
 
 
 def reproduction_csv(results: TaskResults) -> str:

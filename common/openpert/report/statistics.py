@@ -12,7 +12,10 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import dataclass
 from typing import Any
+
+from markupsafe import Markup
 
 from openpert.report.formatting import (
     MISSING,
@@ -22,10 +25,12 @@ from openpert.report.formatting import (
     format_value,
     value_kind,
 )
+from openpert.report.fragments import fragment, label, table
 from openpert.report.markdown import render_markdown
-from openpert.report.markup import esc, label_span, short_label, simple_table, table_region
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, is_ranked
+from openpert.report.templating import render
+from openpert.report.views import Table
 
 #: Tables longer than this are collapsed under a summary line.
 MAX_OPEN_ROWS = 12
@@ -49,7 +54,60 @@ def is_pairwise(rows: list[dict[str, Any]]) -> bool:
     return bool(rows) and all("method_a" in r and "method_b" in r for r in rows)
 
 
-def statistic_section(results: TaskResults, paths: TaskPaths, key: str, entry: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class PairCell:
+    """One cell of a pairwise-test matrix: the row method against the column method.
+
+    Attributes
+    ----------
+    css
+        ``pm-self`` (the diagonal), ``pm-none`` (not tested), ``pm-tie``, ``pm-diff``,
+        ``pm-better`` or ``pm-worse``.
+    title
+        Hover text: the outcome, the mean difference and the p-value.
+    mark
+        The symbol shown.
+    word
+        The outcome in words, for screen readers.
+    """
+
+    css: str
+    title: str = ""
+    mark: str = ""
+    word: str = ""
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """A row of a pairwise-test matrix: its method's label and its cells."""
+
+    label: str
+    cells: tuple[PairCell, ...]
+
+
+@dataclass(frozen=True)
+class MatrixView:
+    """One method x method matrix: its dataset and metric (the caption), column labels and rows.
+
+    Attributes
+    ----------
+    dataset
+        The dataset's label (shown cut to the label length), None when the tests pool datasets.
+    metric
+        The metric's label with its direction (↑ or ↓), None when the tests name no metric.
+    labels
+        The methods' labels, in column order.
+    rows
+        One row per method, in the same order.
+    """
+
+    dataset: str | None
+    metric: str | None
+    labels: tuple[str, ...]
+    rows: tuple[MatrixRow, ...]
+
+
+def statistic_section(results: TaskResults, paths: TaskPaths, key: str, entry: dict[str, Any]) -> Markup:
     """The content of one statistic's section.
 
     Parameters
@@ -65,31 +123,20 @@ def statistic_section(results: TaskResults, paths: TaskPaths, key: str, entry: d
 
     Returns
     -------
-    str
-        HTML.
+    Markup
+        Its description, matrices and table (``sections/statistic.html``).
     """
     rows = table_rows(entry)
-    parts = [render_markdown(entry.get("description"))]
-    if not rows:
-        parts.append('<p class="empty">No rows: the analysis had nothing to report for this run.</p>')
-        return "".join(parts)
-    label = str(entry.get("label") or key)
-    table = _full_table(results, rows, label, f"table-stat-{paths.statistic_slug(key)}")
-    download = (
-        f'<div class="table-tools"><a class="download" href="{esc(paths.statistic_csv(key))}" download>'
-        "Download CSV</a></div>"
+    view = _full_table(results, rows, str(entry.get("label") or key),
+                       f"table-stat-{paths.statistic_slug(key)}") if rows else None
+    return render(
+        "sections/statistic.html",
+        description=Markup(render_markdown(entry.get("description"))),
+        table=view,
+        csv=paths.statistic_csv(key),
+        matrices=pairwise_matrices(results, rows) if is_pairwise(rows) else None,
+        collapsed=len(rows) > MAX_OPEN_ROWS,
     )
-    if is_pairwise(rows):
-        parts.append(pairwise_matrices(results, rows))
-        parts.append(download)
-        parts.append(f"<details><summary>All {len(rows)} tests, controls included</summary>{table}</details>")
-    elif len(rows) > MAX_OPEN_ROWS:
-        parts.append(download)
-        parts.append(f"<details><summary>Table ({len(rows)} rows)</summary>{table}</details>")
-    else:
-        parts.append(download)
-        parts.append(table)
-    return "".join(parts)
 
 
 def table_rows(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,7 +186,7 @@ def _header(column: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _full_table(results: TaskResults, rows: list[dict[str, Any]], label: str, table_id: str) -> str:
+def _full_table(results: TaskResults, rows: list[dict[str, Any]], caption: str, table_id: str) -> Table:
     columns = _columns(rows)
     kinds = {c: value_kind(c, [r.get(c) for r in rows]) for c in columns}
     numeric = [kinds[c] in ("score", "count", "rank", "p_value") for c in columns]
@@ -149,29 +196,26 @@ def _full_table(results: TaskResults, rows: list[dict[str, Any]], label: str, ta
         for c in columns:
             value = r.get(c)
             if c == "dataset_id" and value is not None:
-                cells.append((label_span(results.dataset_label(value)), str(value)))
+                cells.append((label(results.dataset_label(value)), str(value)))
             elif c in ("method_id", "method_a", "method_b") and value is not None:
-                cells.append((label_span(results.method_label(value)), str(value)))
+                cells.append((label(results.method_label(value)), str(value)))
             elif c == "metric_id" and value is not None:
-                cells.append((label_span(results.metric_label(value)), str(value)))
+                cells.append((label(results.metric_label(value)), str(value)))
             elif kinds[c] == "bool":
                 cells.append(_bool_cell(value))
             elif kinds[c] == "text":
-                cells.append(esc(MISSING if value is None else format_parameter(value)))
+                cells.append(MISSING if value is None else format_parameter(value))
             else:
-                key = "" if not isinstance(value, (int, float)) else repr(float(value))
-                cells.append((esc(format_value(value, kinds[c])), key))
+                sort = "" if not isinstance(value, (int, float)) else repr(float(value))
+                cells.append((format_value(value, kinds[c]), sort))
         body.append(cells)
-    return simple_table(label, [_header(c) for c in columns], body, table_id=table_id, numeric=numeric, row_headers=False)
+    return table(caption, [_header(c) for c in columns], body, table_id=table_id, numeric=numeric, row_headers=False)
 
 
-def _bool_cell(value: Any) -> tuple[str, str]:
+def _bool_cell(value: Any) -> tuple[Any, str]:
     if value is None:
         return MISSING, ""
-    word = "yes" if value else "no"
-    mark = "✓" if value else "✗"
-    return (f'<span class="bool bool-{word}" aria-hidden="true">{mark}</span>'
-            f'<span class="visually-hidden">{word}</span>', "1" if value else "0")
+    return fragment("bool_mark")(value, "✓" if value else "✗"), "1" if value else "0"
 
 
 def _csv_value(value: Any) -> Any:
@@ -189,7 +233,7 @@ def _csv_value(value: Any) -> Any:
 # -- pairwise matrices ------------------------------------------------------------------------
 
 
-def pairwise_matrices(results: TaskResults, rows: list[dict[str, Any]]) -> str:
+def pairwise_matrices(results: TaskResults, rows: list[dict[str, Any]]) -> Markup:
     """One method x method matrix of test outcomes per (dataset, metric), controls left out.
 
     Parameters
@@ -202,37 +246,28 @@ def pairwise_matrices(results: TaskResults, rows: list[dict[str, Any]]) -> str:
 
     Returns
     -------
-    str
-        HTML: the matrices side by side and their legend; a note instead when fewer than two
-        methods (not controls) were tested.
+    Markup
+        The matrices side by side and their legend; a note instead when fewer than two methods
+        (not controls) were tested (``sections/pairwise.html``).
     """
     order = {str(m.get("id")): i for i, m in enumerate(results.methods)}
     groups: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r.get("dataset_id"), r.get("metric_id")), []).append(r)
-    figures = []
+    matrices = []
     for (dataset_id, metric_id), group in groups.items():
         ids = {str(r.get(k)) for r in group for k in ("method_a", "method_b")}
         methods = sorted((m for m in ids if is_ranked(results.method(m) or {})),
                          key=lambda m: (order.get(m, len(order)), m))
         if len(methods) < 2:
             continue
-        figures.append(_matrix(results, dataset_id, metric_id, methods, group))
-    if not figures:
-        return '<p class="empty">Fewer than two methods were tested against each other (controls left out).</p>'
-    legend = (
-        '<p class="legend"><span class="pm pm-better" aria-hidden="true">▲</span> the row method is significantly '
-        'better than the column method (p &lt; 0.05, in the metric\'s direction); '
-        '<span class="pm pm-worse" aria-hidden="true">▼</span> significantly worse; '
-        '<span class="pm pm-tie" aria-hidden="true">≈</span> not significantly different. Hover a cell for the mean '
-        "difference and the p-value. Control methods are left out here; the full table below lists every test.</p>"
-    )
-    return f'<div class="matrices">{"".join(figures)}</div>{legend}'
+        matrices.append(_matrix(results, dataset_id, metric_id, methods, group))
+    return render("sections/pairwise.html", matrices=matrices)
 
 
 def _matrix(
     results: TaskResults, dataset_id: Any, metric_id: Any, methods: list[str], rows: list[dict[str, Any]]
-) -> str:
+) -> MatrixView:
     metric = results.metric(metric_id) if metric_id is not None else None
     maximize = None if metric is None else metric.get("maximize", True) is not False
     tests: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {}
@@ -246,27 +281,18 @@ def _matrix(
             significant = p is not None and p < 0.05
         tests[(a, b)] = (diff, p, significant)
         tests[(b, a)] = (None if diff is None else -diff, p, significant)
-    where = []
-    if dataset_id is not None:
-        where.append(short_label(results.dataset_label(dataset_id)))
-    if metric_id is not None:
-        arrow = "" if maximize is None else (" ↑" if maximize else " ↓")
-        where.append(f"{results.metric_label(metric_id)}{arrow}")
-    caption = " · ".join(where) or "All items"
+    arrow = "" if maximize is None else (" ↑" if maximize else " ↓")
     labels = {m: results.method_label(m) for m in methods}
-    head = ['<th scope="col" class="m corner">Row vs column</th>'] + [
-        f'<th scope="col" class="v"><span class="vl">{label_span(labels[m])}</span></th>' for m in methods
-    ]
     body = []
     for a in methods:
-        cells = [f'<th scope="row" class="m">{label_span(labels[a])}</th>']
+        cells = []
         for b in methods:
             if a == b:
-                cells.append('<td class="pm pm-self" aria-label="same method"></td>')
+                cells.append(PairCell("pm-self"))
                 continue
             test = tests.get((a, b))
             if test is None:
-                cells.append(f'<td class="pm pm-none" title="{esc(labels[a])} vs {esc(labels[b])}: not tested">{MISSING}</td>')
+                cells.append(PairCell("pm-none", f"{labels[a]} vs {labels[b]}: not tested"))
                 continue
             diff, p, significant = test
             detail = f"mean difference ({labels[a]} − {labels[b]}) {format_score(diff)}, p = {format_p_value(p)}"
@@ -278,14 +304,8 @@ def _matrix(
                 cls, mark, word = "pm-better", "▲", "significantly better than"
             else:
                 cls, mark, word = "pm-worse", "▼", "significantly worse than"
-            title = f"{labels[a]} is {word} {labels[b]}: {detail}"
-            cells.append(
-                f'<td class="pm {cls}" title="{esc(title)}"><span aria-hidden="true">{mark}</span>'
-                f'<span class="visually-hidden">{esc(word)}</span></td>'
-            )
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    table = (
-        f'<table class="pairwise"><caption>{esc(caption)}</caption><thead><tr>{"".join(head)}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>"
-    )
-    return table_region(table, f"Pairwise tests, {caption}", css_class="table-wrap matrix-wrap")
+            cells.append(PairCell(cls, f"{labels[a]} is {word} {labels[b]}: {detail}", mark, word))
+        body.append(MatrixRow(labels[a], tuple(cells)))
+    return MatrixView(None if dataset_id is None else results.dataset_label(dataset_id),
+                      None if metric_id is None else f"{results.metric_label(metric_id)}{arrow}",
+                      tuple(labels[m] for m in methods), tuple(body))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from archive_fixture import write_archive
-from report_fixture import build_results, write_results_dir
+from report_fixture import HOSTILE, build_results, write_results_dir
 
 from openpert.cli import main
 from openpert.report import render_site
@@ -94,3 +94,16 @@ def test_without_an_archive_the_page_has_neither_section(tmp_path: Path) -> None
     results = write_results_dir(tmp_path / "results" / "perturbqa")
     html = (render_site([results], tmp_path / "site").parent / "perturbqa" / "index.html").read_text()
     assert 'id="what-changed"' not in html and 'id="history"' not in html
+
+
+def test_sparkline_draws_each_run_and_leaves_gaps() -> None:
+    from openpert.report.history import _sparkline
+
+    svg = _sparkline("history-0", HOSTILE, [0.5, None, 0.2, 1.4])
+    assert HOSTILE not in svg and "&lt;script&gt;" in svg
+    assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg" class="sparkline" viewBox="0 0 96 24"')
+    assert 'aria-labelledby="history-0-title history-0-desc"' in svg
+    # The run without a score breaks the line: one line through the last two points, a dot on each of three.
+    assert re.findall(r'<polyline points="([^"]*)"', svg) == ["63.0,17.4 93.0,3.0"]  # 1.4 is drawn at the top
+    assert re.findall(r'<circle cx="([^"]*)" cy="([^"]*)"', svg) == [("3.0", "12.0"), ("63.0", "17.4"), ("93.0", "3.0")]
+    assert re.search(r'<desc id="history-0-desc">([^<]*)</desc>', svg).group(1) == f"0.500, {MISSING}, 0.200, 1.40"  # three significant digits

@@ -1,0 +1,160 @@
+"""Small fragments (labels, code, marks) and table views that the section and component templates share.
+
+The fragments are macros of ``templates/sections/cells.html`` (and ``macros.html``), called from
+the Python that builds a table's cells; each returns ``Markup``, so a cell holds no hand-built HTML.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from markupsafe import Markup
+
+from openpert.report.templating import macro
+from openpert.report.views import Cell, Column, Table
+
+CELLS = "sections/cells.html"
+
+
+def fragment(name: str) -> Callable[..., Markup]:
+    """A macro of ``sections/cells.html`` (``code``, ``bool_mark``, ``label_link``, ...).
+
+    Parameters
+    ----------
+    name
+        The macro's name.
+
+    Returns
+    -------
+    callable
+        The macro; it returns ``Markup``.
+    """
+    return macro(name, CELLS)
+
+
+def label(text: Any, tooltip: Any = None) -> Markup:
+    """A short label with its full text on hover (the ``label_span`` macro).
+
+    Parameters
+    ----------
+    text
+        The full label.
+    tooltip
+        A longer description for the hover text.
+
+    Returns
+    -------
+    Markup
+        The label.
+    """
+    return macro("label_span")(text, tooltip)
+
+
+def badge(text: Any, kind: Any = "") -> Markup:
+    """A small pill label (the ``badge`` macro), its kind reduced to a safe class name.
+
+    Parameters
+    ----------
+    text
+        The label.
+    kind
+        Modifier class (``"positive"``, ``"failed"``); it may come from ``results.json``, so
+        anything but lowercase letters, digits and hyphens becomes a hyphen.
+
+    Returns
+    -------
+    Markup
+        The badge.
+    """
+    return macro("badge")(text, badge_kind(kind))
+
+
+def badge_kind(kind: Any) -> str:
+    """A badge's kind as a class name: lowercase letters, digits and hyphens only.
+
+    Parameters
+    ----------
+    kind
+        The kind, perhaps from ``results.json``.
+
+    Returns
+    -------
+    str
+        The kind with every other character replaced by a hyphen.
+    """
+    return re.sub(r"[^a-z0-9-]", "-", str(kind).lower())
+
+
+def code(text: Any, css_class: str | None = None, after: Any = "") -> Markup:
+    """Text set as ``<code>``, with an optional class and text after it.
+
+    Parameters
+    ----------
+    text
+        The text.
+    css_class
+        The element's class.
+    after
+        Text (or ``Markup``) placed right after the element.
+
+    Returns
+    -------
+    Markup
+        The fragment.
+    """
+    return fragment("code")(text, css_class, after)
+
+
+def table(
+    caption: Any,
+    titles: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    table_id: str | None = None,
+    numeric: Sequence[bool] | None = None,
+    sortable: bool = True,
+    row_headers: bool = True,
+    css_class: str = "",
+) -> Table:
+    """A table view from column titles and rows of cells, labelled by its caption.
+
+    Parameters
+    ----------
+    caption
+        The caption (text).
+    titles
+        Column titles.
+    rows
+        Per row, its cells: text, ``Markup``, a :class:`~openpert.report.views.Cell`, or
+        ``(content, sort key)``.
+    table_id
+        The table's id.
+    numeric
+        Per column, whether it holds numbers.
+    sortable
+        The page script sorts it by a click on a header.
+    row_headers
+        Each row's first cell is its header.
+    css_class
+        Extra classes of the table.
+
+    Returns
+    -------
+    Table
+        The view, for the ``data_table`` macro.
+    """
+    flags = list(numeric or [])
+    columns = [Column(str(t), bool(flags[i]) if i < len(flags) else False) for i, t in enumerate(titles)]
+    body = [[_cell(c) for c in row] for row in rows]
+    return Table(caption, columns, body, table_id=table_id, sortable=sortable, row_headers=row_headers,
+                 css_class=css_class, label=str(caption))
+
+
+def _cell(value: Any) -> Cell:
+    if isinstance(value, Cell):
+        return value
+    if isinstance(value, tuple):
+        return Cell(value[0], value[1])
+    return Cell(value)
