@@ -53,7 +53,8 @@ TEST_MARKS = {
 }
 
 
-def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview") -> str:
+def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
+             tests_href: str | None = None) -> str:
     """The overview of a task: the heatmap table, its legend and the tests behind its tiers.
 
     Parameters
@@ -64,6 +65,10 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         Where the task's pages and downloads are.
     table_id
         The table's id (the controls toggle points at it).
+    tests_href
+        Where the test matrix is when it has a page of its own (a task page over its weight limit):
+        the overview then links to it, and the Top group cells give their count without listing
+        every test again on hover.
 
     Returns
     -------
@@ -76,12 +81,15 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         return '<p class="empty">No method was run.</p>'
     has_tests = any(r.tests for r in rows)
     has_resources = any(r.max_duration_s is not None or r.max_memory_mb is not None for r in rows)
-    columns = _columns(results, has_tests, has_resources)
+    columns = _columns(results, has_tests, has_resources, list_tests=tests_href is None)
     table = _table(results, paths, rows, columns, table_id)
     tools = controls_toggle_tools(table_id, paths.overall_csv(), any(r.control for r in rows))
     region = table_region(table, f"Overview of {results.label}", css_class="table-wrap overview-wrap")
     parts = [tools, region, _legend()]
-    if has_tests:
+    if has_tests and tests_href is not None:
+        parts.append(f'<p class="tests-link"><a href="{esc(tests_href)}">The tests behind the groups</a>: every '
+                     "method against the best on each dataset and headline metric, on a page of its own.</p>")
+    elif has_tests:
         parts.append(test_matrix(results, paths, rows))
     return "".join(parts)
 
@@ -98,7 +106,7 @@ class _Column:
         self.group, self.key, self.header, self.kind, self.note = group, key, header, kind, note
 
 
-def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list[_Column]:
+def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_tests: bool = True) -> list[_Column]:
     cols = [_Column("Overall", "overall", '<span title="Mean of the dataset scores">Overall score</span>', "overall")]
     for d in results.datasets:
         did = str(d.get("dataset_id"))
@@ -118,7 +126,8 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
         cols.append(_Column("Metrics", str(m.get("id")), label, "metric", note))
     if has_tests:
         cols.append(_Column("Tests", "tests", '<span title="Headline tests in which the method is the best or not '
-                            'significantly different from it, of the tests it took part in">Top group</span>', "tests"))
+                            'significantly different from it, of the tests it took part in">Top group</span>',
+                            "tests" if list_tests else "tests-count"))
     if has_resources:
         cols.append(_Column("Resources", "time", '<span title="Longest wall time of the method\'s jobs">Wall time</span>', "time"))
         cols.append(_Column("Resources", "memory", '<span title="Largest peak memory of the method\'s jobs">Peak memory</span>',
@@ -224,8 +233,8 @@ def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: Ta
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed)} (counted as 0)"] if failed else []
             cells.append(_score_cell(r.metric_scores.get(c.key), f"{label} · {results.metric_label(c.key)}, mean over datasets",
                                      partial=bool(failed), notes=notes))
-        elif c.kind == "tests":
-            cells.append(_tests_cell(r, results, label))
+        elif c.kind in ("tests", "tests-count"):
+            cells.append(_tests_cell(r, results, label, listed=c.kind == "tests"))
         elif c.kind == "time":
             value = r.max_duration_s
             title = f"{label}: longest job {format_duration(value)}" if value is not None else ""
@@ -287,11 +296,13 @@ def _plain_cell(text: str, title: str, css: str) -> str:
     return f'<td class="{css}"{title_attr}>{esc(text)}</td>'
 
 
-def _tests_cell(r: OverviewRow, results: TaskResults, label: str) -> str:
+def _tests_cell(r: OverviewRow, results: TaskResults, label: str, listed: bool = True) -> str:
     if not r.n_tests:
         return f'<td class="tests none" title="{esc(label)}: not tested">{MISSING}</td>'
-    lines = [_test_text(t, results, with_method=False) for t in r.tests if t.outcome != UNTESTED]
-    title = f"{label}: in the top group in {r.top_group} of {r.n_tests} tests · " + "; ".join(lines)
+    title = f"{label}: in the top group in {r.top_group} of {r.n_tests} tests"
+    if listed:
+        # Each outcome on hover, beside the count, where the test matrix is on the same page.
+        title += " · " + "; ".join(_test_text(t, results, with_method=False) for t in r.tests if t.outcome != UNTESTED)
     cls = "tests all-top" if r.top_group == r.n_tests else ("tests no-top" if r.top_group == 0 else "tests")
     return f'<td class="{cls}" title="{esc(title)}">{r.top_group}/{r.n_tests}</td>'
 

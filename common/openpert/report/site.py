@@ -7,6 +7,7 @@ folder remove pages of tasks or components that are gone, without touching anyth
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -15,11 +16,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from markupsafe import Markup
+
 from openpert.report.component_pages import render_method_page, render_metric_page
+from openpert.report.dataset_page import page_sections, render_dataset_page, render_section_page, section_content
 from openpert.report.history import archive_sections
 from openpert.report.index_page import render_index
-from openpert.report.leaderboards import dataset_csv, overall_csv
-from openpert.report.paths import TaskPaths, slugify, unique_slugs
+from openpert.report.leaderboards import dataset_csv, overall_csv, overview_rows
+from openpert.report.overview import test_matrix
+from openpert.report.paths import DATASETS_DIR, TaskPaths, slugify, unique_slugs
 from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_csv
 from openpert.report.statistics import statistic_csv, table_rows
 from openpert.report.task_page import render_task_page
@@ -33,6 +38,10 @@ MANIFEST = ".openpert-report.json"
 MAX_LOG_BYTES = 2_000_000
 #: Most bytes a task page may make a browser load (its HTML and the site files it embeds).
 PAGE_WEIGHT_LIMIT = 2_000_000
+#: Sections of a task page that stay on it however heavy it is (what a reader comes for first).
+PINNED_SECTIONS = ("overview",)
+#: The test matrix's page when a task page is over its limit.
+TESTS_SECTION = "tests"
 #: Elements whose address a browser loads with the page (links and anchors are only followed).
 _ASSET = re.compile(r"<(?:link|script|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"", re.IGNORECASE)
 
@@ -186,11 +195,93 @@ def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source
         if table_rows(entry):
             writer.text(f"{base}/{paths.statistic_csv(key)}", statistic_csv(entry))
     log_links = _copy_logs(writer, results, base)
-    writer.text(f"{base}/index.html", render_task_page(results, paths, log_links, extra_sections))
+    for rel, document in task_pages(results, paths, log_links, extra_sections).items():
+        writer.text(f"{base}/{rel}", document)
     for method in results.all_methods:
         writer.text(f"{base}/{paths.method_page(method)}", render_method_page(results, paths, method))
     for metric in results.metrics:
         writer.text(f"{base}/{paths.metric_page(metric.get('id'))}", render_metric_page(results, paths, metric))
+
+
+def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str],
+               extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> dict[str, str]:
+    """A task's page, split into several when one would weigh more than :data:`PAGE_WEIGHT_LIMIT`.
+
+    The rule, applied in this order and only as far as needed, so that the same results always
+    give the same pages:
+
+    1. The whole task on ``index.html`` when it weighs at most the limit with the site's assets.
+    2. Else each dataset's section (facts, public files, leaderboard, heatmap) goes to
+       ``datasets/<slug>.html`` and the task page lists the datasets with links; the overview's
+       test matrix goes to ``tests.html`` and the overview links to it.
+    3. While the page is still over the limit, the heaviest remaining section (never the overview)
+       goes to ``<section id>.html``; its heading stays on the task page with a link to it.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    paths
+        Where the task's pages and downloads are.
+    log_links
+        Failure log path in ``results.json`` -> its copy in the site.
+    extra_sections
+        ``(id, title, html, intro)`` of sections placed after the overview.
+
+    Returns
+    -------
+    dict
+        Path relative to the task's folder -> the page's HTML; ``index.html`` first.
+    """
+    assets = _asset_weight()
+    page = str(render_task_page(results, paths, log_links, extra_sections))
+    if _weight(page) + assets <= PAGE_WEIGHT_LIMIT:
+        return {"index.html": page}
+    pages: dict[str, str] = {"index.html": ""}
+    for i, dataset in enumerate(results.datasets):
+        rel = f"{DATASETS_DIR}/{paths.dataset_slug(dataset.get('dataset_id'))}.html"
+        pages[rel] = str(render_dataset_page(results, paths, dataset, i))
+    matrix = test_matrix(results, paths, overview_rows(results))
+    tests_href = paths.section_page(TESTS_SECTION) if matrix else None
+    if tests_href is not None:
+        pages[tests_href] = str(render_section_page(results, TESTS_SECTION, "Tests against the best method",
+                                                    Markup(matrix)  # the report's own, escaped, HTML
+))
+    layout = {"datasets_inline": False, "tests_href": tests_href}
+    page = str(render_task_page(results, paths, log_links, extra_sections, **layout))
+    spans = page_sections(page)
+    excess = _weight(page) + assets - PAGE_WEIGHT_LIMIT
+    moved: dict[str, str] = {}
+    # Heaviest first; ties in page order (sorted is stable), so the choice depends on the results alone.
+    for section_id, (start, end) in sorted(spans.items(), key=lambda item: item[1][0] - item[1][1]):
+        if excess <= 0:
+            break
+        if section_id in PINNED_SECTIONS or section_id == "datasets":
+            continue
+        heading = _heading(page, section_id)
+        href = paths.section_page(section_id)
+        moved[section_id] = href
+        pages[href] = str(render_section_page(results, section_id, heading, section_content(page, (start, end))))
+        excess -= _weight(page[start:end])
+    if moved:
+        page = str(render_task_page(results, paths, log_links, extra_sections, own_pages=moved, **layout))
+    pages["index.html"] = page
+    return pages
+
+
+def _heading(page: str, section_id: str) -> str:
+    """The text of a rendered section's heading."""
+    match = re.search(rf'<h2 id="{re.escape(section_id)}-title">(.*?)</h2>', page, re.DOTALL)
+    return html.unescape(re.sub(r"<[^>]+>", "", match.group(1))) if match else section_id
+
+
+def _weight(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _asset_weight() -> int:
+    """Bytes of the site's files that every page loads (stylesheet, script, icon)."""
+    return sum((STATIC_DIR / name).stat().st_size for name in STATIC_FILES)
 
 
 def _copy_logs(writer: _Writer, results: TaskResults, base: str) -> dict[str, str]:
