@@ -1073,3 +1073,25 @@ def test_a_task_page_over_the_limit_however_split_still_renders_with_a_warning(
     kept = [s.attrs["id"] for s in doc.find_all("section") if not s.find_all("p", class_="moved-section")]
     assert kept == ["overview", "datasets"]
     assert (task_dir / "provenance.html").is_file() and (task_dir / "downloads.html").is_file()
+
+
+def test_pages_split_off_a_task_page_keep_hostile_names_inert(
+        crowded_results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openpert.report.site as site_module
+
+    data = json.loads((crowded_results / "results.json").read_text())
+    data["datasets"][0]["dataset_name"] = "K562 " + HOSTILE
+    data["datasets"][0]["dataset_summary"] = "A screen [click](javascript:alert(1))."
+    data["statistics"]["pairwise"]["label"] = "Paired tests " + HOSTILE
+    (crowded_results / "results.json").write_text(json.dumps(data))
+    monkeypatch.setattr(site_module, "PAGE_WEIGHT_LIMIT", 50_000)
+    with pytest.warns(UserWarning):
+        task_dir = render_site([crowded_results], tmp_path / "site").parent / "perturbqa"
+    pages = [task_dir / "index.html", task_dir / "stat-pairwise.html",
+             task_dir / "datasets" / f"{slugify(data['datasets'][0]['dataset_id'])}.html"]
+    for page in pages:
+        text = page.read_text()
+        assert HOSTILE not in text and 'href="javascript:' not in text.lower(), page
+    # The names reach the pages as text (their headings read them back whole).
+    assert norm(parse(pages[2]).find("h1").text()) == "K562 " + HOSTILE
+    assert norm(parse(pages[1]).find("h1").text()) == "Paired tests " + HOSTILE
