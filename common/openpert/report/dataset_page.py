@@ -1,10 +1,10 @@
 """The pages a task page too heavy for a browser hands its parts to: each dataset's, and any section's.
 
 A task page with its assets may weigh at most :data:`openpert.report.site.PAGE_WEIGHT_LIMIT`. Over it,
-:func:`openpert.report.site.render_site` gives each dataset's section (facts, public files,
-leaderboard, heatmap) a page of its own, ``<task>/datasets/<slug>.html``, and moves the test matrix
-and then the heaviest other sections to ``<task>/<section id>.html``. Those pages are rendered here,
-in the site's frame, with breadcrumbs back to the task.
+:func:`openpert.report.site.task_pages` gives each dataset's section (facts, public files,
+leaderboard, heatmap, with the dataset's part of the test matrix and its jobs) a page of its own,
+``<task>/datasets/<slug>.html``, and moves the heaviest other sections to ``<task>/<section id>.html``.
+Those pages are rendered here, in the site's frame, with breadcrumbs back to the task.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from typing import Any
 
 from markupsafe import Markup
 
+from openpert.report.leaderboards import OverviewRow
 from openpert.report.markdown import plain_text
+from openpert.report.overview import test_matrix
 from openpert.report.paths import DATASETS_DIR, TaskPaths
-from openpert.report.task_page import dataset_section
+from openpert.report.task_page import dataset_jobs, dataset_section
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import render
 
@@ -24,7 +26,8 @@ from openpert.report.templating import render
 _SECTION_TAG = re.compile(r'<section id="([^"]*)"|</section>')
 
 
-def render_dataset_page(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> Markup:
+def render_dataset_page(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int,
+                        rows: list[OverviewRow]) -> Markup:
     """The page of one dataset of a task (``<task>/datasets/<slug>.html``).
 
     Parameters
@@ -37,6 +40,8 @@ def render_dataset_page(results: TaskResults, paths: TaskPaths, dataset: dict[st
         The dataset's entry of ``results.json``.
     index
         Its position among the task's datasets.
+    rows
+        The overview's rows (``overview_rows``), for the dataset's part of the test matrix.
 
     Returns
     -------
@@ -58,6 +63,9 @@ def render_dataset_page(results: TaskResults, paths: TaskPaths, dataset: dict[st
         heading=f"Dataset: {label}",
         page_heading=label,
         content=dataset_section(results, here, dataset, index),
+        # The overview's own HTML, still assembled (and escaped) in Python.
+        tests=Markup(test_matrix(results, here, rows, dataset_id=did)),
+        jobs=dataset_jobs(results, did),
     )
 
 

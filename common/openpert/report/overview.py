@@ -66,9 +66,9 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
     table_id
         The table's id (the controls toggle points at it).
     tests_href
-        Where the test matrix is when it has a page of its own (a task page over its weight limit):
-        the overview then links to it, and the Top group cells give their count without listing
-        every test again on hover.
+        Where the test matrix is when each dataset's page holds its part (a task page over its
+        weight limit): the overview then links there instead of holding it, and the Top group
+        cells give their count without listing every test again on hover.
 
     Returns
     -------
@@ -87,8 +87,8 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
     region = table_region(table, f"Overview of {results.label}", css_class="table-wrap overview-wrap")
     parts = [tools, region, _legend()]
     if has_tests and tests_href is not None:
-        parts.append(f'<p class="tests-link"><a href="{esc(tests_href)}">The tests behind the groups</a>: every '
-                     "method against the best on each dataset and headline metric, on a page of its own.</p>")
+        parts.append(f'<p class="tests-link">The tests behind the groups, every method against the best on each '
+                     f'headline metric, are on <a href="{esc(tests_href)}">each dataset\'s page</a>.</p>')
     elif has_tests:
         parts.append(test_matrix(results, paths, rows))
     return "".join(parts)
@@ -383,7 +383,7 @@ def overview_legend_text(has_tests: bool) -> str:
 # -- the tests behind the tiers ---------------------------------------------------------------
 
 
-def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow]) -> str:
+def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow], dataset_id: str | None = None) -> str:
     """Every method's outcome in every test against the best, as a compact matrix.
 
     Parameters
@@ -394,14 +394,17 @@ def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow])
         Where the task's pages are.
     rows
         The overview rows (their order is kept).
+    dataset_id
+        Only this dataset's tests (its page's part of the matrix).
 
     Returns
     -------
     str
         A collapsed ``<details>`` holding a methods x (dataset, metric) table of marks.
     """
-    pairs = headline_tested_pairs(results)
-    shown = [r for r in rows if any(t.outcome != UNTESTED for t in r.tests)]
+    pairs = [p for p in headline_tested_pairs(results) if dataset_id is None or p[0] == dataset_id]
+    shown = [r for r in rows if any(t.outcome != UNTESTED and (dataset_id is None or t.dataset_id == dataset_id)
+                                    for t in r.tests)]
     if not pairs or not shown:
         return ""
     groups: list[tuple[str, int]] = []
@@ -420,7 +423,7 @@ def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow])
     for r in shown:
         label = str(r.method.get("label") or r.method.get("id"))
         cells = [_method_cell(r, paths)]
-        for t in r.tests:
+        for t in r.tests if dataset_id is None else [t for t in r.tests if t.dataset_id == dataset_id]:
             mark, meaning = TEST_MARKS[t.outcome]
             text = _test_text(t, results, with_method=True, method_label=label)
             cells.append(

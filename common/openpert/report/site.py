@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from markupsafe import Markup
-
 from openpert.report.component_pages import render_method_page, render_metric_page
 from openpert.report.dataset_page import page_sections, render_dataset_page, render_section_page, section_content
 from openpert.report.history import archive_sections
@@ -41,8 +39,6 @@ MAX_LOG_BYTES = 2_000_000
 PAGE_WEIGHT_LIMIT = 2_000_000
 #: Sections of a task page that stay on it however heavy it is (what a reader comes for first).
 PINNED_SECTIONS = ("overview",)
-#: The test matrix's page when a task page is over its limit.
-TESTS_SECTION = "tests"
 #: Elements whose address a browser loads with the page (links and anchors are only followed).
 _ASSET = re.compile(r"<(?:link|script|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"", re.IGNORECASE)
 
@@ -241,15 +237,12 @@ def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]
     if _weight(page) + assets <= PAGE_WEIGHT_LIMIT:
         return {"index.html": page}
     pages: dict[str, str] = {"index.html": ""}
+    rows = overview_rows(results)
     for i, dataset in enumerate(results.datasets):
         rel = f"{DATASETS_DIR}/{paths.dataset_slug(dataset.get('dataset_id'))}.html"
-        pages[rel] = str(render_dataset_page(results, paths, dataset, i))
-    matrix = test_matrix(results, paths, overview_rows(results))
-    tests_href = paths.section_page(TESTS_SECTION) if matrix else None
-    if tests_href is not None:
-        pages[tests_href] = str(render_section_page(results, TESTS_SECTION, "Tests against the best method",
-                                                    Markup(matrix)  # the report's own, escaped, HTML
-))
+        pages[rel] = str(render_dataset_page(results, paths, dataset, i, rows))
+    # The test matrix is split among the dataset pages; the overview links to their list.
+    tests_href = "#datasets" if results.datasets and test_matrix(results, paths, rows) else None
     layout = {"datasets_inline": False, "tests_href": tests_href}
     page = str(render_task_page(results, paths, log_links, extra_sections, **layout))
     spans = page_sections(page)

@@ -81,7 +81,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         ``(id, title, html, intro)`` of sections placed after the overview (the run archive's).
     datasets_inline
         Whether each dataset's section is on the page; else one "Datasets" section links to each
-        dataset's own page (:meth:`TaskPaths.dataset_page`, rendered with :func:`dataset_section`).
+        dataset's own page (:meth:`TaskPaths.dataset_page`, rendered with :func:`dataset_section`
+        and :func:`dataset_jobs`), which also lists the dataset's jobs in place of "Resource use".
     tests_href
         Where the overview's test matrix is when it has a page of its own (see ``overview``).
     own_pages
@@ -154,7 +155,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
                              f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'} is a "
                              "quality-control flag, marked beside the method on the dataset's leaderboard: its "
                              "score there is partly, or mostly, the fallback's."))
-    add("resources", "Resource use", _resources(results))
+    add("resources", "Resource use", _resources(results, jobs_inline=datasets_inline))
     add("components", "Components", _components(results, paths))
     add("provenance", "Provenance", provenance_section(results))
     add("downloads", "Downloads", _downloads(results, paths))
@@ -493,10 +494,37 @@ def _qc(results: TaskResults) -> Markup:
     return render("task/qc.html", coverage=_coverage(results), table=table)
 
 
-def _resources(results: TaskResults) -> Markup:
+def _resources(results: TaskResults, *, jobs_inline: bool = True) -> Markup:
     chart = _html(resource_chart(results, "fig-resources"))
+    if not jobs_inline:
+        return render("task/resources.html", chart=chart, table=None, jobs_elsewhere=bool(results.resources))
+    return render("task/resources.html", chart=chart, table=_job_table(results, results.resources),
+                  jobs_elsewhere=False)
+
+
+def dataset_jobs(results: TaskResults, dataset_id: str) -> Markup:
+    """The table of a dataset's jobs, on demand (a dataset's own page, where the task page lists none).
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    dataset_id
+        The dataset.
+
+    Returns
+    -------
+    Markup
+        A collapsed table of the dataset's jobs, or a line saying none was recorded.
+    """
+    jobs = [r for r in results.resources if str(r.get("dataset_id")) == str(dataset_id)]
+    return render("task/resources.html", chart=Markup(""), table=_job_table(results, jobs), jobs_elsewhere=False)
+
+
+def _job_table(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None:
+    """Every job's stage, component, status, time, memory and cache use."""
     rows = []
-    for r in results.resources:
+    for r in jobs:
         status = str(r.get("status") or MISSING)
         exit_code = r.get("exit_code")
         rows.append([
@@ -512,7 +540,7 @@ def _resources(results: TaskResults) -> Markup:
             Cell(macro("bool_mark", CELLS)(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
                  "1" if r.get("cached") else "0"),
         ])
-    table = _table(
+    return _table(
         f"Resource use of every job ({len(rows)})",
         ["Job", "Stage", "Component", "Dataset", "Method", "Status", "Exit code", "Wall time", "Peak memory",
          "Cached"],
@@ -520,7 +548,6 @@ def _resources(results: TaskResults) -> Markup:
         table_id="table-resources",
         numeric=[False, False, False, False, False, False, True, True, True, False],
     ) if rows else None
-    return render("task/resources.html", chart=chart, table=table)
 
 
 def _components(results: TaskResults, paths: TaskPaths) -> Markup:

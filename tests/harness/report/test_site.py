@@ -1025,8 +1025,11 @@ def test_a_heavy_task_page_hands_its_datasets_and_heaviest_sections_to_pages_of_
     # The overview stays, its test matrix linked; the datasets are listed with links to their pages.
     assert doc.find("table", id="table-overview")
     assert not doc.find_all("table", id="table-tests")
-    assert doc.find("p", class_="tests-link").find("a").attrs["href"] == "tests.html"
-    assert parse(task_dir / "tests.html").find("table", id="table-tests")
+    assert doc.find("p", class_="tests-link").find("a").attrs["href"] == "#datasets"
+    # Every job is on its dataset's page, the task page keeps the chart.
+    assert not doc.find_all("table", id="table-resources")
+    assert doc.find("p", class_="jobs-elsewhere")
+    n_jobs = 0
     links = [a.attrs["href"] for a in doc.find("section", id="datasets").find_all("a")]
     assert links == [f"datasets/{slugify(d['dataset_id'])}.html" for d in data["datasets"]]
     for d in data["datasets"]:
@@ -1042,6 +1045,16 @@ def test_a_heavy_task_page_hands_its_datasets_and_heaviest_sections_to_pages_of_
         assert row.find("a").attrs["href"] == "../methods/mlp.html"
         assert HOSTILE not in page.read_text()  # the source files' citation stays inert here too
         assert page_weight(page) <= limit
+        # The dataset's columns of the test matrix, every method's row against the dataset's best.
+        matrix = ds.find("table", id="table-tests")
+        pairs = [c for c in data["comparisons"] if c["dataset_id"] == d["dataset_id"]]
+        heads = matrix.find_all("th", class_="v")
+        assert 0 < len(heads) <= len({c["metric_id"] for c in pairs})
+        assert matrix.find("tr", data_method="mlp")
+        jobs = [norm(r.find("th").text()) for r in ds.find("table", id="table-resources").find("tbody").find_all("tr")]
+        assert sorted(jobs) == sorted(r["job_id"] for r in data["resources"] if r["dataset_id"] == d["dataset_id"])
+        n_jobs += len(jobs)
+    assert n_jobs == len(data["resources"])
     # The heaviest other section (the 48 x 48 pairwise-test matrix) moved, its heading left with a
     # link; the lighter ones stayed.
     moved = {s.attrs["id"]: s.find("p", class_="moved-section").find("a").attrs["href"]
