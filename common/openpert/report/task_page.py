@@ -84,7 +84,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         dataset's own page (:meth:`TaskPaths.dataset_page`, rendered with :func:`dataset_section`
         and :func:`dataset_jobs`), which also lists the dataset's jobs in place of "Resource use".
     tests_href
-        Where the overview's test matrix is when it has a page of its own (see ``overview``).
+        Where the overview links for its test matrix when each dataset's page holds its part
+        (``"#datasets"``; see ``overview``).
     own_pages
         Section id -> the page it moved to: such a section keeps its heading and links there.
 
