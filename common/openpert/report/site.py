@@ -245,21 +245,22 @@ def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]
     tests_href = "#datasets" if results.datasets and test_matrix(results, paths, rows) else None
     layout = {"datasets_inline": False, "tests_href": tests_href}
     page = str(render_task_page(results, paths, log_links, extra_sections, **layout))
-    spans = page_sections(page)
-    excess = _weight(page) + assets - PAGE_WEIGHT_LIMIT
-    moved: dict[str, str] = {}
+    split = page
+    spans = page_sections(split)
     # Heaviest first; ties in page order (sorted is stable), so the choice depends on the results alone.
-    for section_id, (start, end) in sorted(spans.items(), key=lambda item: item[1][0] - item[1][1]):
-        if excess <= 0:
-            break
-        if section_id in PINNED_SECTIONS or section_id == "datasets":
-            continue
-        heading = _heading(page, section_id)
-        href = paths.section_page(section_id)
-        moved[section_id] = href
-        pages[href] = str(render_section_page(results, section_id, heading, section_content(page, (start, end))))
-        excess -= _weight(page[start:end])
-    if moved:
+    candidates = [(section_id, span) for section_id, span in sorted(spans.items(), key=lambda i: i[1][0] - i[1][1])
+                  if section_id not in PINNED_SECTIONS and section_id != "datasets"]
+    moved: dict[str, str] = {}
+    while candidates and _weight(page) + assets > PAGE_WEIGHT_LIMIT:
+        # Move as many as the estimate says (each section's weight less its link), then check the page itself.
+        excess = _weight(page) + assets - PAGE_WEIGHT_LIMIT
+        while candidates and excess > 0:
+            section_id, (start, end) = candidates.pop(0)
+            href = paths.section_page(section_id)
+            moved[section_id] = href
+            content = section_content(split, (start, end))
+            pages[href] = str(render_section_page(results, section_id, _heading(split, section_id), content))
+            excess -= _weight(content)
         page = str(render_task_page(results, paths, log_links, extra_sections, own_pages=moved, **layout))
     pages["index.html"] = page
     return pages
