@@ -67,3 +67,20 @@ def test_the_page_frame_escapes_title_crumbs_and_description():
 def test_render_returns_markup_that_another_template_keeps():
     inner = render("macros.html")  # defines macros only: renders to whitespace
     assert isinstance(inner, Markup) and not inner.strip()
+
+
+def test_every_template_ships_with_the_package():
+    import tomllib
+    from pathlib import Path, PurePosixPath
+
+    import openpert
+
+    package = Path(openpert.__file__).parent
+    patterns = tomllib.loads((package.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["openpert"]
+    templates = [p.relative_to(package).as_posix() for p in (package / "report" / "templates").rglob("*") if p.is_file()]
+    assert templates
+    # An installed openpert (a wheel, an image) has only what package-data lists.
+    unlisted = [t for t in templates if not any(PurePosixPath(t).match(p) and t.count("/") == p.count("/")
+                                                 for p in patterns)]
+    assert unlisted == []
