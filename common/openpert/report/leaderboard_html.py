@@ -276,7 +276,7 @@ def abstention_tag(results: TaskResults, dataset_id: str | None, method_id: str 
     view = abstention_view(results, dataset_id, method_id)
     if view is None:
         return Markup("")
-    return Markup(' <span class="tag tag-abstains" title="{}">{}</span>').format(view.message, view.word)
+    return macro("abstention_tag", "leaderboard/macros.html")(view)
 
 
 def method_cell_view(method: dict[str, Any], paths: TaskPaths, *, with_badge: bool = True) -> MethodCellView:

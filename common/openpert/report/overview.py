@@ -12,7 +12,7 @@ screen readers, and it scrolls inside its own box on narrow screens with the met
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from markupsafe import Markup
@@ -243,7 +243,7 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
                                title="Largest peak memory of the method's jobs"))
     cols.append(ColumnView("Status", "status", "status", "Status"))
     # The first column of each group opens it with a rule.
-    return [ColumnView(**{**c.__dict__, "first": k == 0 or cols[k - 1].group != c.group}) for k, c in enumerate(cols)]
+    return [replace(c, first=k == 0 or cols[k - 1].group != c.group) for k, c in enumerate(cols)]
 
 
 # -- rows -------------------------------------------------------------------------------------

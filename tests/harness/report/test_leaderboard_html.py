@@ -27,7 +27,7 @@ def test_hostile_texts_reach_the_table_as_text() -> None:
     assert not [h for h in elements.hrefs if h.lower().startswith("javascript:")]
     # The texts are still there, escaped: the method's label and the QC message of its abstentions.
     assert "A &lt;script&gt;" in html
-    assert 'class="tag tag-abstains"' in html
+    assert '</a> <span class="tag tag-abstains" title="&lt;script&gt;' in _row(html, "a")
 
 
 def test_headline_columns_come_first_and_diagnostic_cells_are_marked() -> None:
