@@ -70,8 +70,9 @@ def test_render_returns_markup_that_another_template_keeps():
 
 
 def test_every_template_ships_with_the_package():
-    import tomllib
     from pathlib import Path, PurePosixPath
+
+    import tomllib
 
     import openpert
 
