@@ -28,10 +28,10 @@ from openpert.report.leaderboards import (
     method_kind,
 )
 from openpert.report.markdown import plain_text
-from openpert.report.markup import short_label
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import macro, render
+from openpert.report.text_parts import short_label
 
 # -- view models ------------------------------------------------------------------------------
 

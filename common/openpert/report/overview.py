@@ -43,10 +43,10 @@ from openpert.report.leaderboards import (
 )
 from openpert.report.leaderboards import MISSING as NO_VALUE
 from openpert.report.markdown import plain_text
-from openpert.report.markup import LABEL_MAX, short_label
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, control_kind
 from openpert.report.templating import render
+from openpert.report.text_parts import LABEL_MAX, short_label
 
 #: Marks of the test matrix: outcome -> (mark, what it means).
 TEST_MARKS = {

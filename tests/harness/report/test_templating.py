@@ -6,7 +6,6 @@ import jinja2
 import pytest
 from markupsafe import Markup
 
-from openpert.report.markup import data_table, page
 from openpert.report.templating import environment, macro, render
 from openpert.report.views import Column, Table, cell
 
@@ -47,8 +46,8 @@ def test_label_span_cuts_a_long_label_and_keeps_it_whole_on_hover():
 
 def test_a_data_table_escapes_text_cells_and_keeps_markup_cells():
     table = Table(caption=HOSTILE, columns=[Column("Method"), Column("Score", numeric=True)],
-                  rows=[[cell(HOSTILE), cell((Markup("<em>0.5</em>"), 0.5))]], table_id="t1")
-    out = data_table(table)
+                  rows=[[cell(HOSTILE), cell((Markup("<em>0.5</em>"), 0.5))]], table_id="t1", label=HOSTILE)
+    out = macro("data_table")(table)
     assert "<script>" not in out
     assert '<td class="num" data-sort="0.5"><em>0.5</em></td>' in out
     assert '<th scope="col" class="num" data-col="1" data-type="number">Score</th>' in out
@@ -57,8 +56,8 @@ def test_a_data_table_escapes_text_cells_and_keeps_markup_cells():
 
 
 def test_the_page_frame_escapes_title_crumbs_and_description():
-    out = page(title=HOSTILE, body="<p>body</p>", root="../", crumbs=[(HOSTILE, "javascript:x"), ("here", None)],
-               description=HOSTILE)
+    out = render("base.html", title=HOSTILE, body=Markup("<p>body</p>"), root="../",
+                 crumbs=[(HOSTILE, "../index.html"), ("here", None)], description=HOSTILE)
     assert "<script>" not in out and out.startswith("<!DOCTYPE html>")
     assert "<p>body</p>" in out and 'href="../static/report.css"' in out
     assert '<span aria-current="page">here</span>' in out
