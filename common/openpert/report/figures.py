@@ -24,9 +24,9 @@ from openpert.report.formatting import (
     format_number,
 )
 from openpert.report.leaderboards import dataset_rows, method_kind
-from openpert.report.markup import short_label
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import render
+from openpert.report.text_parts import short_label
 
 _FONT = 12
 _CHAR_W = 6.9  # average advance of a 12 px sans-serif character

@@ -7,18 +7,19 @@ that sorts carries its raw value in ``data-sort``; without scripts the tables re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from dataclasses import dataclass
 from typing import Any
 
+from markupsafe import Markup
+
 from openpert.report.formatting import (
-    MISSING,
     brief_failure_label,
     failure_label,
     format_ci,
     format_count,
     format_number,
     format_p_value,
-    format_rank,
 )
 from openpert.report.leaderboards import (
     DatasetRow,
@@ -27,24 +28,113 @@ from openpert.report.leaderboards import (
     method_kind,
 )
 from openpert.report.markdown import plain_text
-from openpert.report.markup import badge, esc, label_span, short_label, table_region
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults
+from openpert.report.templating import macro, render
+from openpert.report.text_parts import short_label
 
-#: Legend of the marks used in dataset leaderboards.
-SIGNIFICANCE_LEGEND = (
-    '<p class="legend"><span class="mark-best">Bold</span>: best method on the metric. '
-    '<span class="mark" aria-hidden="true">≈</span> not significantly different from the best '
-    "method (paired sign-flip permutation test, p ≥ 0.05; hover for the p-value). Raw values are "
-    "shown with their 95% bootstrap confidence interval; ↑ higher is better, ↓ lower is better. "
-    "Scaled scores put the strongest negative control at 0 and the positive control at 1. "
-    '<span class="tag tag-diagnostic">diagnostic</span> metrics are shown but do not enter the score; '
-    '<span class="tag tag-gameable">gameable</span> marks a metric on which an adversarial control beats '
-    "the median method.</p>"
-)
+# -- view models ------------------------------------------------------------------------------
 
 
-def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table_id: str) -> str:
+@dataclass(frozen=True)
+class TagView:
+    """A tag beside a metric's name: its kind (a class), word, one-character mark and hover text."""
+
+    kind: str
+    word: str
+    mark: str
+    tip: str
+
+
+@dataclass(frozen=True)
+class MetricHeadView:
+    """A metric's column head: label, description on hover, direction, diagnostic or not, tags."""
+
+    label: str
+    tooltip: str | None
+    maximize: bool
+    diagnostic: bool
+    tags: list[TagView]
+
+
+@dataclass(frozen=True)
+class MethodCellView:
+    """A method's link: the full label (sort key), the shown one, its page, hover text and badge."""
+
+    label: str
+    short: str
+    href: str
+    hover: str
+    kind: str = ""
+    kind_class: str = ""
+
+
+@dataclass(frozen=True)
+class AbstentionView:
+    """The tag of a method whose language-model answers were flagged on a dataset."""
+
+    word: str
+    message: str
+
+
+@dataclass(frozen=True)
+class MetricCellView:
+    """One metric's two cells in a row: the raw value (with CI and marks) and the scaled value.
+
+    ``failed_title`` is set when the value is missing because a job failed; ``value_text`` is
+    ``None`` when there is no value.
+    """
+
+    diagnostic: bool
+    failed_title: str
+    value_text: str | None
+    ci_text: str
+    raw_sort: str
+    n_items: str | None
+    best: bool
+    tied_tip: str
+    scaled_sort: str
+    scaled_text: str
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """A row's status: the word, its badge kind, and one note per distinct failure (with the full reasons on hover)."""
+
+    status: str
+    kind: str
+    notes: list[str]
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class DatasetRowView:
+    """One row of a dataset leaderboard."""
+
+    method_id: str
+    rank: int | None
+    method: MethodCellView
+    abstention: AbstentionView | None
+    score_sort: str
+    score_text: str
+    score_failed: bool
+    metrics: list[MetricCellView]
+    status: StatusView
+
+
+@dataclass(frozen=True)
+class DatasetTableView:
+    """A dataset leaderboard: its id, the dataset's short name, the CSV, metric heads and the two bands."""
+
+    table_id: str
+    dataset_name: str
+    csv_href: str
+    metrics: list[MetricHeadView]
+    methods: list[DatasetRowView]
+    controls: list[DatasetRowView]
+
+
+def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table_id: str) -> Markup:
     """A dataset's leaderboard: every metric's raw value with CI and its scaled value.
 
     Parameters
@@ -60,73 +150,70 @@ def dataset_table(results: TaskResults, paths: TaskPaths, dataset_id: str, table
 
     Returns
     -------
-    str
+    Markup
         HTML: tools, the table in a scrollable region, and the legend of its marks.
     """
+    return render("leaderboard/dataset_table.html", table=dataset_table_view(results, paths, dataset_id, table_id))
+
+
+def dataset_table_view(results: TaskResults, paths: TaskPaths, dataset_id: str, table_id: str) -> DatasetTableView:
+    """The view model of a dataset's leaderboard (see :func:`dataset_table`)."""
     # Headline metrics first (they make the score), diagnostic ones after, collapsed on a phone.
     order = sorted(range(len(results.metrics)), key=lambda k: not results.is_headline(results.metrics[k].get("id")))
-    metrics = [results.metrics[k] for k in order]
-    diagnostic = [not results.is_headline(metric.get("id")) for metric in metrics]
+    heads = []
+    for k in order:
+        metric = results.metrics[k]
+        heads.append(MetricHeadView(
+            label=str(metric.get("label") or metric.get("id")),
+            tooltip=plain_text(metric.get("summary")) or None,
+            maximize=metric.get("maximize", True) is not False,
+            diagnostic=not results.is_headline(metric.get("id")),
+            tags=metric_tag_views(results, dataset_id, metric.get("id")),
+        ))
     rows = dataset_rows(results, dataset_id)
-    m = len(metrics)
-    top = [
-        '<th scope="col" rowspan="2" class="num" data-col="0" data-type="number" aria-sort="ascending">Rank</th>',
-        '<th scope="col" rowspan="2" data-col="1">Method</th>',
-        '<th scope="col" rowspan="2" class="num" data-col="2" data-type="number" data-first="desc">Score</th>',
-    ]
-    sub = []
-    for k, metric in enumerate(metrics):
-        maximize = metric.get("maximize", True) is not False
-        arrow = "↑" if maximize else "↓"
-        direction = "higher is better" if maximize else "lower is better"
-        tip = plain_text(metric.get("summary")) or None
-        diag = " diag" if diagnostic[k] else ""
-        top.append(
-            f'<th scope="colgroup" colspan="2" class="metric-head{diag}">'
-            f"{label_span(metric.get('label') or metric.get('id'), tip)} "
-            f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
-            f'<span class="visually-hidden">({direction})</span>'
-            f"{metric_tags(results, dataset_id, metric.get('id'))}</th>"
-        )
-        first = "desc" if maximize else "asc"
-        sub.append(
-            f'<th scope="col" class="num sub{diag}" data-col="{3 + 2 * k}" data-type="number" '
-            f'data-first="{first}">raw [95% CI]</th>'
-        )
-        sub.append(
-            f'<th scope="col" class="num sub{diag}" data-col="{4 + 2 * k}" data-type="number" '
-            f'data-first="desc">scaled</th>'
-        )
-    top.append(f'<th scope="col" rowspan="2" data-col="{3 + 2 * m}">Status</th>')
-    header = f"{''.join(top)}</tr><tr>{''.join(sub)}"
-    ncols = 4 + 2 * m
-    colgroups = '<colgroup span="3"></colgroup>' + "".join(
-        f'<colgroup span="2" class="metric{" diag" if d else ""}"></colgroup>' for d in diagnostic)
-    colgroups += '<colgroup span="1"></colgroup>'
-
-    def render(r: DatasetRow) -> str:
-        cells = [_rank_cell(r.rank, r.control),
-                 _method_cell(r.method, paths, abstention_tag(results, dataset_id, r.method.get("id")))]
-        cells.append(_score_cell(r.score, bar=False, failed=bool(r.failures)))
-        for k, is_diag in zip(order, diagnostic):
-            metric_cells = _metric_cells(r.cells[k], r, results)
-            if is_diag:
-                # Every metric cell opens with '<td class="'; marking it lets a phone collapse the column.
-                metric_cells = [cell.replace('<td class="', '<td class="diag ', 1) if cell.startswith('<td class="')
-                                else cell.replace("<td ", '<td class="diag" ', 1) for cell in metric_cells]
-            cells += metric_cells
-        failures = r.failures + [c.failure for c in r.cells if c.failure]
-        cells.append(_status_cell(r.status, failures, results, with_dataset=False))
-        return f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>'
-
-    name = short_label(results.dataset_label(dataset_id))
-    caption = f"Leaderboard on {esc(name)}: raw metric values with 95% CI and scaled scores"
-    table = _table(table_id, caption, header, rows, render, ncols, colgroups)
-    tools = controls_toggle_tools(table_id, paths.dataset_csv(dataset_id), any(r.control for r in rows))
-    return tools + table_region(table, f"Leaderboard on {name}") + SIGNIFICANCE_LEGEND
+    views = [_row_view(r, order, heads, results, paths, dataset_id) for r in rows]
+    return DatasetTableView(
+        table_id=table_id,
+        dataset_name=short_label(results.dataset_label(dataset_id)),
+        csv_href=str(paths.dataset_csv(dataset_id)),
+        metrics=heads,
+        methods=[v for v, r in zip(views, rows) if not r.control],
+        controls=[v for v, r in zip(views, rows) if r.control],
+    )
 
 
-def metric_tags(results: TaskResults, dataset_id: str | None, metric_id: str | None, *, compact: bool = False) -> str:
+def metric_tag_views(results: TaskResults, dataset_id: str | None, metric_id: str | None) -> list[TagView]:
+    """Tags of a metric: ``diagnostic`` (not in the score) and ``gameable`` (on this dataset, or any when ``None``).
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    dataset_id
+        The dataset of the table (``None``: gameable on any dataset).
+    metric_id
+        The metric.
+
+    Returns
+    -------
+    list of TagView
+        Empty for a headline metric that no adversarial control games.
+    """
+    tags = []
+    if not results.is_headline(metric_id):
+        tags.append(TagView("diagnostic", "diagnostic", "○", "shown, not part of the score"))
+    rows = [results.gameable(dataset_id, metric_id)] if dataset_id is not None else [
+        results.gameable(str(d.get("dataset_id")), str(metric_id)) for d in results.datasets]
+    rows = [r for r in rows if r]
+    if rows:
+        worst = max(rows, key=lambda r: r.get("gameability") or 0)
+        tip = (f"{results.method_label(worst.get('adversarial_method_id'))} (adversarial) scales to "
+               f"{format_number(worst.get('gameability'))}, above the median method ({format_number(worst.get('method_median'))})")
+        tags.append(TagView("gameable", "gameable", "⚠", tip))
+    return tags
+
+
+def metric_tags(results: TaskResults, dataset_id: str | None, metric_id: str | None, *, compact: bool = False) -> Markup:
     """Tags of a metric's column head: ``diagnostic`` (not in the score) and ``gameable`` (on this dataset).
 
     Parameters
@@ -143,62 +230,13 @@ def metric_tags(results: TaskResults, dataset_id: str | None, metric_id: str | N
 
     Returns
     -------
-    str
+    Markup
         HTML, empty for a headline metric that no adversarial control games.
     """
-    def tag(kind: str, word: str, mark: str, tip: str) -> str:
-        if compact:
-            return (f'<span class="tag tag-{kind} tag-mark" title="{esc(word)}: {esc(tip)}" aria-hidden="true">{mark}</span>'
-                    f'<span class="visually-hidden">({esc(word)})</span>')
-        return f'<span class="tag tag-{kind}" title="{esc(tip)}">{esc(word)}</span>'
-
-    tags = []
-    if not results.is_headline(metric_id):
-        tags.append(tag("diagnostic", "diagnostic", "○", "shown, not part of the score"))
-    rows = [results.gameable(dataset_id, metric_id)] if dataset_id is not None else [
-        results.gameable(str(d.get("dataset_id")), str(metric_id)) for d in results.datasets]
-    rows = [r for r in rows if r]
-    if rows:
-        worst = max(rows, key=lambda r: r.get("gameability") or 0)
-        tip = (f"{results.method_label(worst.get('adversarial_method_id'))} (adversarial) scales to "
-               f"{format_number(worst.get('gameability'))}, above the median method ({format_number(worst.get('method_median'))})")
-        tags.append(tag("gameable", "gameable", "⚠", tip))
-    return (("" if compact else " ") + " ".join(tags)) if tags else ""
+    return macro("metric_tags", "leaderboard/macros.html")(metric_tag_views(results, dataset_id, metric_id), compact)
 
 
-# -- cells ------------------------------------------------------------------------------------
-
-
-def _table(
-    table_id: str,
-    caption: str,
-    header: str,
-    rows: Sequence[Any],
-    render: Callable[[Any], str],
-    ncols: int,
-    colgroups: str = "",
-) -> str:
-    methods = [r for r in rows if not r.control]
-    controls = [r for r in rows if r.control]
-    bodies = [
-        f'<tbody class="band-methods"><tr class="band"><th scope="rowgroup" colspan="{ncols}">'
-        f"Methods</th></tr>{''.join(render(r) for r in methods)}</tbody>"
-    ]
-    if controls:
-        bodies.append(
-            f'<tbody class="band-controls" data-band="controls"><tr class="band">'
-            f'<th scope="rowgroup" colspan="{ncols}">Controls '
-            '<span class="band-note">positive and negative controls set the scale, ceilings bound it from '
-            "above and adversarial controls try to game the metrics; none of them ranks</span></th></tr>"
-            f"{''.join(render(r) for r in controls)}</tbody>"
-        )
-    return (
-        f'<table class="data sortable leaderboard" id="{esc(table_id)}"><caption>{caption}</caption>'
-        f"{colgroups}<thead><tr>{header}</tr></thead>{''.join(bodies)}</table>"
-    )
-
-
-def controls_toggle_tools(table_id: str, csv_href: str, has_controls: bool) -> str:
+def controls_toggle_tools(table_id: str, csv_href: str, has_controls: bool) -> Markup:
     """The tools above a leaderboard: the "Show controls" toggle and the CSV download.
 
     Parameters
@@ -212,129 +250,119 @@ def controls_toggle_tools(table_id: str, csv_href: str, has_controls: bool) -> s
 
     Returns
     -------
-    str
+    Markup
         HTML; the toggle is hidden until the page script shows it.
     """
-    toggle = ""
-    if has_controls:
-        # Hidden until the script runs: without scripts the controls stay visible.
-        toggle = (
-            f'<label class="toggle" hidden><input type="checkbox" checked '
-            f'data-controls-for="{esc(table_id)}" aria-controls="{esc(table_id)}"> Show controls</label>'
-        )
-    return (
-        f'<div class="table-tools">{toggle}'
-        f'<a class="download" href="{esc(csv_href)}" download>Download CSV</a></div>'
-    )
+    return macro("controls_toggle", "leaderboard/macros.html")(table_id, csv_href, has_controls)
 
 
-def _rank_cell(rank: int | None, control: bool) -> str:
-    if control or rank is None:
-        return f'<td class="num rank" data-sort="">{MISSING}</td>'
-    return f'<td class="num rank" data-sort="{rank}">{format_rank(rank)}</td>'
-
-
-def abstention_tag(results: TaskResults, dataset_id: str | None, method_id: str | None) -> str:
-    """A tag beside a method whose language-model answers were flagged on a dataset (``llm_abstentions``).
+def abstention_view(results: TaskResults, dataset_id: str | None, method_id: str | None) -> AbstentionView | None:
+    """The tag of a method whose language-model answers were flagged on a dataset (``llm_abstentions``).
 
     It says the score is mostly the fallback's when more than half the questions fell back, else
-    that answers abstained; its title is the flag's message (method, dataset and rate). Empty
+    that answers abstained; its title is the flag's message (method, dataset and rate). ``None``
     when the method was not flagged there.
     """
     flag = results.abstention_flag(dataset_id, method_id)
     if flag is None:
-        return ""
+        return None
     message = str(flag.get("message") or "")
     word = "score mostly fallback" if "mostly the fallback" in message else "abstains"
-    return f' <span class="tag tag-abstains" title="{esc(message)}">{esc(word)}</span>'
+    return AbstentionView(word, message)
 
 
-def _method_cell(method: dict[str, Any], paths: TaskPaths, note: str = "") -> str:
+def abstention_tag(results: TaskResults, dataset_id: str | None, method_id: str | None) -> Markup:
+    """The tag of :func:`abstention_view` as HTML (with a leading space), empty when not flagged."""
+    view = abstention_view(results, dataset_id, method_id)
+    if view is None:
+        return Markup("")
+    return macro("abstention_tag", "leaderboard/macros.html")(view)
+
+
+def method_cell_view(method: dict[str, Any], paths: TaskPaths, *, with_badge: bool = True) -> MethodCellView:
+    """A method's link in a leaderboard: full and short label, page, hover text and kind badge.
+
+    Parameters
+    ----------
+    method
+        The method's entry of ``results.json``.
+    paths
+        Where the task's pages are.
+    with_badge
+        Give controls and baselines their kind (``method_kind``) as a badge.
+    """
     label = str(method.get("label") or method.get("id"))
-    kind = method_kind(method)
-    extra = f" {badge(kind, str(method.get('control') or kind))}" if kind != "method" else ""
-    extra += note
     summary = plain_text(method.get("summary"))
     hover = f"{label}: {summary}" if summary else (label if short_label(label) != label else "")
-    title = f' title="{esc(hover)}"' if hover else ""
-    return (
-        f'<th scope="row" data-sort="{esc(label)}"><a href="{esc(paths.method_page(method))}"{title}>'
-        f"{esc(short_label(label))}</a>{extra}</th>"
+    kind = method_kind(method) if with_badge else "method"
+    shown_kind = kind if kind != "method" else ""
+    return MethodCellView(label=label, short=short_label(label), href=str(paths.method_page(method)), hover=hover,
+                          kind=shown_kind, kind_class=badge_kind(str(method.get("control") or kind)) if shown_kind else "")
+
+
+def badge_kind(kind: str) -> str:
+    """A badge's modifier class from a kind word (lower case, anything but letters, digits and - made -)."""
+    return re.sub(r"[^a-z0-9-]", "-", kind.lower())
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+def _row_view(r: DatasetRow, order: list[int], heads: list[MetricHeadView], results: TaskResults,
+              paths: TaskPaths, dataset_id: str) -> DatasetRowView:
+    failures = r.failures + [c.failure for c in r.cells if c.failure]
+    return DatasetRowView(
+        method_id=str(r.method.get("id")),
+        rank=None if r.control else r.rank,
+        method=method_cell_view(r.method, paths),
+        abstention=abstention_view(results, dataset_id, r.method.get("id")),
+        score_sort="" if r.score is None else repr(float(r.score)),
+        score_text=format_number(r.score),
+        score_failed=bool(r.failures),
+        metrics=[_metric_cell_view(r.cells[k], r, results, head.diagnostic) for k, head in zip(order, heads)],
+        status=_status_view(r.status, failures, results),
     )
 
 
-def _score_cell(value: float | None, *, bar: bool, failed: bool = False) -> str:
-    sort = "" if value is None else repr(float(value))
-    cls = "num score failed-score" if failed else "num score"
-    meter = ""
-    if bar and value is not None:
-        width = max(0.0, min(1.0, float(value))) * 100
-        meter = f'<span class="meter" aria-hidden="true"><span style="width:{width:.1f}%"></span></span>'
-    return f'<td class="{cls}" data-sort="{sort}">{meter}{format_number(value)}</td>'
-
-
-def _metric_cells(c: MetricCell, row: DatasetRow, results: TaskResults) -> list[str]:
+def _metric_cell_view(c: MetricCell, row: DatasetRow, results: TaskResults, diagnostic: bool) -> MetricCellView:
+    failed_title, value_text, ci_text, tied_tip = "", None, "", ""
     if c.raw is None:
         failure = row.failures[0] if row.failures else c.failure
         if failure:
-            label = failure_label(failure.get("exit_code"), failure.get("reason"))
-            raw = f'<td class="num failed-cell" data-sort="" title="{esc(label)}">failed</td>'
-        else:
-            raw = f'<td class="num" data-sort="">{MISSING}</td>'
+            failed_title = failure_label(failure.get("exit_code"), failure.get("reason"))
     else:
-        # The value and its interval stay one contiguous text, as format_ci writes it; the
-        # interval only gets its own line through CSS.
-        value = format_number(c.raw)
-        text = esc(value)
+        # The value and its interval stay one contiguous text, as format_ci writes it.
+        value_text = format_number(c.raw)
         if c.ci_low is not None and c.ci_high is not None:
-            ci = format_ci(c.raw, c.ci_low, c.ci_high)[len(value):]
-            text += f'<span class="ci">{esc(ci)}</span>'
-        mark, note, cls = "", "", "num"
-        if c.is_best:
-            cls += " best"
-            note = '<span class="visually-hidden"> (best)</span>'
-        elif c.tied_with_best:
+            ci_text = format_ci(c.raw, c.ci_low, c.ci_high)[len(value_text):]
+        if not c.is_best and c.tied_with_best:
             best = results.method_label(c.best_method_id)
-            p = format_p_value(c.p_value)
-            tip = f"not significantly different from the best method, {best} (p = {p})"
-            mark = f'<span class="mark" title="{esc(tip)}" aria-hidden="true">≈</span> '
-            note = f'<span class="visually-hidden"> ({esc(tip)})</span>'
-        n_items = f' data-n="{format_count(c.n_items)}"' if c.n_items is not None else ""
-        raw = f'<td class="{cls}" data-sort="{c.raw!r}"{n_items}>{mark}{text}{note}</td>'
-    sort = "" if c.scaled is None else repr(float(c.scaled))
-    scaled = f'<td class="num scaled" data-sort="{sort}">{format_number(c.scaled)}</td>'
-    return [raw, scaled]
+            tied_tip = f"not significantly different from the best method, {best} (p = {format_p_value(c.p_value)})"
+    return MetricCellView(
+        diagnostic=diagnostic,
+        failed_title=failed_title,
+        value_text=value_text,
+        ci_text=ci_text,
+        raw_sort="" if c.raw is None else repr(c.raw),
+        n_items=format_count(c.n_items) if c.n_items is not None else None,
+        best=bool(c.is_best) and c.raw is not None,
+        tied_tip=tied_tip,
+        scaled_sort="" if c.scaled is None else repr(float(c.scaled)),
+        scaled_text=format_number(c.scaled),
+    )
 
 
-def _status_cell(
-    status: str,
-    failures: list[dict[str, Any]],
-    results: TaskResults,
-    *,
-    with_dataset: bool = True,
-) -> str:
+def _status_view(status: str, failures: list[dict[str, Any]], results: TaskResults) -> StatusView:
     if not failures:
-        kind = "ok" if status == "succeeded" else "muted"
-        return f'<td data-sort="{esc(status)}">{badge(status.replace("_", " "), kind)}</td>'
-    # One line per distinct failure, naming every dataset it happened on; the cell's tooltip and
-    # the failures section keep the full reasons.
-    lines: dict[str, list[str]] = {}
+        return StatusView(status, "ok" if status == "succeeded" else "muted", [])
+    # One line per distinct failure; the cell's tooltip and the failures section keep the full reasons.
+    lines: list[str] = []
     full = []
     for f in failures:
         stage = f.get("stage")
         what = f"metric {f.get('component')}: " if stage == "metric" else ("dataset: " if stage == "dataset" else "")
         label = what + brief_failure_label(f.get("exit_code"), f.get("reason"))
-        where = results.dataset_label(f.get("dataset_id"))
-        names = lines.setdefault(label, [])
-        if where not in names:
-            names.append(where)
-        full.append(f"{where}: {what}{failure_label(f.get('exit_code'), f.get('reason'))}")
-    items = "".join(
-        f"<li>{esc(', '.join(names) + ': ') if with_dataset else ''}{esc(label)}</li>"
-        for label, names in lines.items()
-    )
-    kind = "failed" if status == "failed" else "warn"
-    return (
-        f'<td data-sort="{esc(status)}" title="{esc("; ".join(full))}">{badge(status, kind)}'
-        f'<ul class="failure-notes">{items}</ul></td>'
-    )
+        if label not in lines:
+            lines.append(label)
+        full.append(f"{results.dataset_label(f.get('dataset_id'))}: {what}{failure_label(f.get('exit_code'), f.get('reason'))}")
+    return StatusView(status, "failed" if status == "failed" else "warn", lines, "; ".join(full))

@@ -12,6 +12,10 @@ screen readers, and it scrolls inside its own box on narrow screens with the met
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from markupsafe import Markup
 
 from openpert.report.figures import score_colour, text_colour
 from openpert.report.formatting import (
@@ -24,7 +28,7 @@ from openpert.report.formatting import (
     format_rank,
     format_score,
 )
-from openpert.report.leaderboard_html import controls_toggle_tools, metric_tags
+from openpert.report.leaderboard_html import MethodCellView, TagView, badge_kind, method_cell_view, metric_tag_views
 from openpert.report.leaderboards import (
     BEST,
     NOT_APPLICABLE,
@@ -39,9 +43,10 @@ from openpert.report.leaderboards import (
 )
 from openpert.report.leaderboards import MISSING as NO_VALUE
 from openpert.report.markdown import plain_text
-from openpert.report.markup import LABEL_MAX, badge, esc, label_span, short_label, table_region
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, control_kind
+from openpert.report.templating import render
+from openpert.report.text_parts import LABEL_MAX, short_label
 
 #: Marks of the test matrix: outcome -> (mark, what it means).
 TEST_MARKS = {
@@ -52,9 +57,105 @@ TEST_MARKS = {
     UNTESTED: ("", "not tested"),
 }
 
+# -- view models ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnView:
+    """One column of the overview: its group, kind (a class), header text and how a row fills it.
+
+    ``label`` and ``tooltip`` make a dataset's or metric's header (short label, description on
+    hover); ``title`` is the hover text of the other headers. A metric's header also carries its
+    direction and tags, set under the vertical text (an arrow would turn sideways inside it).
+    """
+
+    group: str
+    key: str
+    kind: str
+    label: str
+    tooltip: str | None = None
+    title: str = ""
+    maximize: bool = True
+    tags: list[TagView] = field(default_factory=list)
+    first: bool = False
+
+
+@dataclass(frozen=True)
+class CellView:
+    """One cell of the overview: classes, hover text, text, and optionally a fill colour, a mark hidden
+    from screen readers and a note only they read."""
+
+    css: str
+    title: str = ""
+    text: str = ""
+    fill: str = ""
+    mark: str = ""
+    hidden: str = ""
+
+
+@dataclass(frozen=True)
+class TestCellView:
+    """One test of the matrix: its outcome (a class), mark, meaning and the test in words."""
+
+    outcome: str
+    mark: str
+    meaning: str
+    title: str
+
+
+@dataclass(frozen=True)
+class OverviewRowView:
+    """A method's row: its id, rank text (``None`` for controls), link, abstentions and cells."""
+
+    method_id: str
+    rank_text: str | None
+    method: MethodCellView
+    cells: Sequence[Any]
+    abstains: int = 0
+    abstains_title: str = ""
+
+
+@dataclass(frozen=True)
+class BandView:
+    """A ``<tbody>`` band of the overview: classes, heading, note, ``data-band`` and rows."""
+
+    css: str
+    title: str
+    note: str
+    rows: list[OverviewRowView]
+    data_band: str = ""
+
+
+@dataclass(frozen=True)
+class TestMatrixView:
+    """The test matrix: dataset groups ``(label, span, label limit)``, metric labels, rows, legend."""
+
+    n_pairs: int
+    groups: list[tuple[str, int, int]]
+    metric_labels: list[str]
+    rows: list[OverviewRowView]
+    legend: str
+    caption: str = "Tests against the best method on each dataset and headline metric"
+
+
+@dataclass(frozen=True)
+class OverviewView:
+    """The overview: table id, task label, CSV, column groups and columns, bands, test matrix."""
+
+    table_id: str
+    task_label: str
+    csv_href: str
+    has_controls: bool
+    groups: list[tuple[str, int]]
+    columns: list[ColumnView]
+    bands: list[BandView]
+    tests: TestMatrixView | None
+    #: Where the test matrix is instead, when each dataset's page holds its part (a split task page).
+    tests_href: str | None = None
+
 
 def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
-             tests_href: str | None = None) -> str:
+             tests_href: str | None = None) -> Markup:
     """The overview of a task: the heatmap table, its legend and the tests behind its tiers.
 
     Parameters
@@ -72,145 +173,108 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
 
     Returns
     -------
-    str
+    Markup
         HTML: tools, the table in its scrolling box, the legend, and the test matrix in a
         collapsed ``<details>``.
     """
+    return render("leaderboard/overview.html", view=overview_view(results, paths, table_id, tests_href=tests_href))
+
+
+def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
+                  tests_href: str | None = None) -> OverviewView | None:
+    """The view model of :func:`overview` (``None`` when no method was run)."""
     rows = overview_rows(results)
     if not rows:
-        return '<p class="empty">No method was run.</p>'
+        return None
     has_tests = any(r.tests for r in rows)
     has_resources = any(r.max_duration_s is not None or r.max_memory_mb is not None for r in rows)
     columns = _columns(results, has_tests, has_resources, list_tests=tests_href is None)
-    table = _table(results, paths, rows, columns, table_id)
-    tools = controls_toggle_tools(table_id, paths.overall_csv(), any(r.control for r in rows))
-    region = table_region(table, f"Overview of {results.label}", css_class="table-wrap overview-wrap")
-    parts = [tools, region, _legend()]
-    if has_tests and tests_href is not None:
-        parts.append(f'<p class="tests-link">The tests behind the groups, every method against the best on each '
-                     f'headline metric, are on <a href="{esc(tests_href)}">each dataset\'s page</a>.</p>')
-    elif has_tests:
-        parts.append(test_matrix(results, paths, rows))
-    return "".join(parts)
-
-
-# -- columns ----------------------------------------------------------------------------------
-
-
-class _Column:
-    """One column of the overview: its group, header and how a row fills it."""
-
-    def __init__(self, group: str, key: str, header: str, kind: str, note: str = "") -> None:
-        # note: HTML set under the (vertical) header, e.g. the metric's direction arrow, which
-        # would turn sideways inside vertical text.
-        self.group, self.key, self.header, self.kind, self.note = group, key, header, kind, note
-
-
-def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_tests: bool = True) -> list[_Column]:
-    cols = [_Column("Overall", "overall", '<span title="Mean of the dataset scores">Overall score</span>', "overall")]
-    for d in results.datasets:
-        did = str(d.get("dataset_id"))
-        tip = plain_text(d.get("dataset_summary")) or None
-        cols.append(_Column("Datasets", did, label_span(results.dataset_label(did), tip), "dataset"))
-    # The overview shows what the scores are made of: the headline metrics. Diagnostic metrics are
-    # in each dataset's table (a dozen more columns would push the overview off a desktop screen).
-    for m in [m for m in results.metrics if results.is_headline(m.get("id"))] or results.metrics:
-        maximize = m.get("maximize", True) is not False
-        arrow = "↑" if maximize else "↓"
-        direction = "higher is better" if maximize else "lower is better"
-        tip = plain_text(m.get("summary")) or None
-        label = label_span(m.get("label") or m.get("id"), tip)
-        note = (f'<span class="dir" title="{direction}" aria-hidden="true">{arrow}</span>'
-                f'<span class="visually-hidden"> ({direction})</span>'
-                f"{metric_tags(results, None, m.get('id'), compact=True)}")
-        cols.append(_Column("Metrics", str(m.get("id")), label, "metric", note))
-    if has_tests:
-        cols.append(_Column("Tests", "tests", '<span title="Headline tests in which the method is the best or not '
-                            'significantly different from it, of the tests it took part in">Top group</span>',
-                            "tests" if list_tests else "tests-count"))
-    if has_resources:
-        cols.append(_Column("Resources", "time", '<span title="Longest wall time of the method\'s jobs">Wall time</span>', "time"))
-        cols.append(_Column("Resources", "memory", '<span title="Largest peak memory of the method\'s jobs">Peak memory</span>',
-                            "memory"))
-    cols.append(_Column("Status", "status", "Status", "status"))
-    return cols
-
-
-def _table(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow], columns: list[_Column], table_id: str) -> str:
     groups: list[tuple[str, int]] = []
     for c in columns:
         if groups and groups[-1][0] == c.group:
             groups[-1] = (c.group, groups[-1][1] + 1)
         else:
             groups.append((c.group, 1))
-    top = ['<th scope="col" rowspan="2" class="m corner">Method</th>']
-    for name, span in groups:
-        top.append(f'<th scope="colgroup" colspan="{span}" class="group">{esc(name) if span > 1 or name != "Status" else ""}</th>')
-    sub = []
-    previous = None
-    for c in columns:
-        first = " first" if c.group != previous else ""
-        previous = c.group
-        sub.append(f'<th scope="col" class="v {c.kind}{first}"><span class="vl">{c.header}</span>{c.note}</th>')
-    colgroups = '<colgroup><col class="m"></colgroup>' + "".join(
-        f'<colgroup span="{span}" class="g-{esc(name.lower())}"></colgroup>' for name, span in groups
-    )
-    ncols = 1 + len(columns)
-    bodies = []
     methods = [r for r in rows if not r.control]
     controls = [r for r in rows if r.control]
+
+    def band(css: str, title: str, note: str, members: list[OverviewRow], data_band: str = "") -> BandView:
+        return BandView(css, title, note, [_row_view(r, columns, results, paths) for r in members], data_band)
+
+    bands = []
     if any(r.tier for r in methods):
         for key, title, note in TIERS:
             members = [r for r in methods if r.tier == key]
             if members:
-                bodies.append(_band(f"band-methods tier tier-{key}", title, note, members, columns, results, paths, ncols))
+                bands.append(band(f"band-methods tier tier-{key}", title, note, members))
     elif methods:
-        bodies.append(_band("band-methods", "Methods", "", methods, columns, results, paths, ncols))
+        bands.append(band("band-methods", "Methods", "", methods))
     if controls:
-        bodies.append(
-            _band("band-controls", "Controls",
-                  "positive and negative controls bound the scale; baselines are simple reference methods",
-                  controls, columns, results, paths, ncols, data_band="controls")
-        )
-    caption = (
-        f"Overview of {esc(results.label)}: scaled scores (0 = negative control, 1 = positive control) "
-        "by dataset and by metric, tests against the best, resources and status"
+        bands.append(band("band-controls", "Controls",
+                          "positive and negative controls bound the scale; baselines are simple reference methods",
+                          controls, data_band="controls"))
+    return OverviewView(
+        table_id=table_id,
+        task_label=str(results.label),
+        csv_href=str(paths.overall_csv()),
+        has_controls=bool(controls),
+        groups=groups,
+        columns=columns,
+        bands=bands,
+        tests=test_matrix_view(results, paths, rows) if has_tests and tests_href is None else None,
+        tests_href=tests_href if has_tests else None,
     )
-    return (
-        f'<table class="overview" id="{esc(table_id)}"><caption>{caption}</caption>{colgroups}'
-        f'<thead><tr>{"".join(top)}</tr><tr>{"".join(sub)}</tr></thead>{"".join(bodies)}</table>'
-    )
 
 
-def _band(
-    css: str,
-    title: str,
-    note: str,
-    rows: list[OverviewRow],
-    columns: list[_Column],
-    results: TaskResults,
-    paths: TaskPaths,
-    ncols: int,
-    data_band: str | None = None,
-) -> str:
-    band_attr = f' data-band="{esc(data_band)}"' if data_band else ""
-    note_html = f' <span class="band-note">{esc(note)}</span>' if note else ""
-    head = (
-        f'<tr class="band"><th scope="rowgroup" colspan="{ncols}"><span class="band-text">'
-        f'<span class="band-title">{esc(title)}</span>{note_html}</span></th></tr>'
-    )
-    body = "".join(_row(r, columns, results, paths) for r in rows)
-    return f'<tbody class="{esc(css)}"{band_attr}>{head}{body}</tbody>'
+# -- columns ----------------------------------------------------------------------------------
 
 
-# -- cells ------------------------------------------------------------------------------------
+def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_tests: bool = True) -> list[ColumnView]:
+    cols = [ColumnView("Overall", "overall", "overall", "Overall score", title="Mean of the dataset scores")]
+    for d in results.datasets:
+        did = str(d.get("dataset_id"))
+        cols.append(ColumnView("Datasets", did, "dataset", str(results.dataset_label(did)),
+                               tooltip=plain_text(d.get("dataset_summary")) or None))
+    # The overview shows what the scores are made of: the headline metrics. Diagnostic metrics are
+    # in each dataset's table (a dozen more columns would push the overview off a desktop screen).
+    for m in [m for m in results.metrics if results.is_headline(m.get("id"))] or results.metrics:
+        cols.append(ColumnView("Metrics", str(m.get("id")), "metric", str(m.get("label") or m.get("id")),
+                               tooltip=plain_text(m.get("summary")) or None,
+                               maximize=m.get("maximize", True) is not False,
+                               tags=metric_tag_views(results, None, m.get("id"))))
+    if has_tests:
+        cols.append(ColumnView("Tests", "tests", "tests" if list_tests else "tests-count", "Top group",
+                               title="Headline tests in which the method is the best or not significantly "
+                                     "different from it, of the tests it took part in"))
+    if has_resources:
+        cols.append(ColumnView("Resources", "time", "time", "Wall time", title="Longest wall time of the method's jobs"))
+        cols.append(ColumnView("Resources", "memory", "memory", "Peak memory",
+                               title="Largest peak memory of the method's jobs"))
+    cols.append(ColumnView("Status", "status", "status", "Status"))
+    # The first column of each group opens it with a rule.
+    return [replace(c, first=k == 0 or cols[k - 1].group != c.group) for k, c in enumerate(cols)]
 
 
-def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: TaskPaths) -> str:
+# -- rows -------------------------------------------------------------------------------------
+
+
+def _method_view(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = ()) -> dict[str, Any]:
     method = r.method
-    label = str(method.get("label") or method.get("id"))
-    cells = [_method_cell(r, paths, results.qc)]
+    base = method_cell_view(method, paths, with_badge=False)
+    kind = control_kind(method)
+    link = MethodCellView(base.label, base.short, base.href, base.hover, kind=kind or "",
+                          kind_class=badge_kind(str(method.get("control") or kind)) if kind else "")
+    # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
+    flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
+    rank = None if r.control else format_rank(r.row.rank) if r.row.rank is not None else MISSING
+    return {"method_id": str(method.get("id")), "rank_text": rank, "method": link, "abstains": len(flagged),
+            "abstains_title": " | ".join(str(q.get("message") or "") for q in flagged)}
+
+
+def _row_view(r: OverviewRow, columns: list[ColumnView], results: TaskResults, paths: TaskPaths) -> OverviewRowView:
+    label = str(r.method.get("label") or r.method.get("id"))
     failed_datasets = [d for d, status in r.row.dataset_status.items() if status == "failed"]
+    cells: list[CellView] = []
     for c in columns:
         if c.kind == "overall":
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed_datasets)}"] if failed_datasets else []
@@ -219,11 +283,12 @@ def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: Ta
             name = results.dataset_label(c.key)
             if r.row.dataset_status.get(c.key) == NOT_APPLICABLE:
                 title = f"{label} on {name}: not applicable (does not address this dataset's subtask; not ranked there)"
-                cells.append(f'<td class="sc none na" title="{esc(title)}">{MISSING}</td>')
+                cells.append(CellView("sc none na", title, MISSING))
             elif r.row.dataset_status.get(c.key) == "failed":
                 reasons = [failure_label(f.get("exit_code"), f.get("reason"))
                            for f in r.row.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
-                cells.append(_failed_cell(f"{label} on {name}: failed, {'; '.join(reasons) or 'no result'}"))
+                title = f"{label} on {name}: failed, {'; '.join(reasons) or 'no result'}"
+                cells.append(CellView("sc failed", title, mark="✕", hidden="failed"))
             else:
                 partial = [f for f in r.row.failures if f.get("dataset_id") == c.key]
                 notes = [f"metric job failed: {failure_label(f.get('exit_code'), f.get('reason'))}" for f in partial]
@@ -238,89 +303,54 @@ def _row(r: OverviewRow, columns: list[_Column], results: TaskResults, paths: Ta
         elif c.kind == "time":
             value = r.max_duration_s
             title = f"{label}: longest job {format_duration(value)}" if value is not None else ""
-            cells.append(_plain_cell(format_duration_short(value), title, "res"))
+            cells.append(CellView("res", title, format_duration_short(value)))
         elif c.kind == "memory":
             value = r.max_memory_mb
             title = f"{label}: largest peak memory {format_memory(value)}" if value is not None else ""
-            cells.append(_plain_cell(format_memory(value), title, "res"))
+            cells.append(CellView("res", title, format_memory(value)))
         elif c.kind == "status":
             cells.append(_status_cell(r, results))
-    return f'<tr data-method="{esc(method.get("id"))}">{"".join(cells)}</tr>'
+    return OverviewRowView(cells=cells, **_method_view(r, paths, results.qc))
 
 
-def _method_cell(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = ()) -> str:
-    method = r.method
-    label = str(method.get("label") or method.get("id"))
-    summary = plain_text(method.get("summary"))
-    hover = f"{label}: {summary}" if summary else (label if short_label(label) != label else "")
-    title = f' title="{esc(hover)}"' if hover else ""
-    kind = control_kind(method)
-    extra = f'<span class="kind">{badge(kind, str(method.get("control") or kind))}</span>' if kind else ""
-    # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
-    flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
-    if flagged:
-        tip = " | ".join(str(q.get("message") or "") for q in flagged)
-        extra += (f' <span class="tag tag-abstains" title="{esc(tip)}">abstains on {len(flagged)} '
-                  f'dataset{"s" if len(flagged) > 1 else ""}</span>')
-    rank = "" if r.control else format_rank(r.row.rank) if r.row.rank is not None else MISSING
-    rank_html = f'<span class="rk">{esc(rank)}</span>' if not r.control else ""
-    return (
-        f'<th scope="row" class="m">{rank_html}<a href="{esc(paths.method_page(method))}"{title}>'
-        f"{esc(short_label(label))}</a>{extra}</th>"
-    )
-
-
-def _score_cell(value: float | None, what: str, *, partial: bool = False, notes: list[str] | None = None) -> str:
+def _score_cell(value: float | None, what: str, *, partial: bool = False, notes: list[str] | None = None) -> CellView:
     text = format_score(value)
     title = f"{what}: {text}"
     if notes:
         title += " · " + "; ".join(notes)
     if value is None:
-        return f'<td class="sc none" title="{esc(title)}">{MISSING}</td>'
+        return CellView("sc none", title, MISSING)
     fill = score_colour(value)
     cls = "sc"
     if text_colour(fill) != "#ffffff":
         cls += " lt"
     if partial:
         cls += " partial"
-    note = '<span class="visually-hidden"> (includes a failed job)</span>' if partial else ""
-    return f'<td class="{cls}" style="background:{fill}" title="{esc(title)}">{esc(text)}{note}</td>'
+    return CellView(cls, title, text, fill=fill, hidden=" (includes a failed job)" if partial else "")
 
 
-def _failed_cell(title: str) -> str:
-    return f'<td class="sc failed" title="{esc(title)}"><span aria-hidden="true">✕</span><span class="visually-hidden">failed</span></td>'
-
-
-def _plain_cell(text: str, title: str, css: str) -> str:
-    title_attr = f' title="{esc(title)}"' if title else ""
-    return f'<td class="{css}"{title_attr}>{esc(text)}</td>'
-
-
-def _tests_cell(r: OverviewRow, results: TaskResults, label: str, listed: bool = True) -> str:
+def _tests_cell(r: OverviewRow, results: TaskResults, label: str, listed: bool = True) -> CellView:
     if not r.n_tests:
-        return f'<td class="tests none" title="{esc(label)}: not tested">{MISSING}</td>'
+        return CellView("tests none", f"{label}: not tested", MISSING)
     title = f"{label}: in the top group in {r.top_group} of {r.n_tests} tests"
     if listed:
         # Each outcome on hover, beside the count, where the test matrix is on the same page.
         title += " · " + "; ".join(_test_text(t, results, with_method=False) for t in r.tests if t.outcome != UNTESTED)
     cls = "tests all-top" if r.top_group == r.n_tests else ("tests no-top" if r.top_group == 0 else "tests")
-    return f'<td class="{cls}" title="{esc(title)}">{r.top_group}/{r.n_tests}</td>'
+    return CellView(cls, title, f"{r.top_group}/{r.n_tests}")
 
 
-def _status_cell(r: OverviewRow, results: TaskResults) -> str:
+def _status_cell(r: OverviewRow, results: TaskResults) -> CellView:
     failures = r.row.failures
     if not failures:
-        return f'<td class="st ok" title="{esc(r.row.status)}"><span aria-hidden="true">✓</span><span class="visually-hidden">{esc(r.row.status)}</span></td>'
+        return CellView("st ok", str(r.row.status), mark="✓", hidden=str(r.row.status))
     lines = []
     for f in failures:
         stage = f.get("stage")
         what = f"metric {f.get('component')}" if stage == "metric" else str(stage or "job")
         lines.append(f"{results.dataset_label(f.get('dataset_id'))}: {what} {failure_label(f.get('exit_code'), f.get('reason'))}")
     n = len(failures)
-    return (
-        f'<td class="st bad" title="{esc("; ".join(lines))}"><span aria-hidden="true">✕ {n}</span>'
-        f'<span class="visually-hidden">{n} failed job{"s" if n != 1 else ""}</span></td>'
-    )
+    return CellView("st bad", "; ".join(lines), mark=f"✕ {n}", hidden=f"{n} failed job{'s' if n != 1 else ''}")
 
 
 def _test_text(t: TestOutcome, results: TaskResults, *, with_method: bool, method_label: str = "") -> str:
@@ -336,20 +366,6 @@ def _test_text(t: TestOutcome, results: TaskResults, *, with_method: bool, metho
     if t.outcome == NO_VALUE:
         return f"{prefix}{where}: no value"
     return f"{prefix}{where}: not tested"
-
-
-def _legend() -> str:
-    return (
-        '<div class="overview-legend">'
-        '<span class="legend-item"><span class="scale-bar" aria-hidden="true"></span>'
-        '<span class="scale-ends"><span>0</span><span>1</span></span> scaled score, clipped to [0, 1]</span>'
-        '<span class="legend-item"><span class="swatch failed" aria-hidden="true"></span> failed</span>'
-        '<span class="legend-item"><span class="swatch partial" aria-hidden="true"></span> includes a failed job</span>'
-        f'<span class="legend-item"><span class="swatch none" aria-hidden="true">{MISSING}</span> no value or '
-        "not applicable</span>"
-        '<span class="legend-item"><span class="tag tag-gameable tag-mark" aria-hidden="true">⚠</span> gameable: an '
-        "adversarial control beats the median method</span></div>"
-    )
 
 
 def overview_legend_text(has_tests: bool) -> str:
@@ -383,7 +399,8 @@ def overview_legend_text(has_tests: bool) -> str:
 # -- the tests behind the tiers ---------------------------------------------------------------
 
 
-def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow], dataset_id: str | None = None) -> str:
+def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow],
+                     dataset_id: str | None = None) -> TestMatrixView | None:
     """Every method's outcome in every test against the best, as a compact matrix.
 
     Parameters
@@ -399,48 +416,36 @@ def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow],
 
     Returns
     -------
-    str
-        A collapsed ``<details>`` holding a methods x (dataset, metric) table of marks.
+    TestMatrixView or None
+        The methods x (dataset, metric) matrix of marks; ``None`` when nothing was tested.
     """
+    def kept(t: TestOutcome) -> bool:
+        return dataset_id is None or t.dataset_id == dataset_id
+
     pairs = [p for p in headline_tested_pairs(results) if dataset_id is None or p[0] == dataset_id]
-    shown = [r for r in rows if any(t.outcome != UNTESTED and (dataset_id is None or t.dataset_id == dataset_id)
-                                    for t in r.tests)]
+    shown = [r for r in rows if any(t.outcome != UNTESTED and kept(t) for t in r.tests)]
     if not pairs or not shown:
-        return ""
-    groups: list[tuple[str, int]] = []
+        return None
+    spans: list[tuple[str, int]] = []
     for did, _ in pairs:
-        if groups and groups[-1][0] == did:
-            groups[-1] = (did, groups[-1][1] + 1)
+        if spans and spans[-1][0] == did:
+            spans[-1] = (did, spans[-1][1] + 1)
         else:
-            groups.append((did, 1))
-    top = ['<th scope="col" rowspan="2" class="m corner">Method</th>']
-    for did, span in groups:
-        top.append(f'<th scope="colgroup" colspan="{span}" class="group">{label_span(results.dataset_label(did), limit=min(LABEL_MAX, 8 * span + 4))}</th>')
-    sub = []
-    for _, mid in pairs:
-        sub.append(f'<th scope="col" class="v"><span class="vl">{label_span(results.metric_label(mid))}</span></th>')
+            spans.append((did, 1))
+    groups = [(str(results.dataset_label(did)), span, min(LABEL_MAX, 8 * span + 4)) for did, span in spans]
     body = []
     for r in shown:
         label = str(r.method.get("label") or r.method.get("id"))
-        cells = [_method_cell(r, paths)]
-        for t in r.tests if dataset_id is None else [t for t in r.tests if t.dataset_id == dataset_id]:
-            mark, meaning = TEST_MARKS[t.outcome]
-            text = _test_text(t, results, with_method=True, method_label=label)
-            cells.append(
-                f'<td class="t t-{t.outcome}" title="{esc(text)}"><span aria-hidden="true">{mark}</span>'
-                f'<span class="visually-hidden">{esc(meaning)}</span></td>'
-            )
-        body.append(f'<tr data-method="{esc(r.method.get("id"))}">{"".join(cells)}</tr>')
-    caption = "Tests against the best method on each dataset and headline metric"
-    table = (
-        f'<table class="overview tests-matrix" id="table-tests"><caption>{caption}</caption>'
-        f'<thead><tr>{"".join(top)}</tr><tr>{"".join(sub)}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-    )
-    legend = " · ".join(f"{mark} {meaning}" for key, (mark, meaning) in TEST_MARKS.items() if mark)
-    return (
-        f'<details class="tests"><summary>The tests behind the groups ({len(pairs)} dataset and metric '
-        f'pair{"s" if len(pairs) != 1 else ""})</summary>'
-        f'{table_region(table, caption, css_class="table-wrap overview-wrap")}'
-        f'<p class="legend">{esc(legend)}. Each test compares a method with the best method of that dataset '
-        "and metric over the items both share (paired sign-flip permutation test).</p></details>"
-    )
+        cells = [TestCellView(t.outcome, *TEST_MARKS[t.outcome], _test_text(t, results, with_method=True, method_label=label))
+                 for t in r.tests if kept(t)]
+        body.append(OverviewRowView(cells=cells, **_method_view(r, paths)))
+    legend = " · ".join(f"{mark} {meaning}" for mark, meaning in TEST_MARKS.values() if mark)
+    return TestMatrixView(len(pairs), groups, [str(results.metric_label(mid)) for _, mid in pairs], body, legend)
+
+
+def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow], dataset_id: str | None = None) -> Markup:
+    """The test matrix of :func:`test_matrix_view` as HTML: a collapsed ``<details>`` (empty when nothing was tested)."""
+    view = test_matrix_view(results, paths, rows, dataset_id)
+    if view is None:
+        return Markup("")
+    return render("leaderboard/test_matrix.html", tests=view)

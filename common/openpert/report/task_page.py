@@ -28,7 +28,6 @@ from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import headline_tested_pairs, method_kind
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
-from openpert.report.markup import safe_url, short_label
 from openpert.report.overview import overview, overview_legend_text
 from openpert.report.paths import TaskPaths
 from openpert.report.provenance import provenance_line, provenance_section
@@ -36,6 +35,7 @@ from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_section
 from openpert.report.statistics import statistic_section, table_rows
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import macro, render
+from openpert.report.text_parts import safe_url, short_label
 from openpert.report.views import Cell, Column, Table
 
 #: The templates of a task page's table cells that hold more than text.

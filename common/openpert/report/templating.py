@@ -16,7 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 import openpert
-from openpert.report import formatting, markup
+from openpert.report import formatting, text_parts
 
 TEMPLATE_PACKAGE = ("openpert.report", "templates")
 
@@ -40,9 +40,9 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        short_label=markup.short_label,
-        safe_url=markup.safe_url,
-        paragraph_blocks=markup.paragraph_blocks,
+        short_label=text_parts.short_label,
+        safe_url=text_parts.safe_url,
+        paragraph_blocks=text_parts.paragraph_blocks,
         score=formatting.format_score,
         number=formatting.format_number,
         count=formatting.format_count,
@@ -54,12 +54,12 @@ def environment() -> jinja2.Environment:
         timestamp=formatting.format_timestamp,
     )
     env.globals.update(
-        label_parts=markup.label_parts,
-        doi_parts=markup.doi_parts,
-        reference_parts=markup.reference_parts,
-        link_parts=markup.link_parts,
+        label_parts=text_parts.label_parts,
+        doi_parts=text_parts.doi_parts,
+        reference_parts=text_parts.reference_parts,
+        link_parts=text_parts.link_parts,
     )
-    env.globals.update(site_name=markup.SITE_NAME, openpert_version=openpert.__version__, missing=formatting.MISSING)
+    env.globals.update(site_name=text_parts.SITE_NAME, openpert_version=openpert.__version__, missing=formatting.MISSING)
     return env
 
 

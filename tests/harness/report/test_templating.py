@@ -6,7 +6,6 @@ import jinja2
 import pytest
 from markupsafe import Markup
 
-from openpert.report.markup import data_table, page
 from openpert.report.templating import environment, macro, render
 from openpert.report.views import Column, Table, cell
 
@@ -47,8 +46,8 @@ def test_label_span_cuts_a_long_label_and_keeps_it_whole_on_hover():
 
 def test_a_data_table_escapes_text_cells_and_keeps_markup_cells():
     table = Table(caption=HOSTILE, columns=[Column("Method"), Column("Score", numeric=True)],
-                  rows=[[cell(HOSTILE), cell((Markup("<em>0.5</em>"), 0.5))]], table_id="t1")
-    out = data_table(table)
+                  rows=[[cell(HOSTILE), cell((Markup("<em>0.5</em>"), 0.5))]], table_id="t1", label=HOSTILE)
+    out = macro("data_table")(table)
     assert "<script>" not in out
     assert '<td class="num" data-sort="0.5"><em>0.5</em></td>' in out
     assert '<th scope="col" class="num" data-col="1" data-type="number">Score</th>' in out
@@ -57,8 +56,8 @@ def test_a_data_table_escapes_text_cells_and_keeps_markup_cells():
 
 
 def test_the_page_frame_escapes_title_crumbs_and_description():
-    out = page(title=HOSTILE, body="<p>body</p>", root="../", crumbs=[(HOSTILE, "javascript:x"), ("here", None)],
-               description=HOSTILE)
+    out = render("base.html", title=HOSTILE, body=Markup("<p>body</p>"), root="../",
+                 crumbs=[(HOSTILE, "../index.html"), ("here", None)], description=HOSTILE)
     assert "<script>" not in out and out.startswith("<!DOCTYPE html>")
     assert "<p>body</p>" in out and 'href="../static/report.css"' in out
     assert '<span aria-current="page">here</span>' in out
@@ -67,3 +66,21 @@ def test_the_page_frame_escapes_title_crumbs_and_description():
 def test_render_returns_markup_that_another_template_keeps():
     inner = render("macros.html")  # defines macros only: renders to whitespace
     assert isinstance(inner, Markup) and not inner.strip()
+
+
+def test_every_template_ships_with_the_package():
+    from pathlib import Path, PurePosixPath
+
+    import tomllib
+
+    import openpert
+
+    package = Path(openpert.__file__).parent
+    patterns = tomllib.loads((package.parents[1] / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"]["openpert"]
+    templates = [p.relative_to(package).as_posix() for p in (package / "report" / "templates").rglob("*") if p.is_file()]
+    assert templates
+    # An installed openpert (a wheel, an image) has only what package-data lists.
+    unlisted = [t for t in templates if not any(PurePosixPath(t).match(p) and t.count("/") == p.count("/")
+                                                 for p in patterns)]
+    assert unlisted == []
