@@ -88,7 +88,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
     sections: list[SectionView] = []
 
     def add(section_id: str, title: str, content: Any, intro: Any = "") -> None:
-        sections.append(SectionView(section_id, title, _html(content), _html(intro)))
+        sections.append(SectionView(section_id, title, content, intro))
 
     add(
         "overview",
@@ -324,7 +324,7 @@ def _header(results: TaskResults) -> Markup:
         _count(len(results.metrics), "metric"),
     ]
     return render("task/header.html", label=results.label, summary=Markup(render_inline(results.task.get("summary"))),
-                  chips=chips, provenance=_html(provenance_line(results)))
+                  chips=chips, provenance=provenance_line(results))
 
 
 def _about(task: dict[str, Any]) -> Markup:
@@ -358,8 +358,8 @@ def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, 
         description=Markup(render_markdown(dataset.get("dataset_description"))
                            if dataset.get("dataset_description") else ""),
         source_files=_source_files(dataset.get("source_files") or []),
-        leaderboard=_html(dataset_table(results, paths, did, f"table-{paths.dataset_slug(did)}")),
-        heatmap=_html(dataset_heatmap(results, did, f"fig-heat-{index}")),
+        leaderboard=dataset_table(results, paths, did, f"table-{paths.dataset_slug(did)}"),
+        heatmap=dataset_heatmap(results, did, f"fig-heat-{index}"),
     )
 
 
@@ -456,7 +456,7 @@ def _qc(results: TaskResults) -> Markup:
 
 
 def _resources(results: TaskResults) -> Markup:
-    chart = _html(resource_chart(results, "fig-resources"))
+    chart = resource_chart(results, "fig-resources")
     rows = []
     for r in results.resources:
         status = str(r.get("status") or MISSING)
@@ -525,11 +525,6 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
 def paragraphs(text: str) -> Markup:
     """The report's own text as paragraphs, split on blank lines (a section's intro)."""
     return macro("paragraphs")(text)
-
-
-def _html(fragment: Any) -> Markup:
-    """A fragment from a module that still builds its HTML in Python: its ``str`` is HTML already."""
-    return Markup(fragment or "")
 
 
 def _table(caption: str, header: Sequence[str], rows: Sequence[Sequence[Cell]], *, table_id: str | None = None,
