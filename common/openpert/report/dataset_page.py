@@ -63,8 +63,7 @@ def render_dataset_page(results: TaskResults, paths: TaskPaths, dataset: dict[st
         heading=f"Dataset: {label}",
         page_heading=label,
         content=dataset_section(results, here, dataset, index),
-        # The overview's own HTML, still assembled (and escaped) in Python.
-        tests=Markup(test_matrix(results, here, rows, dataset_id=did)),
+        tests=test_matrix(results, here, rows, dataset_id=did),
         jobs=dataset_jobs(results, did),
     )
 

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
+from markupsafe import Markup
 
 #: Heading levels a description's ``#`` headings are shifted by (``#`` becomes ``<h4>``).
 HEADING_OFFSET = 3
@@ -133,7 +134,7 @@ def _parser() -> MarkdownIt:
     return md
 
 
-def render_markdown(text: Any, css_class: str = "md") -> str:
+def render_markdown(text: Any, css_class: str = "md") -> Markup:
     """Render a description's Markdown as block HTML.
 
     Parameters
@@ -145,16 +146,16 @@ def render_markdown(text: Any, css_class: str = "md") -> str:
 
     Returns
     -------
-    str
+    Markup
         ``<div class="md">...</div>``, or ``""`` for empty text.
     """
     if text is None or not str(text).strip():
-        return ""
+        return Markup("")
     body = _parser().render(str(text)).strip()
-    return f'<div class="{html.escape(css_class, quote=True)}">{body}</div>'
+    return Markup(f'<div class="{html.escape(css_class, quote=True)}">{body}</div>')
 
 
-def render_inline(text: Any) -> str:
+def render_inline(text: Any) -> Markup:
     """Render a one-line text (a summary) as inline HTML: emphasis, code and links only.
 
     Parameters
@@ -164,12 +165,12 @@ def render_inline(text: Any) -> str:
 
     Returns
     -------
-    str
+    Markup
         HTML without block elements, ``""`` for empty text.
     """
     if text is None or not str(text).strip():
-        return ""
-    return _parser().renderInline(" ".join(str(text).split()))
+        return Markup("")
+    return Markup(_parser().renderInline(" ".join(str(text).split())))
 
 
 def plain_text(text: Any) -> str:

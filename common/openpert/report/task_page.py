@@ -100,8 +100,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
 
     def add(section_id: str, title: str, content: Any, intro: Any = "") -> None:
         if section_id in moved:
-            content, intro = render("task/moved_section.html", title=title, href=moved[section_id]), ""
-        sections.append(SectionView(section_id, title, _html(content), _html(intro)))
+            content, intro = render("task/moved_section.html", title=title, href=moved[section_id]), Markup("")
+        sections.append(SectionView(section_id, title, content, intro))
 
     add(
         "overview",
@@ -339,7 +339,7 @@ def _header(results: TaskResults) -> Markup:
         _count(len(results.metrics), "metric"),
     ]
     return render("task/header.html", label=results.label, summary=Markup(render_inline(results.task.get("summary"))),
-                  chips=chips, provenance=_html(provenance_line(results)))
+                  chips=chips, provenance=provenance_line(results))
 
 
 def _about(task: dict[str, Any]) -> Markup:
@@ -398,8 +398,8 @@ def dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, A
         description=Markup(render_markdown(dataset.get("dataset_description"))
                            if dataset.get("dataset_description") else ""),
         source_files=_source_files(dataset.get("source_files") or []),
-        leaderboard=_html(dataset_table(results, paths, did, f"table-{paths.dataset_slug(did)}")),
-        heatmap=_html(dataset_heatmap(results, did, f"fig-heat-{index}")),
+        leaderboard=dataset_table(results, paths, did, f"table-{paths.dataset_slug(did)}"),
+        heatmap=dataset_heatmap(results, did, f"fig-heat-{index}"),
     )
 
 
@@ -496,7 +496,7 @@ def _qc(results: TaskResults) -> Markup:
 
 
 def _resources(results: TaskResults, *, jobs_inline: bool = True) -> Markup:
-    chart = _html(resource_chart(results, "fig-resources"))
+    chart = resource_chart(results, "fig-resources")
     if not jobs_inline:
         return render("task/resources.html", chart=chart, table=None, jobs_elsewhere=bool(results.resources))
     return render("task/resources.html", chart=chart, table=_job_table(results, results.resources),
@@ -591,11 +591,6 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
 def paragraphs(text: str) -> Markup:
     """The report's own text as paragraphs, split on blank lines (a section's intro)."""
     return macro("paragraphs")(text)
-
-
-def _html(fragment: Any) -> Markup:
-    """A fragment from a module that still builds its HTML in Python: its ``str`` is HTML already."""
-    return Markup(fragment or "")
 
 
 def _table(caption: str, header: Sequence[str], rows: Sequence[Sequence[Cell]], *, table_id: str | None = None,
