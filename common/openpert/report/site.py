@@ -211,8 +211,9 @@ def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]
 
     1. The whole task on ``index.html`` when it weighs at most the limit with the site's assets.
     2. Else each dataset's section (facts, public files, leaderboard, heatmap) goes to
-       ``datasets/<slug>.html`` and the task page lists the datasets with links; the overview's
-       test matrix goes to ``tests.html`` and the overview links to it.
+       ``datasets/<slug>.html``, with that dataset's columns of the overview's test matrix and its
+       jobs; the task page lists the datasets with links, and the overview (for its tests) and
+       "Resource use" (for its jobs) link to that list.
     3. While the page is still over the limit, the heaviest remaining section (never the overview)
        goes to ``<section id>.html``; its heading stays on the task page with a link to it.
 
@@ -252,7 +253,7 @@ def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]
                   if section_id not in PINNED_SECTIONS and section_id != "datasets"]
     moved: dict[str, str] = {}
     while candidates and _weight(page) + assets > PAGE_WEIGHT_LIMIT:
-        # Move as many as the estimate says (each section's weight less its link), then check the page itself.
+        # Move as many as the estimate says (each section's content), then weigh the page itself.
         excess = _weight(page) + assets - PAGE_WEIGHT_LIMIT
         while candidates and excess > 0:
             section_id, (start, end) = candidates.pop(0)
