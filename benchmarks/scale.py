@@ -26,7 +26,9 @@ Times are CPU seconds of the process (``time.process_time``, with numerical libr
 thread): on a machine shared with other work, wall time measures the others' load as much as
 the harness. The table gives each step's CPU seconds and peak MB at each size and its growth exponent: the slope
 of log(cost) against log(methods) from the smallest to the largest size (1: linear; 2: quadratic),
-and the heaviest page of the site with its assets (``openpert.report.page_weight``).
+and the heaviest page of the site with its assets (``openpert.report.page_weight``), named, beside
+the task page's own weight, which ``render_site`` keeps under ``PAGE_WEIGHT_LIMIT`` by handing each
+dataset's section, the test matrix and then its heaviest sections to pages of their own.
 
 Run with ``PYTHONPATH=common python benchmarks/scale.py`` (``--methods 10 30 100``, ``--items``,
 ``--keep DIR`` to keep the synthetic runs).
@@ -304,8 +306,8 @@ class StepMeter:
         self._patches.clear()
 
 
-def measure(task_dir: Path, datasets: list, outdir: Path, site: Path, *, memory: bool) -> tuple[StepMeter, int]:
-    """Run the steps once on the synthetic run; return the meter and the heaviest page's weight."""
+def measure(task_dir: Path, datasets: list, outdir: Path, site: Path, *, memory: bool) -> tuple[StepMeter, tuple[int, str]]:
+    """Run the steps once on the synthetic run; return the meter and the heaviest page's weight and path."""
     import warnings
 
     import openpert.results.collect as collect
@@ -349,7 +351,7 @@ def measure(task_dir: Path, datasets: list, outdir: Path, site: Path, *, memory:
         meter.restore()
         if memory:
             tracemalloc.stop()
-    heaviest = max(page_weight(p) for p in site.rglob("*.html"))
+    heaviest = max((page_weight(p), p.relative_to(site).as_posix()) for p in site.rglob("*.html"))
     return meter, heaviest
 
 
@@ -362,14 +364,16 @@ def run_size(n_methods: int, n_items: int, keep: Path | None) -> dict:
         start = time.perf_counter()
         plan, outdir = make_run(root / "project", task_dir, datasets, n_items)
         setup_s = time.perf_counter() - start
-        timed, heaviest = measure(task_dir, datasets, outdir, root / "site", memory=False)
+        timed, (heaviest, heaviest_path) = measure(task_dir, datasets, outdir, root / "site", memory=False)
         traced, _ = measure(task_dir, datasets, outdir, root / "site", memory=True)
         results = json.loads((outdir / "results.json").read_text())
         index = (root / "site").glob("*/index.html")
         return {"methods": len(plan["methods"]), "score_cells": len(results["scores"]),
                 "score_files": sum(1 for r in results["resources"] if r["stage"] == "metric"),
                 "setup_s": setup_s, "seconds": timed.seconds, "peak_mb": {k: v / 2**20 for k, v in traced.peak_bytes.items()},
-                "heaviest_page_bytes": heaviest, "task_page_bytes": max(page_weight_of(p) for p in index)}
+                "heaviest_page_bytes": heaviest, "heaviest_page": heaviest_path,
+                "task_page_bytes": max(page_weight_of(p) for p in index),
+                "pages": sum(1 for _ in (root / "site").rglob("*.html"))}
     finally:
         if keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -402,8 +406,10 @@ def table(rows: list[dict]) -> str:
         lines.append(f"{label:<12}" + "".join(f"{r[key]:>22,}" for r in rows))
     weights = [r["heaviest_page_bytes"] for r in rows]
     lines.append(f"{'page kB':<12}" + "".join(f"{w / 1000:>22,.0f}" for w in weights) + f"{slope(sizes, weights):>12.2f}")
+    lines.append(f"{'  which':<12}" + "".join(f"{r['heaviest_page'][-21:]:>22}" for r in rows))
     tasks = [r["task_page_bytes"] for r in rows]
     lines.append(f"{'task page kB':<12}" + "".join(f"{w / 1000:>22,.0f}" for w in tasks) + f"{slope(sizes, tasks):>12.2f}")
+    lines.append(f"{'pages':<12}" + "".join(f"{r['pages']:>22,}" for r in rows))
     return "\n".join(lines)
 
 
@@ -440,6 +446,7 @@ def main() -> None:
         figures[f"{step} memory exponent"] = slope(sizes, [r["peak_mb"][step] for r in rows])
         figures[f"{step} s at {sizes[-1]} methods"] = rows[-1]["seconds"][step]
     figures[f"heaviest page kB at {sizes[-1]} methods"] = rows[-1]["heaviest_page_bytes"] / 1000
+    figures[f"task page kB at {sizes[-1]} methods"] = rows[-1]["task_page_bytes"] / 1000
     print(f"figures: {write_figures('scale', figures, rows=rows, items=args.items)}")
 
 

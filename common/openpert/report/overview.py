@@ -150,9 +150,12 @@ class OverviewView:
     columns: list[ColumnView]
     bands: list[BandView]
     tests: TestMatrixView | None
+    #: Where the test matrix is instead, when each dataset's page holds its part (a split task page).
+    tests_href: str | None = None
 
 
-def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview") -> Markup:
+def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
+             tests_href: str | None = None) -> Markup:
     """The overview of a task: the heatmap table, its legend and the tests behind its tiers.
 
     Parameters
@@ -163,6 +166,10 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         Where the task's pages and downloads are.
     table_id
         The table's id (the controls toggle points at it).
+    tests_href
+        Where the test matrix is when each dataset's page holds its part (a task page over its
+        weight limit): the overview then links there instead of holding it, and the Top group
+        cells give their count without listing every test again on hover.
 
     Returns
     -------
@@ -170,17 +177,18 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         HTML: tools, the table in its scrolling box, the legend, and the test matrix in a
         collapsed ``<details>``.
     """
-    return render("leaderboard/overview.html", view=overview_view(results, paths, table_id))
+    return render("leaderboard/overview.html", view=overview_view(results, paths, table_id, tests_href=tests_href))
 
 
-def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview") -> OverviewView | None:
+def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
+                  tests_href: str | None = None) -> OverviewView | None:
     """The view model of :func:`overview` (``None`` when no method was run)."""
     rows = overview_rows(results)
     if not rows:
         return None
     has_tests = any(r.tests for r in rows)
     has_resources = any(r.max_duration_s is not None or r.max_memory_mb is not None for r in rows)
-    columns = _columns(results, has_tests, has_resources)
+    columns = _columns(results, has_tests, has_resources, list_tests=tests_href is None)
     groups: list[tuple[str, int]] = []
     for c in columns:
         if groups and groups[-1][0] == c.group:
@@ -213,14 +221,15 @@ def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table
         groups=groups,
         columns=columns,
         bands=bands,
-        tests=test_matrix_view(results, paths, rows) if has_tests else None,
+        tests=test_matrix_view(results, paths, rows) if has_tests and tests_href is None else None,
+        tests_href=tests_href if has_tests else None,
     )
 
 
 # -- columns ----------------------------------------------------------------------------------
 
 
-def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list[ColumnView]:
+def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_tests: bool = True) -> list[ColumnView]:
     cols = [ColumnView("Overall", "overall", "overall", "Overall score", title="Mean of the dataset scores")]
     for d in results.datasets:
         did = str(d.get("dataset_id"))
@@ -234,7 +243,7 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool) -> list
                                maximize=m.get("maximize", True) is not False,
                                tags=metric_tag_views(results, None, m.get("id"))))
     if has_tests:
-        cols.append(ColumnView("Tests", "tests", "tests", "Top group",
+        cols.append(ColumnView("Tests", "tests", "tests" if list_tests else "tests-count", "Top group",
                                title="Headline tests in which the method is the best or not significantly "
                                      "different from it, of the tests it took part in"))
     if has_resources:
@@ -289,8 +298,8 @@ def _row_view(r: OverviewRow, columns: list[ColumnView], results: TaskResults, p
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed)} (counted as 0)"] if failed else []
             cells.append(_score_cell(r.metric_scores.get(c.key), f"{label} · {results.metric_label(c.key)}, mean over datasets",
                                      partial=bool(failed), notes=notes))
-        elif c.kind == "tests":
-            cells.append(_tests_cell(r, results, label))
+        elif c.kind in ("tests", "tests-count"):
+            cells.append(_tests_cell(r, results, label, listed=c.kind == "tests"))
         elif c.kind == "time":
             value = r.max_duration_s
             title = f"{label}: longest job {format_duration(value)}" if value is not None else ""
@@ -320,11 +329,13 @@ def _score_cell(value: float | None, what: str, *, partial: bool = False, notes:
     return CellView(cls, title, text, fill=fill, hidden=" (includes a failed job)" if partial else "")
 
 
-def _tests_cell(r: OverviewRow, results: TaskResults, label: str) -> CellView:
+def _tests_cell(r: OverviewRow, results: TaskResults, label: str, listed: bool = True) -> CellView:
     if not r.n_tests:
         return CellView("tests none", f"{label}: not tested", MISSING)
-    lines = [_test_text(t, results, with_method=False) for t in r.tests if t.outcome != UNTESTED]
-    title = f"{label}: in the top group in {r.top_group} of {r.n_tests} tests · " + "; ".join(lines)
+    title = f"{label}: in the top group in {r.top_group} of {r.n_tests} tests"
+    if listed:
+        # Each outcome on hover, beside the count, where the test matrix is on the same page.
+        title += " · " + "; ".join(_test_text(t, results, with_method=False) for t in r.tests if t.outcome != UNTESTED)
     cls = "tests all-top" if r.top_group == r.n_tests else ("tests no-top" if r.top_group == 0 else "tests")
     return CellView(cls, title, f"{r.top_group}/{r.n_tests}")
 
@@ -388,7 +399,8 @@ def overview_legend_text(has_tests: bool) -> str:
 # -- the tests behind the tiers ---------------------------------------------------------------
 
 
-def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow]) -> TestMatrixView | None:
+def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow],
+                     dataset_id: str | None = None) -> TestMatrixView | None:
     """Every method's outcome in every test against the best, as a compact matrix.
 
     Parameters
@@ -399,14 +411,19 @@ def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[Overview
         Where the task's pages are.
     rows
         The overview rows (their order is kept).
+    dataset_id
+        Only this dataset's tests (its page's part of the matrix).
 
     Returns
     -------
     TestMatrixView or None
         The methods x (dataset, metric) matrix of marks; ``None`` when nothing was tested.
     """
-    pairs = headline_tested_pairs(results)
-    shown = [r for r in rows if any(t.outcome != UNTESTED for t in r.tests)]
+    def kept(t: TestOutcome) -> bool:
+        return dataset_id is None or t.dataset_id == dataset_id
+
+    pairs = [p for p in headline_tested_pairs(results) if dataset_id is None or p[0] == dataset_id]
+    shown = [r for r in rows if any(t.outcome != UNTESTED and kept(t) for t in r.tests)]
     if not pairs or not shown:
         return None
     spans: list[tuple[str, int]] = []
@@ -420,15 +437,15 @@ def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[Overview
     for r in shown:
         label = str(r.method.get("label") or r.method.get("id"))
         cells = [TestCellView(t.outcome, *TEST_MARKS[t.outcome], _test_text(t, results, with_method=True, method_label=label))
-                 for t in r.tests]
+                 for t in r.tests if kept(t)]
         body.append(OverviewRowView(cells=cells, **_method_view(r, paths)))
     legend = " · ".join(f"{mark} {meaning}" for mark, meaning in TEST_MARKS.values() if mark)
     return TestMatrixView(len(pairs), groups, [str(results.metric_label(mid)) for _, mid in pairs], body, legend)
 
 
-def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow]) -> Markup:
+def test_matrix(results: TaskResults, paths: TaskPaths, rows: list[OverviewRow], dataset_id: str | None = None) -> Markup:
     """The test matrix of :func:`test_matrix_view` as HTML: a collapsed ``<details>`` (empty when nothing was tested)."""
-    view = test_matrix_view(results, paths, rows)
+    view = test_matrix_view(results, paths, rows, dataset_id)
     if view is None:
         return Markup("")
     return render("leaderboard/test_matrix.html", tests=view)

@@ -6,6 +6,7 @@ ids that collide after that get a numeric suffix, in file order, so the mapping 
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -15,6 +16,8 @@ from openpert.report.task_results import TaskResults, is_control
 #: Folder (inside a task's folder) of each kind of component page.
 METHODS_DIR = "methods"
 CONTROLS_DIR = "control_methods"
+#: Folder of the datasets' own pages (a task page too heavy to hold every dataset's section).
+DATASETS_DIR = "datasets"
 METRICS_DIR = "metrics"
 
 
@@ -75,6 +78,8 @@ class TaskPaths:
 
     def __init__(self, results: TaskResults, slug: str) -> None:
         self.slug = slug
+        #: What leads from the page being written back to the task's folder ("" on the task page).
+        self.prefix = ""
         self._components: dict[tuple[str, str], str] = {}
         methods = [m for m in results.all_methods if not is_control(m)]
         controls = [m for m in results.all_methods if is_control(m)]
@@ -96,15 +101,46 @@ class TaskPaths:
     def method_page(self, method: dict[str, Any]) -> str:
         """Page of a method or control method, e.g. ``methods/mlp.html``."""
         folder = CONTROLS_DIR if is_control(method) else METHODS_DIR
-        return self._components[(folder, str(method.get("id")))]
+        return self.prefix + self._components[(folder, str(method.get("id")))]
 
     def metric_page(self, metric_id: Any) -> str:
         """Page of a metric, e.g. ``metrics/macro_auroc.html``."""
-        return self._components[(METRICS_DIR, str(metric_id))]
+        return self.prefix + self._components[(METRICS_DIR, str(metric_id))]
 
     def component_pages(self) -> dict[tuple[str, str], str]:
         """Every component page as ``(folder, id) -> path``."""
         return dict(self._components)
+
+    def dataset_page(self, dataset_id: Any) -> str:
+        """The page of a dataset's section when the task page lists datasets instead, e.g. ``datasets/norman.html``."""
+        return f"{self.prefix}{DATASETS_DIR}/{self.dataset_slug(dataset_id)}.html"
+
+    def section_page(self, section_id: str) -> str:
+        """The page of a task page's section moved to a page of its own, e.g. ``resources.html``.
+
+        Section ids are the page's own fixed ids and slugs (``stat-<slug>``), so they are safe file names
+        and never ``index``.
+        """
+        return f"{self.prefix}{slugify(section_id)}.html"
+
+    def below(self, folder: str) -> TaskPaths:
+        """The same paths as seen from a page one folder down (``datasets/``): each leads back up first.
+
+        Parameters
+        ----------
+        folder
+            The folder the page is in, inside the task's folder.
+
+        Returns
+        -------
+        TaskPaths
+            A copy whose paths start with ``../``.
+        """
+        if "/" in folder.strip("/"):
+            raise ValueError(f"{folder!r}: only pages one folder below the task's are supported")
+        other = copy.copy(self)
+        other.prefix = self.prefix + "../"
+        return other
 
     def dataset_slug(self, dataset_id: Any) -> str:
         """The slug of a dataset, used in anchors and CSV names."""
@@ -116,11 +152,11 @@ class TaskPaths:
 
     def overall_csv(self) -> str:
         """The overall leaderboard's CSV."""
-        return "leaderboard_overall.csv"
+        return self.prefix + "leaderboard_overall.csv"
 
     def dataset_csv(self, dataset_id: Any) -> str:
         """A dataset leaderboard's CSV."""
-        return f"leaderboard_{self.dataset_slug(dataset_id)}.csv"
+        return f"{self.prefix}leaderboard_{self.dataset_slug(dataset_id)}.csv"
 
     def statistic_slug(self, key: Any) -> str:
         """The slug of a task-specific statistic, used in anchors and CSV names."""
@@ -128,4 +164,4 @@ class TaskPaths:
 
     def statistic_csv(self, key: Any) -> str:
         """A task-specific statistic's table as CSV."""
-        return f"statistic_{self.statistic_slug(key)}.csv"
+        return f"{self.prefix}statistic_{self.statistic_slug(key)}.csv"

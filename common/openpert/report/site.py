@@ -7,6 +7,7 @@ folder remove pages of tasks or components that are gone, without touching anyth
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -16,10 +17,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from openpert.report.component_pages import render_method_page, render_metric_page
+from openpert.report.dataset_page import page_sections, render_dataset_page, render_section_page, section_content
 from openpert.report.history import archive_sections
 from openpert.report.index_page import render_index
-from openpert.report.leaderboards import dataset_csv, overall_csv
-from openpert.report.paths import TaskPaths, slugify, unique_slugs
+from openpert.report.leaderboards import dataset_csv, overall_csv, overview_rows
+from openpert.report.overview import test_matrix
+from openpert.report.paths import DATASETS_DIR, TaskPaths, slugify, unique_slugs
 from openpert.report.reproduction import REPRODUCTION_CSV, reproduction_csv
 from openpert.report.statistics import statistic_csv, table_rows
 from openpert.report.task_page import render_task_page
@@ -31,8 +34,11 @@ STATIC_FILES = ("report.css", "report.js", "favicon.svg")
 MANIFEST = ".openpert-report.json"
 #: Failure logs larger than this are linked by path only, to keep the site small.
 MAX_LOG_BYTES = 2_000_000
-#: Most bytes a task page may make a browser load (its HTML and the site files it embeds).
+#: Most bytes a task page may make a browser load (its HTML and the site files it embeds); a task
+#: page that would weigh more is split (:func:`task_pages`, docs/website.md).
 PAGE_WEIGHT_LIMIT = 2_000_000
+#: Sections of a task page that stay on it however heavy it is (what a reader comes for first).
+PINNED_SECTIONS = ("overview",)
 #: Elements whose address a browser loads with the page (links and anchors are only followed).
 _ASSET = re.compile(r"<(?:link|script|img)\b[^>]*?\b(?:href|src)=\"([^\"]*)\"", re.IGNORECASE)
 
@@ -93,7 +99,8 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path,
     Warns
     -----
     UserWarning
-        When a task page with its assets weighs more than :data:`PAGE_WEIGHT_LIMIT`.
+        When a task page with its assets still weighs more than :data:`PAGE_WEIGHT_LIMIT` once
+        split as far as :func:`task_pages` goes (every section but the overview on a page of its own).
     """
     files: list[Path] = []
     for d in results_dirs:
@@ -130,7 +137,8 @@ def render_site(results_dirs: Sequence[Path], out_dir: Path,
         page_path = out_dir / paths.slug / "index.html"
         weight = page_weight(page_path)
         if weight > PAGE_WEIGHT_LIMIT:
-            # A warning, not a failure: a heavy page is still better than no page.
+            # A warning, not a failure: a heavy page is still better than no page, and an overview
+            # that alone weighs the limit needs a redesign that no splitting rule can make (docs/website.md).
             warnings.warn(f"{page_path}: {weight:,} bytes with its assets, over {PAGE_WEIGHT_LIMIT:,}", stacklevel=2)
     return out_dir / "index.html"
 
@@ -186,11 +194,92 @@ def _render_task(writer: _Writer, results: TaskResults, paths: TaskPaths, source
         if table_rows(entry):
             writer.text(f"{base}/{paths.statistic_csv(key)}", statistic_csv(entry))
     log_links = _copy_logs(writer, results, base)
-    writer.text(f"{base}/index.html", render_task_page(results, paths, log_links, extra_sections))
+    for rel, document in task_pages(results, paths, log_links, extra_sections).items():
+        writer.text(f"{base}/{rel}", document)
     for method in results.all_methods:
         writer.text(f"{base}/{paths.method_page(method)}", render_method_page(results, paths, method))
     for metric in results.metrics:
         writer.text(f"{base}/{paths.metric_page(metric.get('id'))}", render_metric_page(results, paths, metric))
+
+
+def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str],
+               extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> dict[str, str]:
+    """A task's page, split into several when one would weigh more than :data:`PAGE_WEIGHT_LIMIT`.
+
+    The rule, applied in this order and only as far as needed, so that the same results always
+    give the same pages:
+
+    1. The whole task on ``index.html`` when it weighs at most the limit with the site's assets.
+    2. Else each dataset's section (facts, public files, leaderboard, heatmap) goes to
+       ``datasets/<slug>.html``, with that dataset's columns of the overview's test matrix and its
+       jobs; the task page lists the datasets with links, and the overview (for its tests) and
+       "Resource use" (for its jobs) link to that list.
+    3. While the page is still over the limit, the heaviest remaining section (never the overview)
+       goes to ``<section id>.html``; its heading stays on the task page with a link to it.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    paths
+        Where the task's pages and downloads are.
+    log_links
+        Failure log path in ``results.json`` -> its copy in the site.
+    extra_sections
+        ``(id, title, html, intro)`` of sections placed after the overview.
+
+    Returns
+    -------
+    dict
+        Path relative to the task's folder -> the page's HTML; ``index.html`` first.
+    """
+    assets = _asset_weight()
+    page = str(render_task_page(results, paths, log_links, extra_sections))
+    if _weight(page) + assets <= PAGE_WEIGHT_LIMIT:
+        return {"index.html": page}
+    pages: dict[str, str] = {"index.html": ""}
+    rows = overview_rows(results)
+    for i, dataset in enumerate(results.datasets):
+        rel = f"{DATASETS_DIR}/{paths.dataset_slug(dataset.get('dataset_id'))}.html"
+        pages[rel] = str(render_dataset_page(results, paths, dataset, i, rows))
+    # The test matrix is split among the dataset pages; the overview links to their list.
+    tests_href = "#datasets" if results.datasets and test_matrix(results, paths, rows) else None
+    layout = {"datasets_inline": False, "tests_href": tests_href}
+    page = str(render_task_page(results, paths, log_links, extra_sections, **layout))
+    split = page
+    spans = page_sections(split)
+    # Heaviest first; ties in page order (sorted is stable), so the choice depends on the results alone.
+    candidates = [(section_id, span) for section_id, span in sorted(spans.items(), key=lambda i: i[1][0] - i[1][1])
+                  if section_id not in PINNED_SECTIONS and section_id != "datasets"]
+    moved: dict[str, str] = {}
+    while candidates and _weight(page) + assets > PAGE_WEIGHT_LIMIT:
+        # Move as many as the estimate says (each section's content), then weigh the page itself.
+        excess = _weight(page) + assets - PAGE_WEIGHT_LIMIT
+        while candidates and excess > 0:
+            section_id, (start, end) = candidates.pop(0)
+            href = paths.section_page(section_id)
+            moved[section_id] = href
+            content = section_content(split, (start, end))
+            pages[href] = str(render_section_page(results, section_id, _heading(split, section_id), content))
+            excess -= _weight(content)
+        page = str(render_task_page(results, paths, log_links, extra_sections, own_pages=moved, **layout))
+    pages["index.html"] = page
+    return pages
+
+
+def _heading(page: str, section_id: str) -> str:
+    """The text of a rendered section's heading."""
+    match = re.search(rf'<h2 id="{re.escape(section_id)}-title">(.*?)</h2>', page, re.DOTALL)
+    return html.unescape(re.sub(r"<[^>]+>", "", match.group(1))) if match else section_id
+
+
+def _weight(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def _asset_weight() -> int:
+    """Bytes of the site's files that every page loads (stylesheet, script, icon)."""
+    return sum((STATIC_DIR / name).stat().st_size for name in STATIC_FILES)
 
 
 def _copy_logs(writer: _Writer, results: TaskResults, base: str) -> dict[str, str]:

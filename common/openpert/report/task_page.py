@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,8 @@ class SectionView:
 
 
 def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str, str],
-                     extra_sections: Sequence[tuple[str, str, str, str]] = ()) -> Markup:
+                     extra_sections: Sequence[tuple[str, str, str, str]] = (), *, datasets_inline: bool = True,
+                     tests_href: str | None = None, own_pages: Mapping[str, str] | None = None) -> Markup:
     """The HTML of a task's page (``<task>/index.html``).
 
     Parameters
@@ -78,22 +79,34 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         Failure log path in ``results.json`` -> its copy in the site, relative to the task page.
     extra_sections
         ``(id, title, html, intro)`` of sections placed after the overview (the run archive's).
+    datasets_inline
+        Whether each dataset's section is on the page; else one "Datasets" section links to each
+        dataset's own page (:meth:`TaskPaths.dataset_page`, rendered with :func:`dataset_section`
+        and :func:`dataset_jobs`), which also lists the dataset's jobs in place of "Resource use".
+    tests_href
+        Where the overview links for its test matrix when each dataset's page holds its part
+        (``"#datasets"``; see ``overview``).
+    own_pages
+        Section id -> the page it moved to: such a section keeps its heading and links there.
 
     Returns
     -------
     Markup
         The document.
     """
+    moved = dict(own_pages or {})
     task = results.task
     sections: list[SectionView] = []
 
     def add(section_id: str, title: str, content: Any, intro: Any = "") -> None:
+        if section_id in moved:
+            content, intro = render("task/moved_section.html", title=title, href=moved[section_id]), Markup("")
         sections.append(SectionView(section_id, title, content, intro))
 
     add(
         "overview",
         "Overview",
-        overview(results, paths),
+        overview(results, paths, tests_href=tests_href),
         intro=scale_details(results) + coverage_note(results),
     )
     for section_id, title, content, intro in extra_sections:
@@ -117,13 +130,15 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
     about = _about(task)
     if about:
         add("about", "About the task", about)
-    for i, dataset in enumerate(results.datasets):
+    for i, dataset in enumerate(results.datasets if datasets_inline else []):
         did = str(dataset.get("dataset_id"))
         add(
             paths.dataset_anchor(did),
             f"Dataset: {short_label(results.dataset_label(did))}",
-            _dataset_section(results, paths, dataset, i),
+            dataset_section(results, paths, dataset, i),
         )
+    if results.datasets and not datasets_inline:
+        add("datasets", "Datasets", _dataset_links(results, paths))
     for key, entry in results.statistics:
         add(f"stat-{paths.statistic_slug(key)}", str(entry.get("label") or key),
             statistic_section(results, paths, key, entry))
@@ -141,7 +156,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
                              f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'} is a "
                              "quality-control flag, marked beside the method on the dataset's leaderboard: its "
                              "score there is partly, or mostly, the fallback's."))
-    add("resources", "Resource use", _resources(results))
+    add("resources", "Resource use", _resources(results, jobs_inline=datasets_inline))
     add("components", "Components", _components(results, paths))
     add("provenance", "Provenance", provenance_section(results))
     add("downloads", "Downloads", _downloads(results, paths))
@@ -342,7 +357,32 @@ def _about(task: dict[str, Any]) -> Markup:
     return render("task/about.html", **view).strip()
 
 
-def _dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> Markup:
+def _dataset_links(results: TaskResults, paths: TaskPaths) -> Markup:
+    """Each dataset's name, linked to its own page, with its one-line summary."""
+    datasets = [{"label": results.dataset_label(d.get("dataset_id")), "href": paths.dataset_page(d.get("dataset_id")),
+                 "summary": Markup(render_inline(d.get("dataset_summary")))} for d in results.datasets]
+    return render("task/dataset_links.html", datasets=datasets)
+
+
+def dataset_section(results: TaskResults, paths: TaskPaths, dataset: dict[str, Any], index: int) -> Markup:
+    """One dataset's section: its facts, public files, leaderboard and heatmap.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    paths
+        Where the task's pages are, as seen from the page the section is on.
+    dataset
+        The dataset's entry of ``results.json``.
+    index
+        Its position among the task's datasets (names its heatmap's ids).
+
+    Returns
+    -------
+    Markup
+        The section's content (without its heading).
+    """
     did = str(dataset.get("dataset_id"))
     name = results.dataset_label(did)
     return render(
@@ -455,10 +495,37 @@ def _qc(results: TaskResults) -> Markup:
     return render("task/qc.html", coverage=_coverage(results), table=table)
 
 
-def _resources(results: TaskResults) -> Markup:
+def _resources(results: TaskResults, *, jobs_inline: bool = True) -> Markup:
     chart = resource_chart(results, "fig-resources")
+    if not jobs_inline:
+        return render("task/resources.html", chart=chart, table=None, jobs_elsewhere=bool(results.resources))
+    return render("task/resources.html", chart=chart, table=_job_table(results, results.resources),
+                  jobs_elsewhere=False)
+
+
+def dataset_jobs(results: TaskResults, dataset_id: str) -> Markup:
+    """The table of a dataset's jobs, on demand (a dataset's own page, where the task page lists none).
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    dataset_id
+        The dataset.
+
+    Returns
+    -------
+    Markup
+        A collapsed table of the dataset's jobs, or a line saying none was recorded.
+    """
+    jobs = [r for r in results.resources if str(r.get("dataset_id")) == str(dataset_id)]
+    return render("task/resources.html", chart=Markup(""), table=_job_table(results, jobs), jobs_elsewhere=False)
+
+
+def _job_table(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None:
+    """Every job's stage, component, status, time, memory and cache use."""
     rows = []
-    for r in results.resources:
+    for r in jobs:
         status = str(r.get("status") or MISSING)
         exit_code = r.get("exit_code")
         rows.append([
@@ -474,7 +541,7 @@ def _resources(results: TaskResults) -> Markup:
             Cell(macro("bool_mark", CELLS)(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
                  "1" if r.get("cached") else "0"),
         ])
-    table = _table(
+    return _table(
         f"Resource use of every job ({len(rows)})",
         ["Job", "Stage", "Component", "Dataset", "Method", "Status", "Exit code", "Wall time", "Peak memory",
          "Cached"],
@@ -482,7 +549,6 @@ def _resources(results: TaskResults) -> Markup:
         table_id="table-resources",
         numeric=[False, False, False, False, False, False, True, True, True, False],
     ) if rows else None
-    return render("task/resources.html", chart=chart, table=table)
 
 
 def _components(results: TaskResults, paths: TaskPaths) -> Markup:

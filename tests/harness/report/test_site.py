@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -968,3 +969,142 @@ def test_scores_say_how_many_headline_metrics_they_average(tmp_path: Path) -> No
 
 def test_every_headline_metric_averaged_needs_no_note(site: Site) -> None:
     assert "coverage-note" not in (site.root / "perturbqa" / "index.html").read_text()
+
+
+# -- a task page over its weight limit -------------------------------------------------------
+
+
+@pytest.fixture
+def crowded_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A task with 40 methods more than the fixture's: tables, matrix and job list grow with them."""
+    import report_fixture
+
+    extra = [(f"method_{i:02d}", f"Method {i}", None, 0.3 + 0.01 * i) for i in range(40)]
+    monkeypatch.setattr(report_fixture, "METHODS", [*report_fixture.METHODS, *extra])
+    original = report_fixture._method
+
+    def method(mid: str, label: str, control: str | None) -> dict[str, Any]:
+        # The fixture's methods have parameters of their own; the added ones run like the MLP.
+        if not mid.startswith("method_"):
+            return original(mid, label, control)
+        return {**original("mlp", label, control), "id": mid, "label": label}
+
+    monkeypatch.setattr(report_fixture, "_method", method)
+    return write_results_dir(tmp_path / "results" / "perturbqa")
+
+
+def _local_targets(page: Path) -> list[Path]:
+    """The files a page's local links and assets point at."""
+    targets = []
+    for url in re.findall(r'(?:href|src)="([^"]*)"', page.read_text(encoding="utf-8")):
+        parsed = urlparse(html.unescape(url))
+        if not parsed.scheme and parsed.path:
+            targets.append((page.parent / parsed.path).resolve())
+    return targets
+
+
+def test_a_heavy_task_page_hands_its_datasets_and_heaviest_sections_to_pages_of_their_own(
+        crowded_results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    import openpert.report.site as site_module
+    from openpert.report.site import page_weight
+
+    inline = render_site([crowded_results], tmp_path / "inline").parent / "perturbqa"
+    whole = page_weight(inline / "index.html")
+    assert not (inline / "datasets").exists()  # under the limit, the task is one page
+    limit = whole // 3
+    monkeypatch.setattr(site_module, "PAGE_WEIGHT_LIMIT", limit)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a page still over the limit would warn
+        task_dir = render_site([crowded_results], tmp_path / "split").parent / "perturbqa"
+    data = json.loads((crowded_results / "results.json").read_text())
+    index = task_dir / "index.html"
+    assert page_weight(index) <= limit < whole
+    doc = parse(index)
+    # The overview stays, its test matrix linked; the datasets are listed with links to their pages.
+    assert doc.find("table", id="table-overview")
+    assert not doc.find_all("table", id="table-tests")
+    assert doc.find("p", class_="tests-link").find("a").attrs["href"] == "#datasets"
+    # Every job is on its dataset's page, the task page keeps the chart.
+    assert not doc.find_all("table", id="table-resources")
+    assert doc.find("p", class_="jobs-elsewhere")
+    n_jobs = 0
+    links = [a.attrs["href"] for a in doc.find("section", id="datasets").find_all("a")]
+    assert links == [f"datasets/{slugify(d['dataset_id'])}.html" for d in data["datasets"]]
+    for d in data["datasets"]:
+        did = slugify(d["dataset_id"])
+        assert not doc.find_all("section", id=f"dataset-{did}")
+        page = task_dir / "datasets" / f"{did}.html"
+        ds = parse(page)
+        assert ds.find("section", id=f"dataset-{did}").find("table", id=f"table-{did}")
+        crumbs = [a.attrs["href"] for a in ds.find("nav", class_="breadcrumbs").find_all("a")]
+        assert crumbs == ["../../index.html", "../index.html"]
+        assert ds.find("a", class_="download").attrs["href"] == f"../leaderboard_{did}.csv"
+        row = ds.find("table", id=f"table-{did}").find("tr", data_method="mlp")
+        assert row.find("a").attrs["href"] == "../methods/mlp.html"
+        assert HOSTILE not in page.read_text()  # the source files' citation stays inert here too
+        assert page_weight(page) <= limit
+        # The dataset's columns of the test matrix, every method's row against the dataset's best.
+        matrix = ds.find("table", id="table-tests")
+        pairs = [c for c in data["comparisons"] if c["dataset_id"] == d["dataset_id"]]
+        heads = matrix.find_all("th", class_="v")
+        assert 0 < len(heads) <= len({c["metric_id"] for c in pairs})
+        assert matrix.find("tr", data_method="mlp")
+        jobs = [norm(r.find("th").text()) for r in ds.find("table", id="table-resources").find("tbody").find_all("tr")]
+        assert sorted(jobs) == sorted(r["job_id"] for r in data["resources"] if r["dataset_id"] == d["dataset_id"])
+        n_jobs += len(jobs)
+    assert n_jobs == len(data["resources"])
+    # The heaviest other section (the 48 x 48 pairwise-test matrix) moved, its heading left with a
+    # link; the lighter ones stayed.
+    moved = {s.attrs["id"]: s.find("p", class_="moved-section").find("a").attrs["href"]
+             for s in doc.find_all("section") if s.find_all("p", class_="moved-section")}
+    assert "stat-pairwise" in moved and "overview" not in moved
+    for section_id, href in moved.items():
+        assert href == f"{section_id}.html"
+        assert parse(task_dir / href).find("section", id=section_id).find_all("table")
+    assert doc.find("section", id="components").find_all("ul", class_="component-list")
+    # Every page of the task resolves its local links; the same results give the same bytes.
+    for page in task_dir.rglob("*.html"):
+        missing = [t for t in _local_targets(page) if not t.exists()]
+        assert not missing, f"{page}: {missing}"
+    again = render_site([crowded_results], tmp_path / "again").parent / "perturbqa"
+    for page in task_dir.rglob("*.html"):
+        assert (again / page.relative_to(task_dir)).read_bytes() == page.read_bytes()
+
+
+def test_a_task_page_over_the_limit_however_split_still_renders_with_a_warning(
+        crowded_results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openpert.report.site as site_module
+
+    monkeypatch.setattr(site_module, "PAGE_WEIGHT_LIMIT", 50_000)  # less than the overview alone
+    with pytest.warns(UserWarning, match="over 50,000"):
+        task_dir = render_site([crowded_results], tmp_path / "site").parent / "perturbqa"
+    doc = parse(task_dir / "index.html")
+    assert doc.find("table", id="table-overview")  # the overview never moves
+    # Everything but the overview and the list of datasets went to pages of its own, in the page's order.
+    kept = [s.attrs["id"] for s in doc.find_all("section") if not s.find_all("p", class_="moved-section")]
+    assert kept == ["overview", "datasets"]
+    assert (task_dir / "provenance.html").is_file() and (task_dir / "downloads.html").is_file()
+
+
+def test_pages_split_off_a_task_page_keep_hostile_names_inert(
+        crowded_results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import openpert.report.site as site_module
+
+    data = json.loads((crowded_results / "results.json").read_text())
+    data["datasets"][0]["dataset_name"] = "K562 " + HOSTILE
+    data["datasets"][0]["dataset_summary"] = "A screen [click](javascript:alert(1))."
+    data["statistics"]["pairwise"]["label"] = "Paired tests " + HOSTILE
+    (crowded_results / "results.json").write_text(json.dumps(data))
+    monkeypatch.setattr(site_module, "PAGE_WEIGHT_LIMIT", 50_000)
+    with pytest.warns(UserWarning):
+        task_dir = render_site([crowded_results], tmp_path / "site").parent / "perturbqa"
+    pages = [task_dir / "index.html", task_dir / "stat-pairwise.html",
+             task_dir / "datasets" / f"{slugify(data['datasets'][0]['dataset_id'])}.html"]
+    for page in pages:
+        text = page.read_text()
+        assert HOSTILE not in text and 'href="javascript:' not in text.lower(), page
+    # The names reach the pages as text (their headings read them back whole).
+    assert norm(parse(pages[2]).find("h1").text()) == "K562 " + HOSTILE
+    assert norm(parse(pages[1]).find("h1").text()) == "Paired tests " + HOSTILE
