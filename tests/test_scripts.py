@@ -11,11 +11,12 @@ import pytest
 from project_paths import ROOT
 
 VENV = Path(sys.prefix)
+LOCK = ROOT / "requirements" / "dev-lock.txt"
 
 
 def _venv_is_current() -> bool:
     stamp = VENV / ".openpert-installed"
-    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + LOCK.read_bytes()).hexdigest()
     return stamp.is_file() and stamp.read_text().strip() == want
 
 
@@ -79,6 +80,16 @@ def test_setup_takes_cpu_torch_from_the_cpu_index_when_it_answers(tmp_path, answ
     assert calls.index(torch[0]) < next(i for i, c in enumerate(calls) if "-e" in c.split())
 
 
+def test_setup_installs_the_project_under_the_lock(tmp_path):
+    calls, said = _set_up_with_stub_python(tmp_path, "http://127.0.0.1:9")
+    project = [c for c in calls if "-e" in c.split()]
+    if _lock_python() == "%d.%d" % sys.version_info[:2]:
+        assert project == [f"install --quiet -c {LOCK} -e {ROOT}[all]"]
+    else:
+        assert project == [f"install --quiet -e {ROOT}[all]"]
+        assert "installing within pyproject.toml's ranges" in said
+
+
 def test_setup_falls_back_to_pips_indexes_when_the_cpu_index_is_unreachable(tmp_path):
     import socket
 
@@ -88,3 +99,71 @@ def test_setup_falls_back_to_pips_indexes_when_the_cpu_index_is_unreachable(tmp_
     calls, said = _set_up_with_stub_python(tmp_path, f"http://127.0.0.1:{port}")
     assert [c for c in calls if "torch" in c] == ["install --quiet torch==2.13.0"]
     assert f"http://127.0.0.1:{port} not reachable" in said
+
+
+# --- the lock: exact versions of the development and CI environment -----------------------------------
+def _lock_python() -> str:
+    import re
+
+    return re.search(r"pip-compile with Python (\d+\.\d+)$", LOCK.read_text(), re.M).group(1)
+
+
+def _locked() -> dict[str, str]:
+    """Package name (normalised) -> the version the lock pins."""
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in LOCK.read_text().splitlines():
+        if line and not line.startswith((" ", "#")):
+            name, _, version = line.partition("==")
+            assert version, f"{LOCK}: {line!r} is not an exact pin"
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+def _declared(extra: str = "all") -> list:
+    """The requirements of openpert with ``extra`` (extras of extras expanded), from pyproject.toml."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    found, todo, seen = [], [extra], set()
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for r in map(Requirement, project["optional-dependencies"][name]):
+            if r.name == "openpert":
+                todo.extend(r.extras)
+            else:
+                reqs.append(r)
+    found.extend(reqs)
+    return found
+
+
+def test_the_lock_pins_every_declared_dependency_within_its_range():
+    from packaging.utils import canonicalize_name
+
+    pins = _locked()
+    for req in _declared():
+        name = canonicalize_name(req.name)
+        if name == "torch":  # installed first by setup_env.sh (CPU build), never from the lock
+            assert "torch" not in pins
+            continue
+        assert name in pins, f"{req.name} is declared in pyproject.toml but not pinned: run bash scripts/lock_dependencies.sh"
+        assert req.specifier.contains(pins[name], prereleases=True), (
+            f"{LOCK.name} pins {req.name}=={pins[name]}, outside pyproject.toml's {req}: run bash scripts/lock_dependencies.sh")
+
+
+@pytest.mark.skipif(not _venv_is_current(), reason="the running environment was not made by scripts/setup_env.sh")
+def test_the_environment_is_the_lock():
+    import importlib.metadata
+
+    if _lock_python() != "%d.%d" % sys.version_info[:2]:
+        pytest.skip(f"the lock is for Python {_lock_python()}")
+    differ = {name: (version, importlib.metadata.version(name)) for name, version in _locked().items()
+              if importlib.metadata.version(name) != version}
+    assert not differ, f"installed versions differ from {LOCK.name} (locked, installed): {differ}"
