@@ -268,7 +268,9 @@ class LocalEngine:
                     self._running.add(job.job_id)
                 self._show()
                 self._log_line(f"start    {self._named(job.job_id)}")
-                result = run_component(job.config, args, work_dir=attempt / "run", limits=machine_share(job.limits, self.jobs),
+                limits = machine_share(job.limits, self.jobs)
+                record.limits = dataclasses.asdict(limits)
+                result = run_component(job.config, args, work_dir=attempt / "run", limits=limits,
                                        log=attempt / "output.log", sandbox=self.sandbox,
                                        context=job.context, allowed_input_formats=job.allowed)
         except ConfigError as err:

@@ -88,11 +88,35 @@ def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str
     return dict(_package_versions(tuple(names)))
 
 
+def blas_kernels() -> list[dict[str, Any]]:
+    """The BLAS libraries numpy and scipy load here, with the kernel each chose for this CPU.
+
+    Jobs run in the same environment with the same kernel variables
+    (:func:`openpert.run.sandbox.thread_environment`), so this is what their numbers come from. The
+    kernel (OpenBLAS's ``architecture``: ``Haswell``, ``SkylakeX``...) decides the last bits of
+    floating-point results, which is why a run records it.
+
+    Returns
+    -------
+    list of dict
+        One per library: ``library`` (its file name), ``version``, ``kernel`` (``None`` where the
+        library does not say) and ``threading_layer``.
+    """
+    import numpy  # noqa: F401  (loads numpy's BLAS)
+    import scipy.linalg  # noqa: F401  (loads scipy's, which scikit-learn's Cython code calls)
+    from threadpoolctl import threadpool_info
+
+    return [{"library": Path(info["filepath"]).name, "version": info.get("version"),
+             "kernel": info.get("architecture"), "threading_layer": info.get("threading_layer")}
+            for info in threadpool_info() if info.get("user_api") == "blas"]
+
+
 def host_info() -> dict[str, Any]:
-    """The machine a run happens on: CPU count, total memory (MB), platform and Python.
+    """The machine a run happens on: CPU count, total memory (MB), platform, Python and BLAS kernels.
 
     ``memory_mb`` is read from ``/proc/meminfo`` (Linux) or ``sysconf``; ``None`` where neither
-    says.
+    says. ``blas`` is :func:`blas_kernels`; ``openblas_coretype`` the host's ``OPENBLAS_CORETYPE``
+    (``None`` where unset: OpenBLAS chose).
     """
     memory_mb: float | None = None
     try:
@@ -107,7 +131,8 @@ def host_info() -> dict[str, Any]:
         except (ValueError, OSError, AttributeError):
             memory_mb = None
     return {"cpu_count": os.cpu_count(), "memory_mb": memory_mb, "platform": platform.platform(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "blas": blas_kernels(),
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE") or None}
 
 
 def environment_provenance(root: Path) -> dict[str, Any]:

@@ -462,10 +462,8 @@ def run_component(
         env["PYTHONUNBUFFERED"] = "1"
         if embed_cache is not None:
             env[sandboxing.ENV_EMBED_CACHE] = str(embed_cache)
-        if limits.cpus:
-            # Numerical libraries otherwise start a thread per core in every parallel job.
-            for var in sandboxing.THREAD_VARIABLES:
-                env.setdefault(var, str(limits.cpus))
+        # The same threads as in the sandbox: the label's, never the host's.
+        env.update(sandboxing.thread_environment(limits.cpus))
     header = warning + "\n" if warning else ""
     # What the job writes counts toward its disk limit (its resources too: a few files, and
     # writable without a sandbox); its staged inputs do not (links of the dataset's files).

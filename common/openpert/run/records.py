@@ -79,8 +79,13 @@ class JobRecord:
     provenance
         Where the job ran: ``code_version``, ``commit``, ``dirty``, ``packages`` (name -> version of
         the importable scientific packages), ``host`` (``cpu_count``, ``memory_mb``, ``platform``,
-        ``python``); see :func:`openpert.results.provenance.environment_provenance`. Empty when
-        the engine did not record it.
+        ``python``, the BLAS libraries and their kernel); see
+        :func:`openpert.results.provenance.environment_provenance`. Empty when the engine did not
+        record it.
+    limits
+        The limits the job ran under (:class:`openpert.run.process.Limits` as a dict: ``time_s``,
+        ``memory_mb``, ``cpus``, which is also its numerical libraries' thread count, ``processes``,
+        ``disk_mb``, ``gpus``; ``None``: unlimited). Empty when the engine did not record them.
     """
 
     job_id: str
@@ -106,6 +111,7 @@ class JobRecord:
     dataset_digest: str | None = None
     engine: str | None = None
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
+    limits: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def succeeded(self) -> bool:
@@ -159,7 +165,7 @@ class JobRecord:
                 raise ValueError(f"{path}: {name} must map output names to strings")
         if record.seed is not None and (isinstance(record.seed, bool) or not isinstance(record.seed, int)):
             raise ValueError(f"{path}: seed must be an integer or null, got {record.seed!r}")
-        for name in ("params", "provenance"):
+        for name in ("params", "provenance", "limits"):
             if not isinstance(getattr(record, name), dict):
                 raise ValueError(f"{path}: {name} must be a JSON object")
         return record

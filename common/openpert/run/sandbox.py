@@ -64,7 +64,9 @@ Environment
 -----------
 Only ``PATH`` (the environment's ``bin`` and the system's), ``HOME``, ``LANG``/``LC_ALL``,
 ``TMPDIR`` (and Viash's ``VIASH_TEMP``), ``PYTHONUNBUFFERED``, ``PYTHONPATH`` (sandbox paths),
-the thread-count variables (``OMP_NUM_THREADS`` ...: the host's value, else the job's CPU count),
+the thread-count variables (``OMP_NUM_THREADS`` ...: the job's CPU count, whatever the host sets;
+:func:`thread_environment`), the host's OpenBLAS kernel settings (``OPENBLAS_CORETYPE``,
+``OPENBLAS_L2_SIZE``: some processors need them for correct results),
 ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``, and for LLM components the
 ``OPENPERT_LLM_*`` settings (base URL, model, API key, backend; the cache as a sandbox path), and
 for components that embed text ``OPENPERT_EMBED_CACHE`` (a sandbox path). Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
@@ -146,8 +148,11 @@ TRUSTED_EMBEDDING_TYPES = ("metric", "dataset")
 #: Packages of the project that components import; bound on their own when they lie outside the
 #: Python environment (an editable install from the repository).
 SCIENCE_PACKAGES = ("pertsci",)
-#: Thread-count variables of numerical libraries: the host's value, else the job's CPU count.
+#: Thread-count variables of numerical libraries, all set to the job's CPU count.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
+#: Host settings that choose OpenBLAS's kernel for this processor: where a machine sets them (older
+#: OpenBLAS builds compute wrong results or crash on some CPUs otherwise), its jobs need them too.
+BLAS_KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Settings of :mod:`pertsci.llm` passed to LLM components (the cache is handled on its own).
 LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_API_KEY", "OPENPERT_LLM_BACKEND",
                  # a dry run's token counting (pertsci.llm_plan); the tokenizer file is bound read-only
@@ -381,7 +386,7 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
     Parameters
     ----------
     cpus
-        The job's CPU count, for the thread-count variables the host does not set.
+        The job's CPU count, for the thread-count variables (:func:`thread_environment`).
     llm
         The component talks to a language model: pass the ``OPENPERT_LLM_*`` settings.
     llm_cache
@@ -408,12 +413,7 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
     }
     if python.python_path:
         env["PYTHONPATH"] = ":".join(str(p) for p in python.python_path)
-    for var in THREAD_VARIABLES:
-        if host_env.get(var):
-            env[var] = host_env[var]
-        elif cpus:
-            # Numerical libraries otherwise start a thread per core in every parallel job.
-            env[var] = str(cpus)
+    env.update(thread_environment(cpus, host_env=host_env))
     if llm:
         for var in LLM_VARIABLES:
             if host_env.get(var):
@@ -422,6 +422,27 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
             env["OPENPERT_LLM_CACHE"] = str(LLM_CACHE_DIR)
     if embed_cache:
         env[ENV_EMBED_CACHE] = str(EMBED_CACHE_DIR)
+    return env
+
+
+def thread_environment(cpus: int | None, *, host_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables that set a job's numerical threads and BLAS kernel, sandboxed or not.
+
+    Every thread-count variable is the job's CPU count (1 when it has none), whatever the host's
+    environment says: a job's threads come from its resource label, so the same job runs with the
+    same threads on a laptop that exports ``OMP_NUM_THREADS=16`` and on a CI runner that sets
+    nothing. The host's OpenBLAS kernel settings (:data:`BLAS_KERNEL_VARIABLES`) pass as they are.
+
+    Parameters
+    ----------
+    cpus
+        The job's CPU count (:attr:`openpert.run.process.Limits.cpus`).
+    host_env
+        The runner's environment (default ``os.environ``).
+    """
+    host_env = os.environ if host_env is None else host_env
+    env = dict.fromkeys(THREAD_VARIABLES, str(max(1, int(cpus or 1))))
+    env.update({var: host_env[var] for var in BLAS_KERNEL_VARIABLES if host_env.get(var)})
     return env
 
 

@@ -53,6 +53,9 @@ def test_package_versions_and_host_are_read_cheaply():
     assert "surely-not-an-installed-distribution" not in versions and versions["python"]
     host = host_info()
     assert host["cpu_count"] == os.cpu_count() and host["memory_mb"] > 0
+    # numpy's and scipy's OpenBLAS, each with the kernel it chose for this CPU
+    assert len(host["blas"]) >= 2 and all(b["kernel"] for b in host["blas"]), host["blas"]
+    assert host["openblas_coretype"] == (os.environ.get("OPENBLAS_CORETYPE") or None)
     env = environment_provenance(Path(__file__).resolve().parents[3])
     assert set(env) == {"code_version", "commit", "dirty", "packages", "host"}
     assert env["packages"]["numpy"] == versions["numpy"]

@@ -434,14 +434,37 @@ def test_sandbox_paths_map_the_work_folder(tmp_path):
         box.inside(tmp_path / "elsewhere")
 
 
+@pytest.mark.parametrize("sandbox", [pytest.param(True, marks=needs_bwrap), False], ids=["sandboxed", "unsandboxed"])
+def test_a_jobs_threads_are_its_labels_and_its_blas_kernel_the_hosts(project_copy, tmp_path, monkeypatch, sandbox):
+    # The host asks for 7 threads; the job's label (midcpu: 2) decides. OpenBLAS reads the kernel variable.
+    for var in sandboxing.THREAD_VARIABLES:
+        monkeypatch.setenv(var, "7")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Sandybridge")
+    body = """
+    from threadpoolctl import threadpool_info
+    report["env"] = {k: v for k, v in os.environ.items() if "THREADS" in k or k.startswith("OPENBLAS_")}
+    report["blas"] = [(i["num_threads"], i.get("architecture")) for i in threadpool_info() if i["user_api"] == "blas"]
+    """
+    config = probe(project_copy, body, labels="lowmem, midcpu, lowtime")
+    result = run(project_copy, config, tmp_path / "job", sandbox=sandbox)
+    assert result.succeeded, result.reason
+    seen = report_of(result)
+    assert {var: seen["env"][var] for var in sandboxing.THREAD_VARIABLES} == dict.fromkeys(sandboxing.THREAD_VARIABLES, "2")
+    assert seen["env"]["OPENBLAS_CORETYPE"] == "Sandybridge"
+    assert seen["blas"] and all(blas == [2, "Sandybridge"] for blas in seen["blas"]), seen["blas"]
+
+
 def test_environment_keeps_only_what_a_job_needs(monkeypatch):
-    host = {"OPENPERT_TEST_SECRET": "x", "OMP_NUM_THREADS": "3", "OPENPERT_LLM_MODEL": "m", "PATH": "/work/bin"}
+    host = {"OPENPERT_TEST_SECRET": "x", "OMP_NUM_THREADS": "3", "OPENPERT_LLM_MODEL": "m", "PATH": "/work/bin",
+            "OPENBLAS_CORETYPE": "Haswell"}
     env = sandboxing.job_environment(cpus=2, llm=False, llm_cache=False, host_env=host)
-    assert env["OMP_NUM_THREADS"] == "3" and env["MKL_NUM_THREADS"] == "2"
+    # The label's threads, not the host's; the host's BLAS kernel choice passes.
+    assert {var: env[var] for var in sandboxing.THREAD_VARIABLES} == dict.fromkeys(sandboxing.THREAD_VARIABLES, "2")
+    assert env["OPENBLAS_CORETYPE"] == "Haswell" and "OPENBLAS_L2_SIZE" not in env
     assert "OPENPERT_TEST_SECRET" not in env and "OPENPERT_LLM_MODEL" not in env and "/work/bin" not in env["PATH"]
     env = sandboxing.job_environment(cpus=None, llm=True, llm_cache=True, host_env=host)
     assert env["OPENPERT_LLM_MODEL"] == "m" and env["OPENPERT_LLM_CACHE"] == "/cache/llm"
-    assert "OMP_NUM_THREADS" in env and "MKL_NUM_THREADS" not in env
+    assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert sandboxing.llm_cache_folder("none", "t/c", host_env={}) is None
     assert sandboxing.llm_cache_folder(None, "t/c", host_env={"OPENPERT_LLM_CACHE": "/c"}) == Path("/c/t/c")
 
