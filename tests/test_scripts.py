@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from project_paths import ROOT
 
 VENV = Path(sys.prefix)
@@ -83,7 +87,7 @@ def test_setup_takes_cpu_torch_from_the_cpu_index_when_it_answers(tmp_path, answ
 def test_setup_installs_the_project_under_the_lock(tmp_path):
     calls, said = _set_up_with_stub_python(tmp_path, "http://127.0.0.1:9")
     project = [c for c in calls if "-e" in c.split()]
-    if _lock_python() == "%d.%d" % sys.version_info[:2]:
+    if _lock_python() == f"{sys.version_info[0]}.{sys.version_info[1]}":
         assert project == [f"install --quiet -c {LOCK} -e {ROOT}[all]"]
     else:
         assert project == [f"install --quiet -e {ROOT}[all]"]
@@ -103,15 +107,11 @@ def test_setup_falls_back_to_pips_indexes_when_the_cpu_index_is_unreachable(tmp_
 
 # --- the lock: exact versions of the development and CI environment -----------------------------------
 def _lock_python() -> str:
-    import re
-
     return re.search(r"pip-compile with Python (\d+\.\d+)$", LOCK.read_text(), re.M).group(1)
 
 
 def _locked() -> dict[str, str]:
     """Package name (normalised) -> the version the lock pins."""
-    from packaging.utils import canonicalize_name
-
     pins = {}
     for line in LOCK.read_text().splitlines():
         if line and not line.startswith((" ", "#")):
@@ -123,12 +123,8 @@ def _locked() -> dict[str, str]:
 
 def _declared(extra: str = "all") -> list:
     """The requirements of openpert with ``extra`` (extras of extras expanded), from pyproject.toml."""
-    import tomllib
-
-    from packaging.requirements import Requirement
-
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    found, todo, seen = [], [extra], set()
+    todo, seen = [extra], set()
     reqs = [Requirement(r) for r in project["dependencies"]]
     while todo:
         name = todo.pop()
@@ -140,13 +136,10 @@ def _declared(extra: str = "all") -> list:
                 todo.extend(r.extras)
             else:
                 reqs.append(r)
-    found.extend(reqs)
-    return found
+    return reqs
 
 
 def test_the_lock_pins_every_declared_dependency_within_its_range():
-    from packaging.utils import canonicalize_name
-
     pins = _locked()
     for req in _declared():
         name = canonicalize_name(req.name)
@@ -162,7 +155,7 @@ def test_the_lock_pins_every_declared_dependency_within_its_range():
 def test_the_environment_is_the_lock():
     import importlib.metadata
 
-    if _lock_python() != "%d.%d" % sys.version_info[:2]:
+    if _lock_python() != f"{sys.version_info[0]}.{sys.version_info[1]}":
         pytest.skip(f"the lock is for Python {_lock_python()}")
     differ = {name: (version, importlib.metadata.version(name)) for name, version in _locked().items()
               if importlib.metadata.version(name) != version}
