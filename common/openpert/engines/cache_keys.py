@@ -42,10 +42,17 @@ def science_digest(root: Path) -> str:
 
 
 def _source_files(folder: Path) -> list[Path]:
-    """Files of a package or resource folder that define behaviour (no caches of compiled code)."""
+    """Every file of a package or resource folder that a job is given: all but ``__pycache__`` folders.
+
+    A job's resources are copied without their ``__pycache__`` folders (jobs compile their own), so
+    those are not hashed; anything else is, bytecode included: a ``.pyc`` beside the sources is
+    imported like a module, and a key that ignored it would reuse a stale result after it changed.
+    A ``__pycache__`` the job can see (the bound science package's) is only used where it matches
+    its source: jobs run with ``--check-hash-based-pycs always``.
+    """
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    return sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(folder).parts)
 
 
 def resource_digest(path: Path) -> str:

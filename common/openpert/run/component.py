@@ -447,7 +447,10 @@ def run_component(
 
     report = PeakReport()
     tasks = task_limit(limits, sandboxed=box is not None)
-    launcher = ["-c", FAST_EXIT_LAUNCHER, str(report.write_fd), str(tasks if tasks is not None else -1)]
+    # Bytecode is used only where it matches its source (hash-based .pyc files included), so what the
+    # job runs is what its cache key hashed (openpert.engines.cache_keys).
+    launcher = ["--check-hash-based-pycs", "always", "-c", FAST_EXIT_LAUNCHER, str(report.write_fd),
+                str(tasks if tasks is not None else -1)]
     if box is not None:
         box.read_only.append(resources_dir)
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,

@@ -73,3 +73,23 @@ def test_resume_reruns_only_jobs_whose_library_changed(project_copy, tmp_path):
                           resume=True, progress=False)
     reran = sorted(j["job_id"] for j in again["resources"] if not j.get("cached"))
     assert reran == ["syn/shrunk_mean"], reran
+
+
+def test_every_byte_a_job_is_given_is_in_its_key(project_copy):
+    # A resource folder with bytecode beside its sources: staged with it, so hashed with it.
+    from openpert.config.viash import read_config
+
+    config_path = next((project_copy / "src").rglob("methods/*/config.vsh.yaml"))
+    helpers = config_path.parent / "helpers"
+    helpers.mkdir()
+    (helpers / "answer.pyc").write_bytes(b"\x00" * 32)
+    (helpers / "__pycache__").mkdir()
+    (helpers / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\x00" * 32)
+    text = config_path.read_text().replace("resources:\n", "resources:\n  - path: helpers\n", 1)
+    assert text != config_path.read_text(), "the fixture's config has a resources list"
+    config_path.write_text(text)
+    before = component_digest(read_config(config_path))
+    (helpers / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\x01" * 32)  # never staged: no change
+    assert component_digest(read_config(config_path)) == before
+    (helpers / "answer.pyc").write_bytes(b"\x01" * 32)
+    assert component_digest(read_config(config_path)) != before
