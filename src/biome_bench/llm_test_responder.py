@@ -58,6 +58,11 @@ def judge_answer(user: str) -> str:
     -------
     str
         The judge's JSON answer: ``1 + round(4 * recall)`` for every dimension.
+
+    Raises
+    ------
+    ValueError
+        When the prompt has no graded text between marker lines.
     """
     reference, graded = _section(user, "Reference answer"), delimited_text(user)
     if graded is None:
@@ -81,6 +86,11 @@ def kg_answer(user: str) -> str:
     -------
     str
         The JSON answer in a code fence, as models often write it.
+
+    Raises
+    ------
+    ValueError
+        When the prompt has no mechanism text between marker lines.
     """
     text = delimited_text(user)
     if text is None:
