@@ -10,8 +10,9 @@ validity check run end to end (prompt -> HTTP -> parse -> score) without a model
   "unknown";
 - Task B prompts: an explanation naming the observed entities, after a reasoning block;
 - judge prompts: JSON scores that grow with the share of the reference's word bigrams the graded
-  text keeps, so a verbatim rewrite scores 5 and a text with swapped entities and inverted
-  relations scores less;
+  text (read between its marker lines) keeps, so a verbatim rewrite scores 5 and a text with
+  swapped entities and inverted relations scores less; instructions inside the graded text are
+  data to it, as the prompt asks;
 - knowledge-graph prompts: the ids of the triples whose source and target both occur in the text;
 - rewrite prompts: the text itself.
 """
@@ -23,6 +24,7 @@ import re
 from typing import Any
 
 from biome_bench_lib.entity_lists import entity_name_state
+from biome_bench_lib.graded_text import delimited_text
 from biome_bench_lib.items import parse_mechanism_prompt
 from biome_bench_lib.prompts import JUDGE_SYSTEM_PROMPT, KG_SYSTEM_PROMPT, REWRITE_PROMPT
 from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS
@@ -50,14 +52,21 @@ def judge_answer(user: str) -> str:
     Parameters
     ----------
     user
-        The judge's user turn (sections ``Reference answer`` and ``Model output to grade``).
+        The judge's user turn (section ``Reference answer``, and the graded text between marker lines).
 
     Returns
     -------
     str
         The judge's JSON answer: ``1 + round(4 * recall)`` for every dimension.
+
+    Raises
+    ------
+    ValueError
+        When the prompt has no graded text between marker lines.
     """
-    reference, graded = _section(user, "Reference answer"), _section(user, "Model output to grade")
+    reference, graded = _section(user, "Reference answer"), delimited_text(user)
+    if graded is None:
+        raise ValueError("a judge prompt without the graded text between marker lines")
     ref = _bigrams(reference)
     recall = len(ref & _bigrams(graded)) / len(ref) if ref else 0.0
     score = 1 + round(4 * recall)
@@ -71,14 +80,21 @@ def kg_answer(user: str) -> str:
     Parameters
     ----------
     user
-        The coverage check's user turn (sections ``Mechanism text`` and ``Reference relations``).
+        The coverage check's user turn (the text between marker lines, section ``Reference relations``).
 
     Returns
     -------
     str
         The JSON answer in a code fence, as models often write it.
+
+    Raises
+    ------
+    ValueError
+        When the prompt has no mechanism text between marker lines.
     """
-    text = _section(user, "Mechanism text")
+    text = delimited_text(user)
+    if text is None:
+        raise ValueError("a coverage prompt without the mechanism text between marker lines")
     ids = []
     for line in _section(user, "Reference relations").splitlines():
         number, _, triple = line.partition(". ")

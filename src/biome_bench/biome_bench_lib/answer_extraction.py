@@ -6,7 +6,8 @@ line that is exactly a label (or ends in ``: <label>``), otherwise the last occu
 the whole text, where a label only counts when it is not part of a longer word. An answer with no
 label is unparseable and counts as wrong (paper section 3.4.1). :func:`parse_judge_answer` and
 :func:`parse_kg_answer` read the JSON answers of the judge and of the closed-set knowledge-graph
-evaluation (section 3.4.2), strictly: anything out of range is dropped, never guessed.
+evaluation (section 3.4.2), strictly, from one place, the answer's last JSON object: anything out of
+range is dropped, never guessed, and an answer whose last object is not a verdict is unreadable.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ __all__ = [
     "normalize_answer",
     "extract_relation",
     "answer_is_readable",
-    "extract_json_object",
+    "last_json_object",
     "parse_judge_answer",
     "parse_kg_answer",
 ]
@@ -129,8 +130,12 @@ def answer_is_readable(text: str | None, task: str) -> bool:
     return bool(strip_think(text or "").strip())
 
 
-def extract_json_object(text: str | None) -> dict | None:
-    """The first JSON object in a model's answer (reasoning blocks and code fences ignored).
+def last_json_object(text: str | None) -> dict | None:
+    """The last top-level JSON object in a model's answer (reasoning blocks and code fences ignored).
+
+    The verdict is read from one place, the end: a grader that quotes a graded text's ready-made
+    verdict before giving its own is read for its own. Objects nested in another object (the
+    ``scores`` of a verdict) or inside one of its strings are part of it, never a verdict of their own.
 
     Parameters
     ----------
@@ -146,14 +151,16 @@ def extract_json_object(text: str | None) -> dict | None:
         return None
     body = strip_think(text)
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", body):
+    last, position = None, 0
+    while (start := body.find("{", position)) >= 0:
         try:
-            obj, _ = decoder.raw_decode(body, match.start())
+            obj, end = decoder.raw_decode(body, start)
         except json.JSONDecodeError:
+            position = start + 1
             continue
-        if isinstance(obj, dict):
-            return obj
-    return None
+        # A decoded object is skipped whole, so the braces inside it never start another candidate.
+        last, position = obj, end
+    return last
 
 
 def _as_number(value: Any) -> float | None:
@@ -173,8 +180,9 @@ def _as_number(value: Any) -> float | None:
 def parse_judge_answer(text: str | None) -> dict[str, float] | None:
     """The four scores of a judge answer, or ``None`` when it cannot be read.
 
-    A dimension whose value is missing, not a number or outside [1, 5] is NaN; the answer is
-    unreadable (``None``) when no JSON object holds at least one valid score.
+    The verdict is the answer's last JSON object (:func:`last_json_object`). A dimension whose
+    value is missing, not a number or outside [1, 5] is NaN; the answer is unreadable (``None``)
+    when that object holds no valid score.
 
     Parameters
     ----------
@@ -187,7 +195,7 @@ def parse_judge_answer(text: str | None) -> dict[str, float] | None:
     dict or None
         Dimension of :data:`~biome_bench_lib.vocabulary.JUDGE_DIMENSIONS` -> score or NaN.
     """
-    obj = extract_json_object(text)
+    obj = last_json_object(text)
     if obj is None:
         return None
     scores = obj.get("scores", obj)
@@ -217,7 +225,7 @@ def parse_kg_answer(text: str | None, n_triples: int) -> list[int] | None:
     list of int or None
         Sorted distinct ids; ``None`` when the answer has no ``supported_relation_ids`` list.
     """
-    obj = extract_json_object(text)
+    obj = last_json_object(text)
     if obj is None or not isinstance(obj.get("supported_relation_ids"), list):
         return None
     ids: set[int] = set()

@@ -20,6 +20,7 @@ meta = {"resources_dir": "src/biome_bench", "name": "mechanism_judge"}
 
 sys.path.append(meta["resources_dir"])
 from biome_bench_lib.answer_extraction import extract_relation, strip_think  # noqa: E402
+from biome_bench_lib.graded_text import instruction_like  # noqa: E402
 from biome_bench_lib.item_files import read_items, write_score  # noqa: E402
 from biome_bench_lib.llm_calls import judge_explanations, kg_coverage  # noqa: E402
 from biome_bench_lib.metric_averages import finite_mean, normalised_average  # noqa: E402
@@ -41,6 +42,12 @@ judged, n_bad_judge = judge_explanations(client, items["prompt"].tolist(), items
                                          items["mechanism"].tolist(), explanations, sampling)
 if len(items) and n_bad_judge == len(items):
     raise SystemExit(f"none of the {len(items)} judge answers holds readable scores: check the judge model")
+# Text addressed to the grader rather than explaining biology: the items are still graded, and counted, so
+# that a score the answer may have talked up is reported as such.
+suspect = {item: found for item, e in zip(items.index, explanations) if (found := instruction_like(strip_think(e)))}
+if suspect:
+    print(f"QC: {len(suspect)} of {len(items)} explanations of {pred_uns['method_id']} hold instruction-like text "
+          f"addressed to the grader: " + "; ".join(f"{item} ({', '.join(found)})" for item, found in list(suspect.items())[:5]))
 coverage, n_bad_kg = kg_coverage(client, explanations, [json.loads(s) for s in items["reference_kg"]], sampling)
 similarity = cosine_similarity_texts([strip_think(e) for e in explanations], items["mechanism"].tolist())
 # Task A, for the paper's average over both tasks.
@@ -65,4 +72,5 @@ write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["met
             per_item=judged.set_axis(items.index).assign(kg_coverage=coverage),
             extra_uns={"llm_usage": usage_record(client.stats, tally), "n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
                        "n_unreadable_coverage": int(n_bad_kg), "judge_model": client.resolved_model(),
+                       "n_instruction_like": len(suspect), "instruction_like_items": np.asarray(list(suspect), dtype=str),
                        "similarity": finite_mean(similarity), "accuracy": task_a["accuracy"], "macro_f1": task_a["macro_f1"]})
