@@ -255,6 +255,11 @@ def task_manifest(task_dir: str | Path) -> list[DataFile]:
     return read_manifest(path) if path.is_file() else []
 
 
+def project_manifest(root: str | Path) -> list[DataFile]:
+    """The entries of the project's own manifest, ``common/api/data_manifest.yaml``: files the harness reads."""
+    return task_manifest(Path(root) / "common")
+
+
 def merge_manifests(manifests: Iterable[Sequence[DataFile]]) -> list[DataFile]:
     """One entry per store path across tasks; tasks that read the same file must declare it alike.
 
