@@ -3,20 +3,15 @@ run, schemas fetched wherever configs are validated, failures summarised, and th
 
 from __future__ import annotations
 
-import functools
-import http.server
 import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
 import yaml
 from project_paths import ROOT
-
-from openpert.config.viash_schema import VIASH_SCHEMA_VERSION, schema_dir
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 #: A step that runs component jobs or tests: the sandbox must be on before it.
@@ -78,14 +73,13 @@ def test_every_step_that_runs_jobs_or_tests_requires_the_sandbox_after_lifting_t
 
 def test_every_job_that_validates_configs_fetches_the_viash_schemas_first():
     checked = []
-    for where, (flow, job) in _jobs().items():
+    for where, (_, job) in _jobs().items():
         first = _first(job, VALIDATES_CONFIGS)
         if first is None:
             continue
         checked.append(where)
-        fetch = _first(job, re.compile(r"scripts/fetch_viash_schemas\.sh \"\$OPENPERT_VIASH_SCHEMAS\""))
+        fetch = _first(job, re.compile(r"openpert data fetch --project"))
         assert fetch is not None and fetch < first, f"{where}: fetch the Viash schemas before step {first}"
-        assert {**flow.get("env", {}), **job.get("env", {})}.get("OPENPERT_VIASH_SCHEMAS"), where
     assert set(checked) >= {"pull_request.yml:lint", "pull_request.yml:tests", "pull_request.yml:changed-components"}
 
 
@@ -157,28 +151,6 @@ def test_the_published_benchmark_fetches_its_public_data_itself():
     cache = next(s for s in steps if str(s.get("uses", "")).startswith("actions/cache"))
     assert cache["with"]["path"] == "~/.cache/openpert/data" and "data_manifest.yaml" in cache["with"]["key"]
     assert not any("shared" in r for r in runs), "no step may need the ../shared folder a runner does not have"
-
-
-@pytest.mark.skipif(not (schema_dir(ROOT) / "config.schema.json").is_file(), reason="no local Viash schemas to serve")
-def test_fetch_viash_schemas_downloads_and_checks_them(tmp_path):
-    served = tmp_path / "served"
-    shutil.copytree(schema_dir(ROOT), served / VIASH_SCHEMA_VERSION)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
-        run = functools.partial(subprocess.run, ["bash", str(ROOT / "scripts/fetch_viash_schemas.sh"), str(tmp_path / "out")],
-                                capture_output=True, text=True)
-        assert run(env={"PATH": "/usr/bin:/bin", "VIASH_SCHEMAS_URL": url}).returncode == 0
-        fetched = tmp_path / "out" / VIASH_SCHEMA_VERSION / "config.schema.json"
-        assert fetched.read_bytes() == (schema_dir(ROOT) / "config.schema.json").read_bytes()
-        (served / VIASH_SCHEMA_VERSION / "package.schema.json").write_text("{}")
-        bad = run(env={"PATH": "/usr/bin:/bin", "VIASH_SCHEMAS_URL": url})
-        assert bad.returncode == 1 and "package.schema.json has sha256" in bad.stderr
-    finally:
-        server.shutdown()
 
 
 def test_no_workflow_step_installs_torch_from_pypi_alone():

@@ -3,8 +3,9 @@
 The reader is tested on a small file written here and on the published file when the shared data
 folder holds it. The comparison of the deterministic controls with Open Problems' values runs the
 task's benchmark on the real neurips-2023-data files when they are at hand (``$OPENPERT_OP3_DATA``,
-or ``op3/neurips-2023-data/`` of the data folder: Open Problems' ``de_train.h5ad``, ``de_test.h5ad``
-and ``id_map.csv``), and says why it skips otherwise.
+or their store path ``op3/openproblems/neurips-2023-data/`` in the shared data folder or the data
+store, where ``openpert data fetch --task perturbation_prediction --include-large`` puts them), and
+says why it skips otherwise.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import pytest
 from perturbation_prediction_lib.published_results import openproblems_scores
 from project_paths import ROOT, SHARED_DATA
 
-from openpert.config.project import data_folder
+from openpert.config.project import shared_data_dir
+from openpert.data.store import default_store_dir
 from openpert.results.reproduction import load_declarations, published_values
 
 PUBLISHED = SHARED_DATA / "published" / "openproblems_perturbation_prediction" / "results.json"
@@ -72,8 +74,8 @@ def test_the_declared_source_maps_every_published_method_and_metric():
 def _op3_folder() -> tuple[Path | None, str]:
     names = ("de_train.h5ad", "de_test.h5ad", "id_map.csv")
     candidates = [Path(os.environ["OPENPERT_OP3_DATA"])] if os.environ.get("OPENPERT_OP3_DATA") else []
-    if data_folder(ROOT) is not None:
-        candidates.append(data_folder(ROOT) / "op3" / "neurips-2023-data")
+    # Where the task's data manifest declares them: the shared folder or the store hold them there.
+    candidates += [folder / "op3" / "openproblems" / "neurips-2023-data" for folder in (shared_data_dir(ROOT), default_store_dir())]
     for folder in candidates:
         if all((folder / n).is_file() for n in names):
             return folder, ""

@@ -310,9 +310,10 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     for task_dir in task_dirs:
         problems.extend(task_problems(task_dir))
     try:
-        from openpert.data.manifest import merge_manifests, task_manifest
+        from openpert.data.manifest import merge_manifests, project_manifest, task_manifest
 
-        merge_manifests(task_manifest(d) for d in task_dirs)
+        # The project's own manifest is read (checked) with the tasks'; a file is declared alike by all.
+        merge_manifests([project_manifest(root), *(task_manifest(d) for d in task_dirs)])
     except ConfigError as err:
         problems.append(str(err))
     try:

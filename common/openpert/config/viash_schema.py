@@ -3,12 +3,11 @@
 Viash decodes configs strictly: a key its schema does not know is an error in ``viash build``, not
 a warning. The harness reads configs more leniently, so this check is what keeps them valid Viash.
 The schemas (``config.schema.json`` and ``package.schema.json`` of one Viash release, as
-``viash export json_schema`` writes them) are not part of the repository; they are read from
-``$OPENPERT_VIASH_SCHEMAS``, else ``<project>/../shared/viash_schemas/`` where that holds them, else
-the user's cache (``$XDG_CACHE_HOME/openpert/viash_schemas``). Where they are missing they are
-downloaded on first use from Viash's schema repository (pinned, checked against the checksums
-below, as ``scripts/fetch_viash_schemas.sh`` does); when that fails, the error says the command that
-fetches them. Validation never skips silently.
+``viash export json_schema`` writes them) are not part of the repository: the project's data
+manifest (``common/api/data_manifest.yaml``) pins them, and the data store fetches them like any
+public file (``openpert data fetch --project``; from ``../shared/viash_schemas`` where it exists).
+``$OPENPERT_VIASH_SCHEMAS`` names a folder that holds them instead. Validation never skips
+silently: when they cannot be had, the error says why and how to fetch them.
 
 Errors name the file and line of the offending key: a merged config's key is looked up in the
 component's own file first, then in the files it merges.
@@ -16,11 +15,9 @@ component's own file first, then in the files it merges.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import urllib.request
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -29,108 +26,68 @@ from openpert.config.viash import ComponentConfig, ConfigError, load_yaml
 
 #: The Viash release whose schemas the project is checked against.
 VIASH_SCHEMA_VERSION = "0.9.4"
+#: Where the schemas of :data:`VIASH_SCHEMA_VERSION` live in the data store (and in ``../shared``).
+SCHEMA_STORE_FOLDER = f"viash_schemas/{VIASH_SCHEMA_VERSION}"
+SCHEMA_FILES = ("config.schema.json", "package.schema.json")
 #: ``package.schema.json`` refers to the config schema by this public address.
 _CONFIG_SCHEMA_URL = ("https://raw.githubusercontent.com/viash-io/viash-schemas/refs/heads/main/json_schemas/"
                       f"{VIASH_SCHEMA_VERSION}/config.schema.json")
-
-
-#: Where the schemas are downloaded from (a pinned commit of viash-io/viash-schemas); the
-#: environment variable ``VIASH_SCHEMAS_URL`` overrides it, for ``scripts/fetch_viash_schemas.sh`` too.
-SCHEMA_SOURCE = "https://raw.githubusercontent.com/viash-io/viash-schemas/8d0519c/json_schemas"
-#: SHA-256 of each schema file of :data:`VIASH_SCHEMA_VERSION`; a download that differs is refused.
-SCHEMA_SHA256 = {
-    "config.schema.json": "36ae2050cf60505703231b754a86ca725639821a3f405595ab0144ea02055106",
-    "package.schema.json": "9d523becaa6c6fae3bfe5d299191c5359e68ef5e6e30b3fca7016371aa7a7250",
-}
-#: Seconds a schema download may take before it counts as failed.
-DOWNLOAD_TIMEOUT_S = 30
-#: Folders whose download failed in this process, with the reason: one attempt per process, so that
-#: linting a hundred components offline costs one timeout, not a hundred.
-_failed_downloads: dict[str, str] = {}
+#: Store folders whose fetch failed in this process, with the reason: one attempt per process, so
+#: that linting a hundred components offline costs one failed fetch, not a hundred.
+_failed_fetches: dict[str, str] = {}
 
 
 def schema_dir(root: str | Path) -> Path:
     """Where the schemas of :data:`VIASH_SCHEMA_VERSION` are read from (it may not exist yet).
 
-    ``$OPENPERT_VIASH_SCHEMAS``, else the project's ``../shared/viash_schemas`` when it holds this
-    version, else the user's cache, where :func:`ensure_schemas` downloads them.
+    ``$OPENPERT_VIASH_SCHEMAS/<version>``, else their folder in the data store, where
+    :func:`ensure_schemas` fetches them. ``root`` is the project (kept for the callers' symmetry
+    with :func:`ensure_schemas`, whose local mirror it locates).
     """
+    from openpert.data.store import DataStore, default_store_dir
+
     env = os.environ.get("OPENPERT_VIASH_SCHEMAS")
     if env:
         return Path(env) / VIASH_SCHEMA_VERSION
-    shared = Path(root).resolve().parent / "shared" / "viash_schemas" / VIASH_SCHEMA_VERSION
-    if shared.is_dir():
-        return shared
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "openpert" / "viash_schemas" / VIASH_SCHEMA_VERSION
-
-
-def _has_schemas(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in SCHEMA_SHA256)
-
-
-def fetch_schemas(folder: Path, *, base_url: str | None = None, timeout: float = DOWNLOAD_TIMEOUT_S) -> Path:
-    """Download the schemas of :data:`VIASH_SCHEMA_VERSION` into ``folder`` and check their checksums.
-
-    Parameters
-    ----------
-    folder
-        Where ``config.schema.json`` and ``package.schema.json`` go (created if needed).
-    base_url
-        Holds ``<version>/<file>``; default ``$VIASH_SCHEMAS_URL``, else :data:`SCHEMA_SOURCE`.
-    timeout
-        Seconds each download may take.
-
-    Returns
-    -------
-    Path
-        ``folder``.
-
-    Raises
-    ------
-    ConfigError
-        When a file cannot be downloaded or its SHA-256 is not the pinned one; nothing partial is left.
-    """
-    base = (base_url or os.environ.get("VIASH_SCHEMAS_URL") or SCHEMA_SOURCE).rstrip("/")
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, expected in SCHEMA_SHA256.items():
-        url = f"{base}/{VIASH_SCHEMA_VERSION}/{name}"
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                content = response.read()
-        except (OSError, ValueError) as err:  # URLError and timeouts are OSErrors; a malformed URL a ValueError
-            raise ConfigError(f"{url}: could not download the Viash schema: {err}") from err
-        got = hashlib.sha256(content).hexdigest()
-        if got != expected:
-            raise ConfigError(f"{url}: has sha256 {got}, expected {expected}; refusing it")
-        partial = folder / f".{name}.partial"
-        partial.write_bytes(content)
-        os.replace(partial, folder / name)
-    return folder
+    return DataStore(default_store_dir()).path_of(SCHEMA_STORE_FOLDER)
 
 
 def ensure_schemas(root: str | Path) -> Path:
-    """The folder holding the schemas for project ``root``, downloading them there if missing.
+    """The folder holding the schemas for project ``root``, fetched into the data store if missing.
 
     Raises
     ------
     ConfigError
-        When they are missing and cannot be downloaded: the message gives the reason and the command
-        that fetches them (and how to point the harness at a copy).
+        When ``$OPENPERT_VIASH_SCHEMAS`` lacks them, or the store cannot fetch them: the message
+        gives the reason and the command that fetches them.
     """
+    from openpert.data.fetching import FetchError, fetch, sources_from_environment
+    from openpert.data.manifest import project_manifest
+    from openpert.data.store import DataStore, default_store_dir
+
     folder = schema_dir(root)
-    if _has_schemas(folder):
+    if os.environ.get("OPENPERT_VIASH_SCHEMAS"):
+        missing = [name for name in SCHEMA_FILES if not (folder / name).is_file()]
+        if missing:
+            raise ConfigError(f"{folder}: lacks {', '.join(missing)} ($OPENPERT_VIASH_SCHEMAS names {folder.parent}); "
+                              "unset it to use the data store (`openpert data fetch --project`)")
         return folder
-    if str(folder) not in _failed_downloads:
+    if all((folder / name).is_file() for name in SCHEMA_FILES):
+        return folder  # the store installs a file only once verified
+    if str(folder) not in _failed_fetches:
+        files = [f for f in project_manifest(root) if f.path.startswith(f"{SCHEMA_STORE_FOLDER}/")]
+        if sorted(Path(f.path).name for f in files) != sorted(SCHEMA_FILES):
+            raise ConfigError(f"{Path(root) / 'common' / 'api' / 'data_manifest.yaml'}: must declare "
+                              f"{', '.join(f'{SCHEMA_STORE_FOLDER}/{n}' for n in SCHEMA_FILES)}")
         try:
-            fetch_schemas(folder)
+            fetch(files, DataStore(default_store_dir()), sources_from_environment(root))
             return folder
-        except (ConfigError, OSError) as err:
-            _failed_downloads[str(folder)] = str(err)
+        except FetchError as err:
+            _failed_fetches[str(folder)] = str(err)
     raise ConfigError(
-        f"{folder}: Viash {VIASH_SCHEMA_VERSION} JSON schemas not found, and downloading them failed "
-        f"({_failed_downloads[str(folder)]}). Fetch them with `bash scripts/fetch_viash_schemas.sh {folder.parent}`, "
-        "or set OPENPERT_VIASH_SCHEMAS to the folder holding "
+        f"{folder}: Viash {VIASH_SCHEMA_VERSION} JSON schemas not in the data store, and fetching them failed "
+        f"({_failed_fetches[str(folder)]}). Fetch them with `openpert data fetch --project` (with --mirror where "
+        "GitHub cannot be reached), or set OPENPERT_VIASH_SCHEMAS to a folder holding "
         f"{VIASH_SCHEMA_VERSION}/config.schema.json and {VIASH_SCHEMA_VERSION}/package.schema.json")
 
 

@@ -4,8 +4,11 @@ Subcommands
 -----------
 ``list [--task T...] [--format text|tsv|json]``
     Every file: size, licence (non-commercial said plainly), pinned or not, whether the store holds it.
-``fetch [--task T...] [--mirror URL] [--offline] [-j N] [--timeout S] [--include-large]``
+``fetch [--task T...] [--mirror URL] [--offline] [-j N] [--timeout S] [--include-large] [--project]``
     Fill the store; says sizes and licences first; resumes partial downloads.
+
+Each command covers the tasks' files and the project's own (``common/api/data_manifest.yaml``:
+the Viash schemas); ``--project`` keeps to the project's own.
 ``verify [--task T...]``
     Hash every file of the store again against its manifest (or first fetch); exit 1 on a mismatch.
 """
@@ -20,7 +23,7 @@ from pathlib import Path
 from openpert.config.task import Task, discover_tasks
 from openpert.config.viash import ConfigError, find_project_root
 from openpert.data.fetching import fetch, sources_from_environment, verify
-from openpert.data.manifest import DataFile, merge_manifests, task_manifest
+from openpert.data.manifest import DataFile, merge_manifests, project_manifest, task_manifest
 from openpert.data.store import DataStore, default_store_dir
 from openpert.engines.plan import dataset_entries
 from openpert.files import format_bytes
@@ -34,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     common.add_argument("--store", help="the data store (default: $OPENPERT_DATA, else ~/.cache/openpert/data)")
     common.add_argument("--include-large", action="store_true",
                         help="also the files of datasets marked large (multi-GB screens)")
+    common.add_argument("--project", action="store_true",
+                        help="only the project's own files (common/api/data_manifest.yaml: the Viash schemas)")
 
     p = sub.add_parser("list", parents=[common], help="the public files the tasks read: size, licence, state")
     p.add_argument("--format", choices=["text", "tsv", "json"], default="text")
@@ -58,10 +63,14 @@ def _tasks(root: Path, names: list[str]) -> list[Task]:
     return [known[n] for n in names]
 
 
-def selected_files(tasks: list[Task], *, include_large: bool) -> tuple[list[DataFile], dict[str, list[str]]]:
-    """The files the tasks' planned datasets read, and which tasks read each."""
+def selected_files(tasks: list[Task], *, include_large: bool, root: Path | None = None
+                   ) -> tuple[list[DataFile], dict[str, list[str]]]:
+    """The files the tasks' planned datasets read (and the project's own, with ``root``), and who reads each."""
     chosen: list[list[DataFile]] = []
     readers: dict[str, list[str]] = {}
+    if root is not None:
+        chosen.append(project_manifest(root))
+        readers.update({f.path: ["project"] for f in chosen[0]})
     for task in tasks:
         manifest = task_manifest(task.dir)
         dataset_ids = [e["id"] for _, e in dataset_entries(task, include_large=include_large)[0]]
@@ -86,7 +95,8 @@ def _licence_summary(files: list[DataFile]) -> list[str]:
 def run(ns: argparse.Namespace) -> int:
     """Run an ``openpert data`` subcommand."""
     root = find_project_root(Path.cwd())
-    files, readers = selected_files(_tasks(root, ns.task), include_large=ns.include_large)
+    tasks = [] if ns.project else _tasks(root, ns.task)
+    files, readers = selected_files(tasks, include_large=ns.include_large, root=root)
     store = DataStore(ns.store or default_store_dir())
     if ns.data_command == "list":
         return _list(files, readers, store, ns.format)

@@ -283,7 +283,9 @@ def task_view(store: DataStore, name: str, files: Sequence[DataFile]) -> Path:
 def sources_from_environment(root: str | Path, *, mirror: str | None = None, offline: bool | None = None,
                              timeout: float | None = None) -> Sources:
     """The sources a command uses: its options, else ``$OPENPERT_DATA_MIRROR``, ``$OPENPERT_DATA_OFFLINE``
-    and ``$OPENPERT_DATA_TIMEOUT``; the local mirror is the project's shared data folder when it exists."""
+    and ``$OPENPERT_DATA_TIMEOUT``; the local mirrors are the project's shared data folder and the
+    shared folder holding it (``../shared``, whose ``viash_schemas/`` the project manifest reads),
+    where they exist."""
     from openpert.config.project import shared_data_dir
 
     mirror = mirror or os.environ.get("OPENPERT_DATA_MIRROR") or None
@@ -292,7 +294,8 @@ def sources_from_environment(root: str | Path, *, mirror: str | None = None, off
     if timeout is None:
         timeout = float(os.environ.get("OPENPERT_DATA_TIMEOUT") or 60)
     shared = shared_data_dir(root)
-    return Sources(mirror=mirror, local=(shared,) if shared.is_dir() else (), offline=offline, timeout=timeout)
+    local = tuple(folder for folder in (shared, shared.parent) if folder.is_dir())
+    return Sources(mirror=mirror, local=local, offline=offline, timeout=timeout)
 
 
 def dataset_views(task_name: str, files: Sequence[DataFile], dataset_ids: Sequence[str], store: DataStore,

@@ -129,20 +129,19 @@ def _checksum(entry: dict, where: str) -> tuple[str | None, int | None]:
     return sha, size
 
 
-def url_problem(url: Any, *, pinned_checksum: bool) -> str | None:
+def url_problem(url: Any) -> str | None:
     """Why ``url`` cannot serve as a file's origin, or ``None``.
 
-    A URL must be ``https`` and pinned (a git commit, a release asset, a Dataverse file id); another
-    host is accepted only for a file whose checksum is known, which pins its content instead.
+    A URL must be ``https``; on a host that can pin it (a git commit, a release asset, a Dataverse
+    file id) it must be pinned. Elsewhere (a bucket) the sha256 pins the content; a file this
+    project could not download to checksum it has ``sha256: null`` and its first fetch records the
+    sum (:meth:`openpert.data.store.DataStore.observed`), which every later fetch must match.
     """
     if not isinstance(url, str) or not url.startswith("https://"):
         return f"url must be an https:// URL, got {url!r}"
-    if re.match(r"https://(raw\.githubusercontent\.com|github\.com)/", url) or "/api/access/datafile/" in url:
-        if not any(p.fullmatch(url) for p in _PINNED_URLS):
-            return f"url {url!r} is not pinned: name the 40-hex commit (not a branch), the release or the Dataverse file id"
-        return None
-    if not pinned_checksum:
-        return f"url {url!r} is neither pinned (commit, release, Dataverse file id) nor checksummed: give its sha256"
+    pinnable = re.match(r"https://(raw\.githubusercontent\.com|github\.com)/", url) or "/api/access/datafile/" in url
+    if pinnable and not any(p.fullmatch(url) for p in _PINNED_URLS):
+        return f"url {url!r} is not pinned: name the 40-hex commit (not a branch), the release or the Dataverse file id"
     return None
 
 
@@ -154,7 +153,7 @@ def _download(entry: Any, where: str, *, key: str = "path") -> Download:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_SOURCE_KEYS))}")
     path = _store_path(entry.get(key), where)
     sha, size = _checksum(entry, where)
-    problem = url_problem(entry.get("url"), pinned_checksum=sha is not None)
+    problem = url_problem(entry.get("url"))
     if problem:
         raise ConfigError(f"{where}: {problem}")
     return Download(path, entry["url"], sha, size)
@@ -204,7 +203,7 @@ def _entry(entry: Any, where: str, manifest: Path) -> DataFile:
     if derive is not None and url is not None:
         raise ConfigError(f"{where}: a derived file has no url of its own (its originals have)")
     if derive is None:
-        problem = url_problem(url, pinned_checksum=sha is not None)
+        problem = url_problem(url)
         if problem:
             raise ConfigError(f"{where}: {problem}")
     datasets = entry.get("datasets")
@@ -254,6 +253,11 @@ def task_manifest(task_dir: str | Path) -> list[DataFile]:
     """The entries of a task's manifest (``[]`` for a task that reads no public file)."""
     path = Path(task_dir) / "api" / MANIFEST_NAME
     return read_manifest(path) if path.is_file() else []
+
+
+def project_manifest(root: str | Path) -> list[DataFile]:
+    """The entries of the project's own manifest, ``common/api/data_manifest.yaml``: files the harness reads."""
+    return task_manifest(Path(root) / "common")
 
 
 def merge_manifests(manifests: Iterable[Sequence[DataFile]]) -> list[DataFile]:

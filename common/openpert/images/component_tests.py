@@ -316,7 +316,7 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
     """
     root = Path(root).resolve()
     started = time.monotonic()
-    # The Viash schemas, downloaded here if missing: a sandboxed test has no network. A failure is
+    # The Viash schemas, fetched into the data store here if missing: a sandboxed test has no network. A failure is
     # the tests' to report (each names the command that fetches them).
     try:
         ensure_schemas(root)

@@ -39,9 +39,9 @@ A local model, for LLM components only
 
 What a job does not see: the repository, the results folder, the shared data folder (unless it is
 a declared input, staged like any other), other files of its dataset, the host's processes, the
-network (unless the component talks to a language model: it declares ``--llm_base_url``; or is a
-dataset loader, which may download public data: see :func:`needs_network`), the host's
-environment variables.
+network (unless the component talks to a language model: it declares ``--llm_base_url``; see
+:func:`needs_network`; a dataset loader's public files are fetched by the data store before its
+job), the host's environment variables.
 
 What it can still learn, and why that is accepted: the host paths of what is bound into it, from
 ``/proc/self/mountinfo`` (a bind mount shows its source), from bubblewrap's command line (its PID
@@ -52,7 +52,7 @@ How
 ---
 ``bwrap --unshare-all --unshare-user`` (user, PID, network, IPC, UTS and cgroup namespaces) with
 ``--disable-userns`` (no nested user namespace, through which a job could regain capabilities);
-``--share-net`` for LLM and dataset components only; ``--die-with-parent`` and ``--new-session``:
+``--share-net`` for LLM components only; ``--die-with-parent`` and ``--new-session``:
 when the runner kills bubblewrap (time or memory limit, an interrupted benchmark, the runner's own
 death), the job's PID 1 dies and the kernel kills every process of the namespace with it, so no
 descendant (not even one that double-forked into its own session) outlives the job. The new user
@@ -579,13 +579,12 @@ def needs_llm(config: ComponentConfig) -> bool:
 
 
 def needs_network(config: ComponentConfig) -> bool:
-    """Whether a component's sandbox shares the host's network.
+    """Whether a component's sandbox shares the host's network: only when it talks to a language model.
 
-    LLM components talk to a model server; dataset components (``info.type: dataset``) fetch
-    public data (e.g. ``op3_public`` downloads the published files). Methods, control methods and
-    metrics never do: what a contestant's code could send out is what it must not.
+    Dataset loaders read public files the data store fetched before their job; methods, control
+    methods and metrics never reach out: what a contestant's code could send out is what it must not.
     """
-    return needs_llm(config) or config.type == "dataset"
+    return needs_llm(config)
 
 
 # --- is bubblewrap usable here? ----------------------------------------------------------------------

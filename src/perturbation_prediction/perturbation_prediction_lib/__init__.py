@@ -10,5 +10,5 @@ never the harness or another task.
 - :mod:`.svd_compression`: targets compressed on their leading SVD components.
 - :mod:`.mlp_regression`: the neural methods' encoded problem and MLP trainer.
 - :mod:`.rowwise_metrics`: the row-wise metrics and the score file.
-- :mod:`.public_data`: downloading and loading the published OP3 data.
+- :mod:`.public_data`: loading the published OP3 data (its files come from the data store).
 """

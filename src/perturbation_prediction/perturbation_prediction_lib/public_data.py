@@ -1,4 +1,4 @@
-"""The published OP3 data as the task's files: downloading it, loading it, describing the dataset.
+"""The published OP3 data as the task's files: loading it and describing the dataset.
 
 Two public layouts exist:
 
@@ -10,25 +10,21 @@ Two public layouts exist:
 - **Kaggle** (the NeurIPS 2023 competition, §4.1): ``de_train.parquet`` (one row per (cell type,
   compound): ``cell_type, sm_name, sm_lincs_id, SMILES, control`` then one column per gene with
   ``sign(logFC) * -log10(p)``, unclipped) and ``id_map.csv`` (``id, cell_type, sm_name``) of the
-  test rows, whose values were never published with the competition files. A Kaggle download
-  needs an account: the API takes HTTP basic authentication with ``KAGGLE_USERNAME`` and
-  ``KAGGLE_KEY``.
+  test rows, whose values were never published with the competition files (a Kaggle download
+  needs an account, so these files are given by hand).
 
 Both are turned into the task's files (``de_train``, ``de_test``, ``id_map``). For the Kaggle
 layout without test labels, a held-out set is carved from ``de_train.parquet`` the way the
 competition built its test set: the rows of the held-out cell types (B and myeloid cells) of a
 random share of the compounds that have them.
+
+Nothing here downloads: the Open Problems files are declared in the task's data manifest and
+fetched by the data store before the dataset job (``docs/data.md``).
 """
 
 from __future__ import annotations
 
-import base64
 import logging
-import os
-import tempfile
-import urllib.error
-import urllib.request
-import zipfile
 from pathlib import Path
 
 import anndata as ad
@@ -39,128 +35,10 @@ from pertsci.multiple_testing import benjamini_hochberg
 
 log = logging.getLogger(__name__)
 
+#: Where Open Problems publishes the release (the dataset's ``dataset_url``; the data manifest pins each file).
 OPENPROBLEMS_URL = "https://openproblems-data.s3.amazonaws.com/resources/perturbation_prediction/datasets/neurips-2023-data"
-OPENPROBLEMS_FILES = ("de_train.h5ad", "de_test.h5ad", "id_map.csv")
-KAGGLE_URL = "https://www.kaggle.com/api/v1/competitions/data/download/open-problems-single-cell-perturbations"
-KAGGLE_FILES = ("de_train.parquet", "id_map.csv")
 KAGGLE_META_COLUMNS = ["cell_type", "sm_name", "sm_lincs_id", "SMILES", "control"]
 CLIP_P = 1e-4
-
-
-# --- downloading -----------------------------------------------------------------------------------
-def kaggle_auth() -> tuple[str, str] | None:
-    """Kaggle credentials from ``KAGGLE_USERNAME``/``KAGGLE_KEY``.
-
-    Returns
-    -------
-    (str, str) or None
-        ``(user, key)``, or None when either is unset.
-    """
-    user, key = os.environ.get("KAGGLE_USERNAME"), os.environ.get("KAGGLE_KEY")
-    return (user, key) if user and key else None
-
-
-def download(url: str, dest: str | Path, *, auth: tuple[str, str] | None = None, timeout: float = 120.0) -> Path:
-    """Download ``url`` to ``dest`` atomically (a temporary file renamed when complete).
-
-    A zip archive holding one file (how Kaggle serves large files) is unpacked.
-
-    Parameters
-    ----------
-    url
-        What to download.
-    dest
-        Where to write it (its folder is created).
-    auth
-        ``(user, key)`` for HTTP basic authentication.
-    timeout
-        Seconds to wait for the server.
-
-    Returns
-    -------
-    pathlib.Path
-        ``dest``.
-
-    Raises
-    ------
-    RuntimeError
-        Naming the URL and the HTTP status or network error.
-    """
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    request = urllib.request.Request(url, headers={"User-Agent": "openpert"})
-    if auth is not None:
-        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(request, timeout=timeout) as resp:
-                    while block := resp.read(1 << 20):
-                        out.write(block)
-            except urllib.error.HTTPError as err:
-                hint = " (set KAGGLE_USERNAME and KAGGLE_KEY)" if err.code in (401, 403) and "kaggle" in url else ""
-                raise RuntimeError(f"{url}: download failed: HTTP {err.code} {err.reason}{hint}") from None
-            except (urllib.error.URLError, OSError) as err:
-                raise RuntimeError(f"{url}: download failed: {getattr(err, 'reason', err)}") from None
-        with open(tmp, "rb") as fh:
-            is_zip = fh.read(4) == b"PK\x03\x04" and dest.suffix != ".zip"
-        if is_zip:
-            with zipfile.ZipFile(tmp) as zf:
-                members = [m for m in zf.namelist() if not m.endswith("/")]
-                if len(members) != 1:
-                    raise RuntimeError(f"{url}: expected one file in the zip archive, found {members}")
-                Path(tmp).write_bytes(zf.read(members[0]))
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return dest
-
-
-def fetch(base_url: str, names: tuple[str, ...], dest_dir: str | Path, *, auth: tuple[str, str] | None = None
-          ) -> dict[str, Path]:
-    """Download every file of ``names`` from ``base_url`` into ``dest_dir``.
-
-    Parameters
-    ----------
-    base_url
-        The folder URL the names are relative to.
-    names
-        File names.
-    dest_dir
-        The local folder.
-    auth
-        As :func:`download`.
-
-    Returns
-    -------
-    dict
-        File name -> local path.
-    """
-    base = base_url.rstrip("/")
-    return {name: download(f"{base}/{name}", Path(dest_dir) / name, auth=auth) for name in names}
-
-
-def fetch_missing(given: dict[str, str | Path | None], base_url: str, dest_dir: str | Path, *,
-                  auth: tuple[str, str] | None = None) -> dict[str, Path]:
-    """The local files of a dataset: those given, and the others downloaded (:func:`fetch`).
-
-    Parameters
-    ----------
-    given
-        File name -> local path, or None for a file to download.
-    base_url, dest_dir, auth
-        As :func:`fetch`.
-
-    Returns
-    -------
-    dict
-        File name -> local path, for every name of ``given``.
-    """
-    missing = tuple(name for name, path in given.items() if not path)
-    fetched = fetch(base_url, missing, dest_dir, auth=auth) if missing else {}
-    return {name: Path(path) if path else fetched[name] for name, path in given.items()}
 
 
 # --- shared conversion -----------------------------------------------------------------------------

@@ -1,13 +1,12 @@
 """Configs checked against Viash's published JSON schema, with errors naming file and line; the
-schemas downloaded on first use where missing, or one message saying how to fetch them."""
+schemas fetched into the data store on first use where missing (from a mirror on 127.0.0.1 here),
+or one message saying how to fetch them."""
 
 from __future__ import annotations
 
-import functools
-import http.server
-import re
+import hashlib
+import shutil
 import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,11 @@ from project_paths import ROOT
 
 from openpert.config import viash_schema
 from openpert.config.lint import lint_paths
+from openpert.config.project import shared_data_dir
 from openpert.config.viash import ConfigError, read_config
 from openpert.config.viash_schema import (
-    SCHEMA_SHA256,
-    SCHEMA_SOURCE,
+    SCHEMA_FILES,
+    SCHEMA_STORE_FOLDER,
     VIASH_SCHEMA_VERSION,
     ensure_schemas,
     namespace_collisions,
@@ -26,7 +26,14 @@ from openpert.config.viash_schema import (
     validate_component,
     validate_project_file,
 )
+from openpert.data import fetching
+from openpert.data.manifest import project_manifest
+from openpert.testing.data_mirror import DataMirrorServer
 
+#: The schemas the tests compare with (the repository's, as conftest.py set them), read before any test changes the environment.
+REFERENCE = schema_dir(ROOT)
+#: The shared folder beside the repository (``../shared``: ``data/`` and ``viash_schemas/``).
+SHARED = shared_data_dir(ROOT).parent
 pytestmark = pytest.mark.skipif(not (schema_dir(ROOT) / "config.schema.json").is_file(),
                                 reason=f"Viash schemas not found at {schema_dir(ROOT)}")
 
@@ -81,70 +88,85 @@ def test_namespace_name_pairs_must_be_unique(project):
 
 @pytest.fixture
 def schema_server(tmp_path):
-    """A server on 127.0.0.1 holding ``<version>/*.schema.json`` as Viash's schema repository does."""
+    """A mirror on 127.0.0.1 holding the schemas at their store paths: (folder, server)."""
     served = tmp_path / "served"
-    (served / VIASH_SCHEMA_VERSION).mkdir(parents=True)
-    for name in SCHEMA_SHA256:
-        (served / VIASH_SCHEMA_VERSION / name).write_bytes((schema_dir(ROOT) / name).read_bytes())
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield served, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    (served / SCHEMA_STORE_FOLDER).mkdir(parents=True)
+    for name in SCHEMA_FILES:
+        shutil.copyfile(REFERENCE / name, served / SCHEMA_STORE_FOLDER / name)
+    with DataMirrorServer(served) as server:
+        yield served, server
 
 
 @pytest.fixture
 def fresh_fork(project, tmp_path, monkeypatch) -> Path:
-    """``project`` as a fresh fork sees it: no schemas set, none beside it, an empty user cache."""
+    """``project`` as a fresh fork sees it: its manifests, no schemas set, no ../shared, an empty store."""
+    (project / "common" / "api").mkdir(parents=True)
+    shutil.copyfile(ROOT / "common" / "api" / "data_manifest.yaml", project / "common" / "api" / "data_manifest.yaml")
     monkeypatch.delenv("OPENPERT_VIASH_SCHEMAS")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(viash_schema, "_failed_downloads", {})
+    monkeypatch.setenv("OPENPERT_DATA", str(tmp_path / "store"))
+    monkeypatch.setenv("OPENPERT_SHARED_DATA", str(tmp_path / "no-shared" / "data"))
+    monkeypatch.setattr(viash_schema, "_failed_fetches", {})
     return project
 
 
-def test_missing_schemas_are_downloaded_on_first_use_and_checked(fresh_fork, schema_server, tmp_path, monkeypatch):
-    _, url = schema_server
-    monkeypatch.setenv("VIASH_SCHEMAS_URL", url)
-    cached = tmp_path / "cache" / "openpert" / "viash_schemas" / VIASH_SCHEMA_VERSION
-    assert schema_dir(fresh_fork) == cached and not cached.exists()
+def test_missing_schemas_are_fetched_into_the_store_on_first_use_and_checked(fresh_fork, schema_server, tmp_path,
+                                                                              monkeypatch):
+    _, server = schema_server
+    monkeypatch.setenv("OPENPERT_DATA_MIRROR", server.base_url)
+    stored = tmp_path / "store" / SCHEMA_STORE_FOLDER
+    assert schema_dir(fresh_fork) == stored and not stored.exists()
     path = _config(fresh_fork, "m", "funtionality: typo\n")
     (problem,) = validate_component(read_config(path))
     assert "'funtionality'" in problem
-    for name in SCHEMA_SHA256:
-        assert (cached / name).read_bytes() == (schema_dir(ROOT) / name).read_bytes()
+    for name in SCHEMA_FILES:
+        assert (stored / name).read_bytes() == (REFERENCE / name).read_bytes()
+    assert sum(server.requests.values()) == 2
+    validate_component(read_config(_config(fresh_fork, "n", "")))
+    assert sum(server.requests.values()) == 2, "schemas in the store are not fetched again"
 
 
-def test_a_download_with_another_checksum_is_refused(fresh_fork, schema_server, monkeypatch):
-    served, url = schema_server
-    monkeypatch.setenv("VIASH_SCHEMAS_URL", url)
-    (served / VIASH_SCHEMA_VERSION / "package.schema.json").write_text("{}")
-    with pytest.raises(ConfigError, match="package.schema.json: has sha256 [0-9a-f]{64}, expected"):
-        viash_schema.fetch_schemas(schema_dir(fresh_fork))
-    assert not (schema_dir(fresh_fork) / "package.schema.json").exists()
+def test_a_fetch_with_another_checksum_is_refused(fresh_fork, schema_server, tmp_path, monkeypatch):
+    served, server = schema_server
+    monkeypatch.setenv("OPENPERT_DATA_MIRROR", server.base_url)
+    (served / SCHEMA_STORE_FOLDER / "package.schema.json").write_text("{}")
+    with pytest.raises(ConfigError, match="package.schema.json: wrong checksum from .* expected 9d523bec"):
+        ensure_schemas(fresh_fork)
+    assert not (tmp_path / "store" / SCHEMA_STORE_FOLDER / "package.schema.json").exists()
 
 
 def test_unreachable_schemas_give_one_problem_with_the_command_that_fetches_them(fresh_fork, monkeypatch):
     with socket.socket() as sock:  # a port nothing listens on once the socket is closed
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setenv("VIASH_SCHEMAS_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OPENPERT_DATA_MIRROR", f"http://127.0.0.1:{port}")
     attempts = []
-    real_fetch = viash_schema.fetch_schemas
-    monkeypatch.setattr(viash_schema, "fetch_schemas", lambda folder: attempts.append(folder) or real_fetch(folder))
+    real_fetch = fetching.fetch
+    monkeypatch.setattr(fetching, "fetch", lambda files, *a, **k: attempts.append(files) or real_fetch(files, *a, **k))
     _config(fresh_fork, "m", "")
     _config(fresh_fork, "n", "")
-    problems = [p for p in lint_paths([fresh_fork / "src"]) if "JSON schemas not found" in p]
+    problems = [p for p in lint_paths([fresh_fork / "src"]) if "JSON schemas not in the data store" in p]
     folder = schema_dir(fresh_fork)
-    assert len(problems) == 1 and len(attempts) == 1, "one download attempt and one message, not one per config"
-    assert problems[0].startswith(f"{folder}: Viash {VIASH_SCHEMA_VERSION} JSON schemas not found, and downloading them failed")
-    assert f"`bash scripts/fetch_viash_schemas.sh {folder.parent}`" in problems[0] and "OPENPERT_VIASH_SCHEMAS" in problems[0]
-    with pytest.raises(ConfigError, match="fetch_viash_schemas.sh"):
+    assert len(problems) == 1 and len(attempts) == 1, "one fetch and one message, not one per config"
+    assert problems[0].startswith(f"{folder}: Viash {VIASH_SCHEMA_VERSION} JSON schemas not in the data store, and fetching them failed")
+    assert "`openpert data fetch --project`" in problems[0] and "OPENPERT_VIASH_SCHEMAS" in problems[0]
+    with pytest.raises(ConfigError, match="openpert data fetch --project"):
         ensure_schemas(fresh_fork)
 
 
-def test_the_fetch_script_pins_the_same_schemas_as_the_harness():
-    script = (ROOT / "scripts" / "fetch_viash_schemas.sh").read_text()
-    assert re.search(r"^version=(\S+)$", script, re.M).group(1) == VIASH_SCHEMA_VERSION
-    assert dict(re.findall(r"\[(\S+\.schema\.json)\]=([0-9a-f]{64})", script)) == SCHEMA_SHA256
-    assert f"${{VIASH_SCHEMAS_URL:-{SCHEMA_SOURCE}}}" in script
+def test_the_project_manifest_pins_the_schemas_the_harness_reads():
+    files = {Path(f.path).name: f for f in project_manifest(ROOT)}
+    assert sorted(files) == sorted(SCHEMA_FILES)
+    for name, f in files.items():
+        data = (REFERENCE / name).read_bytes()
+        assert f.path == f"{SCHEMA_STORE_FOLDER}/{name}" and (hashlib.sha256(data).hexdigest(), len(data)) == (f.sha256, f.size)
+
+
+@pytest.mark.skipif(not (SHARED / SCHEMA_STORE_FOLDER).is_dir(),
+                    reason=f"no {SCHEMA_STORE_FOLDER} in {SHARED}")
+def test_the_shared_folder_serves_the_schemas_at_their_store_paths(fresh_fork, monkeypatch):
+    with DataMirrorServer(SHARED) as server:
+        monkeypatch.setenv("OPENPERT_DATA_MIRROR", server.base_url)
+        folder = ensure_schemas(fresh_fork)
+        assert sorted(server.requests) == sorted(f"{SCHEMA_STORE_FOLDER}/{n}" for n in SCHEMA_FILES)
+    assert validate_project_file(fresh_fork) == []
+    assert all((folder / n).is_file() for n in SCHEMA_FILES)

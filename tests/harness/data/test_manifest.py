@@ -55,11 +55,14 @@ def test_a_bad_entry_is_one_error_naming_the_file_and_the_entry(tmp_path, change
     assert message in str(err.value) and str(path) in str(err.value)
 
 
-def test_an_unpinned_file_needs_a_pinned_url():
-    assert url_problem("https://example.org/data.zip", pinned_checksum=False) is not None
-    assert url_problem("https://example.org/data.zip", pinned_checksum=True) is None
-    assert url_problem("https://dataverse.harvard.edu/api/access/datafile/6154020", pinned_checksum=False) is None
-    assert url_problem("https://dataverse.harvard.edu/api/access/datafile/latest", pinned_checksum=False) is not None
+def test_a_url_is_pinned_where_its_host_can_pin_it():
+    # A bucket cannot be pinned by its URL: its sha256 does, or the first fetch's record when null.
+    assert url_problem("https://example.org/data.zip") is None
+    assert url_problem("http://example.org/data.zip") is not None
+    assert url_problem("https://dataverse.harvard.edu/api/access/datafile/6154020") is None
+    assert url_problem("https://dataverse.harvard.edu/api/access/datafile/latest") is not None
+    assert url_problem("https://raw.githubusercontent.com/o/r/main/x.csv") is not None
+    assert url_problem(f"https://raw.githubusercontent.com/o/r/{'a' * 40}/x.csv") is None
 
 
 def test_a_derived_entry_names_its_originals(tmp_path):

@@ -6,6 +6,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import shutil
 import socket
 import textwrap
 import uuid
@@ -469,7 +471,7 @@ def test_environment_keeps_only_what_a_job_needs(monkeypatch):
     assert sandboxing.llm_cache_folder(None, "t/c", host_env={"OPENPERT_LLM_CACHE": "/c"}) == Path("/c/t/c")
 
 
-def test_network_only_for_components_that_fetch_or_talk_to_a_model(tiny_project):
+def test_network_only_for_components_that_talk_to_a_model(tiny_project):
     def config(kind: str):
         return read_config(tiny_project / "src" / "tiny" / kind / "config.vsh.yaml")
 
@@ -477,7 +479,34 @@ def test_network_only_for_components_that_fetch_or_talk_to_a_model(tiny_project)
     assert not sandboxing.needs_network(config("metrics/correlation"))
     assert not sandboxing.needs_network(config("control_methods/truth"))
     assert sandboxing.needs_network(config("methods/llm_constant")) and sandboxing.needs_llm(config("methods/llm_constant"))
-    assert sandboxing.needs_network(config("datasets/synthetic")) and not sandboxing.needs_llm(config("datasets/synthetic"))
+    # A dataset loader's public files are fetched by the data store before its job.
+    assert not sandboxing.needs_network(config("datasets/synthetic"))
+
+
+@needs_bwrap
+def test_a_dataset_loader_that_opens_a_socket_fails_in_the_sandbox(project_copy, tmp_path):
+    """The tiny task's loader, made to connect to a server the host reaches: unsandboxed it does, sandboxed it fails."""
+    original = project_copy / "src" / "tiny" / "datasets" / "synthetic"
+    folder = original.parent / "downloader"
+    shutil.copytree(original, folder)
+    (folder / "config.vsh.yaml").write_text((original / "config.vsh.yaml").read_text().replace("name: synthetic", "name: downloader"))
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        reach = f"import socket\nsocket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=3).close()\n"
+        (folder / "script.py").write_text(reach + (original / "script.py").read_text())
+        config = read_config(folder / "config.vsh.yaml")
+        results = {}
+        for sandbox in (False, True):
+            out = tmp_path / f"out_{sandbox}"
+            results[sandbox] = run_component(config, {"output_train": out / "train.h5ad", "output_test": out / "test.h5ad",
+                                                      "output_solution": out / "solution.h5ad"},
+                                             work_dir=tmp_path / f"work_{sandbox}", sandbox=sandbox)
+    assert results[False].succeeded, results[False].log.read_text()
+    assert not results[True].succeeded
+    log = results[True].log.read_text()
+    assert re.search(r"(ConnectionRefusedError|Network is unreachable)", log), log[-2000:]
+    assert "create_connection" in log, log[-2000:]
 
 
 # --- a sandbox that cannot run, and one that is required --------------------------------------------------

@@ -1,6 +1,5 @@
 import logging
 import sys
-from pathlib import Path
 
 ## VIASH START
 par = {
@@ -10,7 +9,6 @@ par = {
     "input_de_train_parquet": "resources_test/perturbation_prediction/public_formats/kaggle_de_train.parquet",
     "input_test_values": None,
     "input_id_map": "resources_test/perturbation_prediction/public_formats/kaggle_id_map.csv",
-    "url_base": "",
     "holdout_cell_types": "B cells,Myeloid cells",
     "holdout_fraction": 0.5,
     "seed": 0,
@@ -27,25 +25,26 @@ sys.path.append(meta["resources_dir"])
 from perturbation_prediction_lib import public_data  # noqa: E402
 
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-download_dir = Path(meta.get("temp_dir") or ".") / "downloads"
+
+# The loader reads given files only (a benchmark's data store fetches them before the job).
+needed = (["input_de_train", "input_de_test", "input_id_map"] if par["source"] == "openproblems"
+          else ["input_de_train_parquet", "input_id_map"])
+missing = [f"--{name}" for name in needed if not par[name]]
+if missing:
+    sys.exit(f"op3_public --source {par['source']}: {', '.join(missing)} not given; this source reads "
+             + ", ".join(f"--{name}" for name in needed))
 
 if par["source"] == "openproblems":
-    # Open Problems' DE files, from its public bucket when not given.
-    files = public_data.fetch_missing({"de_train.h5ad": par["input_de_train"], "de_test.h5ad": par["input_de_test"],
-                                       "id_map.csv": par["input_id_map"]},
-                                      par["url_base"] or public_data.OPENPROBLEMS_URL, download_dir)
     de_train, de_test, id_map = public_data.load_openproblems(
-        files["de_train.h5ad"], files["de_test.h5ad"], files["id_map.csv"],
+        par["input_de_train"], par["input_de_test"], par["input_id_map"],
         dataset_uns=public_data.openproblems_uns(par["dataset_id"]))
 else:
-    # The competition's files (a Kaggle account is needed to download them). Their test rows have no
-    # published values: unless given, rows of the held-out cell types become the test rows.
-    files = public_data.fetch_missing({"de_train.parquet": par["input_de_train_parquet"], "id_map.csv": par["input_id_map"]},
-                                      par["url_base"] or public_data.KAGGLE_URL, download_dir, auth=public_data.kaggle_auth())
+    # The competition's files. Their test rows have no published values: unless given, rows of
+    # the held-out cell types become the test rows.
     held_out = None if par["input_test_values"] else (
         f"{par['holdout_cell_types']} of {par['holdout_fraction']:.0%} of the compounds that have them (seed {par['seed']})")
     de_train, de_test, id_map = public_data.load_kaggle(
-        files["de_train.parquet"], files["id_map.csv"], test_values_path=par["input_test_values"],
+        par["input_de_train_parquet"], par["input_id_map"], test_values_path=par["input_test_values"],
         holdout_cell_types=tuple(s.strip() for s in par["holdout_cell_types"].split(",") if s.strip()),
         holdout_fraction=par["holdout_fraction"], seed=par["seed"],
         dataset_uns=public_data.kaggle_uns(par["dataset_id"], held_out))
