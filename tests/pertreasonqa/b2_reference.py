@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from fractions import Fraction
 
 import numpy as np
 
@@ -120,8 +121,11 @@ def bag_of_paths(edges, basal, tau_low, start: int, target: int, v: Variant = PA
 def tau_low(background: np.ndarray, signal: np.ndarray, two_sided: bool = False) -> float:
     """``argmax_x F_bg(x) - F_sig(x)`` over the pooled values (B.2.1); ``two_sided`` uses ``|.|`` instead."""
     grid = np.unique(np.concatenate([background, signal]))
-    diff = np.array([(background <= x).mean() - (signal <= x).mean() for x in grid])
-    return float(grid[np.argmax(np.abs(diff) if two_sided else diff)])
+    # exact rationals: equal KS values tie exactly, and the first grid value wins
+    diff = [Fraction(int((background <= x).sum()), len(background)) - Fraction(int((signal <= x).sum()), len(signal))
+            for x in grid]
+    score = [abs(d) for d in diff] if two_sided else diff
+    return float(grid[score.index(max(score))])
 
 
 def tau_high(expression: np.ndarray, low: float, shift: bool = True) -> float:

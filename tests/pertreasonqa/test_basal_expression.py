@@ -14,7 +14,9 @@ from pertreasonqa_lib.basal_expression import (
     hpa_profiles,
     load_basal_expression,
     load_blood_basal,
+    log1p_nx,
 )
+from pertreasonqa_lib.cell_state import VALUE_GRID
 from pertreasonqa_lib.signed_graph import load_signed_graph
 from project_paths import SHARED_DATA
 
@@ -71,3 +73,16 @@ def test_blood_basal_averages_the_simulators_columns():
         raw = pd.read_csv(fh, sep="\t").set_index("GeneID")
     gene = raw.index[raw["naive_B_cell"] != raw["memory_B_cell"]][0]
     assert all_genes.loc[gene, "B cells"] == pytest.approx(raw.loc[gene, ["naive_B_cell", "memory_B_cell"]].mean())
+
+
+def test_log1p_nx_is_on_the_grid_and_ignores_last_bits():
+    nx = pd.DataFrame({"K562": [0.0, 0.1, 12.3, 250.7, np.nan], "RPE1": [1.0, 2.5, 3.3, 4.4, 5.5]},
+                      index=list("abcde"))
+    out = log1p_nx(nx)
+    assert out.index.equals(nx.index) and out.columns.equals(nx.columns)
+    finite = out.to_numpy()[np.isfinite(out.to_numpy())]
+    assert np.array_equal(finite / VALUE_GRID, np.rint(finite / VALUE_GRID))
+    assert np.allclose(out, np.log1p(nx), atol=VALUE_GRID / 2, equal_nan=True)
+    # last-bit differences of log1p's input (as another CPU's log1p would make in its output) vanish
+    nudged = pd.DataFrame(np.nextafter(nx.to_numpy(), np.inf), index=nx.index, columns=nx.columns)
+    assert log1p_nx(nudged).equals(out)

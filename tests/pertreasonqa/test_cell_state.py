@@ -13,6 +13,7 @@ from pertreasonqa_lib.cell_state import (
     STATE_LOW,
     STATE_MEDIUM,
     STATE_UNKNOWN,
+    VALUE_GRID,
     basal_state,
     cell_thresholds,
     gate_edge_weights,
@@ -20,6 +21,7 @@ from pertreasonqa_lib.cell_state import (
     state_name,
     tau_high_ks,
     tau_low_ks,
+    to_grid,
 )
 from pertreasonqa_lib.signed_graph import node_values
 from toy_graphs import graph_of
@@ -118,3 +120,30 @@ def test_gate_weight_floor_eps_w_is_added():
     graph = graph_of([("A", 1, "B")])
     w = gate_edge_weights(graph, np.array([0.0, 0.0]), 5.0, PathParams(w_base=0.0))
     assert w.tolist() == [1e-9]
+
+
+def test_tau_low_ties_are_exact():
+    # F_bg - F_sig is 2/9 at 1.0 and at 5.0 (5/9 - 1/3); in floating point 5/9 - 1/3 rounds above 2/9,
+    # which would pick 5.0. The exact comparison sees the tie and keeps the first value.
+    bg = np.array([0.0, 1.0, 3.0, 4.0, 5.0, 7.0, 9.0, 10.0, 11.0])
+    sig = np.array([2.0, 6.0, 8.0])
+    assert 5 / 9 - 1 / 3 > 2 / 9
+    assert tau_low_ks(bg, sig) == 1.0
+    # Order of the samples does not matter
+    assert tau_low_ks(bg[::-1], sig[::-1]) == 1.0
+
+
+def test_gates_ignore_last_bit_differences():
+    # Another CPU's tanh may differ in the last bits: the gated weights must not
+    g = graph_of([(f"g{i}", 1, f"g{i + 1}") for i in range(200)])
+    b = np.random.default_rng(0).uniform(0.0, 6.0, g.n_nodes)
+    w = gate_edge_weights(g, b, 2.0)
+    for ulps in (1, 3):
+        nudged = b.copy()
+        for _ in range(ulps):
+            nudged = np.nextafter(nudged, np.inf)
+        assert np.array_equal(gate_edge_weights(g, nudged, 2.0), w)
+    # Grid values are exact multiples of the grid step; NaN stays NaN
+    x = to_grid(np.array([0.1, np.pi, np.nan]))
+    assert np.array_equal(x[:2] / VALUE_GRID, np.rint(x[:2] / VALUE_GRID)) and np.isnan(x[2])
+    assert abs(x[1] - np.pi) <= VALUE_GRID / 2

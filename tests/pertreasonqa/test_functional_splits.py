@@ -7,7 +7,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from pertreasonqa_lib import genetic_items
-from pertreasonqa_lib.functional_splits import assign_splits, fold_of_items, functional_clusters, functional_vectors
+from pertreasonqa_lib.functional_splits import (
+    KMEANS_SCALE,
+    assign_splits,
+    fixed_point_unit,
+    fold_of_items,
+    functional_clusters,
+    functional_vectors,
+    nearest_centre,
+    refill_empty_clusters,
+    spherical_kmeans,
+)
 
 
 def module_graph():
@@ -74,3 +84,75 @@ def test_fold_of_items():
     items = pd.DataFrame({"cell": ["K562"] * 4 + ["RPE1"] * 4 + ["K562"], "perturbation": ["tr", "va", "te", "ood"] * 2 + ["new"]})
     assert fold_of_items(items, splits, genetic_items.CELLS).tolist() == [
         "train", "valid", "id_cell_id_pert", "id_cell_ood_pert", "unused", "unused", "ood_cell_id_pert", "ood_cell_ood_pert", "unused"]
+
+
+def blobs(seed: int = 0, n_per: int = 40, k: int = 6, d: int = 50) -> np.ndarray:
+    """Non-negative vectors around ``k`` random directions (like GO-PPR vectors), float32."""
+    rng = np.random.default_rng(seed)
+    centres = rng.gamma(0.3, 1.0, (k, d))
+    x = np.repeat(centres, n_per, axis=0) * rng.gamma(5.0, 0.2, (k * n_per, d))
+    return x.astype(np.float32)
+
+
+def test_spherical_kmeans_ignores_ulp_noise_and_summation_order():
+    x = blobs()
+    labels, centres = spherical_kmeans(x, 6, seed=3)
+    # A few ULPs on every input (what another BLAS kernel or thread count does to upstream floats)
+    nudged = np.nextafter(x, np.float32(np.inf))
+    nudged = np.nextafter(nudged, np.float32(np.inf))
+    assert np.array_equal(spherical_kmeans(nudged, 6, seed=3)[0], labels)
+    # Permuted features change the order of every dot product's summation, not its exact value
+    perm = np.random.default_rng(1).permutation(x.shape[1])
+    assert np.array_equal(spherical_kmeans(x[:, perm], 6, seed=3)[0], labels)
+    # Only direction counts: rescaled rows cluster the same
+    scaled = x * np.random.default_rng(2).uniform(0.5, 4.0, (len(x), 1)).astype(np.float32)
+    assert np.array_equal(spherical_kmeans(scaled, 6, seed=3)[0], labels)
+    # The fit recovers the blobs and its centres place its own rows where it put them
+    assert pd.crosstab(labels, np.repeat(np.arange(6), 40)).gt(0).sum(axis=1).eq(1).all()
+    assert np.array_equal(nearest_centre(x, centres), labels)
+
+
+def test_spherical_kmeans_dot_products_are_exact_integers():
+    x = fixed_point_unit(blobs(d=2000))
+    assert np.array_equal(x, np.rint(x)) and np.abs(x).max() <= KMEANS_SCALE
+    lengths = np.sqrt((x * x).sum(axis=1))
+    assert np.allclose(lengths, KMEANS_SCALE, rtol=1e-4)
+    # Float64 BLAS products equal exact integer (numpy int64, no BLAS) products
+    xi = x.astype(np.int64)
+    assert np.array_equal((x[:50] @ x[50:80].T).astype(np.int64), xi[:50] @ xi[50:80].T)
+
+
+def test_spherical_kmeans_ties_go_to_the_lowest_index():
+    # [1, 1] is exactly as close to both axes: the first centre wins, whichever it is
+    centres = fixed_point_unit(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    assert nearest_centre(np.array([[1.0, 1.0], [2.0, 2.0]]), centres).tolist() == [0, 0]
+    assert nearest_centre(np.array([[1.0, 1.0]]), centres[::-1]).tolist() == [0]
+    x = np.array([[1, 0], [1, 0], [1, 0], [0, 1], [0, 1], [0, 1]], dtype=float)
+    for seed in range(10):
+        labels, _ = spherical_kmeans(x, 2, seed=seed)
+        assert labels[0] != labels[3] and len(set(labels[:3])) == 1 and len(set(labels[3:])) == 1
+    # Duplicated rows are never two seeds (k-means++ weight D^2 = 0) and too few distinct rows fail
+    with pytest.raises(ValueError, match="distinct"):
+        spherical_kmeans(np.ones((5, 3)), 2)
+    with pytest.raises(ValueError, match="zero vectors"):
+        spherical_kmeans(np.array([[1.0, 0.0], [0.0, 0.0]]), 1)
+    with pytest.raises(ValueError, match="NaN"):
+        fixed_point_unit(np.array([[np.nan, 1.0]]))
+
+
+def test_spherical_kmeans_refills_an_empty_cluster():
+    x = fixed_point_unit(np.array([[1.0, 0.0], [1.0, 0.1], [0.0, 1.0], [0.3, 1.0], [1.0, 1.0]]))
+    centres = fixed_point_unit(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]]))
+    labels = np.array([0, 0, 1, 1, 0])
+    # Cluster 2 is empty: it takes the row least like its own centre (row 4, cos 0.71 to cluster 0)
+    assert refill_empty_clusters(x, labels, centres).tolist() == [0, 0, 1, 1, 2]
+    # A row alone in its cluster is never moved: two empty clusters take rows 4, then 3
+    centres4 = np.vstack([centres, fixed_point_unit(np.array([[0.0, -1.0]]))])
+    assert refill_empty_clusters(x, labels, centres4).tolist() == [0, 0, 1, 3, 2]
+    with pytest.raises(ValueError, match="cannot fill"):
+        refill_empty_clusters(x[:2], np.array([0, 1]), centres)
+    # Every fitted cluster keeps at least one row
+    rng = np.random.default_rng(0)
+    for seed in range(10):
+        labels, _ = spherical_kmeans(np.abs(rng.normal(size=(40, 3))) + 0.01, 12, seed=seed)
+        assert np.bincount(labels, minlength=12).min() >= 1

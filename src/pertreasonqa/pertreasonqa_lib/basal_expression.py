@@ -9,7 +9,13 @@ table (:func:`pertsci.knowledge_graphs.genome_ensembl_to_symbol`): 19,329 of HPA
 map (8,163 with the K562 map alone, which left 4,306 of the graph's 9,186 genes with a value). K562
 has a second basal profile keyed by symbol, ENCODE's RNA-seq (TPM): :func:`fill_from_symbol_table`
 puts its values on HPA's NX scale by quantile mapping over the genes both measure, and fills every
-K562 gene HPA leaves without a value.
+K562 gene HPA leaves without a value. :func:`log1p_nx` puts NX on the pipeline's scale.
+
+Choices the paper leaves open
+-----------------------------
+- **Scale**: ``log1p(NX)``, rounded to multiples of
+  :data:`pertreasonqa_lib.cell_state.VALUE_GRID` (2**-24): numpy's ``log1p`` differs in its last
+  bits between CPUs, and the KS thresholds, basal states and gates decide on these values.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pertreasonqa_lib.cell_state import to_grid
 from pertsci import knowledge_graphs as kg
 from pertsci import op3_simulation as op3_sim
 
@@ -140,6 +147,11 @@ def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str 
     stats = {"n_hpa_genes": int(len(df)), "n_mapped": int(len(by_symbol))}
     log.info("%s: %d of %d genes map to a symbol", path.name, stats["n_mapped"], stats["n_hpa_genes"])
     return by_symbol, all_genes, stats
+
+
+def log1p_nx(table: pd.DataFrame) -> pd.DataFrame:
+    """``log1p`` of NX values on the grid of :func:`~pertreasonqa_lib.cell_state.to_grid` (the pipeline's scale)."""
+    return pd.DataFrame(to_grid(np.log1p(table.to_numpy(dtype=float))), index=table.index, columns=table.columns)
 
 
 def load_blood_basal(data_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:

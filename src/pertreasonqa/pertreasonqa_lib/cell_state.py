@@ -14,6 +14,12 @@ Choices the paper leaves open
 - **Genes without a basal value** (outside the symbol map) are gated as if they sat exactly at
   ``tau_low`` (gate = sigmoid(0) = 0.5): no evidence either way. Their basal state is *unknown*, so
   Algorithm 2 never accepts them as silent or saturated.
+- **Machine independence**: numpy's ``tanh`` and ``log1p`` have CPU-specific (SIMD) versions that
+  differ in the last bits. The gate activations, like the basal values
+  (:func:`pertreasonqa_lib.basal_expression.log1p_nx`), are rounded to multiples of
+  :data:`VALUE_GRID` (:func:`to_grid`) before anything is decided on them, so two machines agree
+  unless a value sits within those last bits of a grid boundary. ``tau_low``'s argmax compares
+  exact integers; ``tau_high`` and the basal states use only correctly rounded arithmetic on them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,10 @@ import pandas as pd
 from pertreasonqa_lib.path_params import DEFAULT_PARAMS, PathParams
 from pertreasonqa_lib.signed_graph import SignedGraph
 
+#: Grid of values that come out of a transcendental function before a decision is taken on them:
+#: far below the data's resolution (HPA NX has one decimal), far above the last bits CPUs disagree on.
+VALUE_GRID = 2.0 ** -24
+
 #: Basal states (B.2.5): codes used throughout the task.
 STATE_UNKNOWN, STATE_LOW, STATE_MEDIUM, STATE_HIGH = -1, 0, 1, 2
 STATE_NAMES = {STATE_UNKNOWN: "unknown", STATE_LOW: "low", STATE_MEDIUM: "medium", STATE_HIGH: "high"}
@@ -34,10 +44,6 @@ STATE_NAMES = {STATE_UNKNOWN: "unknown", STATE_LOW: "low", STATE_MEDIUM: "medium
 # =================================================================================================
 # KS-based basal activity thresholds (B.2.1)
 # =================================================================================================
-def _ecdf(sorted_values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    return np.searchsorted(sorted_values, at, side="right") / len(sorted_values)
-
-
 def tau_low_ks(background: np.ndarray, signal: np.ndarray) -> float:
     """Low threshold: the value maximising the signed two-sample KS statistic ``F_bg(x) - F_sig(x)``.
 
@@ -52,7 +58,7 @@ def tau_low_ks(background: np.ndarray, signal: np.ndarray) -> float:
     -------
     float
         The pooled sample value where the background ECDF most exceeds the signal ECDF (the first
-        one on ties). ECDFs are right-continuous, so genes at exactly ``tau_low`` are on the
+        one on ties, compared exactly in integers). ECDFs are right-continuous, so genes at exactly ``tau_low`` are on the
         background side, matching ``x <= tau_low`` = silent in Algorithm 2.
     """
     bg = np.sort(np.asarray(background, dtype=float))
@@ -61,7 +67,11 @@ def tau_low_ks(background: np.ndarray, signal: np.ndarray) -> float:
     if len(bg) == 0 or len(sig) == 0:
         raise ValueError(f"tau_low needs unchanged and changed items with basal values (got {len(bg)} and {len(sig)})")
     grid = np.unique(np.concatenate([bg, sig]))
-    diff = _ecdf(bg, grid) - _ecdf(sig, grid)
+    # F_bg - F_sig = (n_sig * count_bg - n_bg * count_sig) / (n_bg * n_sig): the argmax is taken on the
+    # exact integer numerator, so equal KS values tie exactly and the first grid value wins.
+    count_bg = np.searchsorted(bg, grid, side="right").astype(np.int64)
+    count_sig = np.searchsorted(sig, grid, side="right").astype(np.int64)
+    diff = len(sig) * count_bg - len(bg) * count_sig
     return float(grid[int(np.argmax(diff))])
 
 
@@ -165,6 +175,11 @@ def gene_states(genes: Iterable[str], cell: str, basal: pd.DataFrame, thresholds
 # =================================================================================================
 # Asymmetric basal gating of edge weights (B.2.2)
 # =================================================================================================
+def to_grid(values: np.ndarray, step: float = VALUE_GRID) -> np.ndarray:
+    """Values rounded to the nearest multiple of ``step`` (a power of two: exact; NaN stays NaN)."""
+    return np.rint(np.asarray(values, dtype=float) / step) * step
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # overflow-free logistic
 
@@ -190,7 +205,7 @@ def gate_edge_weights(graph: SignedGraph, node_basal: np.ndarray, tau_low: float
     b = np.asarray(node_basal, dtype=float)
     if b.shape != (graph.n_nodes,):
         raise ValueError(f"node_basal has shape {b.shape}, expected ({graph.n_nodes},)")
-    act = _sigmoid(params.beta * (np.where(np.isfinite(b), b, tau_low) - tau_low))
+    act = to_grid(_sigmoid(params.beta * (np.where(np.isfinite(b), b, tau_low) - tau_low)))  # see the module notes
     g_src = np.maximum(act, params.delta_src)
     g_tgt = params.delta_tgt + (1.0 - params.delta_tgt) * act
     return params.w_base * g_src[graph.src] * g_tgt[graph.dst] + params.eps_w

@@ -14,9 +14,20 @@ Choices the paper leaves open
   to it. A gene outside the network keeps all its mass (its vector is its own GO annotation).
   GO BP terms come from ``GO_Biological_Process_2021.gmt`` (the shared copy; the paper used MSigDB
   v2023.2). Genes whose vector is zero (no annotated gene in reach) form one extra cluster.
-- "Cosine similarity" + k-means: vectors are L2-normalised before k-means (spherical k-means
-  geometry: squared Euclidean distance on unit vectors is ``2 - 2 cos``), k-means++ with one
-  initialisation (scikit-learn's default; the paper gives none).
+- "Cosine similarity" + k-means: spherical k-means (:func:`spherical_kmeans`): each gene goes to
+  the centroid of highest cosine, each centroid is the L2-normalised mean of its genes; seeded by
+  k-means++ (Arthur & Vassilvitskii 2007: first centre uniform, then each with probability
+  proportional to ``D^2 = 2 - 2 cos`` to the nearest centre), one initialisation (the paper gives
+  none), Lloyd iterations until no gene moves (at most 300).
+- **Machine independence**: every decision of the k-means is taken on exact integers, so the
+  clusters do not depend on the BLAS kernel, the thread count or the summation order. Unit vectors
+  are rounded to a fixed-point grid (:data:`KMEANS_SCALE` per unit length); a dot product of two
+  such vectors is then a sum of integer products whose partial sums are bounded by the product of
+  the norms (below ``2**42``), so float64 matrix products compute it exactly in any order. Cosines
+  divide these exact products by correctly rounded norms. Ties go to the lowest index (the first
+  centre, the first gene), and the k-means++ draw is an integer draw over the exact integer
+  ``D^2``. A cluster left empty takes the gene of lowest cosine to its own centroid (the first
+  such gene). The input norms are correctly rounded sums (``math.fsum``), not order-dependent ones.
 - Clusters are scanned in a seeded random order and go to OOD whenever that brings the share of
   OOD perturbations closer to ``ood_fraction`` (default 0.26, the share of OOD genetic
   perturbations in Table 1: 518 / (1172+137+131+518)); ID perturbations are split 80/10/10 into train/valid/test (Table 1: 1172/137/131).
@@ -24,6 +35,7 @@ Choices the paper leaves open
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -52,6 +64,11 @@ N_CLUSTERS = 30
 OOD_FRACTION = 518 / (1172 + 137 + 131 + 518)
 #: Shares of the ID perturbations in train, valid and test (Table 1: 1172/137/131).
 ID_SPLIT = {"train": 0.8, "valid": 0.1, "test": 0.1}
+#: Fixed-point length of a unit vector in the k-means: integer dot products stay below 2**42,
+#: exact in float64 (53-bit mantissa) whatever the order of the summation.
+KMEANS_SCALE = 2 ** 20
+#: Lloyd iterations at most.
+KMEANS_MAX_ITER = 300
 
 
 def gene_network_ppr(src: np.ndarray, dst: np.ndarray, n_nodes: int, start_nodes: np.ndarray, alpha: float = 0.85,
@@ -128,9 +145,140 @@ def functional_vectors(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mappi
     return vectors, terms
 
 
+def fixed_point_unit(vectors: np.ndarray, scale: int = KMEANS_SCALE) -> np.ndarray:
+    """Rows L2-normalised and rounded to integers of length ``scale`` (float64 holding integers).
+
+    The norm of each row is a correctly rounded sum of its squares (``math.fsum``), so it does not
+    depend on the order of a summation; zero rows stay zero.
+
+    Parameters
+    ----------
+    vectors
+        ``n x d`` real vectors.
+    scale
+        Length of a unit vector on the grid (:data:`KMEANS_SCALE`).
+    """
+    x = np.asarray(vectors, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"vectors must be a matrix, got shape {x.shape}")
+    if not np.isfinite(x).all():
+        raise ValueError("vectors hold NaN or infinite values")
+    norms = np.array([math.sqrt(math.fsum(row[row != 0] ** 2)) for row in x])
+    safe = np.where(norms > 0, norms, 1.0)
+    return np.rint(x / safe[:, None] * float(scale))
+
+
+def _cosines(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """``x . c / |c|`` for fixed-point rows: exact integer products over correctly rounded norms."""
+    dots = x @ centres.T  # exact: integer terms, every partial sum below 2**42 (see the module notes)
+    norms = np.sqrt((centres * centres).sum(axis=1))  # exact integer sum of squares, then one rounding
+    return dots / np.where(norms > 0, norms, 1.0)[None, :]
+
+
+def _kmeans_pp(x: np.ndarray, sq_norms: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``k`` k-means++ seeds among the rows of ``x``, drawn on exact integer ``D^2``."""
+    n = len(x)
+    first = int(rng.integers(n))
+    seeds = [first]
+    # D^2 = |x|^2 + |c|^2 - 2 x.c on the grid: exact integers (int64) for every gene.
+    d2 = (sq_norms + sq_norms[first] - 2 * (x @ x[first]).astype(np.int64)).clip(min=0)
+    for _ in range(1, k):
+        cum = np.cumsum(d2)
+        if cum[-1] == 0:
+            raise ValueError(f"k-means++: only {len(seeds)} distinct functional vectors for {k} clusters")
+        r = int(rng.integers(int(cum[-1])))
+        nxt = int(np.searchsorted(cum, r, side="right"))  # P(nxt) = D^2(nxt) / sum D^2
+        seeds.append(nxt)
+        d_new = (sq_norms + sq_norms[nxt] - 2 * (x @ x[nxt]).astype(np.int64)).clip(min=0)
+        np.minimum(d2, d_new, out=d2)
+    return np.asarray(seeds)
+
+
+def refill_empty_clusters(x: np.ndarray, labels: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Labels where each empty cluster has taken the row farthest from its own centre.
+
+    The row of lowest cosine to its current centre (the first on ties) among clusters that keep
+    another row moves to the empty cluster, one empty cluster after the other in index order.
+
+    Parameters
+    ----------
+    x
+        Fixed-point rows (:func:`fixed_point_unit`).
+    labels
+        Current cluster of each row.
+    centres
+        ``k x d`` fixed-point centres the labels were assigned to.
+    """
+    labels = np.array(labels, copy=True)
+    counts = np.bincount(labels, minlength=len(centres))
+    empty = np.flatnonzero(counts == 0)
+    if len(empty) == 0:
+        return labels
+    own = _cosines(x, centres)[np.arange(len(x)), labels]
+    for c in empty:
+        movable = np.where(counts[labels] >= 2, own, np.inf)
+        g = int(np.argmin(movable))
+        if not np.isfinite(movable[g]):
+            raise ValueError(f"spherical k-means: {len(x)} rows cannot fill {len(centres)} clusters")
+        counts[labels[g]] -= 1
+        labels[g] = c
+        counts[c] = 1
+        own[g] = np.inf  # it now sits alone in its cluster
+    return labels
+
+
+def spherical_kmeans(vectors: np.ndarray, n_clusters: int, seed: int = 0, max_iter: int = KMEANS_MAX_ITER,
+                     scale: int = KMEANS_SCALE) -> tuple[np.ndarray, np.ndarray]:
+    """Spherical k-means with k-means++ seeding, every decision on exact integers (B.1).
+
+    Parameters
+    ----------
+    vectors
+        ``n x d`` non-zero vectors (any length: only their direction counts).
+    n_clusters
+        k.
+    seed
+        Seed of the k-means++ draws.
+    max_iter
+        Lloyd iterations at most (it stops earlier once no vector changes cluster).
+    scale
+        Fixed-point length of a unit vector (:data:`KMEANS_SCALE`).
+
+    Returns
+    -------
+    labels, centres
+        Cluster ``0..k-1`` of each row (the centre of highest cosine, the lowest index on ties) and
+        the ``k x d`` fixed-point unit centres (for :func:`nearest_centre`).
+    """
+    x = fixed_point_unit(vectors, scale)
+    n = len(x)
+    if (x == 0).all(axis=1).any():
+        raise ValueError("spherical k-means: zero vectors have no direction")
+    if n < n_clusters:
+        raise ValueError(f"spherical k-means: {n} vectors for {n_clusters} clusters")
+    sq_norms = (x * x).sum(axis=1).astype(np.int64)  # exact: integers below 2**42
+    rng = np.random.default_rng(seed)
+    centres = x[_kmeans_pp(x, sq_norms, n_clusters, rng)]
+    labels = np.argmax(_cosines(x, centres), axis=1)
+    for _ in range(max_iter):
+        labels = refill_empty_clusters(x, labels, centres)
+        member = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(n_clusters, n))
+        centres = fixed_point_unit(np.asarray(member @ x), scale)  # exact: integer sums below 2**53
+        new = np.argmax(_cosines(x, centres), axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+    return labels, centres
+
+
+def nearest_centre(vectors: np.ndarray, centres: np.ndarray, scale: int = KMEANS_SCALE) -> np.ndarray:
+    """Index of the centre of highest cosine for each row (lowest index on ties), exactly as the fit assigns."""
+    return np.argmax(_cosines(fixed_point_unit(vectors, scale), centres), axis=1)
+
+
 def functional_clusters(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mapping[str, Sequence[str]],
                         n_clusters: int = N_CLUSTERS, seed: int = 0, assign: Sequence[str] = ()) -> pd.Series:
-    """k-means clusters of the genes' L2-normalised GO-PPR vectors (B.1).
+    """Spherical k-means clusters of the genes' GO-PPR vectors (B.1: cosine similarity, k = 30).
 
     Parameters
     ----------
@@ -139,38 +287,35 @@ def functional_clusters(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mapp
     edges, go_sets
         See :func:`functional_vectors`.
     n_clusters, seed
-        k and the seed of k-means.
+        k and the seed of the k-means++ seeding (:func:`spherical_kmeans`).
     assign
-        Further genes placed in the nearest cluster of the fitted k-means without changing it
-        (e.g. the targets of chemical perturbations, aligned to the genetic split).
+        Further genes placed in the cluster of highest cosine of the fitted k-means without
+        changing it (e.g. the targets of chemical perturbations, aligned to the genetic split).
 
     Returns
     -------
     pandas.Series
-        Gene -> cluster id ``0..n_clusters-1``; ``n_clusters`` for genes with a zero vector.
+        Gene -> cluster id ``0..n_clusters-1``; ``n_clusters`` for genes with a zero vector. The
+        same inputs give the same clusters on any machine (see the module notes).
     """
-    from sklearn.cluster import KMeans
     from threadpoolctl import threadpool_limits
 
     genes = list(dict.fromkeys(genes))
     extra = [g for g in dict.fromkeys(assign) if g not in set(genes)]
     # A gene's vector does not depend on the other genes described: one pass serves both sets.
     vectors, _ = functional_vectors(genes + extra, edges, go_sets)
-    norms = np.linalg.norm(vectors, axis=1)
-    ok = norms > 0
+    ok = (vectors != 0).any(axis=1)
     labels = np.full(len(genes) + len(extra), n_clusters, dtype=np.int64)
     fit = ok.copy()
     fit[len(genes):] = False
     if fit.sum() < n_clusters:
         raise ValueError(f"only {int(fit.sum())} genes have a functional vector; need at least {n_clusters}")
-    unit = np.zeros_like(vectors, dtype=np.float32)
-    unit[ok] = vectors[ok] / norms[ok, None]
-    km = KMeans(n_clusters=n_clusters, n_init=1, random_state=seed)
-    with threadpool_limits(limits=1):  # one thread: OpenMP k-means degrades badly on a shared, busy machine
-        labels[fit] = km.fit_predict(unit[fit])
+    # One BLAS thread: the products are exact in any case, and a shared machine is not slowed down.
+    with threadpool_limits(limits=1, user_api="blas"):
+        labels[fit], centres = spherical_kmeans(vectors[fit], n_clusters, seed=seed)
         placed = ok & ~fit
         if placed.any():
-            labels[placed] = km.predict(unit[placed])
+            labels[placed] = nearest_centre(vectors[placed], centres)
     return pd.Series(labels, index=pd.Index(genes + extra, name="gene"), name="cluster")
 
 

@@ -21,7 +21,7 @@ meta = {"resources_dir": "src/pertreasonqa", "name": "op3_chemical", "cpus": Non
 
 sys.path.append(meta["resources_dir"])
 from pertreasonqa_lib import chemical_items, dataset_files, dataset_selection  # noqa: E402
-from pertreasonqa_lib.basal_expression import load_blood_basal  # noqa: E402
+from pertreasonqa_lib.basal_expression import load_blood_basal, log1p_nx  # noqa: E402
 from pertreasonqa_lib.cell_state import cell_thresholds  # noqa: E402
 from pertreasonqa_lib.signed_graph import load_signed_graph  # noqa: E402
 
@@ -45,7 +45,7 @@ built = chemical_items.chemical_items(
 items, graph = built["items"], genes_graph.with_drug_targets(built["targets"], chemical_items.TARGET_DATABASE)
 log.info("compounds per distribution and split:\n%s", built["splits"].groupby(["distribution", "split"]).size())
 basal, profile, basal_stats = load_blood_basal(data_dir)
-basal, profile = np.log1p(basal), np.log1p(profile)  # the pipeline's scale: log1p(NX)
+basal, profile = log1p_nx(basal), log1p_nx(profile)  # the pipeline's scale: log1p(NX)
 # tau_low from training labels only (train and valid folds); OOD cells read them at their own basal values.
 training = items[items["fold"].isin(["train", "valid"])]
 thresholds = cell_thresholds(training, basal, profile, cells=sorted(items["cell"].unique()))

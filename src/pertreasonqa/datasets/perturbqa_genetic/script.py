@@ -19,7 +19,7 @@ meta = {"resources_dir": "src/pertreasonqa", "name": "perturbqa_genetic"}
 
 sys.path.append(meta["resources_dir"])
 from pertreasonqa_lib import dataset_files, dataset_selection, genetic_items  # noqa: E402
-from pertreasonqa_lib.basal_expression import load_basal_expression  # noqa: E402
+from pertreasonqa_lib.basal_expression import load_basal_expression, log1p_nx  # noqa: E402
 from pertreasonqa_lib.cell_state import cell_thresholds  # noqa: E402
 from pertreasonqa_lib.signed_graph import load_signed_graph  # noqa: E402
 
@@ -36,7 +36,7 @@ rng = np.random.default_rng(par["seed"])
 graph = load_signed_graph(kg_dir)
 items, _ = genetic_items.genetic_items(graph.to_frame(), data_dir, n_clusters=par["n_clusters"], seed=par["seed"])
 basal, profile, basal_stats = load_basal_expression(data_dir)
-basal, profile = np.log1p(basal), np.log1p(profile)
+basal, profile = log1p_nx(basal), log1p_nx(profile)  # the pipeline's scale: log1p(NX)
 # tau_low from training labels only (train and valid folds); OOD cells read them at their own basal values.
 training = items[items["fold"].isin(["train", "valid"])]
 thresholds = cell_thresholds(training, basal, profile, cells=sorted(items["cell"].unique()))
