@@ -14,7 +14,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from openpert.results.model import SCHEMA_VERSION, Lead, Standing, TestOutcome, complete, is_complete, is_ranked
+from openpert.results.model import (
+    SCHEMA_VERSION,
+    Lead,
+    ResultsIndex,
+    Standing,
+    TestOutcome,
+    complete,
+    is_complete,
+    is_ranked,
+)
 
 __all__ = ["TaskResults", "control_kind", "find_results_files", "is_control", "is_ranked", "load_results"]
 
@@ -113,29 +122,9 @@ class TaskResults:
         self.data = data if is_complete(data) else complete(data)
         data = self.data
         self.source = Path(source)
-        self._scores = {
-            (s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s
-            for s in self._list("scores")
-        }
-        self._dataset_scores = {
-            (s.get("dataset_id"), s.get("method_id")): s for s in self._list("dataset_scores")
-        }
+        # The model's lookups (scores, comparisons, the best of each test, the scalable pairs, the headline).
+        self._index = ResultsIndex(data)
         self._overall = {s.get("method_id"): s for s in self._list("overall")}
-        self._comparisons = {
-            (c.get("dataset_id"), c.get("metric_id"), c.get("method_id")): c
-            for c in self._list("comparisons")
-        }
-        self._best: dict[tuple[str, str], str] = {}
-        for c in self._list("comparisons"):
-            if c.get("best_method_id"):
-                self._best.setdefault((c.get("dataset_id"), c.get("metric_id")), c["best_method_id"])
-        # (dataset, metric) pairs on which some method has a scaled value: the pairs that count
-        # in the dataset score (the others have no controls or no values at all).
-        self._scalable = {
-            (s.get("dataset_id"), s.get("metric_id"))
-            for s in self._list("scores")
-            if isinstance(s.get("scaled"), (int, float)) and not isinstance(s.get("scaled"), bool)
-        }
         # Indexes for the lookups every page makes per method, dataset and metric: scanning the
         # lists instead made rendering grow with the square (and cube) of the number of methods.
         self._methods_by_id = _first_by(self._list("methods"), "id")
@@ -273,11 +262,7 @@ class TaskResults:
 
     def is_headline(self, metric_id: str | None) -> bool:
         """Tell whether a metric enters the aggregate scores (every metric does in older files)."""
-        headline = self.data.get("headline_metrics")
-        if isinstance(headline, list):
-            return metric_id in headline
-        metric = self.metric(metric_id) or {}
-        return metric.get("headline", True) is not False
+        return metric_id in self._index.headline
 
     def headline_coverage(self) -> tuple[list[str], list[str]]:
         """The headline metrics the scores average, and those they cannot (no value on any dataset).
@@ -397,15 +382,15 @@ class TaskResults:
 
     def scalable(self, dataset_id: str, metric_id: str) -> bool:
         """Tell whether some method has a scaled value of a metric on a dataset."""
-        return (dataset_id, metric_id) in self._scalable
+        return (dataset_id, metric_id) in self._index.scalable
 
     def score(self, dataset_id: str, method_id: str, metric_id: str) -> dict[str, Any] | None:
         """The ``scores`` row of one (dataset, method, metric), or None."""
-        return self._scores.get((dataset_id, method_id, metric_id))
+        return self._index.scores.get((dataset_id, method_id, metric_id))
 
     def dataset_score(self, dataset_id: str, method_id: str) -> dict[str, Any]:
         """The ``dataset_scores`` row of one (dataset, method), or an empty dict."""
-        return self._dataset_scores.get((dataset_id, method_id), {})
+        return self._index.dataset_scores.get((dataset_id, method_id), {})
 
     def overall(self, method_id: str | None) -> dict[str, Any]:
         """The ``overall`` row of a method, or an empty dict."""
@@ -413,11 +398,11 @@ class TaskResults:
 
     def comparison(self, dataset_id: str, metric_id: str, method_id: str) -> dict[str, Any] | None:
         """The permutation test of a method against the best on one (dataset, metric)."""
-        return self._comparisons.get((dataset_id, metric_id, method_id))
+        return self._index.comparisons.get((dataset_id, metric_id, method_id))
 
     def best_method_id(self, dataset_id: str, metric_id: str) -> str | None:
         """The best method on one (dataset, metric) according to ``comparisons``."""
-        return self._best.get((dataset_id, metric_id))
+        return self._index.best.get((dataset_id, metric_id))
 
     def metric_components(self, metric_id: str) -> set[str]:
         """Names a metric's jobs may carry in ``failures``/``resources``: component and id."""

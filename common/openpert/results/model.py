@@ -233,8 +233,8 @@ def _rank_rows(rows: list[dict[str, Any]], ranked: set[str]) -> None:
 # -- tests, tiers, means and the lead ----------------------------------------------------------
 
 
-class _Index:
-    """Lookups over a results dict's rows, for :func:`standings`."""
+class ResultsIndex:
+    """Lookups over a results dict's rows by dataset, method and metric (for the model and the report)."""
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.datasets = [str(d.get("dataset_id")) for d in _rows(data, "datasets")]
@@ -243,7 +243,7 @@ class _Index:
         self.headline = ({str(m) for m in headline} if isinstance(headline, list)
                          else {str(m.get("id")) for m in self.metrics if m.get("headline", True) is not False})
         self.scores = {(s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s for s in _rows(data, "scores")}
-        self.status = {(s.get("dataset_id"), s.get("method_id")): s.get("status") for s in _rows(data, "dataset_scores")}
+        self.dataset_scores = {(s.get("dataset_id"), s.get("method_id")): s for s in _rows(data, "dataset_scores")}
         self.scalable = {(s.get("dataset_id"), s.get("metric_id")) for s in _rows(data, "scores") if _finite(s.get("scaled"))}
         self.comparisons = {(c.get("dataset_id"), c.get("metric_id"), c.get("method_id")): c
                             for c in _rows(data, "comparisons")}
@@ -259,8 +259,12 @@ class _Index:
         self.tested = [(d, str(m.get("id"))) for d in self.datasets for m in self.metrics
                        if (d, m.get("id")) in self.best and str(m.get("id")) in self.headline]
 
+    def status(self, dataset_id: Any, method_id: Any) -> str | None:
+        """``dataset_scores.status`` of a method on a dataset (None without a row)."""
+        return (self.dataset_scores.get((dataset_id, method_id)) or {}).get("status")
 
-def method_tests(index: _Index, method_id: str) -> list[TestOutcome]:
+
+def method_tests(index: ResultsIndex, method_id: str) -> list[TestOutcome]:
     """A method's outcome in every headline permutation test against the best, in page order.
 
     A method without a value where others were tested is :data:`MISSING` (it failed, or does not
@@ -272,7 +276,7 @@ def method_tests(index: _Index, method_id: str) -> list[TestOutcome]:
         best = index.best.get((dataset_id, metric_id))
         score = index.scores.get((dataset_id, method_id, metric_id))
         comparison = index.comparisons.get((dataset_id, metric_id, method_id)) or {}
-        if index.status.get((dataset_id, method_id)) == NOT_APPLICABLE:
+        if index.status(dataset_id, method_id) == NOT_APPLICABLE:
             outcome = UNTESTED
         elif not score or score.get("raw") is None:
             outcome = MISSING
@@ -306,7 +310,7 @@ def tier_of(tests: Sequence[TestOutcome]) -> str:
     return "all" if top == 0 else "some"
 
 
-def _standing(index: _Index, method: Mapping[str, Any]) -> Standing:
+def _standing(index: ResultsIndex, method: Mapping[str, Any]) -> Standing:
     """A method's per-metric means, tests and tier.
 
     A metric's score is the mean over datasets of its scaled value clipped to [0, 1], over the
@@ -325,7 +329,7 @@ def _standing(index: _Index, method: Mapping[str, Any]) -> Standing:
             if (did, metric_id) not in index.scalable:
                 continue
             scaled = (index.scores.get((did, mid, metric_id)) or {}).get("scaled")
-            failed_here = index.status.get((did, mid)) == "failed" or (did, mid, metric_id) in index.metric_failed
+            failed_here = index.status(did, mid) == "failed" or (did, mid, metric_id) in index.metric_failed
             if failed_here:
                 failed[metric_id].append(did)
             if _finite(scaled):
@@ -340,7 +344,7 @@ def _standing(index: _Index, method: Mapping[str, Any]) -> Standing:
                     sum(t.in_top_group for t in counted), len(counted))
 
 
-def _lead(index: _Index, data: Mapping[str, Any], standings: Mapping[str, Standing]) -> Lead | None:
+def _lead(index: ResultsIndex, data: Mapping[str, Any], standings: Mapping[str, Standing]) -> Lead | None:
     """The top method, its margin over the next and how many headline tests separate them.
 
     On each (dataset, metric) where the top method is the best, the runner-up's test against it
@@ -392,7 +396,7 @@ def complete(data: Mapping[str, Any]) -> dict[str, Any]:
     for rows in by_dataset.values():
         _rank_rows(rows, ranked)
     out.update(overall=overall, dataset_scores=dataset_scores)
-    index = _Index(out)
+    index = ResultsIndex(out)
     standings = {str(m.get("id")): _standing(index, m) for m in methods}
     lead = _lead(index, out, standings)
     out.update(standings=[dataclasses.asdict(s) for s in standings.values()],
