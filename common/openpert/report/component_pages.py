@@ -24,13 +24,14 @@ from openpert.report.formatting import (
     format_score,
 )
 from openpert.report.fragments import badge, badge_kind, code, fragment, label, table
-from openpert.report.leaderboards import TIERS, method_kind, overview_rows
+from openpert.report.leaderboards import method_kind
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, is_control, is_ranked
 from openpert.report.templating import render
 from openpert.report.views import Table
+from openpert.results.model import TIERS
 
 #: Component pages sit two folders below the site root: ``<task>/<kind>/<id>.html``.
 ROOT = "../../"
@@ -90,15 +91,14 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
     kind = method_kind(method)
     overall = results.overall(mid)
     facts: list[tuple[str, Any]] = [("Id", code(mid)), ("Kind", badge(kind, str(method.get("control") or kind)))]
-    # The rank among methods, as the task page shows it (results.json also ranks the controls).
-    row = next((r for r in results.derived("overview_rows", overview_rows) if r.method.get("id") == method.get("id")), None)
-    if row is not None and is_ranked(method) and row.row.rank is not None:
-        facts.append(("Overall rank", f"{format_rank(row.row.rank)} of {len(results.methods)}"))
+    if is_ranked(method) and overall.get("rank") is not None:
+        facts.append(("Overall rank", f"{format_rank(overall.get('rank'))} of {len(results.methods)}"))
     if overall.get("score") is not None:
         facts.append(("Mean score", format_score(overall.get("score"))))
-    if row is not None and row.tier is not None:
-        tier = next((name for key, name, _ in TIERS if key == row.tier), row.tier)
-        facts.append(("Tests", f"{tier} (top group in {row.top_group} of {row.n_tests} tests)"))
+    standing = results.standing(mid)
+    if standing is not None and standing.tier is not None:
+        tier = next((name for key, name, _ in TIERS if key == standing.tier), standing.tier)
+        facts.append(("Tests", f"{tier} (top group in {standing.top_group} of {standing.n_tests} tests)"))
     if method.get("config"):
         facts.append(("Config", code(method.get("config"))))
     usage = [r for r in results.llm_usage if r.get("method_id") == mid]

@@ -11,7 +11,6 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.formatting import MISSING, format_score, format_timestamp
-from openpert.report.leaderboards import lead
 from openpert.report.markdown import render_inline
 from openpert.report.paths import TaskPaths
 from openpert.report.reproduction import summary_line
@@ -62,17 +61,17 @@ def _card(results: TaskResults, paths: TaskPaths) -> dict[str, Any]:
 
 def _leader(results: TaskResults, paths: TaskPaths) -> dict[str, Any] | None:
     """The top method, linked to its page, with its margin over the next and whether it is significant."""
-    top = lead(results)
+    top = results.lead
     if top is None:
         return None
-    method = top.top.method
+    method = results.method(top.top_method_id) or {"id": top.top_method_id}
     view: dict[str, Any] = {
         "href": f"{paths.slug}/{paths.method_page(method)}",
         "name": str(method.get("label") or method.get("id")),
-        "score": format_score(top.top.score),
+        "score": format_score(top.top_score),
         "runner_up": None,
     }
-    if top.runner_up is None or top.margin is None:
+    if top.runner_up_method_id is None or top.margin is None:
         return view
     if top.compared == 0:
         verdict = "no paired test between them"
@@ -80,6 +79,6 @@ def _leader(results: TaskResults, paths: TaskPaths) -> dict[str, Any] | None:
         verdict = f"not significantly better in any of {top.compared} paired tests"
     else:
         verdict = f"significantly better in {top.significant} of {top.compared} paired tests (p < 0.05)"
-    view.update(runner_up=str(top.runner_up.method.get("label") or top.runner_up.method.get("id")),
+    view.update(runner_up=results.method_label(top.runner_up_method_id),
                 margin=format_score(top.margin), verdict=verdict)
     return view

@@ -1,7 +1,8 @@
 """Leaderboard rows, built once and written both as HTML tables and as CSV downloads.
 
 Building the rows in one place keeps the page and the CSV from disagreeing about a rank or a
-status.
+status. Ranks, tiers and per-metric means are read from the results
+(:mod:`openpert.results.model` computes them), never computed here.
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import math
 from typing import Any
 
 from openpert.report.formatting import failure_label
 from openpert.report.task_results import TaskResults, control_kind, is_ranked
+from openpert.results.model import TestOutcome
 
 
 @dataclasses.dataclass
@@ -73,43 +74,6 @@ class OverallRow:
         return not is_ranked(self.method)
 
 
-#: ``dataset_scores.status`` of a method on a dataset whose subtask it does not address.
-NOT_APPLICABLE = "not_applicable"
-
-#: Outcomes of one method on one tested (dataset, metric), from ``comparisons``.
-BEST, TIED, WORSE, MISSING, UNTESTED = "best", "tied", "worse", "missing", "untested"
-
-#: Tiers of the overview, in display order: key, heading, what puts a method there.
-TIERS: tuple[tuple[str, str, str], ...] = (
-    ("top", "Indistinguishable from the best",
-     "on every tested dataset and metric, the best method or not significantly different from it"),
-    ("some", "Behind the best on some tests",
-     "significantly worse than the best (p < 0.05), or without a value, on some tested datasets and metrics"),
-    ("all", "Behind the best on every test",
-     "significantly worse than the best (p < 0.05), or without a value, on every tested dataset and metric"),
-    ("untested", "Not tested",
-     "no paired test against the best was possible"),
-)
-
-
-@dataclasses.dataclass
-class TestOutcome:
-    """How one method fared in the permutation test against the best on one (dataset, metric)."""
-
-    dataset_id: str
-    metric_id: str
-    #: :data:`BEST`, :data:`TIED`, :data:`WORSE`, :data:`MISSING` (no value) or :data:`UNTESTED`.
-    outcome: str
-    best_method_id: str | None = None
-    p_value: float | None = None
-    mean_difference: float | None = None
-
-    @property
-    def in_top_group(self) -> bool:
-        """True when the method is the best or not significantly different from it."""
-        return self.outcome in (BEST, TIED)
-
-
 @dataclasses.dataclass
 class OverviewRow:
     """One method's line in the task overview: scores by dataset and by metric, tests, resources."""
@@ -121,6 +85,10 @@ class OverviewRow:
     metric_failed: dict[str, list[str]]
     tests: list[TestOutcome]
     tier: str | None
+    #: Tests in which the method is the best or not significantly different from it.
+    top_group: int
+    #: Tested (dataset, metric) pairs that count for the method (untested ones left out).
+    n_tests: int
     max_duration_s: float | None
     max_memory_mb: float | None
 
@@ -133,36 +101,6 @@ class OverviewRow:
     def control(self) -> bool:
         """True for control methods."""
         return self.row.control
-
-    @property
-    def top_group(self) -> int:
-        """Tests in which the method is the best or not significantly different from it."""
-        return sum(t.in_top_group for t in self.tests)
-
-    @property
-    def n_tests(self) -> int:
-        """Tested (dataset, metric) pairs that count for the method (untested ones left out)."""
-        return sum(t.outcome != UNTESTED for t in self.tests)
-
-
-def competition_ranks(scores: list[float | None]) -> list[int | None]:
-    """Rank scores, higher first, ties sharing a rank ("1224" ranking); None stays unranked.
-
-    Parameters
-    ----------
-    scores
-        One score per method.
-
-    Returns
-    -------
-    list of int or None
-        The rank of each score, in input order.
-    """
-    present = sorted((s for s in scores if s is not None), reverse=True)
-    first = {}
-    for i, s in enumerate(present):
-        first.setdefault(s, i + 1)
-    return [None if s is None else first[s] for s in scores]
 
 
 def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
@@ -178,8 +116,8 @@ def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
     Returns
     -------
     list of DatasetRow
-        Methods first (best score first, unscored last), then control methods. Ranks are
-        computed over methods only: controls bound the scale, they do not compete.
+        Methods by their rank on the dataset (``dataset_scores.rank``; unranked last), then
+        control methods.
     """
     def row(method: dict[str, Any]) -> DatasetRow:
         mid = method.get("id")
@@ -187,11 +125,9 @@ def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
         failures = results.method_failures(dataset_id, mid)
         cells = [_metric_cell(results, dataset_id, mid, m.get("id")) for m in results.metrics]
         status = _row_status(ds.get("status"), failures, cells)
-        return DatasetRow(method, None, ds.get("score"), status, failures, cells)
+        return DatasetRow(method, ds.get("rank"), ds.get("score"), status, failures, cells)
 
     methods = [row(m) for m in results.methods]
-    for r, rank in zip(methods, competition_ranks([r.score for r in methods])):
-        r.rank = rank
     methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
     return methods + [row(m) for m in results.controls]
 
@@ -207,9 +143,7 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
     Returns
     -------
     list of OverallRow
-        Methods by rank, then control methods. Ranks are competition ranks of ``overall.score``
-        among methods only: ``overall.rank`` also ranks the controls, and a positive control
-        that outranks every method would push the best method down to rank 2.
+        Methods by their rank (``overall.rank``; unranked last), then control methods.
     """
     dataset_ids = [d.get("dataset_id") for d in results.datasets]
 
@@ -222,7 +156,7 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
         status = overall.get("status") or ("failed" if failures else "succeeded")
         return OverallRow(
             method=method,
-            rank=None,
+            rank=overall.get("rank"),
             score=overall.get("score"),
             status=str(status),
             dataset_scores={d: per_dataset[d].get("score") for d in dataset_ids},
@@ -231,93 +165,8 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
         )
 
     methods = [row(m) for m in results.methods]
-    for r, rank in zip(methods, competition_ranks([r.score for r in methods])):
-        r.rank = rank
     methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
     return methods + [row(m) for m in results.controls]
-
-
-def method_tests(results: TaskResults, method_id: str) -> list[TestOutcome]:
-    """A method's outcome in every permutation test against the best.
-
-    Parameters
-    ----------
-    results
-        The task's results.
-    method_id
-        The method.
-
-    Returns
-    -------
-    list of TestOutcome
-        One per tested (dataset, metric), in page order. A method without a value where others
-        were tested is :data:`MISSING` (it failed, or does not address that metric); a method
-        with a value but no comparison (positive and negative controls) is :data:`UNTESTED`.
-    """
-    out = []
-    for dataset_id, metric_id in results.tested_pairs():
-        best = results.best_method_id(dataset_id, metric_id)
-        score = results.score(dataset_id, method_id, metric_id)
-        has_value = bool(score) and score.get("raw") is not None
-        comparison = results.comparison(dataset_id, metric_id, method_id) or {}
-        p_value = comparison.get("p_value")
-        diff = comparison.get("mean_difference")
-        if results.dataset_score(dataset_id, method_id).get("status") == NOT_APPLICABLE:
-            # The method does not address this dataset's subtask: no test counts for or against it.
-            outcome = UNTESTED
-        elif not has_value:
-            outcome = MISSING
-        elif best == method_id:
-            outcome = BEST
-        elif comparison:
-            significant = comparison.get("significant")
-            if not isinstance(significant, bool):
-                significant = isinstance(p_value, (int, float)) and p_value < 0.05
-            outcome = WORSE if significant else TIED
-        else:
-            outcome = UNTESTED
-        out.append(TestOutcome(dataset_id, metric_id, outcome, best, p_value, diff))
-    return out
-
-
-def headline_tested_pairs(results: TaskResults) -> list[tuple[str, str]]:
-    """The tested (dataset, metric) pairs that count towards a method's groups: headline metrics.
-
-    Parameters
-    ----------
-    results
-        The task's results.
-
-    Returns
-    -------
-    list of tuple of str
-        :meth:`TaskResults.tested_pairs` on headline metrics, in page order. Diagnostic metrics
-        are shown but never ranked, so their tests do not place a method in a group either.
-    """
-    return [(d, m) for d, m in results.tested_pairs() if results.is_headline(m)]
-
-
-def tier_of(tests: list[TestOutcome]) -> str:
-    """The overview tier of a method from its test outcomes (a key of :data:`TIERS`).
-
-    Parameters
-    ----------
-    tests
-        The method's outcomes (:func:`method_tests`).
-
-    Returns
-    -------
-    str
-        ``"top"`` when it is in the top group (best or p >= 0.05) of every tested pair,
-        ``"all"`` when of none, ``"some"`` in between, ``"untested"`` without any test.
-    """
-    counted = [t for t in tests if t.outcome != UNTESTED]
-    if not counted:
-        return "untested"
-    top = sum(t.in_top_group for t in counted)
-    if top == len(counted):
-        return "top"
-    return "all" if top == 0 else "some"
 
 
 def overview_rows(results: TaskResults) -> list[OverviewRow]:
@@ -331,102 +180,30 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
     Returns
     -------
     list of OverviewRow
-        Methods by rank, then control methods (as :func:`overall_rows`). A metric's score is
-        the mean over datasets of its scaled value clipped to [0, 1], over the datasets where the
-        metric has scaled values at all, a failed job counting 0; a dataset where the method has
-        no value without failing (it does not address the metric) is left out, and a metric the
-        method never addresses has no score (None), not 0. Tests, the tier and the "top group"
-        count headline metrics only (:func:`headline_tested_pairs`); methods get a tier only when
-        the task has such tests.
+        Methods by rank, then control methods (as :func:`overall_rows`), each with its standing
+        (per-metric means, headline tests, tier) as the results model computed it.
     """
-    dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
-    counted = set(headline_tested_pairs(results))
-    has_tests = bool(counted)
     out = []
     for row in overall_rows(results):
         mid = str(row.method.get("id"))
-        metric_scores: dict[str, float | None] = {}
-        metric_failed: dict[str, list[str]] = {}
-        for metric in results.metrics:
-            metric_id = str(metric.get("id"))
-            values: list[float] = []
-            failed: list[str] = []
-            for did in dataset_ids:
-                if not results.scalable(did, metric_id):
-                    continue
-                score = results.score(did, mid, metric_id) or {}
-                scaled = score.get("scaled")
-                failed_here = row.dataset_status.get(did) == "failed" or bool(results.metric_failure(did, mid, metric_id))
-                if failed_here:
-                    failed.append(did)
-                if isinstance(scaled, (int, float)) and math.isfinite(scaled):
-                    values.append(min(1.0, max(0.0, float(scaled))))
-                elif failed_here:
-                    values.append(0.0)
-                # Neither a value nor a failure: the method does not address the metric there (a
-                # classifier has no text to score by ROUGE); it is left out, never read as a zero.
-            metric_scores[metric_id] = sum(values) / len(values) if values else None
-            metric_failed[metric_id] = failed
-        tests = [t for t in method_tests(results, mid) if (t.dataset_id, t.metric_id) in counted] if has_tests else []
+        standing = results.standing(mid)
         jobs = results.method_resources(mid)
         durations = [float(j["duration_s"]) for j in jobs if isinstance(j.get("duration_s"), (int, float))]
         memory = [float(j["peak_memory_mb"]) for j in jobs if isinstance(j.get("peak_memory_mb"), (int, float))]
         out.append(
             OverviewRow(
                 row=row,
-                metric_scores=metric_scores,
-                metric_failed=metric_failed,
-                tests=tests,
-                tier=None if row.control or not has_tests else tier_of(tests),
+                metric_scores=dict(standing.metric_scores) if standing else {},
+                metric_failed=dict(standing.metric_failed) if standing else {},
+                tests=list(standing.tests) if standing else [],
+                tier=standing.tier if standing else None,
+                top_group=standing.top_group if standing else 0,
+                n_tests=standing.n_tests if standing else 0,
                 max_duration_s=max(durations) if durations else None,
                 max_memory_mb=max(memory) if memory else None,
             )
         )
     return out
-
-
-@dataclasses.dataclass
-class Lead:
-    """The top method of a task against the runner-up, for the front page."""
-
-    top: OverallRow
-    runner_up: OverallRow | None
-    #: Overall score of the top method minus the runner-up's (None without a scored runner-up).
-    margin: float | None
-    #: Headline tests in which the runner-up is significantly worse than the top method.
-    significant: int
-    #: Headline tests comparing the two (the top method was the best and the runner-up had a test).
-    compared: int
-
-
-def lead(results: TaskResults) -> Lead | None:
-    """The top method, its margin over the next and how many paired tests separate them.
-
-    Parameters
-    ----------
-    results
-        The task's results.
-
-    Returns
-    -------
-    Lead or None
-        None when no method has an overall score. The tests are the paired permutation tests the
-        overview uses (headline metrics only): on each (dataset, metric) where the top method is
-        the best, the runner-up's test against it; significant at p < 0.05, unadjusted.
-    """
-    ranked = [r for r in overall_rows(results) if not r.control and r.score is not None]
-    if not ranked:
-        return None
-    top = ranked[0]
-    runner_up = ranked[1] if len(ranked) > 1 else None
-    if runner_up is None:
-        return Lead(top, None, None, 0, 0)
-    counted = set(headline_tested_pairs(results))
-    top_id = top.method.get("id")
-    tests = [t for t in method_tests(results, str(runner_up.method.get("id")))
-             if (t.dataset_id, t.metric_id) in counted and t.best_method_id == top_id and t.outcome in (TIED, WORSE)]
-    return Lead(top, runner_up, float(top.score) - float(runner_up.score), sum(t.outcome == WORSE for t in tests),
-                len(tests))
 
 
 def overall_csv(results: TaskResults) -> str:

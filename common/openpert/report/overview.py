@@ -29,24 +29,15 @@ from openpert.report.formatting import (
     format_score,
 )
 from openpert.report.leaderboard_html import MethodCellView, TagView, badge_kind, method_cell_view, metric_tag_views
-from openpert.report.leaderboards import (
-    BEST,
-    NOT_APPLICABLE,
-    TIED,
-    TIERS,
-    UNTESTED,
-    WORSE,
-    OverviewRow,
-    TestOutcome,
-    headline_tested_pairs,
-    overview_rows,
-)
-from openpert.report.leaderboards import MISSING as NO_VALUE
+from openpert.report.leaderboards import OverviewRow, overview_rows
 from openpert.report.markdown import plain_text
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, control_kind
 from openpert.report.templating import render
 from openpert.report.text_parts import LABEL_MAX, short_label
+from openpert.results.model import BEST, TIED, TIERS, UNTESTED, WORSE, TestOutcome
+from openpert.results.model import MISSING as NO_VALUE
+from openpert.results.scoring import NOT_APPLICABLE
 
 #: Marks of the test matrix: outcome -> (mark, what it means).
 TEST_MARKS = {
@@ -422,7 +413,7 @@ def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[Overview
     def kept(t: TestOutcome) -> bool:
         return dataset_id is None or t.dataset_id == dataset_id
 
-    pairs = [p for p in headline_tested_pairs(results) if dataset_id is None or p[0] == dataset_id]
+    pairs = [p for p in results.headline_tested_pairs() if dataset_id is None or p[0] == dataset_id]
     shown = [r for r in rows if any(t.outcome != UNTESTED and kept(t) for t in r.tests)]
     if not pairs or not shown:
         return None

@@ -25,7 +25,7 @@ from openpert.report.formatting import (
     format_number,
 )
 from openpert.report.leaderboard_html import dataset_table
-from openpert.report.leaderboards import headline_tested_pairs, method_kind
+from openpert.report.leaderboards import method_kind
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.overview import overview, overview_legend_text
@@ -225,7 +225,7 @@ def scale_details(results: TaskResults) -> Markup:
         "Every method's scaled scores at a glance; only headline metrics enter the scores. Methods "
         "and baselines are grouped by the paired tests against the best method; the controls that set "
         "or probe the scale sit apart below them.",
-        overview_legend_text(bool(headline_tested_pairs(results))),
+        overview_legend_text(bool(results.headline_tested_pairs())),
     ])
     return render("task/scale_details.html", explanation=explanation)
 

@@ -2,24 +2,36 @@
 
 The schema is documented in ``docs/results_json.md``. Any list or field may be absent in a file
 written by an older or partial run; every accessor here falls back to an empty value instead of
-failing, so a page can always be rendered.
+failing, so a page can always be rendered. Ranks, tiers, per-metric means and the lead are read
+from the file; a file of an older schema is completed by :func:`openpert.results.model.complete`
+first, so that it is ranked by the same rule.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from openpert.results.model import (
+    SCHEMA_VERSION,
+    Lead,
+    ResultsIndex,
+    Standing,
+    TestOutcome,
+    complete,
+    is_complete,
+    is_ranked,
+)
+
+__all__ = ["TaskResults", "control_kind", "find_results_files", "is_control", "is_ranked", "load_results"]
+
 #: The newest ``schema_version`` this renderer knows.
-SUPPORTED_SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSION = SCHEMA_VERSION
 
 #: Order of control kinds in the controls band: the references of the scale first, then the probes.
 _CONTROL_ORDER = {"positive": 0, "negative": 1, "ceiling": 2, "adversarial": 3, "baseline": 4}
-#: Control roles that never rank: they set the scale (positive, negative) or probe it (adversarial, ceiling).
-UNRANKED_CONTROLS = ("positive", "negative", "adversarial", "ceiling")
 #: The scale in one sentence, for results files that do not state it.
 DEFAULT_SCALE_SENTENCE = (
     "On each dataset and metric, 1 is the positive control's score and 0 the strongest negative control's, "
@@ -72,15 +84,6 @@ def is_control(method: dict[str, Any]) -> bool:
     return method.get("type") == "control_method" or bool(method.get("control"))
 
 
-def is_ranked(method: dict[str, Any]) -> bool:
-    """Tell whether a method entry competes in the rankings: a method, or a baseline control.
-
-    Positive and negative controls set the scale, adversarial controls and ceilings probe it; none
-    of them ranks.
-    """
-    return not is_control(method) or method.get("control") not in UNRANKED_CONTROLS
-
-
 def control_kind(method: dict[str, Any]) -> str | None:
     """Name the kind of control a method is, for badges: ``"positive control"``, ``"baseline"``.
 
@@ -116,31 +119,12 @@ class TaskResults:
     """
 
     def __init__(self, data: dict[str, Any], source: Path) -> None:
-        self.data = data
+        self.data = data if is_complete(data) else complete(data)
+        data = self.data
         self.source = Path(source)
-        self._scores = {
-            (s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s
-            for s in self._list("scores")
-        }
-        self._dataset_scores = {
-            (s.get("dataset_id"), s.get("method_id")): s for s in self._list("dataset_scores")
-        }
+        # The model's lookups (scores, comparisons, the best of each test, the scalable pairs, the headline).
+        self._index = ResultsIndex(data)
         self._overall = {s.get("method_id"): s for s in self._list("overall")}
-        self._comparisons = {
-            (c.get("dataset_id"), c.get("metric_id"), c.get("method_id")): c
-            for c in self._list("comparisons")
-        }
-        self._best: dict[tuple[str, str], str] = {}
-        for c in self._list("comparisons"):
-            if c.get("best_method_id"):
-                self._best.setdefault((c.get("dataset_id"), c.get("metric_id")), c["best_method_id"])
-        # (dataset, metric) pairs on which some method has a scaled value: the pairs that count
-        # in the dataset score (the others have no controls or no values at all).
-        self._scalable = {
-            (s.get("dataset_id"), s.get("metric_id"))
-            for s in self._list("scores")
-            if isinstance(s.get("scaled"), (int, float)) and not isinstance(s.get("scaled"), bool)
-        }
         # Indexes for the lookups every page makes per method, dataset and metric: scanning the
         # lists instead made rendering grow with the square (and cube) of the number of methods.
         self._methods_by_id = _first_by(self._list("methods"), "id")
@@ -161,7 +145,7 @@ class TaskResults:
                 continue
             for key in {v for v in (f.get("method_id"), f.get("component")) if _hashable(v)}:
                 self._own_failures.setdefault(key, []).append((position, f))
-        self._derived: dict[str, Any] = {}
+        self._standings = {s.get("method_id"): _standing(s) for s in self._list("standings") if _hashable(s.get("method_id"))}
         self._method_resources: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
         for position, r in enumerate(self._list("resources")):
             if r.get("stage") != "method":
@@ -278,11 +262,7 @@ class TaskResults:
 
     def is_headline(self, metric_id: str | None) -> bool:
         """Tell whether a metric enters the aggregate scores (every metric does in older files)."""
-        headline = self.data.get("headline_metrics")
-        if isinstance(headline, list):
-            return metric_id in headline
-        metric = self.metric(metric_id) or {}
-        return metric.get("headline", True) is not False
+        return metric_id in self._index.headline
 
     def headline_coverage(self) -> tuple[list[str], list[str]]:
         """The headline metrics the scores average, and those they cannot (no value on any dataset).
@@ -339,14 +319,24 @@ class TaskResults:
 
     # -- lookups -------------------------------------------------------------------------------
 
-    def derived(self, name: str, compute: Callable[[TaskResults], Any]) -> Any:
-        """``compute(self)``, computed at the first call for ``name`` and kept (the results do not change once read).
+    def standing(self, method_id: str | None) -> Standing | None:
+        """A method's per-metric means, headline tests and tier (``standings``), or None."""
+        return self._standings.get(method_id) if _hashable(method_id) else None
 
-        Pages that each need a whole-task table (every method page its row of the overview) share one.
+    @property
+    def lead(self) -> Lead | None:
+        """The top method against the runner-up (``lead``), or None when no method has an overall score."""
+        value = self.data.get("lead")
+        return Lead(**value) if isinstance(value, dict) else None
+
+    def headline_tested_pairs(self) -> list[tuple[str, str]]:
+        """The (dataset, headline metric) pairs with a test against the best, in page order.
+
+        Every ranked method's standing lists each of them; diagnostic metrics are shown but never
+        ranked, so their tests place no method in a tier.
         """
-        if name not in self._derived:
-            self._derived[name] = compute(self)
-        return self._derived[name]
+        tests = next((s.tests for s in self._standings.values() if s.tests), [])
+        return [(t.dataset_id, t.metric_id) for t in tests]
 
     def method(self, method_id: str | None) -> dict[str, Any] | None:
         """The method entry with this id, or None."""
@@ -392,24 +382,15 @@ class TaskResults:
 
     def scalable(self, dataset_id: str, metric_id: str) -> bool:
         """Tell whether some method has a scaled value of a metric on a dataset."""
-        return (dataset_id, metric_id) in self._scalable
-
-    def tested_pairs(self) -> list[tuple[str, str]]:
-        """(dataset, metric) pairs with a permutation test against the best, in page order."""
-        return [
-            (str(d.get("dataset_id")), str(m.get("id")))
-            for d in self.datasets
-            for m in self.metrics
-            if (d.get("dataset_id"), m.get("id")) in self._best
-        ]
+        return (dataset_id, metric_id) in self._index.scalable
 
     def score(self, dataset_id: str, method_id: str, metric_id: str) -> dict[str, Any] | None:
         """The ``scores`` row of one (dataset, method, metric), or None."""
-        return self._scores.get((dataset_id, method_id, metric_id))
+        return self._index.scores.get((dataset_id, method_id, metric_id))
 
     def dataset_score(self, dataset_id: str, method_id: str) -> dict[str, Any]:
         """The ``dataset_scores`` row of one (dataset, method), or an empty dict."""
-        return self._dataset_scores.get((dataset_id, method_id), {})
+        return self._index.dataset_scores.get((dataset_id, method_id), {})
 
     def overall(self, method_id: str | None) -> dict[str, Any]:
         """The ``overall`` row of a method, or an empty dict."""
@@ -417,11 +398,11 @@ class TaskResults:
 
     def comparison(self, dataset_id: str, metric_id: str, method_id: str) -> dict[str, Any] | None:
         """The permutation test of a method against the best on one (dataset, metric)."""
-        return self._comparisons.get((dataset_id, metric_id, method_id))
+        return self._index.comparisons.get((dataset_id, metric_id, method_id))
 
     def best_method_id(self, dataset_id: str, metric_id: str) -> str | None:
         """The best method on one (dataset, metric) according to ``comparisons``."""
-        return self._best.get((dataset_id, metric_id))
+        return self._index.best.get((dataset_id, metric_id))
 
     def metric_components(self, metric_id: str) -> set[str]:
         """Names a metric's jobs may carry in ``failures``/``resources``: component and id."""
@@ -516,6 +497,12 @@ def load_results(path: Path) -> TaskResults:
             stacklevel=2,
         )
     return TaskResults(data, path.parent)
+
+
+def _standing(entry: dict[str, Any]) -> Standing:
+    """A ``standings`` entry as the model's dataclass."""
+    tests = [TestOutcome(**t) for t in entry.get("tests") or [] if isinstance(t, dict)]
+    return Standing(**{**entry, "tests": tests})
 
 
 def _hashable(value: Any) -> bool:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from openpert.results.item_scores import ITEM_SCORES
+from openpert.results.model import complete, is_complete
 
 RECORD_FILE = "record.json"
 RESULTS_FILE = "results.json"
@@ -64,7 +65,11 @@ class ArchiveRecord:
 
 
 def read_results_file(path: Path) -> dict[str, Any]:
-    """Parse a ``results.json``; raise :class:`ArchiveError` naming the file when it is not one."""
+    """Parse a ``results.json``; raise :class:`ArchiveError` naming the file when it is not one.
+
+    A file of an older schema is completed by :func:`openpert.results.model.complete`, so that two
+    runs are compared under the same rank rule whichever harness wrote them.
+    """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -73,7 +78,7 @@ def read_results_file(path: Path) -> dict[str, Any]:
         raise ArchiveError(f"{path}: not a readable results file ({err})") from None
     if not isinstance(data, dict) or not isinstance(data.get("scores"), list) or not isinstance(data.get("methods"), list):
         raise ArchiveError(f"{path}: not a results file (no `scores` and `methods` lists)")
-    return data
+    return data if is_complete(data) else complete(data)
 
 
 def task_name(results: dict[str, Any], path: Path) -> str:

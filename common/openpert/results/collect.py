@@ -1,7 +1,8 @@
 """Collect job records into ``results/``: Open Problems' files and ``results.json``.
 
-Both engines end here, so a run publishes the same files whichever engine ran it. The layout of
-``results.json`` is documented in ``docs/results_json.md``.
+Both engines end here, so a run publishes the same files whichever engine ran it. ``results.json``
+is the serialisation of :class:`openpert.results.model.Results` (``docs/results_json.md``,
+``docs/results_schema.json``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,15 @@ import pandas as pd
 from openpert import __version__
 from openpert.config.formats import IN_PROCESS_BYTES, declared_of
 from openpert.config.task import Task
-from openpert.config.viash import UNRANKED_ROLES, ComponentConfig, ConfigError
+from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
 from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
 from openpert.results.item_scores import ITEM_SCORES, write_item_scores
 from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
+from openpert.results.model import SCHEMA_VERSION, complete, is_ranked
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
 from openpert.results.scoring import (
-    NOT_APPLICABLE,
     SCALE_SENTENCE,
     QCFlag,
     aggregate_scores,
@@ -43,7 +44,6 @@ from openpert.results.scoring import (
 )
 from openpert.run.records import JobRecord
 
-SCHEMA_VERSION = 1
 #: Largest ``dataset_*`` entry of a dataset's uns that the results read (bytes, as declared).
 DATASET_UNS_MAX_BYTES = 1 << 20
 #: Seeds of the statistics in results.json: fixed so that a report is reproducible.
@@ -278,16 +278,6 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     # What the language-model components asked and got back; answers without a label are flagged.
     llm_usage, usage_problems = usage_table(records)
     flags += usage_problems + abstention_flags(llm_usage)
-    # Ranks compare methods and baselines; the other controls bound or probe the scale and get none.
-    is_method = {m["id"]: m["control"] not in UNRANKED_ROLES for m in methods}
-    for frame, by in ((overall, None), (dataset_scores, "dataset_id")):
-        mask = frame["method_id"].map(is_method).fillna(False).astype(bool)
-        ranked = frame.loc[mask].groupby(by)["score"] if by else frame.loc[mask, "score"]
-        frame["rank"] = np.nan
-        frame.loc[mask, "rank"] = ranked.rank(ascending=False, method="min", na_option="bottom")
-        # A method that does not address a dataset's subtask is not in that dataset's ranking at all.
-        frame.loc[frame["status"] == NOT_APPLICABLE, "rank"] = np.nan
-
     provenance = run_provenance(task, plan)
     components_metrics: dict[str, list[str]] = {}
     for row in metric_rows:
@@ -314,7 +304,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
 
     # Paired tests against the best method; only methods and baselines compete.
     comparisons = []
-    contenders = [m["id"] for m in methods if m["control"] not in UNRANKED_ROLES]
+    contenders = [m["id"] for m in methods if is_ranked(m)]
     for dataset_id in dataset_ids:
         for metric_id in sorted(maximize):
             table = {m: items[(dataset_id, m, metric_id)] for m in contenders if (dataset_id, m, metric_id) in items}
@@ -403,6 +393,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     }
     results = _clean(results)
     results.update(_clean(collect_reproduction(results, task.dir, outdir)))
+    # Ranks, standings and the lead: computed once, by the results model, and stored with the scores.
+    results = complete(results)
     write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
     extra = run_task_analysis(task, outdir)
     if extra:

@@ -272,10 +272,8 @@ def build_results(
                 "status": "failed" if any(r["status"] == "failed" for r in rows) else "succeeded",
             }
         )
-    # Like the results writer: every method is ranked, controls included, ties sharing a rank.
-    for o in overall:
-        o["rank"] = 1 + sum(other["score"] > o["score"] for other in overall)
-    overall.sort(key=lambda o: (o["rank"], o["method_id"]))
+    # Best first, as the results writer lists them; the ranks are the results model's (TaskResults completes the file).
+    overall.sort(key=lambda o: (-o["score"], o["method_id"]))
 
     for r in resources:
         r["sandbox"] = "bubblewrap"

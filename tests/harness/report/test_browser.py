@@ -302,7 +302,7 @@ def test_what_changed_and_history_render(browser: Any, tmp_path: Path) -> None:
         assert page.locator(section).is_visible()
         assert page.locator(f".toc a[href='{section}']").count() == 1
     ranks = page.locator("#what-changed-ranks tbody tr", has_text="MLP")
-    assert ranks.locator("td").nth(1).inner_text() == "5 → 3 (up 2)"
+    assert ranks.locator("td").nth(1).inner_text() == "2 → 1 (up 1)"
     # Sortable like every table: sorting by the change puts the largest rise last when ascending.
     page.locator("#what-changed-ranks th[data-col='5'] button").click()
     assert page.get_attribute("#what-changed-ranks th[data-col='5']", "aria-sort") == "ascending"

@@ -46,11 +46,11 @@ def test_what_changed_names_the_previous_record_and_what_moved(site_with_archive
     assert "2026-11-11T0830Z-1111111" in changed  # the newer of the two earlier runs, not the oldest
     assert "Methods added: gat." in changed and "Components whose code changed: mlp." in changed
     mlp = _row(changed, "MLP")
-    assert mlp[1] == "code changed" and mlp[2] == "5 → 3 (up 2)"
+    assert mlp[1] == "code changed" and mlp[2] == "2 → 1 (up 1)"
     assert mlp[5] == "+0.400"
     gat = _row(changed, "Graph attention")
-    assert gat[1] == "new" and gat[2] == f"{MISSING} → 6"
-    assert _row(changed, "Big LLM &amp; co")[2] == "4 → 5 (down 1)"
+    assert gat[1] == "new" and gat[2] == f"{MISSING} → 3"
+    assert _row(changed, "Big LLM &amp; co")[2] == "1 → 2 (down 1)"
     # The toc links to both sections, placed after the overview.
     assert html.index('href="#what-changed"') < html.index('href="#history"') < html.index('href="#scale"')
 

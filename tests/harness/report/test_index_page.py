@@ -11,7 +11,6 @@ from typing import Any
 from report_fixture import HOSTILE, build_results  # noqa: E402
 
 from openpert.report.index_page import render_index
-from openpert.report.leaderboards import lead
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults
 
@@ -33,12 +32,13 @@ def test_each_card_names_its_leader_margin_and_significance() -> None:
     assert len(cards) == 2
     assert "2 tasks. Each method is scored on every dataset" in page
     for card, (results, paths) in zip(cards, tasks):
-        top = lead(results)
-        assert top is not None and top.runner_up is not None
-        name = html.escape(top.top.method.get("label"), quote=False)
+        top = results.lead
+        assert top is not None and top.runner_up_method_id is not None
+        method = results.method(top.top_method_id)
+        name = html.escape(method.get("label"), quote=False)
         assert f'<h2><a href="{paths.slug}/index.html">{results.label}</a></h2>' in card
-        assert f'<a href="{paths.slug}/{paths.method_page(top.top.method)}"><strong>{name}</strong></a>' in card
-        runner_up = html.escape(top.runner_up.method.get("label"), quote=False)
+        assert f'<a href="{paths.slug}/{paths.method_page(method)}"><strong>{name}</strong></a>' in card
+        runner_up = html.escape(results.method_label(top.runner_up_method_id), quote=False)
         assert f"ahead of {runner_up} by " in card
         verdict = re.search(r'<span class="margin">(.*?)</span>', card).group(1).rsplit("; ", 1)[1]
         if top.compared == 0:

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from openpert.report.leaderboards import BEST, TIED, WORSE, headline_tested_pairs, lead, overview_rows
+from openpert.report.leaderboards import overview_rows
 from openpert.report.task_results import TaskResults
+from openpert.results.model import BEST, TIED, WORSE
 
 
 def _results(**extra: Any) -> TaskResults:
@@ -64,7 +65,7 @@ def test_a_failed_job_still_counts_as_zero() -> None:
 
 def test_top_group_counts_headline_tests_only() -> None:
     results = _results()
-    assert headline_tested_pairs(results) == [("d1", "h"), ("d2", "h")]
+    assert results.headline_tested_pairs() == [("d1", "h"), ("d2", "h")]
     rows = {r.method["id"]: r for r in overview_rows(results)}
     assert [t.outcome for t in rows["b"].tests] == [WORSE, TIED]
     assert (rows["b"].top_group, rows["b"].n_tests) == (1, 2)
@@ -73,13 +74,13 @@ def test_top_group_counts_headline_tests_only() -> None:
 
 
 def test_lead_gives_margin_and_significant_tests() -> None:
-    top = lead(_results())
-    assert top is not None and top.top.method["id"] == "a" and top.runner_up.method["id"] == "b"
+    top = _results().lead
+    assert top is not None and (top.top_method_id, top.runner_up_method_id) == ("a", "b")
     assert top.margin == pytest.approx(0.2)
     assert (top.significant, top.compared) == (1, 2)
 
 
 def test_lead_without_scores_or_runner_up() -> None:
-    assert lead(_results(overall=[])) is None
-    alone = lead(_results(methods=[{"id": "a", "type": "method"}], overall=[{"method_id": "a", "score": 0.8}]))
-    assert alone is not None and alone.runner_up is None and alone.margin is None
+    assert _results(overall=[]).lead is None
+    alone = _results(methods=[{"id": "a", "type": "method"}], overall=[{"method_id": "a", "score": 0.8}]).lead
+    assert alone is not None and alone.runner_up_method_id is None and alone.margin is None

@@ -36,9 +36,9 @@ from openpert.report.formatting import (  # noqa: E402
     format_value,
     value_kind,
 )
-from openpert.report.leaderboards import TIERS, headline_tested_pairs, lead, method_tests, tier_of  # noqa: E402
 from openpert.report.paths import slugify  # noqa: E402
 from openpert.report.task_results import TaskResults  # noqa: E402
+from openpert.results.model import TIERS  # noqa: E402
 
 # -- a minimal DOM, enough to read tables and attributes -------------------------------------
 
@@ -250,11 +250,12 @@ def test_index_has_one_card_per_task(site: Site) -> None:
         assert format_timestamp(data["created"]) in meta
         assert data["openpert_version"] in meta
         # The top method links to its page, with its margin over the next and the paired tests' verdict.
-        top = lead(TaskResults(data, site.root / name))
+        results = TaskResults(data, site.root / name)
+        top = results.lead
         leader = card.find_all("p", class_="leader")[0]
-        assert leader.find_all("a")[0].attrs["href"] == f"{name}/methods/{top.top.method['id']}.html"
+        assert leader.find_all("a")[0].attrs["href"] == f"{name}/methods/{top.top_method_id}.html"
         text = norm(leader.text())
-        other = top.runner_up.method["label"]
+        other = results.method_label(top.runner_up_method_id)
         assert f"ahead of {other} by {format_score(top.margin)}" in text
         assert (f"significantly better in {top.significant} of {top.compared}" in text if top.significant
                 else "not significantly better" in text or "no paired test" in text)
@@ -389,9 +390,8 @@ def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
         tier = next(k for k in band.classes() if k.startswith("tier-"))[5:]
         assert heading.startswith(titles[tier].upper()) or heading.startswith(titles[tier])
         for m in members:
-            # Groups come from the headline tests only: a diagnostic metric does not rank.
-            counted = set(headline_tested_pairs(results))
-            assert tier_of([t for t in method_tests(results, m) if (t.dataset_id, t.metric_id) in counted]) == tier
+            # Each band holds the methods of the tier the results model gave them.
+            assert results.standing(m).tier == tier
         ranks = [int(norm(rows[m][0].find("span", class_="rk").text())) for m in members]
         assert ranks == sorted(ranks)
         seen.update(members)
@@ -400,29 +400,6 @@ def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
     assert "band-controls" in table.find_all("tbody")[-1].classes()
     legend = norm(doc.find("section", id="overview").text())
     assert "failed" in legend and "scaled score" in legend
-
-
-def test_tiers_follow_the_tests() -> None:
-    data = {
-        "datasets": [{"dataset_id": "d"}],
-        "metrics": [{"id": "m1"}, {"id": "m2"}],
-        "methods": [{"id": i, "type": "method"} for i in ("a", "b", "c", "e", "f")],
-        "scores": [{"dataset_id": "d", "method_id": i, "metric_id": m, "raw": 1.0, "scaled": 0.5}
-                   for i in ("a", "b", "c", "f") for m in ("m1", "m2")],
-        "comparisons": [
-            {"dataset_id": "d", "metric_id": "m1", "method_id": "b", "best_method_id": "a", "p_value": 0.3, "significant": False},
-            {"dataset_id": "d", "metric_id": "m2", "method_id": "b", "best_method_id": "a", "p_value": 0.01, "significant": True},
-            {"dataset_id": "d", "metric_id": "m1", "method_id": "c", "best_method_id": "a", "p_value": 0.5, "significant": False},
-            {"dataset_id": "d", "metric_id": "m2", "method_id": "c", "best_method_id": "a", "p_value": 0.2},
-            {"dataset_id": "d", "metric_id": "m1", "method_id": "f", "best_method_id": "a", "p_value": 0.001},
-            {"dataset_id": "d", "metric_id": "m2", "method_id": "f", "best_method_id": "a", "p_value": 0.001},
-        ],
-    }
-    results = TaskResults(data, Path("."))
-    tiers = {m: tier_of(method_tests(results, m)) for m in ("a", "b", "c", "e", "f")}
-    # a is the best, c never differs from it (significance from p when the flag is absent), b once,
-    # e has no value where the others were tested, f is worse everywhere.
-    assert tiers == {"a": "top", "b": "some", "c": "top", "e": "all", "f": "all"}
 
 
 def test_marks_follow_comparisons(site: Site) -> None:

@@ -46,10 +46,3 @@ def test_lookups_match_a_scan_of_the_lists() -> None:
                if f.get("stage") == "metric")
     assert results.dataset("rpe1") is data["datasets"][1] and results.dataset("nope") == {}
     assert results.method(["a", "list"]) is None  # a hostile id is looked up without an error
-
-
-def test_derived_values_are_computed_once() -> None:
-    results = TaskResults(build_results(), Path("."))
-    calls = []
-    first = results.derived("table", lambda r: calls.append(1) or [len(r.methods)])
-    assert results.derived("table", lambda r: calls.append(1) or []) is first and calls == [1]
