@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openpert.config.formats import FormatError
-from openpert.config.viash import ConfigError, find_project_root
+from openpert.config.viash import ConfigError, config_files, find_project_root
 
 if TYPE_CHECKING:
     from openpert.config.task import Task
@@ -320,7 +320,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"{', '.join(missing)}: no such file or folder to lint")
     problems = lint_paths(paths)
-    configs = [c for p in paths for c in ([p] if p.is_file() else sorted(q for q in p.rglob("config.vsh.yaml") if "api" not in q.parts))]
+    configs = [c for p in paths for c in config_files(p)]
     layout = check_project(_root(), configs)
     tasks = discover_tasks(_root())
     problems += project_problems(_root(), [c for task in tasks for c in task.components])

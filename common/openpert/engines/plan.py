@@ -292,14 +292,7 @@ def dataset_entries(task: Task, names: Sequence[str] | None = None, *, include_l
     """
     chosen, left_out = [], []
     for comp in task.of_type("dataset"):
-        entries = comp.info.get("datasets") or []
-        if not isinstance(entries, list):
-            raise ConfigError(f"{comp.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
-            if not isinstance(entry.get("large", False), bool):
-                raise ConfigError(f"{comp.path}: info.datasets[{i}].large must be true or false")
+        for entry in comp.dataset_entries:
             if names is not None and entry["id"] not in names:
                 continue
             if entry.get("large") and not include_large and names is None:
