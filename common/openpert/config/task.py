@@ -17,6 +17,7 @@ from pathlib import Path
 
 from openpert.config.formats import FileFormat, FormatError
 from openpert.config.viash import (
+    PROJECT_FILE,
     ComponentConfig,
     ConfigError,
     config_files,
@@ -117,7 +118,7 @@ class Task:
         from openpert.engines.resource_labels import parse_label_resources
 
         try:
-            labels: dict | None = parse_label_resources(self.root / "_viash.yaml")
+            labels: dict | None = parse_label_resources(self.root / PROJECT_FILE)
         except (OSError, ValueError):
             # A project-level problem, not a component's: the planner reports it when a run needs labels.
             labels = None

@@ -55,6 +55,10 @@ class ConfigError(ValueError):
     """A component config (or a file it merges) is malformed. The message names file and key."""
 
 
+#: The project's settings file, at its root (Viash's package config); read by :func:`openpert.config.project.project_file`.
+PROJECT_FILE = "_viash.yaml"
+
+
 def find_project_root(start: Path) -> Path:
     """The nearest folder at or above ``start`` that holds ``_viash.yaml``.
 
@@ -65,7 +69,7 @@ def find_project_root(start: Path) -> Path:
     """
     start = Path(start).resolve()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
-        if (folder / "_viash.yaml").is_file():
+        if (folder / PROJECT_FILE).is_file():
             return folder
     raise ConfigError(f"{start}: no _viash.yaml found in this folder or any above it")
 

@@ -18,7 +18,7 @@ from typing import IO, Any
 from openpert.config.formats import FormatError
 from openpert.config.project import SHARED_DATA_ARGUMENT, shared_data_input
 from openpert.config.task import Dataset, Task
-from openpert.config.viash import ComponentConfig, ConfigError, read_config
+from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError, read_config
 from openpert.data.fetching import Sources, dataset_views, sources_from_environment
 from openpert.data.manifest import task_manifest
 from openpert.data.store import DataStore, default_store_dir
@@ -36,7 +36,7 @@ PLAN_VERSION = 1
 
 def label_resources(root: Path) -> dict[str, dict[str, float]]:
     """Resource limits per label, from ``_viash.yaml``'s ``config_mods``."""
-    return parse_label_resources(Path(root) / "_viash.yaml")
+    return parse_label_resources(Path(root) / PROJECT_FILE)
 
 
 def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *, where: str) -> Limits:
