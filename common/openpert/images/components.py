@@ -124,21 +124,6 @@ def image_declaration(config: ComponentConfig) -> ImageDeclaration:
     return ImageDeclaration(config=config, engine=engine, image=image, base=base)
 
 
-def base_of(config: ComponentConfig) -> BaseImage:
-    """The project base image a component runs in.
-
-    Raises
-    ------
-    ImageError
-        When its docker engine names another image.
-    """
-    declaration = image_declaration(config)
-    if declaration.base is None:
-        known = ", ".join(base_images(config.root)) or "none"
-        raise ImageError(f"{config.path}: engines: image {declaration.image} is not a base image of docker/ (known: {known})")
-    return declaration.base
-
-
 def declaration_problems(config: ComponentConfig) -> list[str]:
     """What keeps a component's docker engine from giving a reproducible image (empty when nothing).
 

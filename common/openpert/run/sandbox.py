@@ -653,10 +653,3 @@ def available() -> bool:
 def unavailable_reason() -> str | None:
     """Why bubblewrap cannot be used here (``None`` when it can)."""
     return _probe()
-
-
-def reset_probe() -> None:
-    """Forget the cached probe and environment (tests that change ``PATH`` or the interpreter)."""
-    _probe.cache_clear()
-    python_environment.cache_clear()
-    _system_args.cache_clear()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from project_paths import ROOT
-from sandbox_marks import needs_sandbox
+from sandbox_marks import needs_sandbox, reset_sandbox_probe
 
 from openpert.config.viash import read_config
 from openpert.config.viash_schema import VIASH_SCHEMA_VERSION
@@ -170,7 +170,7 @@ def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(pr
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     try:
         env = ImageEnv(path=tmp_path / "env", base="core", key="k")
         result = run_component_test(project_copy / "src" / "tiny" / "methods" / "group_mean", env, project_copy, sandbox=True)
@@ -178,7 +178,7 @@ def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(pr
         assert "a sandbox was required for component tests" in result.output and "bwrap is not installed" in result.output
     finally:
         monkeypatch.undo()
-        sandboxing.reset_probe()
+        reset_sandbox_probe()
 
 
 def test_a_sandboxed_test_gets_no_credentials_and_its_own_temporary_folder(tmp_path, monkeypatch):
