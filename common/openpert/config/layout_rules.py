@@ -98,7 +98,8 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return [(line, module) for line, module, _ in imports]
 
 
-def _python_files(folder: Path) -> list[Path]:
+def python_files(folder: Path) -> list[Path]:
+    """The Python files at or below a folder, sorted (none when it is no folder; caches left out)."""
     return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts) if folder.is_dir() else []
 
 
@@ -117,12 +118,12 @@ def check_import_direction(root: Path) -> LayoutReport:
     def top(module: str) -> str:
         return module.split(".", 1)[0]
 
-    for path in _python_files(root / "common" / HARNESS):
+    for path in python_files(root / "common" / HARNESS):
         counts["harness"] += 1
         for line, module in imported_modules(path):
             if top(module) == SCIENCE or top(module) in libraries:
                 violations.append(Violation(path, line, "harness-imports-science", f"the harness imports {module}"))
-    for path in _python_files(root / "common" / SCIENCE):
+    for path in python_files(root / "common" / SCIENCE):
         counts["science"] += 1
         for line, module in imported_modules(path):
             if top(module) == HARNESS:
@@ -130,7 +131,7 @@ def check_import_direction(root: Path) -> LayoutReport:
             elif top(module) in libraries:
                 violations.append(Violation(path, line, "science-imports-task", f"the science package imports {module}"))
     for task_dir in sorted(p for p in (root / "src").iterdir() if (p / "api").is_dir()) if (root / "src").is_dir() else []:
-        for path in _python_files(task_dir):
+        for path in python_files(task_dir):
             counts["tasks"] += 1
             plugin = path.parent == task_dir and path.name in HARNESS_PLUGINS
             for line, module in imported_modules(path):
@@ -154,7 +155,7 @@ def check_component(config: ComponentConfig) -> list[Violation]:
     for res in config.resources:
         if isinstance(res, dict) and isinstance(res.get("path"), str):
             declared.add(config.resource_path(res).resolve())
-    sources = [p for p in _python_files(folder) if p.resolve() in declared]
+    sources = [p for p in python_files(folder) if p.resolve() in declared]
     for path in sources:
         for line, module in imported_modules(path):
             name = module.split(".", 1)[0]

@@ -121,7 +121,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
-from openpert.config.layout_rules import source_imports
+from openpert.config.layout_rules import python_files, source_imports
 from openpert.config.viash import ComponentConfig, ConfigError
 
 #: Where the job's work folder appears inside the sandbox.
@@ -505,7 +505,7 @@ def _python_files(config: ComponentConfig) -> list[Path]:
         except ConfigError:
             continue  # the job reports it when it stages its resources, and runs no code
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+            files += python_files(path)
         elif path.suffix == ".py" and path.is_file():
             files.append(path)
     return files
