@@ -15,6 +15,13 @@ from openpert.run import sandbox as sandboxing
 REQUIRED_BUT_UNAVAILABLE = "required_sandbox_unavailable"
 
 
+def reset_sandbox_probe() -> None:
+    """Forget the sandbox's cached probe and environment (tests that change ``PATH`` or the interpreter)."""
+    sandboxing._probe.cache_clear()
+    sandboxing.python_environment.cache_clear()
+    sandboxing._system_args.cache_clear()
+
+
 def sandbox_required() -> bool:
     """Whether ``$OPENPERT_SANDBOX`` is ``on`` (a wrong value is an error of the test run itself)."""
     return sandboxing.sandbox_setting() == "on"

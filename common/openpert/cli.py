@@ -12,7 +12,7 @@ Commands
     Keep finished runs, and compare two (``docs/archive.md``).
 ``data list|fetch|verify [--task T...]``
     The public files the tasks read, and the data store (``docs/data.md``).
-``test [PATH]``, ``lint [PATH]``, ``create-component ...``, ``ci-summary ...``
+``test [PATH]``, ``lint [PATH]``, ``create-component ...``
     Contributor tools.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openpert.config.formats import FormatError
-from openpert.config.viash import ConfigError, find_project_root
+from openpert.config.viash import ConfigError, config_files, find_project_root
 
 if TYPE_CHECKING:
     from openpert.config.task import Task
@@ -320,7 +320,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"{', '.join(missing)}: no such file or folder to lint")
     problems = lint_paths(paths)
-    configs = [c for p in paths for c in ([p] if p.is_file() else sorted(q for q in p.rglob("config.vsh.yaml") if "api" not in q.parts))]
+    configs = [c for p in paths for c in config_files(p)]
     layout = check_project(_root(), configs)
     tasks = discover_tasks(_root())
     problems += project_problems(_root(), [c for task in tasks for c in task.components])
@@ -342,22 +342,6 @@ def cmd_changed(ns: argparse.Namespace) -> int:
     root = _root()
     for folder in touched_components(root, changed_files(root, ns.base)):
         print(folder.relative_to(root))
-    return 0
-
-
-def cmd_ci_summary(ns: argparse.Namespace) -> int:
-    from openpert.testing.ci_summary import collect, summary_markdown
-
-    failures, checks = collect(ruff=ns.ruff, lint=ns.lint, actionlint=ns.actionlint, junit=ns.junit, results=ns.results,
-                               image_tests=ns.image_tests)
-    if not checks:
-        raise ConfigError("ci-summary: give at least one of --ruff, --lint, --actionlint, --junit, --results, --image-tests")
-    text = summary_markdown(failures, checks)
-    if ns.output:
-        with open(ns.output, "a", encoding="utf-8") as out:
-            out.write(text)
-    else:
-        print(text, end="")
     return 0
 
 
@@ -485,15 +469,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("changed", help="component folders a change touches (for CI: test exactly these)")
     p.add_argument("--base", default="origin/main", help="git ref the change is compared with (default: origin/main)")
 
-    p = sub.add_parser("ci-summary", help="each failed CI check in one line with its fix (Markdown, for the job summary)")
-    p.add_argument("--ruff", action="append", default=[], metavar="FILE", help="ruff's --output-format=concise output")
-    p.add_argument("--lint", action="append", default=[], metavar="FILE", help="openpert lint's output")
-    p.add_argument("--actionlint", action="append", default=[], metavar="FILE", help="actionlint's output")
-    p.add_argument("--junit", action="append", default=[], metavar="FILE", help="pytest's --junitxml report")
-    p.add_argument("--results", action="append", default=[], metavar="DIR", help="benchmark results (results.json in or below)")
-    p.add_argument("--image-tests", action="append", default=[], metavar="FILE", help="scripts/test_images.sh's output")
-    p.add_argument("-o", "--output", help="append to this file (e.g. $GITHUB_STEP_SUMMARY) instead of printing")
-
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")
     p.add_argument("--task", required=True)
     p.add_argument("--type", required=True, choices=["method", "control_method", "metric", "dataset"])
@@ -517,7 +492,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "test": lambda: cmd_test(ns),
         "lint": lambda: cmd_lint(ns),
         "create-component": lambda: cmd_create_component(ns),
-        "ci-summary": lambda: cmd_ci_summary(ns),
         "changed": lambda: cmd_changed(ns),
         "images": lambda: run_images(ns),
         "data": lambda: run_data(ns),

@@ -137,7 +137,7 @@ def test_run_component_fills_a_dataset_components_outputs(tiny_project, tmp_path
 
 def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(tiny_project, tmp_path, capsys, monkeypatch):
     """$OPENPERT_SANDBOX is --sandbox's default: `on` where bwrap fails stops the benchmark with the AppArmor fixes."""
-    from openpert.run import sandbox as sandboxing
+    from sandbox_marks import reset_sandbox_probe
 
     fake = tmp_path / "bin" / "bwrap"
     fake.parent.mkdir()
@@ -146,7 +146,7 @@ def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(
     monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
     monkeypatch.setenv("OPENPERT_SANDBOX", "on")
     monkeypatch.chdir(tiny_project)
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     try:
         code = main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--methods", "group_mean",
                      "-o", str(tmp_path / "out"), "--quiet"])
@@ -161,7 +161,7 @@ def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(
         assert "$OPENPERT_SANDBOX is 'always'" in capsys.readouterr().err
     finally:
         monkeypatch.undo()
-        sandboxing.reset_probe()
+        reset_sandbox_probe()
 
 
 def test_a_failed_run_component_keeps_its_work_dir_but_not_its_private_tmp(project_copy, tmp_path, capsys, monkeypatch):

@@ -4,11 +4,15 @@
 the file's metadata bounds what reading it takes to a little (:data:`~openpert.config.formats.IN_PROCESS_BYTES`).
 A larger file, or one whose reading metadata cannot bound (parquet, whose page headers and
 dictionaries may declare more than its footer; an HDF5 chunk that inflates beyond its declared
-size), is checked by a reader process (``python -m openpert.config.bounded``): before each request
-it limits its own address space (``RLIMIT_AS``) to what it maps plus the validation's memory, then
-reads the file and answers with its problems as one JSON line. A file that needs more memory
-fails there (``MemoryError``), not in the harness; a read that takes longer than :data:`TIMEOUT_S`
-is stopped with its reader.
+size), is checked by a reader process (``python -m openpert.config.bounded``) that reads the file
+and answers with its problems as one JSON line. Its memory is limited as a job's is
+(:func:`openpert.run.process.resident_bytes`): while it reads, the harness samples its resident
+size every :data:`MEMORY_POLL_S` and kills it once that rose by more than the validation's memory
+(plus :data:`SLACK_BYTES`); the reader's own high-water mark, reset before each request and sent
+with the answer, catches a peak between two samples. A file that needs more memory is refused
+there, not read in the harness; a read that takes longer than :data:`TIMEOUT_S` is stopped with
+its reader. (Not ``RLIMIT_AS``: an address-space limit counts what arrow, HDF5 and glibc reserve
+without touching, and would limit no process but the reader itself.)
 
 Starting a reader and importing anndata and pyarrow costs a second or two, so readers are kept
 for the next request (a few, for validations running at once) as long as their reads stay small:
@@ -20,8 +24,8 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import json
+import math
 import os
-import resource
 import select
 import signal
 import subprocess
@@ -35,17 +39,24 @@ import pandas as pd
 
 from openpert.config.formats import IN_PROCESS_BYTES, FileFormat, FormatError, MatchRule, compared_attribute
 from openpert.files import format_bytes
+from openpert.run.process import resident_bytes
 
 #: Longest a bounded read may take (s).
 TIMEOUT_S = 1800
-#: Address space allowed above the validation's memory: thread stacks, allocator arenas, readers' buffers.
+#: Resident memory allowed above the validation's memory: allocator arenas, readers' buffers.
 SLACK_BYTES = 256 * 2**20
+#: Seconds between two samples of a reader's resident memory while it reads.
+MEMORY_POLL_S = 0.01
 #: A reader whose resident memory rose by more than this in one request exits after it (freed
 #: memory is not always returned to the system, and the next limit counts from what it maps).
 RECYCLE_BYTES = 256 * 2**20
+#: Longest a reader may take to import its modules and say it is ready (s).
+STARTUP_TIMEOUT_S = 300
+#: The line a reader writes once its modules are imported.
+_READY = b'{"ready": true}\n'
 #: Readers kept waiting for a request.
 MAX_IDLE_READERS = 4
-#: Numerical libraries' thread pools reserve address space per thread; one thread reads a file.
+#: One thread reads a file: numerical libraries' thread pools would only add buffers.
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 #: Largest answer of values a reader sends back (the names a rule compares).
 ATTRIBUTE_MAX_BYTES = IN_PROCESS_BYTES // 4
@@ -132,9 +143,20 @@ class _Reader:
         # stderr goes nowhere: nothing reads it while the reader waits, and a full pipe would block it.
         self.proc = subprocess.Popen([sys.executable, "-m", "openpert.config.bounded"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_environment())
+        #: The last request made the reader's resident memory rise beyond its limit: it was killed.
+        self.over_memory = False
+        # Its modules are imported before it says it is ready, so that no limit counts them.
+        self.limit_bytes = math.inf
+        self.ready = self._line(time.monotonic() + STARTUP_TIMEOUT_S) == _READY
 
-    def ask(self, request: dict, timeout_s: float) -> dict | None:
-        """Send one request; the answer, or ``None`` when the reader died or ran out of time (it is then stopped)."""
+    def ask(self, request: dict, timeout_s: float, memory_bytes: int) -> dict | None:
+        """Send one request; the answer, or ``None`` when the reader died, ran out of time or over its memory (it is then stopped)."""
+        if not self.ready:
+            self.stop()
+            return None
+        # The limit counts from what the reader holds now (its modules, what earlier reads left).
+        self.limit_bytes = resident_bytes(self.proc.pid) + int(memory_bytes) + SLACK_BYTES
+        self.over_memory = False
         try:
             self.proc.stdin.write(json.dumps(request).encode() + b"\n")
             self.proc.stdin.flush()
@@ -161,7 +183,11 @@ class _Reader:
             left = deadline - time.monotonic()
             if left <= 0 or len(got) > _ANSWER_MAX_BYTES:
                 return None
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            ready, _, _ = select.select([fd], [], [], min(left, MEMORY_POLL_S))
+            if resident_bytes(self.proc.pid) > self.limit_bytes:
+                self.over_memory = True
+                self.proc.kill()
+                return None
             if not ready:
                 continue
             block = os.read(fd, 1 << 16)
@@ -204,12 +230,16 @@ def _ask(request: dict, memory_bytes: int, timeout_s: float) -> dict:
         reader = _Reader()
     limit = f"its memory limit of {format_bytes(memory_bytes)}"
     start = time.monotonic()
-    answer = reader.ask({**request, "memory_bytes": int(memory_bytes)}, timeout_s)
+    answer = reader.ask(request, timeout_s, memory_bytes)
     if answer is None:
+        if reader.over_memory:
+            raise BoundedReadError(f"reading it needs more than {limit}: refused (the reader was stopped)")
         if time.monotonic() - start >= timeout_s:
             raise BoundedReadError(f"reading it took more than {timeout_s:g} s (within {limit}): refused")
         raise BoundedReadError(f"the process reading it (within {limit}) {reader.exit_description()}: refused")
-    if answer.get("recycle"):
+    # A peak between two samples: the reader's own high-water mark of this request tells.
+    over_peak = int(answer.get("rise_bytes") or 0) > int(memory_bytes) + SLACK_BYTES
+    if answer.get("recycle") or over_peak:
         reader.stop()
     else:
         with _IDLE_LOCK:
@@ -218,6 +248,9 @@ def _ask(request: dict, memory_bytes: int, timeout_s: float) -> dict:
                 _IDLE.append(reader)
         if not keep:
             reader.stop()
+    if over_peak:
+        raise BoundedReadError(f"reading it needs more than {limit} (its peak rose by "
+                               f"{format_bytes(int(answer['rise_bytes']))}): refused")
     if answer.get("memory"):
         raise BoundedReadError(f"reading it needs more than {limit} ({answer.get('error', 'MemoryError')}): refused")
     return answer
@@ -239,8 +272,8 @@ def _environment() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH", "")]))
     for var in _THREAD_VARIABLES:
         env[var] = "1"
-    # glibc's per-thread arenas and arrow's jemalloc/mimalloc reserve address space by the
-    # gigabyte, which an address-space limit counts as used.
+    # Freed memory goes back to the system sooner with few glibc arenas and arrow's system pool
+    # (jemalloc keeps it), so that a reader's next limit starts from what it really holds.
     env["MALLOC_ARENA_MAX"] = "2"
     env["ARROW_DEFAULT_MEMORY_POOL"] = "system"
     return env
@@ -277,20 +310,6 @@ def _import_readers() -> None:
 
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
-
-
-def _limit_memory(memory_bytes: int) -> None:
-    """Limit this process's address space to what it maps now plus ``memory_bytes`` (and some slack)."""
-    mapped_kb = _status_kb("VmSize")
-    base = mapped_kb * 1024 if mapped_kb is not None else 2 * 2**30
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    limit = base + int(memory_bytes) + SLACK_BYTES
-    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
-
-
-def _lift_limit() -> None:
-    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-    resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
 
 
 def _memory_error(err: BaseException | None) -> BaseException | None:
@@ -336,8 +355,7 @@ def _attribute(request: dict) -> dict:
 
 
 def _answer(request: dict) -> dict:
-    """The answer to one request, read under its memory limit."""
-    _limit_memory(request["memory_bytes"])
+    """The answer to one request (the harness watches its memory)."""
     try:
         return _attribute(request) if request["mode"] == "attribute" else _validate(request)
     except (FormatError, MemoryError) as err:
@@ -345,8 +363,6 @@ def _answer(request: dict) -> dict:
         if cause is None:
             return {"format_error": str(err)}
         return {"memory": True, "error": f"{type(cause).__name__}: {str(cause)[:160]}"}
-    finally:
-        _lift_limit()
 
 
 def main() -> None:
@@ -356,6 +372,8 @@ def main() -> None:
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     sys.stdout = sys.stderr
     _import_readers()
+    answers.write(_READY.decode())
+    answers.flush()
     for line in sys.stdin:
         request = json.loads(line)
         # The high-water mark of this request alone; where it cannot be reset, what stays resident.
@@ -364,6 +382,7 @@ def main() -> None:
         answer = _answer(request)
         rise = ((_status_kb(peak_key) or 0) - before) * 1024
         answer["peak_mb"] = round((_status_kb("VmHWM") or 0) / 1024, 1)
+        answer["rise_bytes"] = max(0, rise)
         # After a large read or a failed allocation, a fresh reader is a cleaner start.
         answer["recycle"] = bool(rise > RECYCLE_BYTES or answer.get("memory"))
         answers.write(json.dumps(answer) + "\n")

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from openpert.config.viash import ComponentConfig, ConfigError, read_config
+from openpert.config.viash import ComponentConfig, ConfigError, config_files, read_config
 
 HARNESS = "openpert"
 SCIENCE = "pertsci"
@@ -59,22 +61,45 @@ class LayoutReport:
         return f"layout: {len(self.violations)} violation(s) in {sum(self.modules.values())} modules ({counts})"
 
 
+#: CPython 3.11's AST constructor is not safe across threads (it fails with "AST constructor
+#: recursion depth mismatch"); the local engine reads components' imports from several threads.
+_AST_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
+def source_imports(source: str, filename: str = "<source>") -> tuple[tuple[int, str, tuple[str, ...]], ...]:
+    """Every absolute import of Python source: ``(line, dotted module, names imported from it)``.
+
+    ``import a.b`` gives ``(line, "a.b", ())``; ``from a import b, c`` gives ``(line, "a", ("b", "c"))``.
+    Relative imports are skipped. Read with :mod:`ast` (cached by source), so formatting never matters.
+
+    Raises
+    ------
+    SyntaxError
+        When the source is not valid Python.
+    """
+    with _AST_LOCK:
+        tree = ast.parse(source, filename=filename)
+    found: list[tuple[int, str, tuple[str, ...]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name, ()) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module, tuple(alias.name for alias in node.names)))
+    return tuple(found)
+
+
 def imported_modules(path: Path) -> list[tuple[int, str]]:
     """``(line, dotted module)`` of every absolute import in a Python file (relative ones are skipped)."""
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        imports = source_imports(path.read_text(), str(path))
     except SyntaxError as err:
         raise ConfigError(f"{path}: line {err.lineno}: not valid Python: {err.msg}") from err
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.extend((node.lineno, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.append((node.lineno, node.module))
-    return found
+    return [(line, module) for line, module, _ in imports]
 
 
-def _python_files(folder: Path) -> list[Path]:
+def python_files(folder: Path) -> list[Path]:
+    """The Python files at or below a folder, sorted (none when it is no folder; caches left out)."""
     return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts) if folder.is_dir() else []
 
 
@@ -93,12 +118,12 @@ def check_import_direction(root: Path) -> LayoutReport:
     def top(module: str) -> str:
         return module.split(".", 1)[0]
 
-    for path in _python_files(root / "common" / HARNESS):
+    for path in python_files(root / "common" / HARNESS):
         counts["harness"] += 1
         for line, module in imported_modules(path):
             if top(module) == SCIENCE or top(module) in libraries:
                 violations.append(Violation(path, line, "harness-imports-science", f"the harness imports {module}"))
-    for path in _python_files(root / "common" / SCIENCE):
+    for path in python_files(root / "common" / SCIENCE):
         counts["science"] += 1
         for line, module in imported_modules(path):
             if top(module) == HARNESS:
@@ -106,7 +131,7 @@ def check_import_direction(root: Path) -> LayoutReport:
             elif top(module) in libraries:
                 violations.append(Violation(path, line, "science-imports-task", f"the science package imports {module}"))
     for task_dir in sorted(p for p in (root / "src").iterdir() if (p / "api").is_dir()) if (root / "src").is_dir() else []:
-        for path in _python_files(task_dir):
+        for path in python_files(task_dir):
             counts["tasks"] += 1
             plugin = path.parent == task_dir and path.name in HARNESS_PLUGINS
             for line, module in imported_modules(path):
@@ -130,7 +155,7 @@ def check_component(config: ComponentConfig) -> list[Violation]:
     for res in config.resources:
         if isinstance(res, dict) and isinstance(res.get("path"), str):
             declared.add(config.resource_path(res).resolve())
-    sources = [p for p in _python_files(folder) if p.resolve() in declared]
+    sources = [p for p in python_files(folder) if p.resolve() in declared]
     for path in sources:
         for line, module in imported_modules(path):
             name = module.split(".", 1)[0]
@@ -163,7 +188,7 @@ def check_project(root: Path, configs: Iterable[Path] | None = None) -> LayoutRe
     """The import direction of the whole project, plus the component rules of ``configs`` (default: all)."""
     root = Path(root)
     report = check_import_direction(root)
-    paths = sorted(p for p in (root / "src").rglob("config.vsh.yaml") if "api" not in p.parts) if configs is None else configs
+    paths = config_files(root / "src") if configs is None else configs
     for path in paths:
         try:
             report.violations.extend(check_component(read_config(path)))

@@ -18,6 +18,7 @@ from openpert.config.viash import (
     CONTROL_ROLES,
     ComponentConfig,
     ConfigError,
+    config_files,
     read_config,
 )
 from openpert.run.viash_block import BLOCK
@@ -250,7 +251,7 @@ def data_manifest_problems(task) -> list[str]:
 
     files = task_manifest(task.dir)  # a malformed manifest raises, naming the file and entry
     where = task.dir / "api" / MANIFEST_NAME
-    entries = [(c, e) for c in task.of_type("dataset") for e in (c.info.get("datasets") or []) if isinstance(e, dict)]
+    entries = [(c, e) for c in task.of_type("dataset") for e in c.dataset_entries]
     ids = {e.get("id") for _, e in entries}
     problems = [f"{where}: {f.path}: datasets {', '.join(sorted(set(f.datasets) - ids))} are no info.datasets id of the task"
                 for f in files if f.datasets is not None and set(f.datasets) - ids]
@@ -268,7 +269,7 @@ def published_results_problems(task) -> list[str]:
     metrics or datasets it maps to that the task does not have (``docs/reproduction.md``)."""
     from openpert.results.reproduction import declaration_problems
 
-    dataset_ids = {e.get("id") for c in task.of_type("dataset") for e in (c.info.get("datasets") or []) if isinstance(e, dict)}
+    dataset_ids = {e["id"] for c in task.of_type("dataset") for e in c.dataset_entries}
     return declaration_problems(
         task.dir, method_ids={c.name for c in task.of_type("method", "control_method")},
         metric_ids={m["name"] for c in task.of_type("metric") for m in c.metrics}, dataset_ids=dataset_ids)
@@ -334,8 +335,7 @@ def lint_paths(paths: Iterable[Path]) -> list[str]:
     problems: list[str] = []
     for path in paths:
         path = Path(path)
-        configs = [path] if path.is_file() else sorted(p for p in path.rglob("config.vsh.yaml") if "api" not in p.parts)
-        for config_path in configs:
+        for config_path in config_files(path):
             try:
                 problems.extend(lint_config(read_config(config_path)))
             except ConfigError as err:

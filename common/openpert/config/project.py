@@ -2,8 +2,42 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from pathlib import Path
+from typing import Any
+
+from openpert.config.viash import PROJECT_FILE, ConfigError, load_yaml
+
+
+def project_file(root: str | Path) -> dict[str, Any]:
+    """The settings of the project at ``root``: its ``_viash.yaml`` as a mapping (a copy the caller may change).
+
+    Parsed once per version of the file (its modification time and size): every component of a run
+    asks for it.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file, when it is missing, is not valid YAML or holds no mapping.
+    """
+    path = Path(root).resolve() / PROJECT_FILE
+    try:
+        stat = path.stat()
+    except OSError:
+        raise ConfigError(f"{path}: not found (the project's settings file)") from None
+    return copy.deepcopy(_parsed(path, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: Path, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    data = load_yaml(path)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of project settings, got {type(data).__name__}")
+    return data
 
 
 def shared_data_dir(root: str | Path) -> Path:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from openpert.config.formats import FileFormat, FormatError
 from openpert.config.viash import (
+    PROJECT_FILE,
     ComponentConfig,
     ConfigError,
+    config_files,
     find_project_root,
     load_yaml,
     read_config,
@@ -116,11 +118,11 @@ class Task:
         from openpert.engines.resource_labels import parse_label_resources
 
         try:
-            labels: dict | None = parse_label_resources(self.root / "_viash.yaml")
+            labels: dict | None = parse_label_resources(self.root / PROJECT_FILE)
         except (OSError, ValueError):
             # A project-level problem, not a component's: the planner reports it when a run needs labels.
             labels = None
-        configs = sorted(p for p in self.dir.rglob("config.vsh.yaml") if "api" not in p.relative_to(self.dir).parts)
+        configs = config_files(self.dir)
         comps: list[ComponentConfig] = []
         errors: list[ConfigProblem] = []
         for path in configs:
@@ -194,12 +196,7 @@ class Task:
             if not isinstance(metrics, list) or not all(isinstance(m, dict) and isinstance(m.get("name"), str) for m in metrics):
                 raise ConfigError(f"{comp.path}: info.metrics must be a list of mappings, each with a name")
         if comp.type == "dataset":
-            entries = comp.info.get("datasets") or []
-            if not isinstance(entries, list):
-                raise ConfigError(f"{comp.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
-            for i, entry in enumerate(entries):
-                if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                    raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
+            comp.dataset_entries  # noqa: B018 - raises for a malformed info.datasets
 
     # --- headline and diagnostic metrics ---------------------------------------------------------
     def _metric_list(self, key: str) -> list[str] | None:

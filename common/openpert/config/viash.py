@@ -55,6 +55,10 @@ class ConfigError(ValueError):
     """A component config (or a file it merges) is malformed. The message names file and key."""
 
 
+#: The project's settings file, at its root (Viash's package config); read by :func:`openpert.config.project.project_file`.
+PROJECT_FILE = "_viash.yaml"
+
+
 def find_project_root(start: Path) -> Path:
     """The nearest folder at or above ``start`` that holds ``_viash.yaml``.
 
@@ -65,9 +69,27 @@ def find_project_root(start: Path) -> Path:
     """
     start = Path(start).resolve()
     for folder in [start, *start.parents] if start.is_dir() else start.parents:
-        if (folder / "_viash.yaml").is_file():
+        if (folder / PROJECT_FILE).is_file():
             return folder
     raise ConfigError(f"{start}: no _viash.yaml found in this folder or any above it")
+
+
+#: The file name of a component's config.
+CONFIG_NAME = "config.vsh.yaml"
+
+
+def config_files(path: str | Path) -> list[Path]:
+    """The component configs at ``path``: the file itself, or every ``config.vsh.yaml`` below a folder, sorted.
+
+    Files under an ``api`` folder (below ``path``) are interfaces, not components, and are left out.
+    A path that is neither a config nor a folder gives none; the caller says what that means.
+    """
+    path = Path(path)
+    if path.is_file():
+        return [path] if path.name == CONFIG_NAME else []
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.rglob(CONFIG_NAME) if "api" not in p.relative_to(path).parts)
 
 
 #: libyaml's parser where PyYAML was built with it: the same safe constructors, parsing about 10x faster
@@ -327,6 +349,26 @@ class ComponentConfig:
             raise ConfigError(f"{self.path}: info.seeds: expected an integer from 1 to {MAX_SEEDS} (the number of seed "
                               f"replicates), got {n!r}")
         return list(range(n))
+
+    @property
+    def dataset_entries(self) -> list[dict[str, Any]]:
+        """``info.datasets`` of a dataset component: the datasets it makes, each ``{id: ..., <argument>: <value>}``.
+
+        Raises
+        ------
+        ConfigError
+            When ``info.datasets`` is not a list, an entry has no string ``id``, or its ``large``
+            is not a boolean.
+        """
+        entries = self.info.get("datasets") or []
+        if not isinstance(entries, list):
+            raise ConfigError(f"{self.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                raise ConfigError(f"{self.path}: info.datasets[{i}] needs an id")
+            if not isinstance(entry.get("large", False), bool):
+                raise ConfigError(f"{self.path}: info.datasets[{i}].large must be true or false")
+        return entries
 
     @property
     def label(self) -> str:

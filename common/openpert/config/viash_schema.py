@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-from openpert.config.viash import ComponentConfig, ConfigError, load_yaml
+from openpert.config.project import project_file
+from openpert.config.viash import ComponentConfig, ConfigError
 
 #: The Viash release whose schemas the project is checked against.
 VIASH_SCHEMA_VERSION = "0.9.4"
@@ -194,7 +195,7 @@ def validate_project_file(root: str | Path) -> list[str]:
     """Problems of ``_viash.yaml`` under Viash's package schema (empty when valid)."""
     path = Path(root) / "_viash.yaml"
     _, package_validator = _validators_for(root)
-    data = load_yaml(path)
+    data = project_file(root)
     errors = _deepest(package_validator.iter_errors(data))
     return sorted({_describe(e, [path]) for e in errors})
 

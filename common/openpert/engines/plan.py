@@ -18,7 +18,7 @@ from typing import IO, Any
 from openpert.config.formats import FormatError
 from openpert.config.project import SHARED_DATA_ARGUMENT, shared_data_input
 from openpert.config.task import Dataset, Task
-from openpert.config.viash import ComponentConfig, ConfigError, read_config
+from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError, read_config
 from openpert.data.fetching import Sources, dataset_views, sources_from_environment
 from openpert.data.manifest import task_manifest
 from openpert.data.store import DataStore, default_store_dir
@@ -36,7 +36,7 @@ PLAN_VERSION = 1
 
 def label_resources(root: Path) -> dict[str, dict[str, float]]:
     """Resource limits per label, from ``_viash.yaml``'s ``config_mods``."""
-    return parse_label_resources(Path(root) / "_viash.yaml")
+    return parse_label_resources(Path(root) / PROJECT_FILE)
 
 
 def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *, where: str) -> Limits:
@@ -292,14 +292,7 @@ def dataset_entries(task: Task, names: Sequence[str] | None = None, *, include_l
     """
     chosen, left_out = [], []
     for comp in task.of_type("dataset"):
-        entries = comp.info.get("datasets") or []
-        if not isinstance(entries, list):
-            raise ConfigError(f"{comp.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                raise ConfigError(f"{comp.path}: info.datasets[{i}] needs an id")
-            if not isinstance(entry.get("large", False), bool):
-                raise ConfigError(f"{comp.path}: info.datasets[{i}].large must be true or false")
+        for entry in comp.dataset_entries:
             if names is not None and entry["id"] not in names:
                 continue
             if entry.get("large") and not include_large and names is None:

@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-import yaml
+from openpert.config.project import project_file
 
 #: Megabytes per memory unit of Nextflow directives and traces.
 MEMORY_UNITS_MB = {
@@ -130,16 +130,11 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
     Raises
     ------
     ValueError
-        Naming the file, when ``config_mods`` has no labels mod or an entry cannot be read.
-    FileNotFoundError
-        If the file does not exist.
+        Naming the file, when ``config_mods`` has no labels mod or an entry cannot be read, or
+        (:class:`~openpert.config.viash.ConfigError`) the file is missing or not valid YAML.
     """
     path = Path(viash_yaml_path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {exc}") from exc
-    mods = (data or {}).get("config_mods") if isinstance(data, dict) else None
+    mods = project_file(path.parent).get("config_mods")
     if isinstance(mods, str):
         mods = mods.splitlines()
     if not isinstance(mods, list):

@@ -32,7 +32,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from openpert.config.project import shared_data_dir
 from openpert.config.viash import ComponentConfig, ConfigError
@@ -138,7 +138,8 @@ def sandboxed_command(command: Sequence[str], env: ImageEnv, root: Path, scratch
         The project: bound read-only at its own path, as are the harness's checkout and the
         public data folders (shared data, data store) where they exist.
     scratch
-        A new folder of the caller's: its ``tmp`` and ``home`` become the test's ``/tmp`` and home.
+        A new folder of the caller's, the sandbox's work folder: its ``.tmp`` and ``.home`` become
+        the test's ``/tmp`` and home.
     variables
         The test's environment (:func:`test_environment`); only :data:`SANDBOX_VARIABLES` pass.
 
@@ -147,10 +148,6 @@ def sandboxed_command(command: Sequence[str], env: ImageEnv, root: Path, scratch
     command, environment
         Run the command with that environment as its whole environment.
     """
-    tmp, home = scratch / "tmp", scratch / "home"
-    tmp.mkdir(parents=True, exist_ok=True)
-    home.mkdir(parents=True, exist_ok=True)
-    (tmp / "embeddings").mkdir(exist_ok=True)
     read_only: list[Path] = []
     # The Viash schemas the test validates its config with, wherever the host keeps them (the
     # sandbox has no network to download them, nor the host's ../shared or cache).
@@ -160,15 +157,10 @@ def sandboxed_command(command: Sequence[str], env: ImageEnv, root: Path, scratch
         folder = Path(folder)
         if folder.is_dir() and not any(folder == seen or seen in folder.parents for seen in read_only):
             read_only.append(folder)
-    system = [Path(d) for d in sandboxing.SYSTEM_DIRS]
-    cmd = [sandboxing.bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-           "--new-session", *sandboxing.system_arguments()]
-    # The private /tmp first: a project or environment that lies in the host's /tmp is bound on top of it.
-    cmd += ["--bind", str(tmp), str(sandboxing.TMP_DIR), "--bind", str(home), str(sandboxing.HOME_DIR)]
-    for folder in read_only:
-        if not any(folder == d or d in folder.parents for d in system):
-            cmd += ["--ro-bind", str(folder), str(folder)]
-    cmd += ["--remount-ro", "/", "--chdir", str(root), "--", *command]
+    # The test runs in the image environment (bound with the rest, at its own path), not the runner's.
+    box = sandboxing.Sandbox(scratch, shared=read_only, chdir=PurePosixPath(root), bind_python=False)
+    (box.tmp / "embeddings").mkdir(parents=True, exist_ok=True)
+    cmd = box.command(list(command))
     inside = {k: v for k, v in variables.items() if k in SANDBOX_VARIABLES}
     inside.update({
         "HOME": str(sandboxing.HOME_DIR),

@@ -26,7 +26,7 @@ import dataclasses
 import re
 from pathlib import Path
 
-from openpert.config.viash import ComponentConfig
+from openpert.config.viash import ComponentConfig, config_files
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage, base_chain, base_images
 from openpert.images.naming import ImageName, project_naming
@@ -124,21 +124,6 @@ def image_declaration(config: ComponentConfig) -> ImageDeclaration:
     return ImageDeclaration(config=config, engine=engine, image=image, base=base)
 
 
-def base_of(config: ComponentConfig) -> BaseImage:
-    """The project base image a component runs in.
-
-    Raises
-    ------
-    ImageError
-        When its docker engine names another image.
-    """
-    declaration = image_declaration(config)
-    if declaration.base is None:
-        known = ", ".join(base_images(config.root)) or "none"
-        raise ImageError(f"{config.path}: engines: image {declaration.image} is not a base image of docker/ (known: {known})")
-    return declaration.base
-
-
 def declaration_problems(config: ComponentConfig) -> list[str]:
     """What keeps a component's docker engine from giving a reproducible image (empty when nothing).
 
@@ -218,7 +203,7 @@ def component_configs(root: str | Path, paths: list[str | Path] | None = None) -
         if path.is_file() and path.name == "config.vsh.yaml":
             found[path.resolve()] = None
         elif path.is_dir():
-            configs = sorted(p.resolve() for p in path.rglob("config.vsh.yaml") if "api" not in p.relative_to(path).parts)
+            configs = [p.resolve() for p in config_files(path)]
             if not configs:
                 raise ImageError(f"{path}: no component (config.vsh.yaml) here or below")
             found.update(dict.fromkeys(configs))

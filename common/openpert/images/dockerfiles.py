@@ -18,7 +18,8 @@ import re
 import shlex
 from pathlib import Path
 
-from openpert.config.viash import ComponentConfig, load_yaml
+from openpert.config.project import project_file
+from openpert.config.viash import ComponentConfig
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage
 from openpert.images.components import as_list, image_declaration
@@ -169,7 +170,7 @@ def component_dockerfile(config: ComponentConfig, tag: str | None = None) -> str
 
 
 def _repository_link(root: Path) -> str | None:
-    links = (load_yaml(root / "_viash.yaml") or {}).get("links") or {}
+    links = project_file(root).get("links") or {}
     repository = links.get("repository") if isinstance(links, dict) else None
     return str(repository) if repository else None
 

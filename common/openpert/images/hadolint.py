@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -44,11 +43,3 @@ def lint_dockerfiles(paths: Iterable[str | Path]) -> list[str]:
     if proc.returncode not in (0, 1) or (proc.returncode == 1 and not findings):
         raise ImageError(f"hadolint failed on {', '.join(paths)}: {proc.stderr.strip() or proc.stdout.strip()}")
     return findings
-
-
-def lint_dockerfile_text(text: str, name: str) -> list[str]:
-    """hadolint's findings for a Dockerfile given as text; findings name ``name`` instead of a temporary file."""
-    with tempfile.TemporaryDirectory(prefix="openpert-hadolint-") as folder:
-        path = Path(folder) / "Dockerfile"
-        path.write_text(text)
-        return [line.replace(str(path), name) for line in lint_dockerfiles([path])]

@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
-from functools import lru_cache
 from pathlib import Path
 
-from openpert.config.viash import load_yaml
+from openpert.config.project import project_file
+from openpert.config.viash import PROJECT_FILE, ConfigError
 from openpert.images import ImageError
 
 #: What Docker accepts as a tag.
@@ -70,21 +70,12 @@ def project_naming(root: str | Path) -> ProjectNaming:
     ImageError
         When ``_viash.yaml`` lacks ``name`` or ``version``, or the version is not a valid tag.
     """
-    path = Path(root).resolve() / "_viash.yaml"
+    root = Path(root).resolve()
+    path = root / PROJECT_FILE
     try:
-        stat = path.stat()
-    except OSError:
-        raise ImageError(f"{path}: not found (image names come from the project's _viash.yaml)") from None
-    # Cached by the file's identity: every component of a build asks, and the YAML parse is slow.
-    return _project_naming(path, stat.st_mtime_ns, stat.st_size)
-
-
-@lru_cache(maxsize=16)
-def _project_naming(path: Path, _mtime_ns: int, _size: int) -> ProjectNaming:
-    root = path.parent
-    data = load_yaml(path) or {}
-    if not isinstance(data, dict):
-        raise ImageError(f"{path}: expected a mapping")
+        data = project_file(root)
+    except ConfigError as err:
+        raise ImageError(f"{err} (image names come from the project's {PROJECT_FILE})") from None
     name, version = data.get("name"), data.get("version")
     if not isinstance(name, str) or not name:
         raise ImageError(f"{path}: name: needed to name component images")

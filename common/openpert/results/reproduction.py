@@ -26,14 +26,15 @@ per-item comparisons, the run folder's score files (``docs/plan_json.md``: ``out
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib
 import json
 import math
+import os
 import re
+import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -374,18 +375,49 @@ def declaration_problems(task_dir: str | Path, *, method_ids: set[str], metric_i
     return list(dict.fromkeys(problems))
 
 
-@contextlib.contextmanager
-def _task_on_path(task_dir: Path) -> Iterator[None]:
-    """The task's folder on ``sys.path`` while its library is imported, as its components have it."""
-    entry = str(task_dir)
-    added = entry not in sys.path
-    if added:
-        sys.path.insert(0, entry)
-    try:
-        yield
-    finally:
-        if added and entry in sys.path:
-            sys.path.remove(entry)
+#: Longest a task's reader of a published file may take (s).
+READER_TIMEOUT_S = 600
+#: The child process that runs a task's reader: the harness never imports task code into its own
+#: process (``docs/architecture.md``). argv: module, function, file, JSON keyword arguments, answer file.
+#: The records go to a file of their own, so that nothing the reader prints is taken for them.
+_READER_PROGRAM = """
+import importlib, json, sys
+from pathlib import Path
+module, function, path, args, answer = sys.argv[1:6]
+records = list(getattr(importlib.import_module(module), function)(Path(path), **json.loads(args)))
+def plain(value):
+    return value.item() if hasattr(value, "item") else str(value)
+with open(answer, "w") as fh:
+    json.dump(records, fh, default=plain)
+"""
+
+
+def _run_reader(reader: str, task_dir: Path, path: Path, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The records a task's reader returns for ``path``, read in a child process with the task's folder on its path.
+
+    Raises
+    ------
+    RuntimeError
+        With the reader's last error line, when it fails (its import included) or exceeds
+        :data:`READER_TIMEOUT_S`.
+    """
+    module_name, function = reader.split(":")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(task_dir), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    with tempfile.TemporaryDirectory(prefix="openpert-reader-") as tmp:
+        answer = Path(tmp) / "records.json"
+        try:
+            done = subprocess.run([sys.executable, "-c", _READER_PROGRAM, module_name, function, str(path), json.dumps(dict(args)),
+                                   str(answer)], cwd=task_dir, env=env, capture_output=True, text=True,
+                                  timeout=READER_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"no answer within {READER_TIMEOUT_S} s") from None
+        if done.returncode != 0 or not answer.is_file():
+            lines = done.stderr.strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"exit {done.returncode} without a message")
+        records = json.loads(answer.read_text())
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise RuntimeError("it returned something other than records (mappings)")
+    return records
 
 
 def _sha256(path: Path) -> str:
@@ -404,7 +436,7 @@ def published_values(source: Source, task_dir: str | Path, data_dir: str | Path 
     source
         A declared source.
     task_dir
-        The task's folder (its library is imported from there).
+        The task's folder: its library is imported from there, by a child process.
     data_dir
         The folder holding published files at their paths (the shared data folder or the data store).
 
@@ -424,14 +456,11 @@ def published_values(source: Source, task_dir: str | Path, data_dir: str | Path 
         return [], f"{source.file.path}: not found in {data_dir}"
     if source.file.sha256 and _sha256(path) != source.file.sha256:
         return [], f"{path}: sha256 differs from the declared {source.file.sha256}: not the published file"
-    module_name, function = source.reader.split(":")
     try:
-        with _task_on_path(Path(task_dir).resolve()):
-            reader = getattr(importlib.import_module(module_name), function)
-            records = reader(path, **source.args)
+        records = _run_reader(source.reader, Path(task_dir).resolve(), path, source.args)
         values = [_record(r, source.reader) for r in records]
-    except Exception as err:  # a task's reader: its failure costs this source only, and says why
-        return [], f"{source.reader} could not read {path}: {type(err).__name__}: {err}"
+    except (RuntimeError, ValueError, TypeError) as err:  # a task's reader: its failure costs this source only, and says why
+        return [], f"{source.reader} could not read {path}: {err}"
     return values, ""
 
 

@@ -216,6 +216,20 @@ def _tree_rss(procs: list[psutil.Process]) -> int:
     return total
 
 
+def resident_bytes(pid: int) -> int:
+    """Resident memory of a process and its descendants now, in bytes (0 once it has ended).
+
+    What every memory limit of the harness counts (a job's, a bounded reader's): the pages a process
+    tree holds, not the address space it reserves, which numerical libraries and thread pools reserve
+    by the gigabyte without using it.
+    """
+    try:
+        proc = psutil.Process(pid)
+    except psutil.Error:
+        return 0  # it has ended: it holds no memory
+    return _tree_rss(_tree(proc))
+
+
 def _high_water_mark_kb(pid: int) -> int:
     """Peak resident size of a process so far (``VmHWM``), in kB; 0 where /proc does not tell."""
     try:

@@ -109,7 +109,6 @@ tests of the project's own suite fail there instead of skipping (CI sets it).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import glob
@@ -119,10 +118,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from openpert.config.layout_rules import python_files, source_imports
 from openpert.config.viash import ComponentConfig, ConfigError
 
 #: Where the job's work folder appears inside the sandbox.
@@ -278,9 +277,15 @@ class Sandbox:
         Sandbox path -> host folder, bound read-write (the LLM generation cache).
     shared
         Host paths outside the work folder bound read-only at their own path (a local model's
-        folder for in-process vLLM, which names it by its path).
+        folder for in-process vLLM, which names it by its path; a component test's project and
+        image environment). Paths under the system folders are visible already and not bound again.
     env
         The job's environment, complete (see :func:`job_environment`).
+    chdir
+        The sandbox folder the command starts in (default :data:`JOB_DIR`).
+    bind_python
+        Bind the running interpreter's environment (:func:`python_environment`); ``False`` when the
+        command runs another environment, bound through ``shared``.
     """
 
     work_dir: Path
@@ -289,6 +294,8 @@ class Sandbox:
     writable: dict[PurePosixPath, Path] = dataclasses.field(default_factory=dict)
     shared: list[Path] = dataclasses.field(default_factory=list)
     env: dict[str, str] = dataclasses.field(default_factory=dict)
+    chdir: PurePosixPath = JOB_DIR
+    bind_python: bool = True
 
     def __post_init__(self) -> None:
         self.work_dir = Path(self.work_dir).resolve()
@@ -331,13 +338,13 @@ class Sandbox:
         inside the sandbox, so it must hold nothing else. (Not ``--setenv``: a command line can be
         read by every user of the host, and the environment may hold an API key.)
         """
-        self.home.mkdir(exist_ok=True)
-        self.tmp.mkdir(exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(parents=True, exist_ok=True)
         cmd = [bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
         if self.network:
             cmd.append("--share-net")
         cmd += _system_args()
-        for host, inside in python_environment().binds:
+        for host, inside in (python_environment().binds if self.bind_python else ()):
             cmd += ["--ro-bind", str(host), str(inside)]
         cmd += ["--bind", str(self.work_dir), str(JOB_DIR)]
         for path in self.read_only:
@@ -345,11 +352,14 @@ class Sandbox:
         cmd += ["--bind", str(self.tmp), str(TMP_DIR), "--bind", str(self.home), str(HOME_DIR)]
         for inside, host in self.writable.items():
             cmd += ["--bind", str(host), str(inside)]
+        # After the private /tmp: a shared folder that lies in the host's /tmp is bound on top of it.
+        system = [Path(d) for d in SYSTEM_DIRS]
         for host in self.shared:
-            cmd += ["--ro-bind", str(host), str(host)]
+            if not _is_under(Path(host), system):
+                cmd += ["--ro-bind", str(host), str(host)]
         # The sandbox's root is a tmpfs of bubblewrap's: read-only once the mounts are made, so that
         # a job cannot park data in memory that no process's resident size shows.
-        cmd += ["--remount-ro", "/", "--chdir", str(JOB_DIR)]
+        cmd += ["--remount-ro", "/", "--chdir", str(self.chdir)]
         return [*cmd, "--", *argv]
 
 
@@ -495,33 +505,21 @@ def _python_files(config: ComponentConfig) -> list[Path]:
         except ConfigError:
             continue  # the job reports it when it stages its resources, and runs no code
         if path.is_dir():
-            files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+            files += python_files(path)
         elif path.suffix == ".py" and path.is_file():
             files.append(path)
     return files
 
 
-#: CPython 3.11's AST constructor is not safe across threads (it fails with "AST constructor
-#: recursion depth mismatch"); the local engine starts jobs from several threads.
-_AST_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=4096)
 def _imports_embedding_module(source: str) -> bool:
     """Whether Python source imports one of :data:`EMBEDDING_MODULES` (``import``, ``from ... import``)."""
     try:
-        with _AST_LOCK:
-            tree = ast.parse(source)
+        imports = source_imports(source)
     except SyntaxError:
         return False  # the job will fail on it; it embeds nothing
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        else:
-            continue
-        if any(name == module or name.startswith(module + ".") for name in names for module in EMBEDDING_MODULES):
+    for _, module, names in imports:
+        modules = [module, *(f"{module}.{name}" for name in names)]
+        if any(m == wanted or m.startswith(wanted + ".") for m in modules for wanted in EMBEDDING_MODULES):
             return True
     return False
 
@@ -654,10 +652,3 @@ def available() -> bool:
 def unavailable_reason() -> str | None:
     """Why bubblewrap cannot be used here (``None`` when it can)."""
     return _probe()
-
-
-def reset_probe() -> None:
-    """Forget the cached probe and environment (tests that change ``PATH`` or the interpreter)."""
-    _probe.cache_clear()
-    python_environment.cache_clear()
-    _system_args.cache_clear()

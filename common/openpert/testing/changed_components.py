@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from openpert.config.task import discover_tasks
-from openpert.config.viash import ComponentConfig, ConfigError, read_config
+from openpert.config.viash import ComponentConfig, ConfigError, config_files, read_config
 from openpert.images.components import image_files
 
 
@@ -79,9 +79,7 @@ def touched_components(root: Path, paths: Iterable[Path]) -> list[Path]:
     paths = [Path(p).resolve() for p in paths]
     touched: set[Path] = set()
     for task in discover_tasks(root):
-        for config_path in sorted(task.dir.rglob("config.vsh.yaml")):
-            if "api" in config_path.relative_to(task.dir).parts:
-                continue
+        for config_path in config_files(task.dir):
             folder = config_path.parent
             if any(_within(p, folder) for p in paths):
                 touched.add(folder)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openpert.config.viash import ConfigError, deep_merge, read_config
+from openpert.config.viash import ConfigError, config_files, deep_merge, read_config
 
 
 def write(path: Path, text: str) -> Path:
@@ -130,3 +130,24 @@ def test_the_task_library_and_files_next_to_the_script_are_resources(project):
                 "  - {type: file, path: helper.py}\n  - {type: file, path: /src/t/t_lib}\n")
     config = read_config(cfg)
     assert [config.resource_path(r) for r in config.resources][1:] == [project / "src/t/methods/m/helper.py", project / "src/t/t_lib"]
+
+
+def test_config_files_finds_components_and_leaves_out_interfaces(project):
+    method = write(project / "src/t/methods/m/config.vsh.yaml", "__merge__: /src/t/api/comp_method.yaml\nname: m\n")
+    write(project / "src/t/api/nested/config.vsh.yaml", "name: not_a_component\n")
+    assert config_files(project / "src") == [method]
+    assert config_files(method) == [method]
+    assert config_files(project / "src/t/api/comp_method.yaml") == [] and config_files(project / "missing") == []
+
+
+def _dataset_component(project: Path, datasets: str):
+    path = write(project / "src/t/datasets/d/config.vsh.yaml", f"name: d\ninfo:\n  type: dataset\n  datasets: {datasets}\n")
+    return read_config(path)
+
+
+def test_dataset_entries_are_checked_once_for_every_reader(project):
+    assert _dataset_component(project, "[{id: a, large: true}, {id: b}]").dataset_entries == [{"id": "a", "large": True}, {"id": "b"}]
+    for datasets, message in [("{id: a}", "must be a list"), ("[{name: a}]", r"info.datasets\[0\] needs an id"),
+                              ("[{id: a, large: maybe}]", r"info.datasets\[0\].large must be true or false")]:
+        with pytest.raises(ConfigError, match=message):
+            _ = _dataset_component(project, datasets).dataset_entries

@@ -115,7 +115,7 @@ def test_parse_label_resources_malformed_entries_name_the_file(tmp_path, labels,
         ("name: x\n", "no 'config_mods'"),
         ("config_mods: |\n  .info.x := 1\n", "has no '.labels := {...}'"),
         ('config_mods: |\n  .runners[.type == "nextflow"].config.labels := lowmem\n', "malformed labels"),
-        ("config_mods: [\n", "not valid YAML"),
+        ("config_mods: [\n", "invalid YAML"),
     ],
 )
 def test_parse_label_resources_without_labels_names_the_file(tmp_path, text, message):

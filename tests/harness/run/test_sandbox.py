@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sandbox_marks import needs_sandbox
+from sandbox_marks import needs_sandbox, reset_sandbox_probe
 
 from openpert.config.viash import ConfigError, read_config
 from openpert.engines.plan import label_resources, limits_for
@@ -391,10 +391,10 @@ def no_bwrap(tmp_path, monkeypatch):
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.setattr(component_module, "_warned_unsandboxed", False)
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     yield
     monkeypatch.undo()
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
 
 
 def test_without_bubblewrap_jobs_run_unsandboxed_and_say_so(no_bwrap, project_copy, tmp_path, caplog):
@@ -524,10 +524,10 @@ def apparmor_bwrap(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
     monkeypatch.setattr(sandboxing, "APPARMOR_USERNS_SYSCTL", tmp_path / "no-such-switch")
     monkeypatch.setattr(component_module, "_warned_unsandboxed", False)
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     yield fake
     monkeypatch.undo()
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
 
 
 def _names_apparmor_and_both_fixes(text: str) -> bool:
@@ -549,13 +549,13 @@ def test_the_apparmor_switch_is_named_when_it_is_on(tmp_path, apparmor_bwrap, mo
     switch = tmp_path / "apparmor_restrict_unprivileged_userns"
     switch.write_text("1\n")
     monkeypatch.setattr(sandboxing, "APPARMOR_USERNS_SYSCTL", switch)
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     assert sandboxing.apparmor_restricts_userns()
     reason = sandboxing.unavailable_reason()
     assert "No permissions to create new namespace" in reason and "may be the cause" in reason
     assert _names_apparmor_and_both_fixes(reason), reason
     switch.write_text("0\n")
-    sandboxing.reset_probe()
+    reset_sandbox_probe()
     assert not _names_apparmor_and_both_fixes(sandboxing.unavailable_reason())
 
 

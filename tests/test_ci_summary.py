@@ -1,4 +1,4 @@
-"""``openpert ci-summary``: each failed check in one line with its fix, read from the checks' real outputs."""
+"""``tests/ci_summary.py``: each failed check in one line with its fix, read from the checks' real outputs."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ci_summary
 import pytest
-
-from openpert.cli import main
-from openpert.testing.ci_summary import (
+from ci_summary import (
     Failure,
     actionlint_failures,
     benchmark_failures,
@@ -22,6 +21,8 @@ from openpert.testing.ci_summary import (
     ruff_failures,
     summary_markdown,
 )
+
+from openpert.cli import main
 
 
 def _tool(name: str) -> str | None:
@@ -129,10 +130,10 @@ def test_the_summary_counts_failures_and_names_what_passed(tmp_path, capsys):
     (tmp_path / "lint.txt").write_text("layout: 0 violation(s) in 3 modules\nno problems found\n")
     summary = tmp_path / "summary.md"
     summary.write_text("earlier\n")
-    assert main(["ci-summary", "--lint", str(tmp_path / "lint.txt"), "--results", str(tmp_path / "results"), "-o", str(summary)]) == 0
+    assert ci_summary.main(["--lint", str(tmp_path / "lint.txt"), "--results", str(tmp_path / "results"), "-o", str(summary)]) == 0
     assert summary.read_text() == "earlier\n### All checks passed\n\nopenpert lint, benchmark: no problem.\n"
     assert collect() == ([], [])
-    assert main(["ci-summary"]) == 2 and "give at least one of" in capsys.readouterr().err
+    assert ci_summary.main([]) == 2 and "give at least one of" in capsys.readouterr().err
 
 
 def test_a_component_failing_in_its_image_environment_points_at_test_images(tmp_path):

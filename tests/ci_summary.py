@@ -1,4 +1,4 @@
-"""``openpert ci-summary``: every failed check of a CI run in one line with its fix, as Markdown.
+"""Every failed check of a CI run in one line with its fix, as Markdown.
 
 A pull request's author should see what failed and what to do without opening a log. This module
 reads what the checks leave behind (ruff's and actionlint's one-line output, ``openpert lint``'s
@@ -7,13 +7,18 @@ and writes one line per failure:
 what failed, where, and the command that fixes or reproduces it. CI appends it to the job summary
 (``$GITHUB_STEP_SUMMARY``). An output that is missing (its step never ran) or unreadable is a line
 too: the summary never claims a check passed that it could not read.
+
+It is the workflows' tool, not the harness's: ``python tests/ci_summary.py --ruff ruff.txt ... -o
+"$GITHUB_STEP_SUMMARY"`` (the standard library only, so any Python of the job runs it).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import re
+import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -228,3 +233,32 @@ def collect(*, ruff: Sequence[Path] = (), lint: Sequence[Path] = (), actionlint:
             checks.append(check)
             failures.extend(reader(Path(path)))
     return failures, checks
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python tests/ci_summary.py``: append the summary of the given outputs to ``-o`` (or print it); 2 without any."""
+    parser = argparse.ArgumentParser(prog="python tests/ci_summary.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--ruff", action="append", default=[], metavar="FILE", help="ruff's --output-format=concise output")
+    parser.add_argument("--lint", action="append", default=[], metavar="FILE", help="openpert lint's output")
+    parser.add_argument("--actionlint", action="append", default=[], metavar="FILE", help="actionlint's output")
+    parser.add_argument("--junit", action="append", default=[], metavar="FILE", help="pytest's --junitxml report")
+    parser.add_argument("--results", action="append", default=[], metavar="DIR", help="benchmark results (results.json in or below)")
+    parser.add_argument("--image-tests", action="append", default=[], metavar="FILE", help="scripts/test_images.sh's output")
+    parser.add_argument("-o", "--output", help="append to this file (e.g. $GITHUB_STEP_SUMMARY) instead of printing")
+    ns = parser.parse_args(argv)
+    failures, checks = collect(ruff=ns.ruff, lint=ns.lint, actionlint=ns.actionlint, junit=ns.junit, results=ns.results,
+                               image_tests=ns.image_tests)
+    if not checks:
+        print("ci_summary: give at least one of --ruff, --lint, --actionlint, --junit, --results, --image-tests", file=sys.stderr)
+        return 2
+    text = summary_markdown(failures, checks)
+    if ns.output:
+        with open(ns.output, "a", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
