@@ -235,7 +235,12 @@ def _compare_frames(field: str, a: pd.DataFrame, b: pd.DataFrame) -> None:
         raise _Differs(f"{prefix}columns", _pair(list(a.columns), list(b.columns)))
     if not a.index.equals(b.index) or a.index.dtype != b.index.dtype:
         _compare_series(f"{prefix}index", a.index.to_series(index=range(len(a))), b.index.to_series(index=range(len(b))))
-        raise _Differs(f"{prefix}index dtype", _pair(str(a.index.dtype), str(b.index.dtype)))
+        if a.index.dtype != b.index.dtype:
+            raise _Differs(f"{prefix}index dtype", _pair(str(a.index.dtype), str(b.index.dtype)))
+        # Labels are names, exact even when they are floats within the tolerance.
+        va, vb = a.index.to_numpy(), b.index.to_numpy()
+        i = int(np.flatnonzero(~((va == vb) | (pd.isna(va) & pd.isna(vb))))[0])
+        raise _Differs(f"{prefix}index, row {i}", _pair(va[i], vb[i]))
     for column in a.columns:
         _compare_series(f"{field}[{column!r}]" if field else f"column {column!r}", a[column], b[column])
 

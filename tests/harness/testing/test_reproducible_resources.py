@@ -207,6 +207,17 @@ def test_json_and_yaml_numbers_are_floats_within_the_tolerance(tmp_path, name):
     assert diff.detail.endswith("relative difference 1e-06")
 
 
+def test_index_labels_are_exact_even_as_floats(tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    frame = pd.DataFrame({"v": [1.0, 2.0]}, index=pd.Index([0.5, 0.25], name="dose"))
+    frame.to_parquet(a)
+    frame.set_axis(pd.Index([0.5, np.nextafter(0.25, 1)], name="dose")).to_parquet(b)
+    diff = rr.compare_files(a, b, name="t")
+    assert diff.field == "index, row 1"
+    frame.set_axis(pd.Index([0.5, 0.25], name="dose"), axis=0).astype({"v": "float32"}).to_parquet(b)
+    assert rr.compare_files(a, b, name="t").field == "column 'v' dtype"
+
+
 def test_a_sparse_matrix_within_the_tolerance_matches_and_beyond_it_differs(tmp_path):
     adata = _adata(x_sparse=True)
     a, b = _pair(tmp_path, adata)
