@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import importlib.metadata
 import re
 import sys
@@ -85,8 +86,19 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     ``importlib.util.find_spec(name)`` counts as an import of ``name`` when ``name`` is a string
     literal or a module-level string constant: the package's files are then read without importing it.
     """
+    path = Path(path)
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        stat = path.stat()
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it: {err}") from None
+    # parsed once per process for each version of a file: the layout and dependency rules read every module
+    return list(_imported_modules(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imported_modules(path: str, mtime_ns: int, size: int) -> tuple[tuple[int, str], ...]:
+    try:
+        tree = ast.parse(Path(path).read_text(), filename=path)
     except SyntaxError as err:
         raise ConfigError(f"{path}: line {err.lineno}: not valid Python: {err.msg}") from err
     constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
@@ -103,7 +115,7 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
             name = arg.value if isinstance(arg, ast.Constant) else constants.get(arg.id) if isinstance(arg, ast.Name) else None
             if isinstance(name, str):
                 found.append((node.lineno, name))
-    return found
+    return tuple(found)
 
 
 def _called_name(func: ast.expr) -> str | None:
