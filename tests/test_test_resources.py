@@ -1,4 +1,4 @@
-"""resources_test/ is exactly what scripts/create_test_resources/<task>.sh makes.
+"""resources_test/ is what scripts/create_test_resources/<task>.sh makes (floats to a stated tolerance).
 
 Each task's generator runs into a temporary folder (``$OPENPERT_TEST_RESOURCES``) and its files are
 compared with the committed ones by content (:mod:`openpert.testing.reproducible_resources`); a
@@ -66,7 +66,7 @@ def test_one_edited_value_of_an_h5ad_matrix_is_reported(edited_copy):
     field = f"layers[{layer!r}][{row!r}, {gene!r}]"
     assert diff.path == "perturbation_prediction/op3_synthetic/de_train.h5ad"
     assert diff.field == field
-    assert diff.detail == f"committed {old!r}, regenerated {old + 0.5!r}"
+    assert diff.detail.startswith(f"committed {old!r}, regenerated {old + 0.5!r}, relative difference ")
     message = rr.report("perturbation_prediction", [diff])
     assert message.startswith(f"resources_test/perturbation_prediction/op3_synthetic/de_train.h5ad: {field}: ")
     assert "bash scripts/create_test_resources.sh perturbation_prediction" in message
@@ -111,3 +111,33 @@ def test_one_edited_table_cell_is_reported(edited_copy):
     table.to_parquet(path, index=False)
     diff = _only_difference(committed, copy)
     assert (diff.path, diff.field) == ("perturbation_prediction/public_formats/kaggle_de_train.parquet", f"column {gene!r}, row 0")
+
+
+def _edit_p_value(copy, factor):
+    """Multiply one P.Value of the copy's op3_synthetic/de_test.h5ad by ``factor``; its field and both values."""
+    path = copy / "op3_synthetic" / "de_test.h5ad"
+    adata = ad.read_h5ad(path)
+    old = float(adata.layers["P.Value"][5, 9])
+    adata.layers["P.Value"][5, 9] = old * factor
+    adata.write_h5ad(path)
+    return f"layers['P.Value'][{adata.obs_names[5]!r}, {adata.var_names[9]!r}]", old, old * factor
+
+
+@pytest.mark.parametrize("factor", [1 + 2.2e-16, 1 + 1e-12, 1 + 1.9e-14])
+def test_a_regeneration_elsewhere_differing_in_the_last_digits_is_the_same(edited_copy, factor):
+    # another CPU's sums in another order: the 14th digit of a p-value (0.8609785310815921 became
+    # 0.8609785310816085, a relative difference of 1.9e-14)
+    committed, copy = edited_copy
+    _, old, new = _edit_p_value(copy, factor)
+    assert old != new
+    assert rr.compare_folders(committed, copy) == []
+
+
+@pytest.mark.parametrize("factor", [1 + 1e-6, 1 + 1e-3])
+def test_a_changed_p_value_is_still_reported(edited_copy, factor):
+    # 1e-3: a generator that computes something else than what was committed
+    committed, copy = edited_copy
+    field, old, new = _edit_p_value(copy, factor)
+    diff = _only_difference(committed, copy)
+    assert (diff.path, diff.field) == ("perturbation_prediction/op3_synthetic/de_test.h5ad", field)
+    assert diff.detail == f"committed {old!r}, regenerated {new!r}, relative difference {abs(new - old) / max(abs(old), abs(new)):.3g}"

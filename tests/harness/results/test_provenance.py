@@ -59,3 +59,29 @@ def test_package_versions_and_host_are_read_cheaply():
     env = environment_provenance(Path(__file__).resolve().parents[3])
     assert set(env) == {"code_version", "commit", "dirty", "packages", "host"}
     assert env["packages"]["numpy"] == versions["numpy"]
+
+
+def test_the_tracked_packages_are_installed_ones_among_those_the_code_imports():
+    """Each tracked distribution is imported by the harness, pertsci or a task (so declared, by the
+    dependency rule); the packages list holds the installed ones with their installed versions."""
+    import importlib.metadata
+
+    from project_paths import ROOT
+
+    from openpert.config.layout_rules import imported_distributions
+    from openpert.images.requirements import canonical_name
+    from openpert.results.provenance import TRACKED_PACKAGES, package_versions
+
+    imported = imported_distributions(ROOT)
+    assert [p for p in TRACKED_PACKAGES if canonical_name(p) not in imported] == []
+    assert {"numpy", "scipy", "pandas", "anndata", "h5py", "torch", "tokenizers", "safetensors"} <= set(TRACKED_PACKAGES)
+
+    def installed(name):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    expected = {name: installed(name) for name in TRACKED_PACKAGES if installed(name) is not None}
+    versions = package_versions()
+    assert {k: v for k, v in versions.items() if k != "python"} == expected

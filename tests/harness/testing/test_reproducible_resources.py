@@ -1,4 +1,5 @@
-"""Comparing test resources with their regeneration: by content, exactly, naming the first difference."""
+"""Comparing test resources with their regeneration: by content, floats within a stated tolerance and the
+rest exactly, naming the first difference."""
 
 from __future__ import annotations
 
@@ -71,8 +72,11 @@ def _set_element(mapping_name: str | None, key: str | None, where: tuple[int, in
 
 EDITS = {
     "X": (_set_element(None, None, (2, 1), lambda v: v + 1), "X['c2', 'g1']", None, None),
-    # one unit in the last place: exact comparison, no tolerance
-    "X, one ulp": (_set_element(None, None, (0, 0), lambda v: np.nextafter(v, np.inf)), "X['c0', 'g0']", None, None),
+    # a generator that changed what it computes: far beyond the tolerance
+    "X, stale generator": (_set_element(None, None, (0, 0), lambda v: v * (1 + 1e-3)), "X['c0', 'g0']", None, None),
+    "X, 1e-6": (_set_element(None, None, (1, 2), lambda v: v * (1 + 1e-6)), "X['c1', 'g2']", None, None),
+    "X, inf": (_set_element(None, None, (1, 2), np.inf), "X['c1', 'g2']", None, None),
+    "obs integer by one": (_set("obs", "n", [1, 2, 4, 4]), "obs['n'], row 'c2'", "3", "4"),
     "obs integer": (_set("obs", "n", [1, 2, 30, 4]), "obs['n'], row 'c2'", "3", "30"),
     "obs missing string": (_set("obs", "note", pd.Categorical(["a", "b", "c", "d"])), "obs['note'], row 'c1'", "nan", "'b'"),
     "obs category order": (_set("obs", "cell_type", lambda d: d.obs["cell_type"].cat.reorder_categories(["T", "NK", "B"])),
@@ -101,6 +105,133 @@ def test_an_edited_value_is_reported_with_its_field(tmp_path, edit_name):
         assert diff.detail == f"committed {committed}, regenerated {regenerated}"
 
 
+# --- floating point: within RELATIVE_TOLERANCE * max(|a|, |b|) + ABSOLUTE_TOLERANCE ------------------------
+def _ulp(v):
+    return np.nextafter(v, np.inf)
+
+
+def _relative(v, r=1e-12):
+    return v * (1 + r)
+
+
+WITHIN_TOLERANCE = {
+    "X, one ulp": _set_element(None, None, (0, 0), _ulp),
+    "X, 1e-12 relative": _set_element(None, None, (2, 1), _relative),
+    "obsm, 1e-12 relative": _set_element("obsm", "pca", (1, 0), _relative),
+    "uns nested float, one ulp": lambda d: d.uns["params"].__setitem__("scale_2", np.float64(_ulp(0.8609785310815921))),
+    "obs float column, 1e-12 relative": _set("obs", "score", lambda d: np.linspace(0.1, 0.4, 4) * (1 + 1e-12)),
+}
+
+
+@pytest.mark.parametrize("edit_name", list(WITHIN_TOLERANCE))
+def test_a_float_within_the_tolerance_matches(tmp_path, edit_name):
+    adata = _adata()
+    adata.uns["params"]["scale_2"] = np.float64(0.8609785310815921)
+    adata.obs["score"] = np.linspace(0.1, 0.4, 4)
+    a, b = _pair(tmp_path, adata)
+    WITHIN_TOLERANCE[edit_name](adata)
+    adata.write_h5ad(b)
+    assert a.read_bytes() != b.read_bytes()
+    assert _difference(a, b) is None
+
+
+def test_a_float_beyond_the_tolerance_gives_both_values_and_their_relative_difference(tmp_path):
+    adata = _adata()
+    adata.layers["P.Value"] = np.full(adata.shape, 0.8609785310815921)
+    a, b = _pair(tmp_path, adata)
+    adata.layers["P.Value"][2, 1] = 0.8609785310815921 * (1 + 1e-6)
+    adata.write_h5ad(b)
+    diff = _difference(a, b)
+    assert diff.field == "layers['P.Value']['c2', 'g1']"
+    assert diff.detail == f"committed 0.8609785310815921, regenerated {0.8609785310815921 * (1 + 1e-6)!r}, relative difference 1e-06"
+
+
+def test_the_reported_cross_cpu_difference_matches(tmp_path):
+    # the 14th digit of a p-value, regenerated on another CPU
+    adata = _adata()
+    adata.layers["P.Value"] = np.full(adata.shape, 0.8609785310815921)
+    a, b = _pair(tmp_path, adata)
+    adata.layers["P.Value"][0, 0] = 0.8609785310816085
+    adata.write_h5ad(b)
+    assert _difference(a, b) is None
+
+
+@pytest.mark.parametrize(("committed", "regenerated", "match"), [
+    (0.0, 1e-13, True),   # the absolute floor: a value that should be 0, off by rounding
+    (0.0, 1e-11, False),
+    (1e-300, 2e-300, True),
+    (1.0, 1.0 + 2e-9, False),
+    (np.inf, np.inf, True),
+    (np.inf, 1e308, False),
+    (np.inf, -np.inf, False),
+    (np.nan, np.nan, True),
+    (np.nan, 0.0, False),
+    (-0.0, 0.0, True),
+])
+def test_the_tolerance_of_one_float(committed, regenerated, match):
+    assert bool(rr._close_mask(np.array([committed]), np.array([regenerated]))[0]) is match
+
+
+def test_integers_strings_and_booleans_are_exact(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"n": 1000000000000, "s": "abc", "t": True, "f": 1.0}))
+    b.write_text(json.dumps({"n": 1000000000001, "s": "abc", "t": True, "f": 1.0}))
+    assert rr.compare_files(a, b, name="j").field == "['n']"
+    b.write_text(json.dumps({"n": 1000000000000, "s": "abd", "t": True, "f": 1.0}))
+    assert rr.compare_files(a, b, name="j").field == "['s']"
+    b.write_text(json.dumps({"n": 1000000000000, "s": "abc", "t": False, "f": 1.0}))
+    assert rr.compare_files(a, b, name="j").field == "['t']"
+    # an integer where a float was is another type, whatever its value
+    b.write_text(json.dumps({"n": 1000000000000, "s": "abc", "t": True, "f": 1}))
+    assert rr.compare_files(a, b, name="j").field == "['f']"
+
+
+@pytest.mark.parametrize("name", ["p.json", "p.yaml", "p.jsonl"])
+def test_json_and_yaml_numbers_are_floats_within_the_tolerance(tmp_path, name):
+    import yaml
+
+    def write(path: Path, value: float) -> None:
+        content = {"metrics": [{"id": "r2", "value": value}]}
+        path.write_text(yaml.safe_dump(content) if name.endswith(".yaml") else json.dumps(content) + "\n")
+
+    a, b = tmp_path / "a" / name, tmp_path / "b" / name
+    a.parent.mkdir()
+    b.parent.mkdir()
+    write(a, 0.8609785310815921)
+    write(b, 0.8609785310816085)
+    assert rr.compare_files(a, b) is None
+    write(b, 0.8609785310815921 * (1 + 1e-6))
+    diff = rr.compare_files(a, b, name="p")
+    prefix = "line 1" if name.endswith(".jsonl") else ""
+    assert diff.field == f"{prefix}['metrics'][0]['value']"
+    assert diff.detail.endswith("relative difference 1e-06")
+
+
+def test_index_labels_are_exact_even_as_floats(tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    frame = pd.DataFrame({"v": [1.0, 2.0]}, index=pd.Index([0.5, 0.25], name="dose"))
+    frame.to_parquet(a)
+    frame.set_axis(pd.Index([0.5, np.nextafter(0.25, 1)], name="dose")).to_parquet(b)
+    diff = rr.compare_files(a, b, name="t")
+    assert diff.field == "index, row 1"
+    frame.set_axis(pd.Index([0.5, 0.25], name="dose"), axis=0).astype({"v": "float32"}).to_parquet(b)
+    assert rr.compare_files(a, b, name="t").field == "column 'v' dtype"
+
+
+def test_a_sparse_matrix_within_the_tolerance_matches_and_beyond_it_differs(tmp_path):
+    adata = _adata(x_sparse=True)
+    a, b = _pair(tmp_path, adata)
+    adata.X.data[-1] = _ulp(adata.X.data[-1])
+    adata.write_h5ad(b)
+    assert _difference(a, b) is None
+    row, col = adata.X.nonzero()[0][-1], adata.X.nonzero()[1][-1]
+    adata.X.data[-1] *= 1 + 1e-6
+    adata.write_h5ad(b)
+    diff = _difference(a, b)
+    assert diff.field == f"X['c{row}', 'g{col}']"
+    assert "relative difference 1e-06" in diff.detail
+
+
 def test_a_sparse_matrix_names_its_first_differing_element(tmp_path):
     adata = _adata(x_sparse=True)
     a, b = _pair(tmp_path, adata)
@@ -109,7 +240,8 @@ def test_a_sparse_matrix_names_its_first_differing_element(tmp_path):
     adata.X = sp.csr_matrix(x)
     adata.write_h5ad(b)
     diff = _difference(a, b)
-    assert (diff.field, diff.detail.endswith("regenerated 7.5")) == ("X['c3', 'g0']", True)
+    assert diff.field == "X['c3', 'g0']"
+    assert "regenerated 7.5, relative difference " in diff.detail
 
 
 def test_an_explicitly_stored_zero_is_content(tmp_path):
@@ -160,10 +292,18 @@ def test_tables_are_compared_by_value(tmp_path, name):
     write(frame, b)
     assert rr.compare_files(a, b) is None  # a gzip header's time stamp is not content
     edited = frame.copy()
-    edited.loc[2, "value"] = np.nextafter(1 / 3, 1)
+    edited.loc[2, "value"] = np.nextafter(1 / 3, 1)  # another CPU's last bit: the same table
+    write(edited, b)
+    assert rr.compare_files(a, b) is None
+    edited.loc[2, "value"] = 1 / 3 * (1 + 1e-6)
     write(edited, b)
     diff = rr.compare_files(a, b, name="t")
     assert (diff.path, diff.field) == ("t", "column 'value', row 2")
+    assert diff.detail.endswith(", relative difference 1e-06")
+    edited = frame.copy()
+    edited.loc[1, "id"] = 2  # an integer by one
+    write(edited, b)
+    assert rr.compare_files(a, b, name="t").field == "column 'id', row 1"
 
 
 def test_json_and_jsonl_name_the_key(tmp_path):
