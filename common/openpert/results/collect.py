@@ -27,7 +27,7 @@ from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
 from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
 from openpert.results.item_scores import ITEM_SCORES, write_item_scores
-from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
+from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, instruction_flags, usage_table
 from openpert.results.model import SCHEMA_VERSION, complete, is_ranked
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
@@ -277,7 +277,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     flags += gameability_flags(gameability) + dynamic_range_flags(dynamic_range)
     # What the language-model components asked and got back; answers without a label are flagged.
     llm_usage, usage_problems = usage_table(records)
-    flags += usage_problems + abstention_flags(llm_usage)
+    flags += usage_problems + abstention_flags(llm_usage) + instruction_flags(records)
     provenance = run_provenance(task, plan)
     components_metrics: dict[str, list[str]] = {}
     for row in metric_rows:
@@ -583,9 +583,10 @@ def format_summary(results: dict, *, width: int = 24) -> str:
                     values.append(f"{cell['raw']:>24.3f}")
             score = f"{row['score']:.3f}" if row["score"] is not None else "-"
             lines.append("  " + f"{name[:width - 1]:<{width}}{score:>7}  " + "  ".join(values))
-    # A model whose answers could not be read is scored by the fallback: said under the tables, not only in results.json.
+    # A model whose answers could not be read is scored by the fallback, and a judge may have been talked
+    # up: both are said under the tables, not only in results.json.
     lines += [f"QC {q['flag']}: {q['message']}" for q in results.get("qc", [])
-              if q.get("flag") in ("llm_abstentions", "llm_judge_abstentions")]
+              if q.get("flag") in ("llm_abstentions", "llm_judge_abstentions", "graded_text_instruction_like")]
     return "\n".join(lines)
 
 
@@ -596,20 +597,17 @@ def run_task_analysis(task: Task, outdir: Path) -> dict:
     comparisons across datasets of one task). It runs after ``results.json`` is first written, so a
     failing analysis loses nothing: it becomes a QC flag with the error, and the run goes on.
     """
-    import importlib.util
-    import traceback
+    from openpert.run.task_code import TaskCodeError, call_task_function
 
     path = task.dir / "analysis.py"
     if not path.is_file():
         return {}
     try:
-        spec = importlib.util.spec_from_file_location(f"openpert_task_analysis_{task.dir.name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        stats = module.task_statistics(outdir)
-    except Exception as err:  # the analysis is a task's own code: report its failure, keep the scores
-        message = f"{path}: task_statistics failed: {type(err).__name__}: {err}"
-        print(message, traceback.format_exc(), sep="\n", file=sys.stderr)
+        # The task's own code runs in a child process: the harness never imports it.
+        stats = call_task_function(task.dir, "analysis", "task_statistics", [outdir])
+    except TaskCodeError as err:  # the analysis is a task's own code: report its failure, keep the scores
+        message = f"{path}: task_statistics failed: {err}"
+        print(message, file=sys.stderr)
         return {"qc": [{"flag": "analysis_failed", "message": message, "dataset_id": None, "metric_id": None, "method_id": None}]}
     if not isinstance(stats, dict):
         return {"qc": [{"flag": "analysis_failed", "message": f"{path}: task_statistics returned {type(stats).__name__}, not a dict",

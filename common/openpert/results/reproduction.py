@@ -29,11 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from openpert.config.viash import ConfigError, load_yaml
+from openpert.run.task_code import call_task_function
 
 #: The declarations' file name, in a task's ``api/`` folder.
 DECLARATIONS_NAME = "published_results.yaml"
@@ -375,46 +372,16 @@ def declaration_problems(task_dir: str | Path, *, method_ids: set[str], metric_i
     return list(dict.fromkeys(problems))
 
 
-#: Longest a task's reader of a published file may take (s).
-READER_TIMEOUT_S = 600
-#: The child process that runs a task's reader: the harness never imports task code into its own
-#: process (``docs/architecture.md``). argv: module, function, file, JSON keyword arguments, answer file.
-#: The records go to a file of their own, so that nothing the reader prints is taken for them.
-_READER_PROGRAM = """
-import importlib, json, sys
-from pathlib import Path
-module, function, path, args, answer = sys.argv[1:6]
-records = list(getattr(importlib.import_module(module), function)(Path(path), **json.loads(args)))
-def plain(value):
-    return value.item() if hasattr(value, "item") else str(value)
-with open(answer, "w") as fh:
-    json.dump(records, fh, default=plain)
-"""
-
-
 def _run_reader(reader: str, task_dir: Path, path: Path, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The records a task's reader returns for ``path``, read in a child process with the task's folder on its path.
+    """The records a task's reader returns for ``path``, read in a child process (:mod:`openpert.run.task_code`).
 
     Raises
     ------
     RuntimeError
-        With the reader's last error line, when it fails (its import included) or exceeds
-        :data:`READER_TIMEOUT_S`.
+        With the reader's last error line, when it fails (its import included) or times out.
     """
     module_name, function = reader.split(":")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(task_dir), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    with tempfile.TemporaryDirectory(prefix="openpert-reader-") as tmp:
-        answer = Path(tmp) / "records.json"
-        try:
-            done = subprocess.run([sys.executable, "-c", _READER_PROGRAM, module_name, function, str(path), json.dumps(dict(args)),
-                                   str(answer)], cwd=task_dir, env=env, capture_output=True, text=True,
-                                  timeout=READER_TIMEOUT_S, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"no answer within {READER_TIMEOUT_S} s") from None
-        if done.returncode != 0 or not answer.is_file():
-            lines = done.stderr.strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"exit {done.returncode} without a message")
-        records = json.loads(answer.read_text())
+    records = call_task_function(task_dir, module_name, function, [path], args)
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
         raise RuntimeError("it returned something other than records (mappings)")
     return records

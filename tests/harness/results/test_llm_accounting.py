@@ -6,7 +6,7 @@ import anndata as ad
 import pandas as pd
 import pytest
 
-from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
+from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, instruction_flags, usage_table
 from openpert.run.records import JobRecord
 
 
@@ -71,3 +71,15 @@ def test_flags_above_the_threshold_only_and_say_when_the_score_is_the_fallbacks(
     assert judge.message.startswith("The judge judge on summer's outputs, dataset k562_dir: 20 of 30 answers")
     assert judge.flag == "llm_judge_abstentions" and judge.method_id == "summer"
     assert abstention_flags([{**row(), "samples": 0, "abstention_rate": None}]) == []
+
+
+def test_a_judge_that_counted_text_addressed_to_it_flags_the_method(tmp_path):
+    records = [
+        job(tmp_path, "k562/injector/judge", "metric", {"n_instruction_like": 13}, method="injector"),
+        job(tmp_path, "k562/honest/judge", "metric", {"n_instruction_like": 0}, method="honest"),
+        job(tmp_path, "k562/other/judge", "metric", {"metric_ids": ["x"]}, method="other"),
+        job(tmp_path, "k562/bomb/judge", "metric", {"n_instruction_like": [1, 2, 3]}, method="bomb"),  # not a count: ignored
+    ]
+    (flag,) = instruction_flags(records)
+    assert (flag.flag, flag.method_id, flag.dataset_id) == ("graded_text_instruction_like", "injector", "k562")
+    assert "13 outputs of injector" in flag.message
