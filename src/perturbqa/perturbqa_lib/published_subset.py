@@ -24,7 +24,7 @@ def subsample_published(data_dir: str | Path, kg_dir: str | Path, out: str | Pat
     pairs (and the K562-set pairs) of a sample of perturbations are kept for the downstream genes
     with the most positive labels among them; gene-set clusters and downstream sets keep at most
     ``max_members`` members; the knowledge graphs keep the genes involved. The defaults give macro
-    AUROC a few dozen downstream genes with both classes among the test pairs (31 for de, 11 for
+    AUROC a few dozen downstream genes with both classes among the test pairs (30 for de, 11 for
     dir), enough for the headline to rank methods, while every job stays a few seconds.
 
     Returns
