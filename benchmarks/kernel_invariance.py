@@ -192,7 +192,10 @@ def run_variant(root: Path, task: str, variant: Variant, flags: frozenset[str], 
     return Outcome(task, variant, "identical", "", seconds, kernel)
 
 
-def _note(variant: Variant) -> str:
+def _note(outcome: Outcome) -> str:
+    variant = outcome.variant
+    if outcome.status == "skipped":
+        return ""
     box_on = variant.sandbox == "on" or (variant.sandbox is None and os.environ.get(sandbox.ENV_SANDBOX, "").lower() in ("on", "auto", ""))
     return " [kernel outside the jobs only]" if variant.coretype is not None and box_on else ""
 
@@ -202,7 +205,7 @@ def format_row(outcome: Outcome) -> str:
     seconds = f"{outcome.seconds:7.1f}" if outcome.seconds is not None else "      -"
     detail = f": {outcome.detail}" if outcome.detail else ""
     kernel = f"{outcome.kernel:<16}" if outcome.kernel else f"{'-':<16}"
-    return f"{outcome.task:<24} {outcome.variant.label():<34} {kernel} {seconds}  {outcome.status}{_note(outcome.variant)}{detail}"
+    return f"{outcome.task:<24} {outcome.variant.label():<34} {kernel} {seconds}  {outcome.status}{_note(outcome)}{detail}"
 
 
 def run_matrix(root: Path, tasks: Sequence[str], matrix: Iterable[Variant], out: Callable[[str], None] = print,
