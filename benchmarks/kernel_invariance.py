@@ -18,6 +18,12 @@ Variants (the full matrix):
   (:mod:`openpert.run.sandbox` scrubs the environment): there the kernel applies to the
   generator's own Python steps only, and the table says so.
 
+``--numpy-baseline`` adds one variant (default kernel, 1 thread, sandbox off) with NumPy's own
+vectorised loops held to its baseline (``NPY_DISABLE_CPU_FEATURES`` naming every dispatched feature
+this CPU has): NumPy picks its sorts and some ufuncs by the CPU, not by OpenBLAS, and a machine with
+another vector width (AVX-512 against AVX2) orders equal values differently. The sandbox scrubs that
+variable, so the variant runs unsandboxed.
+
 ``--quick`` runs the small set CI can afford: {unset, Sandybridge} x {1, 2 threads}, with the
 sandbox as ``$OPENPERT_SANDBOX`` says. The kernel each variant really loads is read back with
 threadpoolctl (a ``Sandybridge`` that OpenBLAS ignored would otherwise pass unnoticed).
@@ -54,6 +60,8 @@ SANDBOX_SETTINGS = ("off", "on")
 #: The /proc/cpuinfo flags each OpenBLAS kernel executes (its widest vector instructions).
 KERNEL_FLAGS = {"Haswell": ("avx2", "fma"), "SkylakeX": ("avx512f",), "Sandybridge": ("avx",)}
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: NumPy's switch of its own CPU dispatch (its sorts and vectorised ufuncs).
+NUMPY_DISABLE = "NPY_DISABLE_CPU_FEATURES"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,10 +71,11 @@ class Variant:
     coretype: str | None
     threads: int
     sandbox: str | None  # "off", "on", or None: as $OPENPERT_SANDBOX says
+    numpy_disabled: str | None = None  # NPY_DISABLE_CPU_FEATURES: NumPy's dispatched features to leave unused
 
     def env(self) -> dict[str, str | None]:
         """The variables to set (a string) or unset (``None``) for the generator."""
-        env: dict[str, str | None] = {"OPENBLAS_CORETYPE": self.coretype}
+        env: dict[str, str | None] = {"OPENBLAS_CORETYPE": self.coretype, NUMPY_DISABLE: self.numpy_disabled}
         env.update({name: str(self.threads) for name in THREAD_VARIABLES})
         if self.sandbox is not None:
             env[sandbox.ENV_SANDBOX] = self.sandbox
@@ -74,7 +83,8 @@ class Variant:
 
     def label(self) -> str:
         box = self.sandbox or f"env ({os.environ.get(sandbox.ENV_SANDBOX) or 'auto'})"
-        return f"{self.coretype or 'unset':<11} {self.threads} thr  sandbox {box}"
+        simd = f" numpy w/o {self.numpy_disabled}" if self.numpy_disabled else ""
+        return f"{self.coretype or 'unset':<11} {self.threads} thr  sandbox {box}{simd}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +105,13 @@ def variants(quick: bool = False, sandbox_setting: str | None = None) -> list[Va
         return [Variant(c, t, sandbox_setting) for c, t in itertools.product(QUICK_CORETYPES, THREADS)]
     boxes = (sandbox_setting,) if sandbox_setting is not None else SANDBOX_SETTINGS
     return [Variant(c, t, s) for c, t, s in itertools.product(CORETYPES, THREADS, boxes)]
+
+
+def numpy_dispatched_features() -> str:
+    """The features above its baseline that NumPy dispatches to on this CPU, space-separated ("" when none)."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+    return " ".join(f for f in __cpu_dispatch__ if __cpu_features__.get(f))
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
@@ -230,13 +247,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("tasks", nargs="*", help="tasks (default: every task with a generator)")
     parser.add_argument("--quick", action="store_true", help="the CI set: {unset, Sandybridge} x {1, 2 threads}, sandbox as the environment says")
     parser.add_argument("--sandbox", choices=SANDBOX_SETTINGS, help="only this sandbox setting")
+    parser.add_argument("--numpy-baseline", action="store_true",
+                        help="also run once with NumPy's vectorised loops held to its baseline (NPY_DISABLE_CPU_FEATURES)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the project root (default: this checkout)")
     ns = parser.parse_args(argv)
     tasks = ns.tasks or rr.generator_tasks(ns.root)
     unknown = sorted(set(tasks) - set(rr.generator_tasks(ns.root)))
     if unknown:
         parser.error(f"no generator in {ns.root / rr.SCRIPTS_DIR} for: {', '.join(unknown)}")
-    outcomes = run_matrix(ns.root, tasks, variants(ns.quick, ns.sandbox))
+    matrix = variants(ns.quick, ns.sandbox)
+    if ns.numpy_baseline:
+        features = numpy_dispatched_features()
+        if features:
+            matrix.append(Variant(None, 1, "off", numpy_disabled=features))
+        else:
+            print("--numpy-baseline: NumPy dispatches to nothing above its baseline on this CPU; no variant added")
+    outcomes = run_matrix(ns.root, tasks, matrix)
     bad = [o for o in outcomes if o.status in ("differs", "failed")]
     ran = sum(o.status != "skipped" for o in outcomes)
     print(f"{ran} regenerations, {len(bad)} differ or fail, {len(outcomes) - ran} skipped")

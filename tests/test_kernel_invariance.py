@@ -29,8 +29,10 @@ def test_the_full_matrix_and_the_quick_set():
 
 def test_a_variant_sets_the_thread_counts_and_unsets_an_absent_kernel():
     env = ki.Variant(None, 2, "on").env()
-    assert env == {"OPENBLAS_CORETYPE": None, "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2", "OPENPERT_SANDBOX": "on"}
+    assert env == {"OPENBLAS_CORETYPE": None, "NPY_DISABLE_CPU_FEATURES": None, "OMP_NUM_THREADS": "2",
+                   "OPENBLAS_NUM_THREADS": "2", "OPENPERT_SANDBOX": "on"}
     assert "OPENPERT_SANDBOX" not in ki.Variant("Haswell", 1, None).env()
+    assert ki.Variant(None, 1, "off", numpy_disabled="X86_V3").env()["NPY_DISABLE_CPU_FEATURES"] == "X86_V3"
 
 
 def test_a_kernel_the_cpu_cannot_run_or_a_missing_sandbox_is_skipped_with_the_reason():
