@@ -49,7 +49,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from pertsci import knowledge_graphs as kg
-from pertsci import op3_processing
+from pertsci import op3_processing, ordering
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ def _choose_genes(meta: Op3Metadata, n_genes: int | None, tfs: Sequence[str], rn
     for g in list(tfs) + list(pd.unique(grn_targets["target"]))[: n_genes // 3]:
         if g in base.index and g not in keep:
             keep.append(g)
-    expressed = base.dropna().sort_values(ascending=False)
+    expressed = ordering.largest_first(base.dropna())  # equal means by name: the same genes on every CPU
     for g in expressed.index[: 4 * n_genes]:
         if len(keep) >= (2 * n_genes) // 3:
             break

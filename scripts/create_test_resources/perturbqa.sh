@@ -2,8 +2,9 @@
 # Test resources of perturbqa:
 #
 # raw/         a small subset of the published PerturbQA files and of the knowledge graphs, in their
-#              original layout (72 K562 perturbations, 60 downstream genes, 4 clusters per gse file;
-#              31 downstream genes with both classes among the de test pairs, so macro AUROC means something),
+#              original layout (72 K562 perturbations drawn, 71 with pairs among the 60 downstream genes,
+#              4 clusters per gse file; 30 downstream genes with both classes among the de test pairs, so
+#              macro AUROC means something),
 #              plus a synthetic Perturb-seq screen in the Replogle layout for the label pipeline;
 # k562/        de items and annotated gene and perturbation clusters in one dataset, so that every
 #              method and metric meets both kinds of item in its component test (benchmark datasets

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -189,3 +191,16 @@ def test_streaming_pseudobulk_half_split():
     several = split.obs["n_cells"].to_numpy() > 3
     totals, half_totals = np.asarray(split.X).sum(axis=1), half.sum(axis=1)
     assert np.all(half_totals[several] < totals[several]) and np.all(half_totals[several] > 0)
+
+
+def test_well_expressed_genes_with_equal_means_are_drawn_in_name_order():
+    # HPA's nTPM has one decimal: many genes share a mean. The genes the simulation keeps must not
+    # depend on the baseline's row order (nor on the CPU's sort of equal values).
+    genes = [f"G{i:03d}" for i in range(60)]
+    means = np.repeat([5.0, 2.0, 1.0], 20)
+    kept = set()
+    for perm in (np.arange(60), np.arange(60)[::-1], np.random.default_rng(4).permutation(60)):
+        meta = types.SimpleNamespace(genes=genes, grn={},
+                                     baseline=pd.DataFrame({"c1": means[perm], "c2": means[perm]}, index=np.array(genes)[perm]))
+        kept.add(tuple(op3_simulation._choose_genes(meta, 12, [], np.random.default_rng(0))))
+    assert len(kept) == 1

@@ -70,3 +70,26 @@ def test_load_baseline_names_a_missing_or_malformed_file(tmp_path):
     table = perturb_sim.load_baseline(tmp_path / "ok.tsv", {"ENSG1": "A", "ENSG2": "B", "ENSG3": "B"})
     # ENSG4 has no symbol; B keeps its most expressed id; most expressed first.
     assert list(table.index) == ["B", "A"] and table.loc["B", "expression_size"] == 1.0
+
+
+def test_equal_expression_is_ordered_by_name_whatever_the_file_order(tmp_path):
+    # Real baselines hold many equal values: the most expressed n_genes, and the id a symbol keeps,
+    # must not depend on the file's row order (nor on the CPU's sort of equal values).
+    rows = [("ENSG1", 0.3, 1.0), ("ENSG2", 0.1, 2.0), ("ENSG3", 0.1, 3.0), ("ENSG4", 0.1, 4.0),
+            ("ENSG5", 0.3, 5.0), ("ENSG6", 0.1, 6.0), ("ENSG7", 0.05, 7.0)]
+    symbols = {"ENSG1": "M", "ENSG2": "D", "ENSG3": "B", "ENSG4": "C", "ENSG5": "A", "ENSG6": "C", "ENSG7": "Z"}
+    tables = []
+    for k, perm in enumerate([range(7), [6, 5, 4, 3, 2, 1, 0], [3, 0, 6, 2, 5, 1, 4]]):
+        path = tmp_path / f"baseline{k}.tsv"
+        path.write_text("response_id\trelative_expression\texpression_size\n"
+                        + "".join(f"{rows[i][0]}\t{rows[i][1]}\t{rows[i][2]}\n" for i in perm))
+        tables.append(perturb_sim.load_baseline(path, symbols))
+    for table in tables:
+        assert list(table.index) == ["A", "M", "B", "C", "D", "Z"]
+        assert table.loc["C", "expression_size"] == 4.0  # C's two ids tie: the first id by name
+    # The cut after 4 genes falls among the ties at 0.1: B and C, whatever the baseline's row order.
+    for base in (tables[0], tables[0].iloc[::-1], tables[0].sample(frac=1.0, random_state=3)):
+        sim = perturb_sim.simulate_screen(n_genes=4, n_perturbations=2, n_combinations=0, n_programs=1,
+                                          program_size=(2, 2), cells_per_perturbation=2, n_control_cells=4,
+                                          seed=0, baseline=base)
+        assert list(sim.cells.var_names) == ["A", "M", "B", "C"]

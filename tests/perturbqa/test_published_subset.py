@@ -22,9 +22,10 @@ def test_subset_reproduces_the_test_resources(tmp_path):
         read = gzip.open if rel.suffix == ".gz" else open
         with read(tmp_path / rel, "rb") as new, read(RAW / rel, "rb") as old:
             assert new.read() == old.read(), f"{rel} differs from the committed test resource"
-    # 72 perturbations, 60 downstream genes, 4 annotated clusters plus an unannotated one per gse file.
+    # 72 perturbations drawn, 71 with pairs among the 60 downstream genes; 4 annotated clusters plus an
+    # unannotated one per gse file.
     de = (tmp_path / "perturbqa" / "k562-de.csv").read_text().splitlines()[1:]
-    assert len({row.split(",")[0] for row in de}) == 72 and len({row.split(",")[1] for row in de}) == 60
+    assert len({row.split(",")[0] for row in de}) == 71 and len({row.split(",")[1] for row in de}) == 60
     clusters = json.loads((tmp_path / "perturbqa" / "k562_gene-gse.json").read_text())
     assert [bool(c["label"]) for c in clusters] == [True] * 4 + [False]
     assert all(len(c["genes"]) <= 5 and set(c["genes"]) <= set(universe) for c in clusters)

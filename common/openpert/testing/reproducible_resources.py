@@ -423,7 +423,8 @@ def fix_command(task: str) -> str:
     return f"bash scripts/create_test_resources.sh {task}"
 
 
-def regenerate(root: Path, task: str, out_root: Path, tmp_dir: Path | None = None, timeout_s: float = 900) -> None:
+def regenerate(root: Path, task: str, out_root: Path, tmp_dir: Path | None = None, timeout_s: float = 900,
+               env: Mapping[str, str | None] | None = None) -> None:
     """Run ``task``'s generator with its output below ``out_root/<task>/``.
 
     The script runs with this Python's environment first on ``PATH`` (so ``python`` and
@@ -443,6 +444,9 @@ def regenerate(root: Path, task: str, out_root: Path, tmp_dir: Path | None = Non
         work folder there, so a check that passes its own leaves nothing behind.
     timeout_s
         The script is stopped after this many seconds.
+    env
+        Variables set for the script on top of this process's environment; ``None`` as a value
+        unsets the variable (e.g. ``{"OPENBLAS_CORETYPE": None}``).
 
     Raises
     ------
@@ -453,19 +457,24 @@ def regenerate(root: Path, task: str, out_root: Path, tmp_dir: Path | None = Non
     script = root / SCRIPTS_DIR / f"{task}.sh"
     if not script.is_file():
         raise FileNotFoundError(f"{script}: no generator for task {task}")
-    env = dict(os.environ)
-    env[OUTPUT_ROOT_VARIABLE] = str(Path(out_root).resolve())
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    script_env = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            script_env.pop(name, None)
+        else:
+            script_env[name] = value
+    script_env[OUTPUT_ROOT_VARIABLE] = str(Path(out_root).resolve())
+    script_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{script_env.get('PATH', '')}"
     if tmp_dir is not None:
         Path(tmp_dir).mkdir(parents=True, exist_ok=True)
-        env["TMPDIR"] = str(Path(tmp_dir).resolve())
-    proc = subprocess.run(["bash", str(script)], cwd=root, env=env, capture_output=True, text=True, timeout=timeout_s)
+        script_env["TMPDIR"] = str(Path(tmp_dir).resolve())
+    proc = subprocess.run(["bash", str(script)], cwd=root, env=script_env, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         raise RuntimeError(f"{script.relative_to(root)} failed (exit {proc.returncode}):\n{tail}")
 
 
-def check_task(root: Path, task: str, work_dir: Path) -> list[Difference]:
+def check_task(root: Path, task: str, work_dir: Path, env: Mapping[str, str | None] | None = None) -> list[Difference]:
     """Regenerate ``task``'s test resources into ``work_dir`` and compare them with the committed ones.
 
     Parameters
@@ -477,6 +486,8 @@ def check_task(root: Path, task: str, work_dir: Path) -> list[Difference]:
     work_dir
         Where the script writes (``work_dir/resources/<task>/``) and keeps its temporary files
         (``work_dir/tmp``).
+    env
+        Variables set (a string) or unset (``None``) for the script, as :func:`regenerate` takes them.
 
     Returns
     -------
@@ -491,7 +502,7 @@ def check_task(root: Path, task: str, work_dir: Path) -> list[Difference]:
     committed = Path(root) / "resources_test" / task
     before = _snapshot(committed)
     out_root = Path(work_dir) / "resources"
-    regenerate(root, task, out_root, tmp_dir=Path(work_dir) / "tmp")
+    regenerate(root, task, out_root, tmp_dir=Path(work_dir) / "tmp", env=env)
     # A script that ignores $OPENPERT_TEST_RESOURCES would remake the committed files in place and
     # compare them with themselves; it must be fixed, not trusted.
     if _snapshot(committed) != before:

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from pertsci import ordering
 from perturbation_effect_lib.pseudobulk import CONTROL, condition_key, condition_name, log_normalize
 
 __all__ = [
@@ -111,9 +112,12 @@ def load_baseline(path: str | Path, symbols: dict[str, str]) -> pd.DataFrame:
     if not needed <= set(table.columns):
         raise ValueError(f"{path}: expected columns {sorted(needed)}, found {list(table.columns)}")
     table["symbol"] = table["response_id"].map(symbols)
-    table = table.dropna(subset=["symbol"]).sort_values("relative_expression", ascending=False)
+    table = table.dropna(subset=["symbol"])
+    # A symbol of several ids keeps its most expressed; equal expression by id (pertsci.ordering).
+    table = table.iloc[ordering.descending(table["relative_expression"], table["response_id"].astype(str))]
     table = table.drop_duplicates("symbol").set_index("symbol")
     table.index.name = None
+    table = table.iloc[ordering.descending(table["relative_expression"], table.index)]  # equal values by symbol
     return table[["relative_expression", "expression_size"]]
 
 
@@ -228,7 +232,8 @@ def simulate_screen(
         baseline = _synthetic_baseline(max(4 * n_genes, 2000), rng)
     if len(baseline) < n_genes:
         raise ValueError(f"the baseline has {len(baseline)} genes; {n_genes} were asked for")
-    base = baseline.sort_values("relative_expression", ascending=False).iloc[:n_genes]
+    # The n_genes most expressed; the cut may fall among equal values, ordered by symbol (pertsci.ordering).
+    base = baseline.iloc[ordering.descending(baseline["relative_expression"], baseline.index.astype(str))[:n_genes]]
     genes = list(base.index.astype(str))
     share = float(base["relative_expression"].sum())
     p0 = base["relative_expression"].to_numpy(dtype=float) / share
