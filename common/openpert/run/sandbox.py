@@ -39,8 +39,9 @@ A local model, for LLM components only
 
 What a job does not see: the repository, the results folder, the shared data folder (unless it is
 a declared input, staged like any other), other files of its dataset, the host's processes, the
-network (unless the component talks to a language model: it declares ``--llm_base_url``; or is a
-dataset loader, which may download public data: see :func:`needs_network`), the host's
+network (unless the component is a dataset loader, which may download public data: see
+:func:`needs_network`; a component that talks to a language model, it declares
+``--llm_base_url``, reaches its server only, through :mod:`openpert.run.llm_proxy`), the host's
 environment variables.
 
 What it can still learn, and why that is accepted: the host paths of what is bound into it, from
@@ -52,7 +53,7 @@ How
 ---
 ``bwrap --unshare-all --unshare-user`` (user, PID, network, IPC, UTS and cgroup namespaces) with
 ``--disable-userns`` (no nested user namespace, through which a job could regain capabilities);
-``--share-net`` for LLM and dataset components only; ``--die-with-parent`` and ``--new-session``:
+``--share-net`` for dataset components only; ``--die-with-parent`` and ``--new-session``:
 when the runner kills bubblewrap (time or memory limit, an interrupted benchmark, the runner's own
 death), the job's PID 1 dies and the kernel kills every process of the namespace with it, so no
 descendant (not even one that double-forked into its own session) outlives the job. The new user
@@ -270,7 +271,7 @@ class Sandbox:
     work_dir
         The job's work folder on the host (created by the runner): bound at :data:`JOB_DIR`.
     network
-        Share the host's network (components that talk to a language model).
+        Share the host's network (dataset components, which download public data).
     read_only
         Host paths inside ``work_dir`` (staged inputs, the resources folder) bound read-only on
         top of themselves.
@@ -581,11 +582,12 @@ def needs_llm(config: ComponentConfig) -> bool:
 def needs_network(config: ComponentConfig) -> bool:
     """Whether a component's sandbox shares the host's network.
 
-    LLM components talk to a model server; dataset components (``info.type: dataset``) fetch
-    public data (e.g. ``op3_public`` downloads the published files). Methods, control methods and
-    metrics never do: what a contestant's code could send out is what it must not.
+    Dataset components (``info.type: dataset``) fetch public data (e.g. ``op3_public`` downloads
+    the published files). Methods, control methods and metrics never do: what a contestant's code
+    could send out is what it must not. LLM components do not share it either: they reach their
+    model server only, through the harness's proxy (:mod:`openpert.run.llm_proxy`).
     """
-    return needs_llm(config) or config.type == "dataset"
+    return config.type == "dataset"
 
 
 # --- is bubblewrap usable here? ----------------------------------------------------------------------
