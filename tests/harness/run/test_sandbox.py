@@ -399,7 +399,9 @@ def test_job_sees_a_scrubbed_environment(project_copy, tmp_path, monkeypatch):
         assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
         assert env["OMP_NUM_THREADS"]
     assert "OPENPERT_LLM_BASE_URL" not in report_of(plain)["env"]
-    assert report_of(llm)["env"]["OPENPERT_LLM_BASE_URL"] == "http://127.0.0.1:9/v1"
+    # the model is reached through the job's own loopback relay (same path), not at the host's address
+    assert report_of(llm)["env"]["OPENPERT_LLM_BASE_URL"] == "http://127.0.0.1:8765/v1"
+    assert "OPENPERT_LLM_RELAY" not in report_of(llm)["env"]  # the launcher takes it before the script runs
 
 
 @needs_bwrap
