@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import http.client
+import http.server
 import json
 import os
 import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -132,3 +134,37 @@ def test_a_socket_path_longer_than_sun_path_is_served(tmp_path):
 def test_endpoints_that_cannot_be_proxied_are_refused(tmp_path, url):
     with pytest.raises(LLMProxyError, match="language-model endpoint"):
         LLMProxy(url, tmp_path / "llm.sock")
+
+
+def test_streamed_responses_pass_event_by_event_and_their_usage_is_counted(tmp_path):
+    events = [b'data: {"choices": [{"delta": {"content": "TP53"}}]}\n\n',
+              b'data: {"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 2}}\n\n', b"data: [DONE]\n\n"]
+
+    class Streaming(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format, *args):  # noqa: A002 - the base class's signature
+            return
+
+        def do_POST(self):  # noqa: N802 - the base class's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(event)
+                self.wfile.flush()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Streaming)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with LLMProxy(f"http://127.0.0.1:{server.server_address[1]}/v1", tmp_path / "llm.sock") as proxy:
+            connection = UnixHTTPConnection(proxy.socket_path)
+            connection.request("POST", "/v1/chat/completions", body=json.dumps(chat("hi") | {"stream": True}))
+            response = connection.getresponse()
+            assert response.getheader("Content-Type") == "text/event-stream"
+            assert response.read() == b"".join(events)
+            connection.close()
+            assert proxy.counts == {"requests": 1, "prompt_tokens": 11, "completion_tokens": 2, "unmetered": 0}
+    finally:
+        server.shutdown()
+        server.server_close()
