@@ -483,13 +483,17 @@ def run_component(
         if upstream:
             socket_dir = work_dir / ".llm"
             socket_dir.mkdir()
+            # The API key stays with the proxy, out of the job's reach (and of what it may publish).
+            api_key = par.get("llm_api_key") or os.environ.get("OPENPERT_LLM_API_KEY")
             try:
-                proxy = LLMProxy(str(upstream), socket_dir / "llm.sock")
+                proxy = LLMProxy(str(upstream), socket_dir / "llm.sock", api_key=api_key)
             except LLMProxyError as err:
                 return failed(EXIT_INVALID, f"{config.path}: {err}")
             box.read_only.append(socket_dir)
             if par.get("llm_base_url"):
                 script_par["llm_base_url"] = proxy.job_base_url()
+            if par.get("llm_api_key"):
+                script_par["llm_api_key"] = None
         llm_cache = sandboxing.llm_cache_folder(par.get("llm_cache_dir"), _component_id(config))
         if llm_cache is not None:
             try:
@@ -525,6 +529,7 @@ def run_component(
                                              embed_cache=embed_cache is not None)
         if proxy is not None:
             box.env["OPENPERT_LLM_BASE_URL"] = proxy.job_base_url()
+            box.env.pop("OPENPERT_LLM_API_KEY", None)
             box.env[ENV_RELAY] = f"{box.inside(proxy.socket_path)} {RELAY_PORT}"
         cmd = box.command([str(sandboxing.python_environment().executable), *launcher, seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it

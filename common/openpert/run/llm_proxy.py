@@ -9,6 +9,10 @@ job's own network namespace to it (:data:`RELAY_PORT`, :data:`ENV_RELAY`); the j
 rewritten to that port (:meth:`LLMProxy.job_base_url`). So the job reaches its model and nothing
 else: no other address, no name lookup, no other job's sockets.
 
+The server's API key stays with the harness: given to the proxy, which sends it with every request
+(``Authorization: Bearer``), it is not in the job's environment nor in its ``par``, so a job cannot
+copy it into an output that gets published.
+
 The proxy only forwards paths under the base URL's own path (``/v1/...`` for
 ``http://host:8000/v1``) and never follows a redirect. HTTPS endpoints are spoken to with TLS by the
 proxy (the job speaks plain HTTP to its relay): the proxy connects to the configured host name, so
@@ -155,6 +159,8 @@ class LLMProxy:
         Where to create the Unix socket (its folder must exist; the file must not).
     timeout
         Seconds to wait for the server.
+    api_key
+        The server's API key, sent as ``Authorization: Bearer <key>`` in place of any the job sends.
 
     Raises
     ------
@@ -169,7 +175,8 @@ class LLMProxy:
     {'requests': 3, 'prompt_tokens': 120, 'completion_tokens': 30, 'unmetered': 0}
     """
 
-    def __init__(self, base_url: str, socket_path: str | Path, *, timeout: float = UPSTREAM_TIMEOUT_S):
+    def __init__(self, base_url: str, socket_path: str | Path, *, timeout: float = UPSTREAM_TIMEOUT_S,
+                 api_key: str | None = None):
         parts = urllib.parse.urlsplit(str(base_url).strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise LLMProxyError(f"the language-model endpoint {base_url!r} is not an http:// or https:// URL with a host")
@@ -185,6 +192,7 @@ class LLMProxy:
         self.host_header = parts.netloc.rsplit("@", 1)[-1]
         self.socket_path = Path(socket_path)
         self.timeout = float(timeout)
+        self._api_key = api_key or None
         self._counts = dict.fromkeys(COUNT_KEYS, 0)
         self._lock = threading.Lock()
         self._server: _UnixHTTPServer | None = None
@@ -288,6 +296,9 @@ class LLMProxy:
                     proxy._count(requests=1)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "host"}
                 headers["Host"] = proxy.host_header
+                if proxy._api_key is not None:
+                    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+                    headers["Authorization"] = f"Bearer {proxy._api_key}"
                 connection = proxy._connection()
                 try:
                     # Path and query only: an absolute URL in the request line is not followed elsewhere.

@@ -168,3 +168,15 @@ def test_streamed_responses_pass_event_by_event_and_their_usage_is_counted(tmp_p
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_proxy_sends_its_own_api_key_in_place_of_the_jobs(tmp_path):
+    with OpenAIStubServer() as server, LLMProxy(server.base_url, tmp_path / "llm.sock", api_key="sk-harness") as proxy:
+        connection = UnixHTTPConnection(proxy.socket_path)
+        connection.request("POST", "/v1/chat/completions", body=json.dumps(chat("hi")),
+                           headers={"Authorization": "Bearer sk-job", "Content-Type": "application/json"})
+        assert connection.getresponse().status == 200
+        connection.close()
+        seen = {k.lower(): v for k, v in server.headers[0].items()}
+    assert seen["authorization"] == "Bearer sk-harness"
+    assert seen["host"] == server.base_url.split("/")[2]  # the configured host, not the job's relay

@@ -270,11 +270,23 @@ def test_llm_job_configured_by_the_environment_gets_the_proxy_too(project_copy, 
         report["models"] = json.loads(response.read())["data"][0]["id"]
     report["env_base_url"] = os.environ["OPENPERT_LLM_BASE_URL"]
     """
+    body += """
+    report["key_seen"] = [v for v in [*os.environ.values(), *map(str, par.values())] if "sk-secret" in v]
+    """
     with OpenAIStubServer(model="env-model") as model:
         monkeypatch.setenv("OPENPERT_LLM_BASE_URL", model.base_url)
+        monkeypatch.setenv("OPENPERT_LLM_API_KEY", "sk-secret-1")
         result = run(project_copy, probe(project_copy, body, llm=True), tmp_path / "w", args={"llm_cache_dir": "none"})
-    assert result.succeeded, result.reason
-    assert report_of(result) == {"models": "env-model", "env_base_url": "http://127.0.0.1:8765/v1"}
+        given = run(project_copy, probe(project_copy, LLM_PROBE.format(other_port=9), llm=True), tmp_path / "given",
+                    args={"llm_cache_dir": "none", "llm_api_key": "sk-secret-2", "llm_model": "env-model"})
+        keys = [h.get("Authorization") for h in model.headers]
+    assert result.succeeded and given.succeeded, (result.reason, given.reason)
+    assert report_of(result) == {"models": "env-model", "env_base_url": "http://127.0.0.1:8765/v1", "key_seen": []}
+    # the key reaches the server from the proxy, never the job (not in its environment, par or script)
+    assert keys == ["Bearer sk-secret-2", "Bearer sk-secret-2"]
+    assert "sk-secret" not in json.dumps(report_of(given))
+    assert "sk-secret" not in given.log.read_text()
+    assert "sk-secret" not in (tmp_path / "given" / ".resources" / "script.py").read_text()
     assert result.llm_usage_counted == {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "unmetered": 0}
 
 
