@@ -69,7 +69,9 @@ the thread-count variables (``OMP_NUM_THREADS`` ...: the job's CPU count, whatev
 :func:`thread_environment`), the host's OpenBLAS kernel settings (``OPENBLAS_CORETYPE``,
 ``OPENBLAS_L2_SIZE``: some processors need them for correct results),
 ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``, and for LLM components the
-``OPENPERT_LLM_*`` settings (base URL, model, API key, backend; the cache as a sandbox path), and
+``OPENPERT_LLM_*`` settings (model, backend; the cache as a sandbox path; with a server, the
+base URL of the job's relay to the harness's proxy and no API key: :mod:`openpert.run.component`,
+:mod:`openpert.run.llm_proxy`), and
 for components that embed text ``OPENPERT_EMBED_CACHE`` (a sandbox path). Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
 among them).
 
