@@ -294,6 +294,7 @@ class LocalEngine:
         record.duration_s = round(result.duration_s, 4)
         record.peak_memory_mb = round(result.peak_memory_mb, 2)
         record.sandbox = result.sandbox
+        record.llm_usage_counted = result.llm_usage_counted
         if result.succeeded:
             try:
                 # The digests are what a resumed run checks the cached files against.

@@ -31,6 +31,7 @@ from openpert.config.formats import FormatError
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.files import read_tail
 from openpert.run import sandbox as sandboxing
+from openpert.run.llm_proxy import ENV_RELAY, RELAY_PORT, LLMProxy, LLMProxyError
 from openpert.run.process import DiskMeter, Limits, PeakReport, execute
 from openpert.run.records import EXIT_INVALID
 from openpert.run.viash_block import substitute_block
@@ -46,6 +47,11 @@ _warned_unsandboxed = False
 #: the script as ``python script.py args...`` would (``__main__``, its ``sys.argv`` and ``sys.path[0]``).
 #: ``TASKS`` (``-1``: none) is the job's ``RLIMIT_NPROC``, set before the script runs (see
 #: :func:`task_limit`).
+#: When ``$OPENPERT_LLM_RELAY`` is ``<socket> <port>`` (a language-model component in a sandbox, whose
+#: network namespace has nothing but its loopback), the launcher first listens on ``127.0.0.1:<port>``
+#: and relays every connection to the Unix socket of the harness's proxy
+#: (:mod:`openpert.run.llm_proxy`), from one thread that waits on all of them (``selectors``): one
+#: task, whatever the number of requests in flight. The variable is removed before the script runs.
 #: As the script ends, even by an exception, the launcher writes its peak resident size in kB
 #: (``VmHWM``) to the file descriptor ``REPORT_FD`` (``-1``: none; see
 #: :class:`openpert.run.process.PeakReport`). Once the script has returned, the exit handlers run,
@@ -60,6 +66,51 @@ if tasks >= 0:
     import resource
     resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
 sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+relay = os.environ.pop('OPENPERT_LLM_RELAY', '')
+if relay:
+    import selectors, socket, threading
+    where, port = relay.rsplit(' ', 1)
+    listener = socket.create_server(('127.0.0.1', int(port)), backlog=128)
+    def pump():
+        select, peer, live = selectors.DefaultSelector(), {}, set()
+        select.register(listener, selectors.EVENT_READ)
+        def close(*socks):
+            for one in socks:
+                if one in live:
+                    select.unregister(one)
+                    live.discard(one)
+                peer.pop(one, None)
+                one.close()
+        while True:
+            for key, _ in select.select():
+                sock = key.fileobj
+                if sock is listener:
+                    client, upstream = listener.accept()[0], socket.socket(socket.AF_UNIX)
+                    try:
+                        upstream.connect(where)
+                    except OSError:
+                        close(client, upstream)
+                        continue
+                    peer[client], peer[upstream] = upstream, client
+                    for one in (client, upstream):
+                        select.register(one, selectors.EVENT_READ)
+                        live.add(one)
+                    continue
+                other = peer[sock]
+                try:
+                    data = sock.recv(65536)
+                    if data:
+                        other.sendall(data)
+                        continue
+                    other.shutdown(socket.SHUT_WR)
+                except OSError:
+                    close(sock, other)
+                    continue
+                select.unregister(sock)
+                live.discard(sock)
+                if other not in live:
+                    close(sock, other)
+    threading.Thread(target=pump, name='openpert-llm-relay', daemon=True).start()
 try:
     runpy.run_path(sys.argv[0], run_name='__main__')
 finally:
@@ -111,6 +162,9 @@ class RunResult:
     log: Path
     #: How the job was isolated: ``"bubblewrap"`` or ``"none"`` (ran unsandboxed).
     sandbox: str = "none"
+    #: What the harness's language-model proxy counted (:data:`openpert.run.llm_proxy.COUNT_KEYS`);
+    #: ``None`` when the job had no proxy (no LLM server, or no sandbox).
+    llm_usage_counted: dict[str, int] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -333,7 +387,7 @@ def run_component(
     temp_dir.mkdir()
     start = time.perf_counter()
     llm = sandboxing.needs_llm(config)
-    box = sandboxing.Sandbox(work_dir, network=sandboxing.needs_network(config)) if mode == SANDBOX_BWRAP else None
+    box = sandboxing.Sandbox(work_dir) if mode == SANDBOX_BWRAP else None
     # The script sees sandbox paths (/job/...) in a sandbox, host paths without one.
     seen_as = box.inside if box is not None else str
 
@@ -421,7 +475,25 @@ def run_component(
     if config.script_type != "python_script":
         return failed(EXIT_INVALID, f"{config.path}: only python_script components run natively (got {config.script_type!r})")
     llm_cache = None
+    proxy: LLMProxy | None = None
     if box is not None and llm:
+        # No network: the job reaches its server only through the harness's proxy, on a socket
+        # bound read-only into its work folder, relayed to a port of its own loopback.
+        upstream = par.get("llm_base_url") or os.environ.get("OPENPERT_LLM_BASE_URL")
+        if upstream:
+            socket_dir = work_dir / ".llm"
+            socket_dir.mkdir()
+            # The API key stays with the proxy, out of the job's reach (and of what it may publish).
+            api_key = par.get("llm_api_key") or os.environ.get("OPENPERT_LLM_API_KEY")
+            try:
+                proxy = LLMProxy(str(upstream), socket_dir / "llm.sock", api_key=api_key)
+            except LLMProxyError as err:
+                return failed(EXIT_INVALID, f"{config.path}: {err}")
+            box.read_only.append(socket_dir)
+            if par.get("llm_base_url"):
+                script_par["llm_base_url"] = proxy.job_base_url()
+            if par.get("llm_api_key"):
+                script_par["llm_api_key"] = None
         llm_cache = sandboxing.llm_cache_folder(par.get("llm_cache_dir"), _component_id(config))
         if llm_cache is not None:
             try:
@@ -455,6 +527,10 @@ def run_component(
         box.read_only.append(resources_dir)
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,
                                              embed_cache=embed_cache is not None)
+        if proxy is not None:
+            box.env["OPENPERT_LLM_BASE_URL"] = proxy.job_base_url()
+            box.env.pop("OPENPERT_LLM_API_KEY", None)
+            box.env[ENV_RELAY] = f"{box.inside(proxy.socket_path)} {RELAY_PORT}"
         cmd = box.command([str(sandboxing.python_environment().executable), *launcher, seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
     else:
@@ -471,12 +547,22 @@ def run_component(
     # What the job writes counts toward its disk limit (its resources too: a few files, and
     # writable without a sandbox); its staged inputs do not (links of the dataset's files).
     disk = DiskMeter(work_dir, exclude=[work_dir / name for name in used_names if (work_dir / name).exists()], files=[log])
-    code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
-                                              sandboxed=box is not None, header=header, peak_report=report, disk=disk)
+    if proxy is not None:
+        try:
+            proxy.start()
+        except OSError as err:
+            return failed(EXIT_INVALID, f"cannot start the language-model proxy at {proxy.socket_path}: {err}")
+    try:
+        code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
+                                                  sandboxed=box is not None, header=header, peak_report=report, disk=disk)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+    counted = proxy.counts if proxy is not None else None
     if code != 0:
         # In a sandbox, a path the script was not given does not exist: say so, and where inputs are declared.
         hint = undeclared_path_hint(config, log, reason) if box is not None else ""
-        return RunResult(code, reason + hint, duration, peak_mb, {}, log, mode)
+        return RunResult(code, reason + hint, duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
 
     produced: dict[str, Path] = {}
     for arg in config.file_outputs:
@@ -485,18 +571,18 @@ def run_component(
         out = written[arg.name]  # where the script wrote it (par may name /job/...)
         if not os.path.lexists(out):
             if arg.required:
-                return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log, mode)
+                return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
             continue
         problem = output_file_problem(out)
         if problem:
-            return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {problem}", duration, peak_mb, {}, log, mode)
+            return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {problem}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
         if validate and arg.file_format is not None:
             try:
                 # Read within the job's own memory limit: an output cannot take more of the harness's.
                 arg.file_format.validate(out, validation_context, memory_mb=limits.memory_mb)
             except FormatError as err:
-                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log, mode)
+                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
         produced[arg.name] = out
     for name, out in produced.items():
         _move(out, destinations[name])
-    return RunResult(0, "", duration, peak_mb, {n: destinations[n] for n in produced}, log, mode)
+    return RunResult(0, "", duration, peak_mb, {n: destinations[n] for n in produced}, log, mode, llm_usage_counted=counted)

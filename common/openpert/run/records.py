@@ -86,6 +86,11 @@ class JobRecord:
         The limits the job ran under (:class:`openpert.run.process.Limits` as a dict: ``time_s``,
         ``memory_mb``, ``cpus``, which is also its numerical libraries' thread count, ``processes``,
         ``disk_mb``, ``gpus``; ``None``: unlimited). Empty when the engine did not record them.
+    llm_usage_counted
+        What the harness's language-model proxy counted for this job (``requests``,
+        ``prompt_tokens``, ``completion_tokens``, ``unmetered``: :mod:`openpert.run.llm_proxy`),
+        independent of what the component says of itself in its output's ``uns["llm_usage"]``;
+        ``None`` when the job had no proxy (it talks to no server, or ran unsandboxed).
     """
 
     job_id: str
@@ -112,6 +117,7 @@ class JobRecord:
     engine: str | None = None
     provenance: dict[str, Any] = dataclasses.field(default_factory=dict)
     limits: dict[str, Any] = dataclasses.field(default_factory=dict)
+    llm_usage_counted: dict[str, int] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -168,4 +174,8 @@ class JobRecord:
         for name in ("params", "provenance", "limits"):
             if not isinstance(getattr(record, name), dict):
                 raise ValueError(f"{path}: {name} must be a JSON object")
+        counted = record.llm_usage_counted
+        if counted is not None and not (isinstance(counted, dict) and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in counted.items())):
+            raise ValueError(f"{path}: llm_usage_counted must map count names to non-negative integers, or be null")
         return record

@@ -39,9 +39,9 @@ A local model, for LLM components only
 
 What a job does not see: the repository, the results folder, the shared data folder (unless it is
 a declared input, staged like any other), other files of its dataset, the host's processes, the
-network (unless the component talks to a language model: it declares ``--llm_base_url``; see
-:func:`needs_network`; a dataset loader's public files are fetched by the data store before its
-job), the host's environment variables.
+network (none: a dataset loader's public files are fetched by the data store before its job; a
+component that talks to a language model, it declares ``--llm_base_url``, reaches its server only,
+through :mod:`openpert.run.llm_proxy`), the host's environment variables.
 
 What it can still learn, and why that is accepted: the host paths of what is bound into it, from
 ``/proc/self/mountinfo`` (a bind mount shows its source), from bubblewrap's command line (its PID
@@ -52,7 +52,7 @@ How
 ---
 ``bwrap --unshare-all --unshare-user`` (user, PID, network, IPC, UTS and cgroup namespaces) with
 ``--disable-userns`` (no nested user namespace, through which a job could regain capabilities);
-``--share-net`` for LLM components only; ``--die-with-parent`` and ``--new-session``:
+no ``--share-net`` for any job; ``--die-with-parent`` and ``--new-session``:
 when the runner kills bubblewrap (time or memory limit, an interrupted benchmark, the runner's own
 death), the job's PID 1 dies and the kernel kills every process of the namespace with it, so no
 descendant (not even one that double-forked into its own session) outlives the job. The new user
@@ -68,7 +68,9 @@ the thread-count variables (``OMP_NUM_THREADS`` ...: the job's CPU count, whatev
 :func:`thread_environment`), the host's OpenBLAS kernel settings (``OPENBLAS_CORETYPE``,
 ``OPENBLAS_L2_SIZE``: some processors need them for correct results),
 ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``, and for LLM components the
-``OPENPERT_LLM_*`` settings (base URL, model, API key, backend; the cache as a sandbox path), and
+``OPENPERT_LLM_*`` settings (model, backend; the cache as a sandbox path; with a server, the
+base URL of the job's relay to the harness's proxy and no API key: :mod:`openpert.run.component`,
+:mod:`openpert.run.llm_proxy`), and
 for components that embed text ``OPENPERT_EMBED_CACHE`` (a sandbox path). Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
 among them).
 
@@ -268,8 +270,6 @@ class Sandbox:
     ----------
     work_dir
         The job's work folder on the host (created by the runner): bound at :data:`JOB_DIR`.
-    network
-        Share the host's network (components that talk to a language model).
     read_only
         Host paths inside ``work_dir`` (staged inputs, the resources folder) bound read-only on
         top of themselves.
@@ -289,7 +289,6 @@ class Sandbox:
     """
 
     work_dir: Path
-    network: bool = False
     read_only: list[Path] = dataclasses.field(default_factory=list)
     writable: dict[PurePosixPath, Path] = dataclasses.field(default_factory=dict)
     shared: list[Path] = dataclasses.field(default_factory=list)
@@ -341,8 +340,6 @@ class Sandbox:
         self.home.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(parents=True, exist_ok=True)
         cmd = [bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
-        if self.network:
-            cmd.append("--share-net")
         cmd += _system_args()
         for host, inside in (python_environment().binds if self.bind_python else ()):
             cmd += ["--ro-bind", str(host), str(inside)]
@@ -574,15 +571,6 @@ def embedding_cache_folder(config: ComponentConfig, *, host_env: Mapping[str, st
 def needs_llm(config: ComponentConfig) -> bool:
     """Whether a component talks to a language model: it takes ``--llm_base_url`` (as the plan says)."""
     return any(a.name == "llm_base_url" for a in config.arguments)
-
-
-def needs_network(config: ComponentConfig) -> bool:
-    """Whether a component's sandbox shares the host's network: only when it talks to a language model.
-
-    Dataset loaders read public files the data store fetched before their job; methods, control
-    methods and metrics never reach out: what a contestant's code could send out is what it must not.
-    """
-    return needs_llm(config)
 
 
 # --- is bubblewrap usable here? ----------------------------------------------------------------------

@@ -23,6 +23,7 @@ from openpert.run import component as component_module
 from openpert.run import sandbox as sandboxing
 from openpert.run.component import run_component
 from openpert.run.records import EXIT_MEMORY, EXIT_TIME
+from openpert.testing.llm_server import OpenAIStubServer
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -197,7 +198,7 @@ def test_job_cannot_write_its_inputs(project_copy, tmp_path):
 
 
 @needs_bwrap
-def test_job_has_no_network_unless_it_talks_to_a_model(project_copy, tmp_path):
+def test_job_has_no_network_even_when_it_talks_to_a_model(project_copy, tmp_path):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(8)
@@ -215,10 +216,82 @@ def test_job_has_no_network_unless_it_talks_to_a_model(project_copy, tmp_path):
         llm = run(project_copy, probe(project_copy, body, llm=True), tmp_path / "llm", args={"llm_cache_dir": "none"})
     assert plain.succeeded and llm.succeeded, (plain.reason, llm.reason)
     assert report_of(plain)["connected"] is False
-    assert report_of(llm)["connected"] is True
+    assert report_of(llm)["connected"] is False
+
+
+#: What an LLM probe does: asks its model through pertsci.llm, then tries the host's other port and a name.
+LLM_PROBE = """
+import socket
+from pertsci.llm import SamplingParams, client_from_arguments
+client = client_from_arguments(**{{k: v for k, v in par.items() if k.startswith("llm_")}})
+report["base_url"] = par["llm_base_url"]
+report["env_base_url"] = os.environ.get("OPENPERT_LLM_BASE_URL")
+report["relay_variable"] = os.environ.get("OPENPERT_LLM_RELAY")
+report["answers"] = client.generate(["name one gene", "name two genes please"], SamplingParams(n=2, seed=1, max_tokens=8))
+report["stats"] = dict(client.stats)
+try:
+    socket.create_connection(("127.0.0.1", {other_port}), timeout=3).close()
+    report["other_port"] = "connected"
+except OSError as err:
+    report["other_port"] = f"refused: {{err}}"
+try:
+    report["lookup"] = str(socket.getaddrinfo("pypi.org", 443))
+except OSError as err:
+    report["lookup"] = f"failed: {{err}}"
+"""
 
 
 @needs_bwrap
+def test_llm_job_reaches_its_model_through_the_proxy_and_nothing_else(project_copy, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENPERT_LLM_BASE_URL", raising=False)
+    with OpenAIStubServer() as model, socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen(8)
+        config = probe(project_copy, LLM_PROBE.format(other_port=other.getsockname()[1]), llm=True)
+        result = run(project_copy, config, tmp_path / "w" / ("deep" * 30),  # a socket path beyond sun_path's 107 bytes
+                     args={"llm_base_url": model.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"})
+        served = list(model.requests)
+    assert result.succeeded, result.reason
+    seen = report_of(result)
+    assert seen["answers"] == [["echo: name one gene"] * 2, ["echo: name two genes please"] * 2]
+    assert seen["base_url"] == "http://127.0.0.1:8765/v1" and seen["relay_variable"] is None
+    assert seen["other_port"].startswith("refused"), seen["other_port"]
+    assert seen["lookup"].startswith("failed"), seen["lookup"]
+    assert len(served) == 2
+    # The harness's count is the server's usage (the stub counts words), and agrees with the client's own.
+    expected = {"requests": 2, "prompt_tokens": 3 + 4, "completion_tokens": 2 * (4 + 5), "unmetered": 0}
+    assert result.llm_usage_counted == expected
+    assert {k: seen["stats"][k] for k in expected} == expected
+
+
+@needs_bwrap
+def test_llm_job_configured_by_the_environment_gets_the_proxy_too(project_copy, tmp_path, monkeypatch):
+    body = """
+    import urllib.request
+    with urllib.request.urlopen(os.environ["OPENPERT_LLM_BASE_URL"] + "/models", timeout=10) as response:
+        report["models"] = json.loads(response.read())["data"][0]["id"]
+    report["env_base_url"] = os.environ["OPENPERT_LLM_BASE_URL"]
+    """
+    body += """
+    report["key_seen"] = [v for v in [*os.environ.values(), *map(str, par.values())] if "sk-secret" in v]
+    """
+    with OpenAIStubServer(model="env-model") as model:
+        monkeypatch.setenv("OPENPERT_LLM_BASE_URL", model.base_url)
+        monkeypatch.setenv("OPENPERT_LLM_API_KEY", "sk-secret-1")
+        result = run(project_copy, probe(project_copy, body, llm=True), tmp_path / "w", args={"llm_cache_dir": "none"})
+        given = run(project_copy, probe(project_copy, LLM_PROBE.format(other_port=9), llm=True), tmp_path / "given",
+                    args={"llm_cache_dir": "none", "llm_api_key": "sk-secret-2", "llm_model": "env-model"})
+        keys = [h.get("Authorization") for h in model.headers]
+    assert result.succeeded and given.succeeded, (result.reason, given.reason)
+    assert report_of(result) == {"models": "env-model", "env_base_url": "http://127.0.0.1:8765/v1", "key_seen": []}
+    # the key reaches the server from the proxy, never the job (not in its environment, par or script)
+    assert keys == ["Bearer sk-secret-2", "Bearer sk-secret-2"]
+    assert "sk-secret" not in json.dumps(report_of(given))
+    assert "sk-secret" not in given.log.read_text()
+    assert "sk-secret" not in (tmp_path / "given" / ".resources" / "script.py").read_text()
+    assert result.llm_usage_counted == {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "unmetered": 0}
+
+
 def test_job_sees_only_its_own_processes(project_copy, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENPERT_TEST_SECRET", "hunter2")
     body = """
@@ -330,7 +403,9 @@ def test_job_sees_a_scrubbed_environment(project_copy, tmp_path, monkeypatch):
         assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"
         assert env["OMP_NUM_THREADS"]
     assert "OPENPERT_LLM_BASE_URL" not in report_of(plain)["env"]
-    assert report_of(llm)["env"]["OPENPERT_LLM_BASE_URL"] == "http://127.0.0.1:9/v1"
+    # the model is reached through the job's own loopback relay (same path), not at the host's address
+    assert report_of(llm)["env"]["OPENPERT_LLM_BASE_URL"] == "http://127.0.0.1:8765/v1"
+    assert "OPENPERT_LLM_RELAY" not in report_of(llm)["env"]  # the launcher takes it before the script runs
 
 
 @needs_bwrap
@@ -471,16 +546,16 @@ def test_environment_keeps_only_what_a_job_needs(monkeypatch):
     assert sandboxing.llm_cache_folder(None, "t/c", host_env={"OPENPERT_LLM_CACHE": "/c"}) == Path("/c/t/c")
 
 
-def test_network_only_for_components_that_talk_to_a_model(tiny_project):
+def test_no_component_shares_the_hosts_network(tiny_project):
     def config(kind: str):
         return read_config(tiny_project / "src" / "tiny" / kind / "config.vsh.yaml")
 
-    assert not sandboxing.needs_network(config("methods/group_mean"))
-    assert not sandboxing.needs_network(config("metrics/correlation"))
-    assert not sandboxing.needs_network(config("control_methods/truth"))
-    assert sandboxing.needs_network(config("methods/llm_constant")) and sandboxing.needs_llm(config("methods/llm_constant"))
-    # A dataset loader's public files are fetched by the data store before its job.
-    assert not sandboxing.needs_network(config("datasets/synthetic"))
+    # A dataset loader's public files are fetched by the data store before its job, and a model is
+    # reached through the harness's proxy (openpert.run.llm_proxy): no job's sandbox keeps the network.
+    for kind in ("methods/group_mean", "metrics/correlation", "control_methods/truth", "methods/llm_constant", "datasets/synthetic"):
+        command = sandboxing.Sandbox(tiny_project / "w" / kind).command(["python", "-c", "pass"])
+        assert "--share-net" not in command and "--unshare-all" in command, kind
+    assert sandboxing.needs_llm(config("methods/llm_constant")) and not sandboxing.needs_llm(config("datasets/synthetic"))
 
 
 @needs_bwrap
