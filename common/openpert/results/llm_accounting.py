@@ -51,10 +51,12 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
         Dicts with ``dataset_id``, ``method_id``, ``component``, ``stage`` (``method`` or
         ``metric``), ``n_jobs``, every count of :data:`openpert.config.llm_usage.USAGE_KEYS`,
         ``abstention_rate`` (abstentions / samples, ``None`` without samples) and
-        ``fallback_rate`` (fallbacks / questions).
+        ``fallback_rate`` (fallbacks / questions). Requests and tokens are the harness's own count
+        where its proxy counted them, the component's claim otherwise.
     problems
         An ``llm_usage_unreadable`` flag per output whose record is malformed (its counts are
-        left out, and said).
+        left out, and said), and an ``llm_usage_mismatch`` flag per job whose own counts differ
+        from what the harness's proxy counted (:func:`_counted_differs`).
     """
     sums: dict[tuple[str, str, str, str], dict[str, int]] = {}
     problems: list[QCFlag] = []
@@ -72,6 +74,10 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
                 continue
             if usage is None:
                 continue
+            problems += _counted_differs(rec, usage)
+            if rec.llm_usage_counted:
+                # What reached the server, as the harness counted it, is what the table shows.
+                usage = usage | {key: rec.llm_usage_counted.get(key, 0) for key in COUNTED_KEYS}
             key = (rec.dataset_id, rec.method_id or "", rec.component, rec.stage)
             total = sums.setdefault(key, dict.fromkeys(("n_jobs", *USAGE_KEYS), 0))
             total["n_jobs"] += 1
@@ -83,6 +89,30 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
                      "abstention_rate": total["abstentions"] / total["samples"] if total["samples"] else None,
                      "fallback_rate": total["fallbacks"] / total["questions"] if total["questions"] else None})
     return rows, problems
+
+
+#: Counts the harness's proxy keeps for a job (:attr:`openpert.run.records.JobRecord.llm_usage_counted`)
+#: and the same counts of a component's own ``llm_usage``.
+COUNTED_KEYS = ("requests", "prompt_tokens", "completion_tokens")
+
+
+def _counted_differs(rec: JobRecord, usage: dict[str, int]) -> list[QCFlag]:
+    """A flag when a job's own language-model counts differ from what the harness's proxy counted.
+
+    The proxy (:mod:`openpert.run.llm_proxy`) counts what actually reached the server; a
+    component's ``llm_usage`` is its own claim, shown on the site, and is kept only as a
+    cross-check. ``None`` (no proxy: an unsandboxed job, in-process vLLM, a dry run, Nextflow)
+    checks nothing.
+    """
+    counted = rec.llm_usage_counted
+    if not counted:
+        return []
+    differ = [f"{key} {usage[key]:,} claimed, {counted.get(key, 0):,} counted" for key in COUNTED_KEYS
+              if usage[key] != counted.get(key, 0)]
+    if not differ:
+        return []
+    return [QCFlag("llm_usage_mismatch", f"{rec.component}: its own language-model counts differ from the harness's on "
+                   f"{rec.dataset_id}: " + "; ".join(differ), dataset_id=rec.dataset_id, method_id=rec.method_id)]
 
 
 def abstention_flags(rows: Sequence[dict[str, Any]], threshold: float = ABSTENTION_THRESHOLD) -> list[QCFlag]:

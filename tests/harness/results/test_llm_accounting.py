@@ -83,3 +83,17 @@ def test_a_judge_that_counted_text_addressed_to_it_flags_the_method(tmp_path):
     (flag,) = instruction_flags(records)
     assert (flag.flag, flag.method_id, flag.dataset_id) == ("graded_text_instruction_like", "injector", "k562")
     assert "13 outputs of injector" in flag.message
+
+
+def test_a_claim_that_differs_from_the_proxys_count_is_flagged(tmp_path):
+    spoofer = job(tmp_path, "k562/summer", "method", {"llm_usage": usage(prompt_tokens=123_456_789)})
+    spoofer.llm_usage_counted = {"requests": 20, "prompt_tokens": 5000, "completion_tokens": 300, "unmetered": 0}
+    honest = job(tmp_path, "k562/nocot", "method", {"llm_usage": usage()}, method="nocot")
+    honest.llm_usage_counted = {"requests": 20, "prompt_tokens": 5000, "completion_tokens": 300, "unmetered": 0}
+    unproxied = job(tmp_path, "k562/other", "method", {"llm_usage": usage(prompt_tokens=1)}, method="other")
+    rows, problems = usage_table([spoofer, honest, unproxied])
+    (flag,) = problems
+    assert (flag.flag, flag.method_id) == ("llm_usage_mismatch", "summer")
+    assert "prompt_tokens 123,456,789 claimed, 5,000 counted" in flag.message and "requests" not in flag.message
+    # the table shows what the harness counted where it counted, the claim elsewhere
+    assert {r["method_id"]: r["prompt_tokens"] for r in rows} == {"summer": 5000, "nocot": 5000, "other": 1}
