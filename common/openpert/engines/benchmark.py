@@ -145,10 +145,11 @@ def run_benchmark(
         # Nothing to benchmark is the task's error; the reasons of the dataset jobs say what to fix.
         raise ConfigError(f"{task.dir}: no usable dataset: {_reasons(records)}")
     collected = dict(plan, datasets=[*plan["datasets"], *made])
-    # The digest of the dataset files each job ran on, for its record's provenance.
+    # The digest of the dataset files each job ran on, for its record's provenance, where the engine
+    # did not record it (the local engine does, in the records it caches).
     digests = {d["id"]: dataset_digest(d["files"]) for d in collected["datasets"]}
     for record in records:
-        if record.stage != "dataset" and record.dataset_id in digests:
+        if record.stage != "dataset" and record.dataset_digest is None and record.dataset_id in digests:
             record.dataset_digest = digests[record.dataset_id]
     return write_results(task, collected, records, outdir, engine=engine)
 

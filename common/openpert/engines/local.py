@@ -50,7 +50,7 @@ from openpert.engines.plan import (
     Job,
 )
 from openpert.files import copy_head_and_tail, hash_file
-from openpert.results.provenance import environment_provenance
+from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component, sandbox_mode
 from openpert.run.process import Limits, kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
@@ -190,6 +190,7 @@ class LocalEngine:
             progress = True if sys.stderr.isatty() else "lines"
         self.mode = "lines" if progress == "lines" else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
+        self._dataset_digests: dict[str, str] = {}
         self._environments: dict[Path, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._done = 0
@@ -215,6 +216,7 @@ class LocalEngine:
         try:
             component_hash = self._component_hash(job.config)
             record.component_digest = "sha256:" + component_hash
+            record.dataset_digest = self._dataset_digest(job)
             key = job.key(component_hash)
         except OSError as err:
             record.exit_code, record.reason = EXIT_INVALID, f"cannot read inputs: {err}"
@@ -311,6 +313,22 @@ class LocalEngine:
             if root not in self._environments:
                 self._environments[root] = environment_provenance(root)
             return self._environments[root]
+
+    def _dataset_digest(self, job: Job) -> str | None:
+        """Digest of the dataset a job runs on: the files of its method job's context (``None`` for a dataset job).
+
+        A method job's context is its dataset's files by format; a metric job follows its method job,
+        whose digest is then known.
+        """
+        if job.stage == "dataset":
+            return None
+        with self._lock:
+            known = self._dataset_digests.get(job.dataset_id)
+        if known is None and job.stage == "method":
+            known = dataset_digest(job.context)
+            with self._lock:
+                self._dataset_digests[job.dataset_id] = known
+        return known
 
     def _reusable(self, record_path: Path, job_dir: Path) -> tuple[JobRecord | None, str]:
         """The cached record of a job if its outputs are exactly those it finished with.
