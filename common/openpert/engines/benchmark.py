@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from openpert.config.task import Task
 from openpert.config.viash import ConfigError
 from openpert.engines.plan import Job, dataset_stage, label_resources, make_plan, plan_jobs, ready_datasets
 from openpert.files import write_text_atomic
 from openpert.run.records import JobRecord
+
+if TYPE_CHECKING:
+    from openpert.engines.local import JobSlots
 
 
 class Engine(Protocol):
@@ -64,7 +67,7 @@ def run_benchmark(
     progress: bool | str | None = None,
     engine: str = "local",
     sandbox: bool | None = None,
-    slots: Any = None,
+    slots: JobSlots | None = None,
     include_large: bool = False,
     profile: str = "local",
     work_dir: str | Path | None = None,
