@@ -2,245 +2,213 @@
 /*
  * openpert's distributed engine: a whole benchmark (datasets, methods, metrics) as one workflow.
  *
- * `openpert benchmark --engine nextflow` writes the plan (docs/plan_json.md) and runs
- *     nextflow run main.nf -params-file plan.json -profile <profile>
- * so the plan's top-level keys are `params.*`. Nothing here names a task or a component: the
- * datasets, the components, their images, code digests and how their arguments are wired to files
- * all come from the plan; the jobs themselves are built by lib/OpenpertJobs.groovy, which the
- * tests run under plain Groovy.
+ * `openpert benchmark --engine nextflow` writes the plan's jobs (docs/plan_json.md) and runs
+ *     nextflow run main.nf -params-file nextflow_plan.json -profile <profile>
+ * so `params.jobs` is the list of jobs, each fully expanded by openpert: its inputs (a file, or an
+ * output of the job it follows, `after`), its container, component folder and code digest, where
+ * it publishes, and for each attempt its cpus, memory, time, disk and task script. Nothing here
+ * names a task or a component, and nothing is derived: this file only says how a job runs.
  *
- *     dataset_jobs            -> run_dataset -> datasets (with the plan's ready-made datasets)
- *     datasets x methods      -> run_method  -> predictions (one job per seed of a seeded control)
- *     predictions x metrics   -> run_metric  -> scores, as each prediction arrives
+ *     dataset jobs                         -> run_dataset
+ *     method jobs, once their dataset      -> run_method (run_llm_method)
+ *     metric jobs, once their prediction   -> run_metric (run_llm_metric)
  *
- * Every task runs in its component's image (`container`), with the component's folder staged as
- * an input (`component/`: its config, resources, task library and the project's pertsci), so no
- * worker needs the repository; the component's code digest is an input, so that `-resume` re-runs
- * exactly the jobs whose code changed. A task runs
- *     openpert run-component --work-dir run ... component/<config> --<arg> <file> ... --<param> <value>
- * every word quoted, with its temporary files inside its own work folder. It is tagged with its
- * job id (openpert reads the trace back by tag), takes cpus, memory, time and disk from its component's
- * resource labels, is retried bigger when killed for memory (137) or time (143), and is otherwise
- * ignored when it fails, so that the rest of the benchmark goes on.
+ * A task stages its component's folder as `component/` and its inputs as `in<i>/<name>`, which its
+ * script reads as "$1", "$2", ... in the order of the job's `stage_in`. It is tagged with its job id
+ * (openpert reads the trace back by tag), is retried with its next attempt's limits when killed for
+ * memory (137) or time (143), and is otherwise ignored when it fails, so that the rest of the
+ * benchmark goes on.
  */
 
-// Staged files as a list: a single file arrives as a Path, several as a list (in a task's script,
-// a BlankSeparatedList, which is not a Collection in every Nextflow version but iterates).
-def asList(files) {
-    return files instanceof java.nio.file.Path ? [files] : files.collect { f -> f }
+// A job's attempt: the last one planned serves any later retry Nextflow makes.
+def attempt(job, n) {
+    return job.attempts[Math.min(n as int, job.attempts.size()) - 1]
 }
 
-// A plan path (or s3://, gs://, ... URI) as a file, or a staged file as it is.
-def asFile(source) {
-    return source instanceof java.nio.file.Path ? source : file(source.toString(), checkIfExists: true)
+// The staged input files as words for bash (`set --`), each single-quoted.
+def words(files) {
+    def staged = files instanceof java.nio.file.Path ? [files] : files.collect { f -> f }
+    return staged.collect { f -> "'" + f.toString().replace("'", "'\\''") + "'" }.join(' ')
 }
 
-// [job, files] as a process takes it: the job prepared, its code digest, its component folder.
-def staged(pair, options) {
-    def job = OpenpertJobs.prepare(pair[0], options)
-    if (!job.component.bundle)
-        error("openpert: job ${job.id}: the plan gives no component folder (bundle) for ${job.component.config}")
-    return [job, job.component.digest, file(job.component.bundle, checkIfExists: true), pair[1].collect { s -> asFile(s) }]
+// The jobs of a stage, each once the job it follows has handed over its outputs ("<job id>:<argument>"
+// -> file), as [job, digest, component folder, inputs in staging order, what it hands on].
+def ready(all, stage, handed) {
+    def jobs = all.findAll { j -> j.stage == stage }
+    def free = channel.fromList(jobs.findAll { j -> !j.after }).map { j -> [j, [:]] }
+    def waiting = channel.fromList(jobs.findAll { j -> j.after }).map { j -> [j.after, j] }
+    return free
+        .mix(handed.combine(waiting, by: 0).map { id, files, j -> [j, files] })
+        .filter { j, files -> j.stage_in.every { s -> s.file || files.containsKey("${s.job}:${s.output}".toString()) } }
+        .map { j, files ->
+            def inputs = j.stage_in.collect { s -> s.file ? file(s.file, checkIfExists: true) : files["${s.job}:${s.output}".toString()] }
+            [j, j.digest, file(j.bundle, checkIfExists: true), inputs, files]
+        }
 }
 
-// The process directives of a job on its attempt.
-def memoryOf(job, attempt) {
-    def mb = OpenpertJobs.attemptLimits(job, attempt).memory_mb
-    return mb != null ? "${mb} MB".toString() : null
-}
-
-def timeOf(job, attempt) {
-    def seconds = OpenpertJobs.attemptLimits(job, attempt).time_s
-    // a minute more than the job's own limit, so that openpert stops it first and says why
-    return seconds != null ? "${seconds + 60}s".toString() : null
-}
-
-def diskOf(job, attempt) {
-    def mb = OpenpertJobs.attemptLimits(job, attempt).disk_mb
-    return mb != null ? "${mb} MB".toString() : null
-}
-
-def retryOrIgnore(job, exitStatus, attempt) {
-    return exitStatus in [137, 143] && attempt <= job.max_retries ? 'retry' : 'ignore'
+// What a finished job hands to the jobs that follow it: what it was handed, and its own outputs.
+def handedOn(job, outs, files) {
+    def written = outs instanceof java.nio.file.Path ? [outs] : outs.collect { f -> f }
+    def mine = job.outputs.collectEntries { arg, name -> ["${job.id}:${arg}".toString(), written.find { f -> f.name == name }] }
+    return [job.id, files + mine.findAll { k, v -> v != null }]
 }
 
 process run_dataset {
-    tag "${job.id}"
     label 'openpert'
     label 'openpert_dataset'
+    tag "${job.id}"
     container { job.container }
-    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    cpus { attempt(job, task.attempt).cpus }
     accelerator { job.gpus }
-    memory { memoryOf(job, task.attempt) }
-    time { timeOf(job, task.attempt) }
-    disk { diskOf(job, task.attempt) }
-    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
-    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    memory { attempt(job, task.attempt).memory }
+    time { attempt(job, task.attempt).time }
+    disk { attempt(job, task.attempt).disk }
+    errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }
+    publishDir "${job.publish_dir}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), val(files)
 
     output:
-    tuple val(job), path('out/*')
+    tuple val(job), path('out/*'), val(files)
 
     script:
     """
-    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    set -- ${words(inputs)}
+    ${attempt(job, task.attempt).script}
     """
 }
 
 process run_method {
-    tag "${job.id}"
     label 'openpert'
     label 'openpert_method'
+    tag "${job.id}"
     container { job.container }
-    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    cpus { attempt(job, task.attempt).cpus }
     accelerator { job.gpus }
-    memory { memoryOf(job, task.attempt) }
-    time { timeOf(job, task.attempt) }
-    disk { diskOf(job, task.attempt) }
-    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
-    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    memory { attempt(job, task.attempt).memory }
+    time { attempt(job, task.attempt).time }
+    disk { attempt(job, task.attempt).disk }
+    errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }
+    publishDir "${job.publish_dir}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), val(files)
 
     output:
-    tuple val(job), path('out/*')
+    tuple val(job), path('out/*'), val(files)
 
     script:
     """
-    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    set -- ${words(inputs)}
+    ${attempt(job, task.attempt).script}
     """
 }
 
 process run_metric {
-    tag "${job.id}"
     label 'openpert'
     label 'openpert_metric'
+    tag "${job.id}"
     container { job.container }
-    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    cpus { attempt(job, task.attempt).cpus }
     accelerator { job.gpus }
-    memory { memoryOf(job, task.attempt) }
-    time { timeOf(job, task.attempt) }
-    disk { diskOf(job, task.attempt) }
-    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
-    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    memory { attempt(job, task.attempt).memory }
+    time { attempt(job, task.attempt).time }
+    disk { attempt(job, task.attempt).disk }
+    errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }
+    publishDir "${job.publish_dir}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), val(files)
 
     output:
-    tuple val(job), path('out/*')
+    tuple val(job), path('out/*'), val(files)
 
     script:
     """
-    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    set -- ${words(inputs)}
+    ${attempt(job, task.attempt).script}
     """
 }
 
 // Components that talk to a language model: the same, with the API key as a Nextflow secret
-// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives, and in
-// the `llm` base image when params.llm_image names it (vLLM in process on a GPU; docs/llm.md).
+// (`nextflow secrets set OPENPERT_LLM_API_KEY ...`), which no other job receives (docs/llm.md).
 process run_llm_method {
-    tag "${job.id}"
     label 'openpert'
     label 'openpert_method'
     label 'openpert_llm'
     secret 'OPENPERT_LLM_API_KEY'
+    tag "${job.id}"
     container { job.container }
-    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    cpus { attempt(job, task.attempt).cpus }
     accelerator { job.gpus }
-    memory { memoryOf(job, task.attempt) }
-    time { timeOf(job, task.attempt) }
-    disk { diskOf(job, task.attempt) }
-    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
-    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    memory { attempt(job, task.attempt).memory }
+    time { attempt(job, task.attempt).time }
+    disk { attempt(job, task.attempt).disk }
+    errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }
+    publishDir "${job.publish_dir}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), val(files)
 
     output:
-    tuple val(job), path('out/*')
+    tuple val(job), path('out/*'), val(files)
 
     script:
     """
-    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    set -- ${words(inputs)}
+    ${attempt(job, task.attempt).script}
     """
 }
 
 process run_llm_metric {
-    tag "${job.id}"
     label 'openpert'
     label 'openpert_metric'
     label 'openpert_llm'
     secret 'OPENPERT_LLM_API_KEY'
+    tag "${job.id}"
     container { job.container }
-    cpus { OpenpertJobs.attemptLimits(job, task.attempt).cpus ?: 1 }
+    cpus { attempt(job, task.attempt).cpus }
     accelerator { job.gpus }
-    memory { memoryOf(job, task.attempt) }
-    time { timeOf(job, task.attempt) }
-    disk { diskOf(job, task.attempt) }
-    errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }
-    publishDir "${job.publish_path}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+    memory { attempt(job, task.attempt).memory }
+    time { attempt(job, task.attempt).time }
+    disk { attempt(job, task.attempt).disk }
+    errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }
+    publishDir "${job.publish_dir}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
 
     input:
-    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), val(files)
 
     output:
-    tuple val(job), path('out/*')
+    tuple val(job), path('out/*'), val(files)
 
     script:
     """
-    ${OpenpertJobs.taskScript(job, asList(inputs), task.attempt)}
+    set -- ${words(inputs)}
+    ${attempt(job, task.attempt).script}
     """
 }
 
 workflow {
-    if (!params.outdir)
-        error("openpert: the plan has no 'outdir'")
-    if (!params.methods || !params.metrics || !(params.datasets || params.dataset_jobs))
-        error("openpert: the plan needs 'methods', 'metrics' and 'datasets' or 'dataset_jobs' (run with -params-file plan.json)")
+    if (!params.jobs)
+        error("openpert: the plan has no 'jobs' (run with -params-file nextflow_plan.json)")
+    // GPUs are asked for only where the profile's executor schedules them (awsbatch, k8s)
+    def gpus = params.gpu_accelerator.toString().toBoolean()
+    def jobs = params.jobs.collect { j -> j + [gpus: gpus ? j.gpus : null] }
 
-    def options = [
-        outdir: params.outdir,
-        resources: params.resources,
-        max_cpus: params.max_cpus,
-        max_memory_mb: params.max_memory_mb,
-        image_tag: params.image_tag,
-        openpert: params.openpert,
-        sandbox: params.sandbox,
-        max_retries: params.max_retries,
-        llm: [llm_base_url: params.llm_base_url, llm_model: params.llm_model, llm_backend: params.llm_backend],
-        llm_image: params.llm_image,
-        gpu_accelerator: params.gpu_accelerator,
-    ]
-
-    def loader_jobs = channel.fromList(params.dataset_jobs ?: [])
-        .map { entry -> staged(OpenpertJobs.datasetJob(entry, params.shared_data_argument, params.shared_data), options) }
-    def made = run_dataset(loader_jobs)
-        .map { job, outs -> [id: job.dataset_id, files: OpenpertJobs.outputsByFormat(job, asList(outs))] }
-    def datasets = channel.fromList(params.datasets ?: []).mix(made)
-
-    def method_jobs = datasets
-        .combine(channel.fromList(params.methods))
-        .flatMap { dataset, method -> OpenpertJobs.methodJobs(dataset, method) }
-        .map { pair -> staged(pair, options) }
-        .branch { item ->
-            llm: item[0].component.needs_llm
-            plain: true
-        }
-    def predictions = run_method(method_jobs.plain)
-        .mix(run_llm_method(method_jobs.llm))
-        .map { job, outs -> [job, OpenpertJobs.outputsByFormat(job, asList(outs))] }
-
-    def metric_jobs = predictions
-        .combine(channel.fromList(params.metrics))
-        .map { job, byFormat, metric -> staged(OpenpertJobs.metricJob(job, byFormat, metric), options) }
-        .branch { item ->
-            llm: item[0].component.needs_llm
-            plain: true
-        }
-    run_metric(metric_jobs.plain)
-    run_llm_metric(metric_jobs.llm)
+    def made = run_dataset(ready(jobs, 'dataset', channel.empty()))
+        .map { job, outs, files -> handedOn(job, outs, files) }
+    def methods = ready(jobs, 'method', made).branch { item ->
+        llm: item[0].needs_llm
+        plain: true
+    }
+    def predictions = run_method(methods.plain)
+        .mix(run_llm_method(methods.llm))
+        .map { job, outs, files -> handedOn(job, outs, files) }
+    def metrics = ready(jobs, 'metric', predictions).branch { item ->
+        llm: item[0].needs_llm
+        plain: true
+    }
+    run_metric(metrics.plain)
+    run_llm_metric(metrics.llm)
 }

@@ -47,6 +47,7 @@ import openpert.engines.local as local_engine  # noqa: E402
 import openpert.run.component as component_module  # noqa: E402
 from openpert.config.formats import FileFormat  # noqa: E402
 from openpert.config.task import Task, discover_tasks  # noqa: E402
+from openpert.engines.benchmark import run_benchmark  # noqa: E402
 
 #: Phases in the order of a job's life.
 PHASES = ("startup", "imports", "reading", "compute", "writing", "exit", "validation", "harness")
@@ -219,9 +220,9 @@ def main() -> None:
             if input_dir is not None and not input_dir.is_dir():
                 sys.exit(f"{input_dir}: no bundled resources for task {task.dir.name}")
             print(f"{task.dir.name}: running ...", file=sys.stderr, flush=True)
-            local_engine.run_benchmark(task, outdir / task.dir.name, input_dir=input_dir, datasets=args.datasets,
-                                       methods=args.methods, controls=args.controls, metrics=args.metrics,
-                                       jobs=1, progress=False, sandbox=False)
+            run_benchmark(task, outdir / task.dir.name, input_dir=input_dir, datasets=args.datasets,
+                          methods=args.methods, controls=args.controls, metrics=args.metrics,
+                          jobs=1, progress=False, sandbox=False)
     finally:
         if not args.output:
             shutil.rmtree(work, ignore_errors=True)

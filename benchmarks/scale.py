@@ -14,7 +14,7 @@ Each size runs in its own process (so that one size's memory does not count agai
 once for time, once under ``tracemalloc`` for each step's peak memory above what the process held
 when the step began (the timing pass runs without it, since it slows Python code). Steps:
 
-- ``plan``: reading the task's components, ``make_plan``, ``plan_jobs`` and the metric jobs;
+- ``plan``: reading the task's components, ``make_plan`` (every job, metric jobs included) and ``plan_jobs``;
 - ``collection``: reading the job records and ``write_results`` less its scaling and statistics
   (reading score files, provenance, writing ``results.json`` and the Open Problems files);
 - ``scaling``: seed averaging, control scaling, aggregation, gameability and dynamic range;
@@ -195,7 +195,8 @@ def make_run(root: Path, task_dir: Path, datasets: list, n_items: int) -> tuple[
     task = Task(task_dir)
     plan = make_plan(task, datasets, outdir)
     write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
-    method_jobs, metric_jobs = plan_jobs(plan, task.config_at)
+    jobs = plan_jobs(plan, task.config_at)
+    method_jobs = [job for job in jobs if job.stage == "method"]
     env = environment_provenance(task.root)
     digests = {e["id"]: "sha256:" + e["digest"] for e in [*plan["methods"], *plan["metrics"]]}
     dataset_digests = {d["id"]: dataset_digest(d["files"]) for d in plan["datasets"]}
@@ -236,7 +237,7 @@ def make_run(root: Path, task_dir: Path, datasets: list, n_items: int) -> tuple[
         record.outputs = {"output": str(job.publish_dir / "prediction.h5ad")}
         record.output_sha256 = {"output": "0" * 64}
         write_record(record, job)
-        for metric_job in metric_jobs(job, record):
+        for metric_job in [j for j in jobs if j.after == job.job_id]:
             k = int(metric_job.config.name.rsplit("_", 1)[1])
             a, b = metric_ids(k)
             difficulty = np.linspace(0.0, 0.3, n_items)
@@ -325,13 +326,7 @@ def measure(task_dir: Path, datasets: list, outdir: Path, site: Path, *, memory:
             task = Task(task_dir)
             task.components  # noqa: B018 - reading every component config is part of planning
             plan = make_plan(task, datasets, outdir)
-            method_jobs, metric_jobs = plan_jobs(plan, task.config_at)
-            n_jobs = len(method_jobs)
-            for job in method_jobs:
-                fake = JobRecord(job_id=job.job_id, stage="method", component=job.config.name,
-                                 component_type=job.config.type, dataset_id=job.dataset_id, method_id=job.method_id,
-                                 status="succeeded", outputs={"output": str(job.publish_dir / "prediction.h5ad")})
-                n_jobs += len(metric_jobs(job, fake))
+            plan_jobs(plan, task.config_at)  # reading the jobs back is part of planning
         for name in SCALING_FUNCTIONS:
             meter.charge(collect, name, "scaling")
         for name in STATISTICS_FUNCTIONS:

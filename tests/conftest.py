@@ -75,7 +75,7 @@ def fixture_runs(tiny_project, tmp_path_factory):
 
     Returns ``(clean results, mixed results, mixed results folder, clean results folder)``.
     """
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
 
     task = Task(tiny_project / "src" / "tiny")
     inputs = tiny_project / "resources_test" / "tiny"

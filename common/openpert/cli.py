@@ -193,18 +193,17 @@ def _task_input(ns: argparse.Namespace, task: Task, *, several: bool) -> Path | 
 
 def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots: JobSlots | None = None) -> dict:
     """One task's benchmark with the command's options; returns its results."""
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
 
     input_dir = _task_input(ns, task, several=several)
     out = Path(ns.output) / task.dir.name
-    if ns.engine == "nextflow":
-        from openpert.engines.nextflow import run_nextflow_benchmark
-
-        return run_nextflow_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
-                                      controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                                      profile=ns.profile, work_dir=ns.work_dir, nextflow_args=ns.nextflow_args,
-                                      user_configs=ns.nextflow_config, sandbox=_sandbox(ns),
-                                      include_large=ns.include_large)
+    # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
+    progress = False if ns.quiet else ("lines" if slots is not None else None)
+    return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
+                         controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+                         engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
+                         include_large=ns.include_large, profile=ns.profile, work_dir=ns.work_dir,
+                         nextflow_args=ns.nextflow_args, user_configs=ns.nextflow_config)
     # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
     progress = False if ns.quiet else ("lines" if slots is not None else None)
     return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,

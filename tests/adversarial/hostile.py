@@ -23,7 +23,7 @@ from pathlib import Path
 import anndata as ad
 
 from openpert.config.task import Task
-from openpert.engines.local import run_benchmark
+from openpert.engines.benchmark import run_benchmark
 
 #: The honest components whose scores must not move.
 HONEST = ("truth", "zeros", "train_mean", "group_mean")

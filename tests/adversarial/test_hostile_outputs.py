@@ -30,7 +30,8 @@ from adversarial.hostile import assert_honest_unchanged, copy_project, failed_id
 from adversarial.output_bombs import add_output_bombs, add_parquet_loader
 
 from openpert.config.task import Task
-from openpert.engines.local import LOG_HEAD_BYTES, LOG_TAIL_BYTES, run_benchmark
+from openpert.engines.benchmark import run_benchmark
+from openpert.engines.local import LOG_HEAD_BYTES, LOG_TAIL_BYTES
 
 LAYER_WIDTH = 16_000_000
 BOMB_WIDTH = 12_000_000

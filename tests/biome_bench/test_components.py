@@ -316,7 +316,7 @@ def test_a_new_species_runs_end_to_end_from_configuration_alone(tmp_path):
 @pytest.mark.slow
 def test_benchmark_scores_both_tasks_between_controls(tmp_path):
     from openpert.config.task import Task
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
 
     datasets = tmp_path / "datasets"
     shutil.copytree(DATA, datasets / "mmu_subset")

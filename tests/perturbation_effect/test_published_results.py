@@ -191,7 +191,7 @@ def _gears_missing() -> str:
 def test_deterministic_baselines_reproduce_the_paper_perturbation_by_perturbation(tmp_path):
     """additive and no change on Norman's doubles (seed 1), mean on Adamson (seed 1), against the paper."""
     from openpert.config.task import Task
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
 
     datasets = ["norman_double_seed1", "adamson_simulation_seed1"]
     results = run_benchmark(Task(TASK), tmp_path / "run", datasets=datasets, methods=["additive", "mean"],

@@ -92,7 +92,7 @@ OP3_FOLDER, OP3_MISSING = _op3_folder()
 def test_deterministic_controls_equal_open_problems_published_values(tmp_path):
     from openpert.config.task import Task
     from openpert.config.viash import read_config
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
     from openpert.run.component import run_component
 
     task = Task(TASK)

@@ -267,7 +267,7 @@ def dry_run_benchmark(task: Task, outdir: str | Path, *, tokenizer: str | os.Pat
     ConfigError
         When the task has no LLM method or metric (nothing to plan).
     """
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
 
     llm_methods, llm_metrics = llm_component_names(task)
     if not llm_methods and not llm_metrics:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import signal
@@ -40,23 +39,17 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from openpert.config.formats import note_copy
-from openpert.config.task import Dataset, Task
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import component_digest
 from openpert.engines.plan import (
     Job,
-    dataset_stage,
-    label_resources,
-    make_plan,
-    plan_jobs,
-    ready_datasets,
 )
-from openpert.files import copy_head_and_tail, hash_file, write_text_atomic
+from openpert.files import copy_head_and_tail, hash_file
 from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component, sandbox_mode
 from openpert.run.process import Limits, kill_active_jobs
@@ -197,8 +190,6 @@ class LocalEngine:
             progress = True if sys.stderr.isatty() else "lines"
         self.mode = "lines" if progress == "lines" else ("bar" if progress else "none")
         self._component_hashes: dict[Path, str] = {}
-        #: dataset id -> {format id: path} of the planned datasets, for each job record's dataset digest.
-        self.dataset_files: dict[str, dict[str, str]] = {}
         self._dataset_digests: dict[str, str] = {}
         self._environments: dict[Path, dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -218,14 +209,14 @@ class LocalEngine:
         """Run (or reuse) one job and return its record. Never raises for a failure of the job."""
         record = JobRecord(job_id=job.job_id, stage=job.stage, component=job.config.name,
                            component_type=job.config.type, dataset_id=job.dataset_id, method_id=job.method_id,
-                           seed=getattr(job, "seed", None), params=dict(job.params), engine="local",
+                           seed=job.seed, params=dict(job.params), engine="local",
                            provenance=self._environment(job.config.root))
         log_dest = self.outdir / "logs" / f"{job.job_id}.log"
         record.log = str(log_dest.relative_to(self.outdir))
         try:
             component_hash = self._component_hash(job.config)
             record.component_digest = "sha256:" + component_hash
-            record.dataset_digest = self._dataset_digest(job.dataset_id)
+            record.dataset_digest = self._dataset_digest(job)
             key = job.key(component_hash)
         except OSError as err:
             record.exit_code, record.reason = EXIT_INVALID, f"cannot read inputs: {err}"
@@ -324,18 +315,21 @@ class LocalEngine:
                 self._environments[root] = environment_provenance(root)
             return self._environments[root]
 
-    def _dataset_digest(self, dataset_id: str) -> str | None:
-        """Digest of the files of a dataset the plan names (``None`` for a dataset-stage job)."""
-        files = self.dataset_files.get(dataset_id)
-        if files is None:
+    def _dataset_digest(self, job: Job) -> str | None:
+        """Digest of the dataset a job runs on: the files of its method job's context (``None`` for a dataset job).
+
+        A method job's context is its dataset's files by format; a metric job follows its method job,
+        whose digest is then known.
+        """
+        if job.stage == "dataset":
             return None
         with self._lock:
-            if dataset_id in self._dataset_digests:
-                return self._dataset_digests[dataset_id]
-        digest = dataset_digest(files)
-        with self._lock:
-            self._dataset_digests[dataset_id] = digest
-        return digest
+            known = self._dataset_digests.get(job.dataset_id)
+        if known is None and job.stage == "method":
+            known = dataset_digest(job.context)
+            with self._lock:
+                self._dataset_digests[job.dataset_id] = known
+        return known
 
     def _reusable(self, record_path: Path, job_dir: Path) -> tuple[JobRecord | None, str]:
         """The cached record of a job if its outputs are exactly those it finished with.
@@ -400,14 +394,51 @@ class LocalEngine:
         return dest
 
     # -- many jobs ---------------------------------------------------------------------------------------
-    def run(self, jobs: Iterable[Job], then: Callable[[Job, JobRecord], list[Job]] | None = None) -> list[JobRecord]:
-        """Run jobs in parallel; ``then(job, record)`` may return follow-up jobs (metrics of a prediction)."""
-        records: list[JobRecord] = []
+    def run_plan(self, plan: dict[str, Any], jobs: list[Job]) -> list[JobRecord]:
+        """The records of a plan's jobs, each run here (the engine interface of :mod:`openpert.engines.benchmark`)."""
+        if self.sandbox:
+            # Required: the run stops here, with the reason, instead of failing every job alike.
+            sandbox_mode(True)
+        return self.run(jobs)
+
+    def run(self, jobs: Iterable[Job]) -> list[JobRecord]:
+        """Run jobs in parallel, each once the job it follows (``after``) has succeeded.
+
+        A job whose upstream job failed does not run and has no record: the upstream job's record
+        says why. Inputs wired to an upstream job's output are resolved to its published files.
+
+        Raises
+        ------
+        ValueError
+            When a job follows a job that is not among ``jobs``.
+        """
         pending = list(jobs)
+        ids = {job.job_id for job in pending}
+        unknown = sorted({job.after for job in pending if job.after is not None and job.after not in ids})
+        if unknown:
+            raise ValueError(f"jobs follow jobs that are not planned: {', '.join(unknown)}")
+        followers: dict[str, list[Job]] = {}
+        for job in pending:
+            if job.after is not None:
+                followers.setdefault(job.after, []).append(job)
+        records: list[JobRecord] = []
+        by_id: dict[str, JobRecord] = {}
         with self._lock:
             self._total += len(pending)
         with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            futures = {pool.submit(self.run_job, j): j for j in pending}
+            futures: dict[cf.Future, Job] = {}
+
+            def submit(job: Job) -> None:
+                try:
+                    job = job.resolved(lambda job_id: by_id[job_id].outputs)
+                except ConfigError as err:
+                    futures[pool.submit(self._refused, job, str(err))] = job
+                else:
+                    futures[pool.submit(self.run_job, job)] = job
+
+            for job in pending:
+                if job.after is None:
+                    submit(job)
             try:
                 while futures:
                     done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
@@ -415,15 +446,19 @@ class LocalEngine:
                         job = futures.pop(fut)
                         record = fut.result()
                         records.append(record)
+                        by_id[job.job_id] = record
                         with self._lock:
                             self._done += 1
                         self._show()
                         state = "cached" if record.cached else (record.status if record.succeeded else f"failed (exit {record.exit_code})")
                         self._log_line(f"{'end':8} {self._named(job.job_id)} {state} {record.duration_s or 0:.1f}s [{self._done}/{self._total}]")
-                        for follow in (then(job, record) if then else []):
+                        later = followers.get(job.job_id, [])
+                        if not record.succeeded:
                             with self._lock:
-                                self._total += 1
-                            futures[pool.submit(self.run_job, follow)] = follow
+                                self._total -= len(_downstream(later, followers))
+                            continue
+                        for follow in later:
+                            submit(follow)
             except BaseException:
                 for fut in futures:
                     fut.cancel()
@@ -431,6 +466,12 @@ class LocalEngine:
                 raise
         self._show(final=True)
         return records
+
+    def _refused(self, job: Job, reason: str) -> JobRecord:
+        """The record of a job that cannot run: an input its upstream job did not write."""
+        return JobRecord(job_id=job.job_id, stage=job.stage, component=job.config.name, component_type=job.config.type,
+                         dataset_id=job.dataset_id, method_id=job.method_id, seed=job.seed, params=dict(job.params),
+                         engine="local", exit_code=EXIT_INVALID, reason=reason)
 
     def _named(self, job_id: str) -> str:
         return f"{self.label}/{job_id}" if self.label else job_id
@@ -467,99 +508,14 @@ class LocalEngine:
         sys.stderr.flush()
 
 
-def run_benchmark(
-    task: Task,
-    outdir: str | Path,
-    *,
-    input_dir: str | Path | None = None,
-    datasets: Sequence[str] | None = None,
-    methods: Sequence[str] | None = None,
-    controls: Sequence[str] | None = None,
-    metrics: Sequence[str] | None = None,
-    jobs: int = 1,
-    resume: bool = False,
-    progress: bool | str | None = None,
-    engine: str = "local",
-    profile: str = "local",
-    sandbox: bool | None = None,
-    slots: JobSlots | None = None,
-    include_large: bool = False,
-) -> dict[str, Any]:
-    """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
-
-    Parameters
-    ----------
-    task
-        The task.
-    outdir
-        Results folder (the task's results go straight in it).
-    input_dir
-        A folder of processed datasets; without it, the task's dataset components make them.
-    datasets, methods, controls, metrics
-        Names to keep (``None``: all).
-    jobs
-        Parallel jobs (local engine).
-    resume
-        Reuse finished jobs of an earlier run into ``outdir``.
-    engine
-        ``local`` or ``nextflow``.
-    profile
-        Nextflow profile (``local``, ``docker``, ``singularity``, ``slurm``, ``awsbatch``, ``k8s``).
-    slots
-        Job slots shared with other tasks running at once (local engine; their log lines then
-        name the task).
-    include_large
-        Plan the datasets marked ``large`` too (multi-GB downloads); the others are fetched anyway.
-    """
-    from openpert.results.collect import write_results
-
-    if engine == "nextflow":
-        # The whole benchmark, dataset loaders included, is one Nextflow run (engines/nextflow.py).
-        from openpert.engines.nextflow import run_nextflow_benchmark
-
-        return run_nextflow_benchmark(task, outdir, input_dir=input_dir, datasets=datasets, methods=methods,
-                                      controls=controls, metrics=metrics, resume=resume, profile=profile,
-                                      sandbox=sandbox, jobs=jobs, include_large=include_large)
-    if sandbox:
-        # Required: the run stops here, with the reason, instead of failing every job alike.
-        sandbox_mode(True)
-    outdir = Path(outdir).resolve()
-    outdir.mkdir(parents=True, exist_ok=True)
-    resources = label_resources(task.root)
-    local = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress, sandbox=sandbox, slots=slots,
-                        label=task.dir.name if slots is not None else "")
-    records: list[JobRecord] = []
-    if input_dir is not None:
-        # A corrupt file costs its dataset (a failed dataset job naming it), not the run.
-        found, unusable = ready_datasets(task, input_dir, outdir, datasets, jobs=jobs)
-        records += unusable
-    else:
-        stage = dataset_stage(task, outdir, resources, datasets, include_large=include_large, jobs=jobs)
-        if not stage:
-            raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
-        records += local.run(stage)
-        found = []
-        for rec in records:
-            if rec.succeeded:
-                files = {}
-                comp = task.component(rec.component)
-                for arg in comp.file_outputs:
-                    if arg.name in rec.outputs:
-                        files[arg.format_id] = Path(rec.outputs[arg.name])
-                found.append(Dataset(id=rec.dataset_id, files=files, dir=Path(next(iter(rec.outputs.values()))).parent))
-    if not found and records:
-        # Nothing to benchmark is the task's error; the reasons of the dataset jobs say what to fix.
-        reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records if not r.succeeded)
-        raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
-    plan = make_plan(task, found, outdir, methods=methods, controls=controls, metrics=metrics)
-    write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
-    if engine == "local":
-        local.dataset_files = {d["id"]: d["files"] for d in plan["datasets"]}
-        method_jobs, follow = plan_jobs(plan, task.config_at)
-        records += local.run(method_jobs, then=follow)
-    else:
-        raise ConfigError(f"unknown engine {engine!r}; expected local or nextflow")
-    return write_results(task, plan, records, outdir, engine=engine)
+def _downstream(jobs: list[Job], followers: dict[str, list[Job]]) -> list[Job]:
+    """``jobs`` and every job that follows one of them, however far down."""
+    out, frontier = [], list(jobs)
+    while frontier:
+        job = frontier.pop()
+        out.append(job)
+        frontier += followers.get(job.job_id, [])
+    return out
 
 
 def _write_log(dest: Path, note: str, *, source: Path | None = None, text: str = "") -> None:

@@ -1,19 +1,20 @@
-"""The distributed engine: run a whole benchmark through Nextflow and read back what happened.
+"""The distributed engine: run a plan's jobs as one Nextflow run and read back what happened.
 
-``openpert benchmark --engine nextflow`` plans the benchmark (dataset loaders, methods, metrics:
-``docs/plan_json.md``), gives every component its folder (:func:`attach_bundles`: a copy of its
+:class:`NextflowEngine` gives every component its folder (:func:`attach_bundles`: a copy of its
 config, resources, task API and library and the project's ``pertsci``, which each task stages as an
-input, so no worker needs the repository) and hands the plan to the repository's generic ``main.nf``
-as ``-params-file``. Nextflow runs the loaders, every method on every dataset and every metric on
-every prediction, publishes outputs into ``<outdir>/datasets/<id>/`` and
-``<outdir>/outputs/<dataset_id>/<method_id>[/<metric_id>]/`` and writes a trace file;
-:mod:`openpert.engines.nextflow_trace` reads the trace back into job records, and the launcher only
-collects the results, exactly as for the local engine. ``docs/nextflow.md`` shows each profile.
+input, so no worker needs the repository), adds to each job of the plan what its process needs
+(:func:`nextflow_jobs`: container, limits and task script of each attempt, inputs in staging order)
+and hands the jobs to the repository's generic ``main.nf`` as ``-params-file``. Nextflow runs them,
+publishes outputs where each job says and writes a trace file; :mod:`openpert.engines.nextflow_trace`
+matches the trace back to the jobs by tag. Planning and collecting are
+:func:`openpert.engines.benchmark.run_benchmark`'s, as for the local engine. ``docs/nextflow.md``
+shows each profile.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -29,12 +30,11 @@ from openpert.config.viash import ConfigError, read_config
 from openpert.files import write_text_atomic
 
 if TYPE_CHECKING:
-    from openpert.config.task import Task
     from openpert.run.records import JobRecord
 
 __all__ = [
     "CONTAINER_PROFILES", "LOCAL_EXECUTOR_PROFILES", "TRACE_FILE_NAME", "attach_bundles", "config_profiles", "llm_params",
-    "nextflow_command", "run_nextflow", "run_nextflow_benchmark", "runs_in_containers", "runs_on_this_machine",
+    "nextflow_command", "run_nextflow", "NextflowEngine", "runs_in_containers", "runs_on_this_machine",
 ]  # fmt: skip
 
 #: Folder of the results where the component folders that tasks stage are kept.
@@ -45,9 +45,6 @@ LLM_PARAMS = {"llm_base_url": "OPENPERT_LLM_BASE_URL", "llm_model": "OPENPERT_LL
 
 #: Name of the trace file that ``nextflow.config`` writes into the plan's ``outdir``.
 TRACE_FILE_NAME = "nextflow_trace.tsv"
-
-#: Exit status Nextflow records when a task was stopped without one (``Integer.MAX_VALUE``).
-_NO_EXIT_STATUS = 2**31 - 1
 
 
 def _strip_groovy(text: str) -> str:
@@ -262,6 +259,7 @@ def run_nextflow(
     user_configs: Sequence[str | os.PathLike] = (),
     launch_dir: str | os.PathLike | None = None,
     env: Mapping[str, str] | None = None,
+    local_limits: bool = True,
 ) -> subprocess.CompletedProcess:
     """Write the plan and run it through Nextflow.
 
@@ -296,6 +294,9 @@ def run_nextflow(
         Environment of the Nextflow process; default this process's environment. The directory of
         the running Python interpreter is put first on ``PATH`` so that local tasks find the same
         ``openpert``.
+    local_limits
+        Add ``--max_cpus`` and ``--max_memory_mb`` on a profile whose tasks run here (``False``:
+        the caller has).
 
     Returns
     -------
@@ -323,7 +324,7 @@ def run_nextflow(
     write_text_atomic(plan_path, json.dumps(plan, indent=2))
 
     args = list(extra_args)
-    if runs_on_this_machine(profile):
+    if local_limits and runs_on_this_machine(profile):
         args = _local_limits() + args
     cmd = nextflow_command(
         Path(plan_path).resolve(),
@@ -417,7 +418,7 @@ def attach_bundles(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    entries = [*plan["methods"], *plan["metrics"], *(job["component"] for job in plan.get("dataset_jobs") or [])]
+    entries = [*plan["methods"], *plan["metrics"], *plan["loaders"]]
     built: dict[str, tuple[str, str]] = {}
     for entry in entries:
         key = f"{entry['id']}-{entry['digest'][:16]}"
@@ -439,38 +440,169 @@ def llm_params(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {param: env[var] for param, var in LLM_PARAMS.items() if env.get(var)}
 
 
-def run_nextflow_benchmark(
-    task: Task,
-    outdir: str | os.PathLike,
-    *,
-    input_dir: str | os.PathLike | None = None,
-    datasets: Sequence[str] | None = None,
-    methods: Sequence[str] | None = None,
-    controls: Sequence[str] | None = None,
-    metrics: Sequence[str] | None = None,
-    resume: bool = False,
-    profile: str = "local",
-    work_dir: str | os.PathLike | None = None,
-    nextflow_args: Sequence[str] | str = (),
-    user_configs: Sequence[str | os.PathLike] = (),
-    sandbox: bool | None = None,
-    jobs: int = 1,
-    include_large: bool = False,
-) -> dict[str, Any]:
-    """Plan one task's benchmark, run all of it as one Nextflow run, and collect the results.
+#: Settings of a run that shape its jobs, with their defaults when ``nextflow.config`` gives none.
+RUN_SETTINGS = {"openpert": "openpert", "sandbox": "auto", "max_retries": 2, "image_tag": None, "shared_data": None,
+                "llm_image": None, "max_cpus": None, "max_memory_mb": None}
+
+_PARAM = re.compile(r"^\s*(\w+)\s*=\s*(null|true|false|-?\d+(?:\.\d+)?|'[^'\\]*'|\"[^\"\\$]*\")\s*(?://.*)?$")
+
+
+def config_params(path: str | os.PathLike) -> dict[str, Any]:
+    """The literal ``params { name = value }`` of a Nextflow config (nulls, booleans, numbers, plain strings).
+
+    A value that is not a literal (an expression, a string with ``$``) is left out: Nextflow
+    alone can read it.
+    """
+    text = Path(path).read_text()
+    start = re.search(r"(?m)^params\s*\{", text)
+    if start is None:
+        return {}
+    end = re.compile(r"(?m)^\}").search(text, start.end())
+    values: dict[str, Any] = {}
+    for line in text[start.end(): end.start() if end else len(text)].splitlines():
+        match = _PARAM.match(line)
+        if match is None:
+            continue
+        raw = match.group(2)
+        literals = {"null": None, "true": True, "false": False}
+        values[match.group(1)] = literals[raw] if raw in literals else (raw[1:-1] if raw[0] in "'\"" else float(raw) if "." in raw else int(raw))
+    return values
+
+
+def run_settings(main_nf: Path, user_configs: Sequence[str | os.PathLike], args: Sequence[str]) -> dict[str, Any]:
+    """The settings of :data:`RUN_SETTINGS` for a run: ``nextflow.config``'s, then the configs of one's own, then ``--name value``.
+
+    The same order of precedence as Nextflow's for its ``params``.
+    """
+    settings = dict(RUN_SETTINGS)
+    for config in [main_nf.parent / "nextflow.config", *map(Path, user_configs)]:
+        if config.is_file():
+            settings.update({k: v for k, v in config_params(config).items() if k in RUN_SETTINGS})
+    words = list(args)
+    for word, value in zip(words, words[1:]):
+        if word.startswith("--") and word[2:] in RUN_SETTINGS:
+            settings[word[2:]] = value
+    return settings
+
+
+def _quote(word: Any) -> str:
+    """One word for bash, single-quoted, each ' written as '\\'' (nothing inside is expanded)."""
+    return "'" + str(word).replace("'", "'\\''") + "'"
+
+
+def _image(image: str | None, tag: Any) -> str | None:
+    """A component's image with its tag replaced by ``tag`` (a build's tag) when one is given."""
+    if not image or not tag:
+        return image
+    repository = image.rsplit(":", 1)[0] if image.rfind(":") > image.rfind("/") else image
+    return f"{repository}:{tag}"
+
+
+def attempt_limits(limits: Mapping[str, Any], attempt: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's limits on its ``attempt``-th try: memory and time times the attempt, cpus and memory capped.
+
+    A job killed for memory or time is retried bigger, as Open Problems does; the caps are what the
+    machine has when tasks run on it (Nextflow's local executor refuses a task bigger than that).
+    Disk is not retried bigger: a job over its disk limit exits 153, which is not retried.
+    """
+    def whole(value: Any) -> int | None:
+        return None if value is None else math.ceil(float(value))
+
+    cpus, memory, time_s = whole(limits.get("cpus")), whole(limits.get("memory_mb")), whole(limits.get("time_s"))
+    memory = memory * attempt if memory is not None else None
+    time_s = time_s * attempt if time_s is not None else None
+    cap_cpus, cap_memory = whole(settings.get("max_cpus")), whole(settings.get("max_memory_mb"))
+    if cpus is not None and cap_cpus is not None:
+        cpus = min(cpus, cap_cpus)
+    if memory is not None and cap_memory is not None:
+        memory = min(memory, cap_memory)
+    return {"cpus": cpus, "memory_mb": memory, "time_s": time_s, "disk_mb": whole(limits.get("disk_mb"))}
+
+
+def task_script(entry: Mapping[str, Any], component: Mapping[str, Any], limits: Mapping[str, Any],
+                settings: Mapping[str, Any], llm: Mapping[str, str]) -> str:
+    """The bash script of a job's attempt; its staged input files are ``"$1"``, ``"$2"``, ... in the order of its ``stage_in``.
+
+    A private temporary folder inside the task's work folder (and the home folder when the given
+    one cannot be written: a container run as the launching user, as the docker profile does, has
+    HOME=/), the staged component's ``pertsci`` first on ``PYTHONPATH`` (the code the digest
+    covers), ``openpert run-component`` with every word quoted, then the job's scratch removed
+    (kept when it failed, for its logs).
+    """
+    words = [settings["openpert"] or "openpert", "run-component", "--work-dir", "run", "--sandbox", settings["sandbox"] or "auto"]
+    for option, key in (("--limit-cpus", "cpus"), ("--limit-memory-mb", "memory_mb"), ("--limit-time-s", "time_s")):
+        if limits[key] is not None:
+            words += [option, limits[key]]
+    words.append(f"component/{component['bundle_config']}")
+    command = " ".join(map(_quote, words))
+    command += "".join(f" {_quote('--' + arg)} \"${i}\"" for i, arg in enumerate(sorted(entry["inputs"]), start=1))
+    words = [w for arg, name in sorted(entry["outputs"].items()) for w in (f"--{arg}", f"out/{name}")]
+    params = {**entry["params"], **(llm if component["needs_llm"] else {})}
+    for name, value in sorted(params.items()):
+        if value is not None:
+            # several values: Viash's default multiple separator
+            words += [f"--{name}", ";".join(map(str, value)) if isinstance(value, list) else _text(value)]
+    command += "".join(f" {_quote(w)}" for w in words)
+    return "\n".join(["mkdir -p out tmp", 'export TMPDIR="$PWD/tmp"', 'if [ ! -w "${HOME:-/}" ]; then export HOME="$PWD/tmp"; fi',
+                      'export PYTHONPATH="$PWD"/\'component/common\'"${PYTHONPATH:+:$PYTHONPATH}"', command, "rm -rf run tmp"])
+
+
+def _text(value: Any) -> str:
+    """A parameter's value as a word of the command line (booleans as Viash reads them)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def nextflow_jobs(plan: Mapping[str, Any], settings: Mapping[str, Any], llm: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The plan's jobs as ``main.nf`` runs them: each with what its process needs, nothing to derive.
+
+    Added to each job: its inputs in staging order (``stage_in``: a file, or ``{job, output}`` of
+    the job it follows), its component folder (``bundle``) and code ``digest``, ``container``,
+    ``gpus``, ``needs_llm``, and one entry per attempt (``attempts``: cpus, memory, time and disk as
+    Nextflow directives, and the task script), ``max_retries`` + 1 of them.
+    """
+    components = {e["config"]: e for e in [*plan["methods"], *plan["metrics"], *plan["loaders"]]}
+    out = []
+    for entry in plan["jobs"]:
+        component = components[entry["config"]]
+        stage_in = []
+        for arg in sorted(entry["inputs"]):
+            source = dict(entry["inputs"][arg])
+            if arg == plan["shared_data_argument"] and entry["stage"] == "dataset" and settings.get("shared_data"):
+                # A cluster reads the shared data from where it is (e.g. s3://...), not the launcher's disk.
+                source = {"file": str(settings["shared_data"])}
+            stage_in.append(source)
+        gpus = entry["limits"].get("gpus")
+        attempts = []
+        for attempt in range(1, int(settings.get("max_retries") or 0) + 2):
+            limits = attempt_limits(entry["limits"], attempt, settings)
+            attempts.append({
+                "cpus": limits["cpus"] or 1,
+                "memory": f"{limits['memory_mb']} MB" if limits["memory_mb"] is not None else None,
+                # a minute more than the job's own limit, so that openpert stops it first and says why
+                "time": f"{limits['time_s'] + 60}s" if limits["time_s"] is not None else None,
+                "disk": f"{limits['disk_mb']} MB" if limits["disk_mb"] is not None else None,
+                "limits": limits,
+                "script": task_script(entry, component, limits, settings, llm),
+            })
+        image = settings["llm_image"] if component["needs_llm"] and settings.get("llm_image") else \
+            _image(component.get("image"), settings.get("image_tag"))
+        out.append({**entry, "stage_in": stage_in, "bundle": component["bundle"], "digest": component["digest"],
+                    "container": image, "needs_llm": component["needs_llm"],
+                    # an LLM component given a server asks for no GPU: the server generates
+                    "gpus": None if component["needs_llm"] and llm.get("llm_base_url") else gpus,
+                    "attempts": attempts})
+    return out
+
+
+class NextflowEngine:
+    """Runs a plan's jobs as one Nextflow run of ``main.nf`` and reads their records from its trace.
 
     Parameters
     ----------
-    task
-        The task (:class:`openpert.config.task.Task`).
+    root
+        The project (its ``main.nf``).
     outdir
-        Results folder; ``plan.json``, the trace, the published outputs and ``results.json`` go here.
-    input_dir
-        A folder of processed datasets; without it, the task's dataset loaders run in Nextflow.
-    datasets, methods, controls, metrics
-        Names to keep (``None``: all).
-    resume
-        ``-resume``: reuse tasks whose code digest, parameters and inputs are unchanged.
+        The results folder; ``plan.json``, the trace, the published outputs go here.
     profile
         Profiles of ``nextflow.config`` (or of ``user_configs``), joined by commas.
     work_dir
@@ -478,63 +610,57 @@ def run_nextflow_benchmark(
         Kubernetes); default ``<outdir>/nextflow_work``.
     nextflow_args
         More arguments for ``nextflow run``, as a list or one shell-quoted string
-        (``"--aws_queue q -with-report report.html"``).
+        (``"--aws_queue q -with-report report.html"``); those of :data:`RUN_SETTINGS` also shape the jobs.
     user_configs
         Config files of your own (``-c``).
     sandbox
         ``True``/``False`` require or turn off bubblewrap inside tasks; ``None``: where it works.
-    jobs
-        Datasets checked at once (``input_dir``).
+    resume
+        ``-resume``: reuse tasks whose code digest, parameters and inputs are unchanged.
 
-    Returns
-    -------
-    The ``results.json`` content.
+    Raises
+    ------
+    ConfigError
+        When the sandbox is required with a profile whose tasks run in containers.
     """
-    from openpert.engines.nextflow_trace import collect_job_records, parse_trace, produced_datasets
-    from openpert.engines.plan import dataset_stage, label_resources, make_plan, ready_datasets
-    from openpert.results.collect import write_results
-    from openpert.results.provenance import dataset_digest
 
-    if sandbox and runs_in_containers(profile):
-        raise ConfigError(
-            f"--sandbox on cannot hold inside the containers of profile {profile!r}: bubblewrap cannot start in "
-            "them (the images do not ship it; Docker's default seccomp profile refuses user namespaces). Each "
-            "task's container is its boundary there: run with --sandbox off (or OPENPERT_SANDBOX=off)")
-    outdir = Path(outdir).resolve()
-    outdir.mkdir(parents=True, exist_ok=True)
-    records: list[JobRecord] = []
-    ready, stage = [], []
-    if input_dir is not None:
-        ready, records = ready_datasets(task, input_dir, outdir, datasets, jobs=jobs)
-        if not ready:
-            reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records)
-            raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
-    else:
-        stage = dataset_stage(task, outdir, label_resources(task.root), datasets, include_large=include_large, jobs=jobs)
-        if not stage:
-            raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
-    plan = make_plan(task, ready, outdir, methods=methods, controls=controls, metrics=metrics, dataset_stage=stage)
-    attach_bundles(plan, outdir / BUNDLES_DIR)
-    plan.update(llm_params())
-    if sandbox is not None:
-        plan["sandbox"] = "on" if sandbox else "off"
-    extra = shlex.split(nextflow_args) if isinstance(nextflow_args, str) else list(nextflow_args)
-    completed = run_nextflow(plan, outdir / "plan.json", main_nf=task.root / "main.nf", profile=profile,
-                             work_dir=work_dir if work_dir is not None else outdir / "nextflow_work", resume=resume,
-                             extra_args=extra, user_configs=user_configs, log_path=outdir / "logs" / "nextflow.log")
-    trace = outdir / TRACE_FILE_NAME
-    if not trace.is_file():
-        raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; see {outdir / 'logs' / 'nextflow.log'}")
-    records += collect_job_records(plan, parse_trace(trace))
-    # The results describe every dataset that was benchmarked: the ready-made ones and those made.
-    made = produced_datasets(plan, records)
-    if not plan["datasets"] and not made:
-        reasons = "; ".join(f"{r.job_id}: {r.reason}" for r in records if not r.succeeded)
-        raise ConfigError(f"{task.dir}: no usable dataset: {reasons}")
-    collected = dict(plan, datasets=[*plan["datasets"], *made])
-    # as the local engine records it: the digest of the dataset files each job was planned on
-    digests = {d["id"]: dataset_digest(d["files"]) for d in collected["datasets"]}
-    for record in records:
-        if record.stage != "dataset" and record.dataset_id in digests:
-            record.dataset_digest = digests[record.dataset_id]
-    return write_results(task, collected, records, outdir, engine="nextflow")
+    def __init__(self, root: Path, outdir: Path, *, profile: str = "local", work_dir: str | os.PathLike | None = None,
+                 nextflow_args: Sequence[str] | str = (), user_configs: Sequence[str | os.PathLike] = (),
+                 sandbox: bool | None = None, resume: bool = False):
+        if sandbox and runs_in_containers(profile):
+            raise ConfigError(
+                f"--sandbox on cannot hold inside the containers of profile {profile!r}: bubblewrap cannot start in "
+                "them (the images do not ship it; Docker's default seccomp profile refuses user namespaces). Each "
+                "task's container is its boundary there: run with --sandbox off (or OPENPERT_SANDBOX=off)")
+        self.root, self.outdir, self.profile, self.resume = Path(root), Path(outdir), profile, resume
+        self.work_dir = work_dir if work_dir is not None else self.outdir / "nextflow_work"
+        self.args = shlex.split(nextflow_args) if isinstance(nextflow_args, str) else list(nextflow_args)
+        self.user_configs = list(user_configs)
+        self.sandbox = sandbox
+
+    def run_plan(self, plan: dict[str, Any], jobs: list[Any]) -> list[JobRecord]:
+        """Run the plan's jobs through ``main.nf``; one record per job whose upstream job succeeded."""
+        from openpert.engines.nextflow_trace import collect_job_records, parse_trace
+
+        main_nf = self.root / "main.nf"
+        settings = run_settings(main_nf, self.user_configs, self.args)
+        args = list(self.args)
+        if runs_on_this_machine(self.profile):
+            local = _local_limits()
+            settings.update(max_cpus=local[1], max_memory_mb=local[3])
+            args = local + args
+        if self.sandbox is not None:
+            settings["sandbox"] = "on" if self.sandbox else "off"
+        plan = json.loads(json.dumps(plan))  # the bundles are this run's, not the plan's
+        attach_bundles(plan, self.outdir / BUNDLES_DIR)
+        run = {key: plan[key] for key in ("plan_version", "task", "outdir")}
+        run["jobs"] = nextflow_jobs(plan, settings, llm_params())
+        completed = run_nextflow(run, self.outdir / "nextflow_plan.json", main_nf=main_nf, profile=self.profile,
+                                 work_dir=self.work_dir, resume=self.resume, extra_args=args,
+                                 user_configs=self.user_configs, log_path=self.outdir / "logs" / "nextflow.log",
+                                 local_limits=False)
+        trace = self.outdir / TRACE_FILE_NAME
+        if not trace.is_file():
+            raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; "
+                               f"see {self.outdir / 'logs' / 'nextflow.log'}")
+        return collect_job_records(run["jobs"], parse_trace(trace))

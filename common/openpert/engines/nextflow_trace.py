@@ -9,11 +9,10 @@ Decisions worth knowing:
   scheduler's time limit.
 - A job that Nextflow reports as completed but whose published output is missing is failed with
   exit code -1: results are collected from published files only.
-- Jobs of the plan that are absent from the trace never ran: a metric job whose method failed is
-  reported as ``"not run: upstream job <id> failed"``, anything else as ``"not run"``.
-- The plan's dataset jobs (``datasets/<id>``) come first; a dataset they made gets its method and
-  metric jobs like a ready-made one, a failed one gets none (as with the local engine). A seeded
-  control has one method job per seed (``<dataset>/<method>@seed<k>``), each record with its ``seed``.
+- Jobs of the plan that are absent from the trace never ran (``"not run"``), unless the job they
+  follow failed: those have no record, as with the local engine.
+- Everything else about a job (its id, component, seed, parameters, where it publishes, its limits
+  on each attempt) is the plan's: nothing is derived here.
 - A job that retried after exit 137 or 143 has one row per attempt; the last (or a successful) one
   tells its outcome.
 """
@@ -132,14 +131,6 @@ def parse_trace(path: str | os.PathLike) -> list[dict[str, Any]]:
     return rows
 
 
-def _job_limits(plan: Mapping[str, Any], component: Mapping[str, Any]) -> dict[str, int]:
-    limits: dict[str, int] = {}
-    resources = plan.get("resources") or {}
-    for label in component.get("labels") or []:
-        limits.update(resources.get(label) or {})
-    return limits
-
-
 def _pick_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The row that tells a job's outcome: a successful attempt, else the last one."""
     done = [r for r in rows if r.get("status") in ("COMPLETED", "CACHED")]
@@ -191,68 +182,37 @@ def _log_path(row: dict[str, Any]) -> str | None:
     return str(log) if log.exists() else None
 
 
-def _record(
-    plan: Mapping[str, Any],
-    rows_by_tag: Mapping[str, list[dict[str, Any]]],
-    *,
-    job_id: str,
-    stage: str,
-    component: Mapping[str, Any],
-    dataset_id: str,
-    method_id: str | None,
-    publish_dir: Path,
-    upstream: JobRecord | None,
-    seed: int | None = None,
-    params: Mapping[str, Any] | None = None,
-) -> JobRecord:
-    record = JobRecord(
-        job_id=job_id,
-        stage=stage,  # type: ignore[arg-type]
-        component=component["id"],
-        component_type=component.get("type", stage),
-        dataset_id=dataset_id,
-        method_id=method_id,
-        seed=seed,
-        params=dict(params if params is not None else component.get("params") or {}),
-        component_digest=f"sha256:{component['digest']}" if component.get("digest") else None,
-        engine="nextflow",
-    )
-    rows = rows_by_tag.get(job_id)
+def _record(entry: Mapping[str, Any], rows: list[dict[str, Any]]) -> JobRecord:
+    """The record of a job of the plan from its trace rows (none: it never ran)."""
+    record = JobRecord(job_id=entry["id"], stage=entry["stage"], component=entry["component"],
+                       component_type=entry.get("component_type", entry["stage"]), dataset_id=entry["dataset_id"],
+                       method_id=entry["method_id"], seed=entry["seed"], params=dict(entry["params"]),
+                       component_digest=f"sha256:{entry['digest']}" if entry.get("digest") else None, engine="nextflow")
     if not rows:
-        record.exit_code = EXIT_INVALID
-        if upstream is not None and not upstream.succeeded:
-            record.reason = f"not run: upstream job {upstream.job_id} failed"
-        else:
-            record.reason = "not run"
+        record.exit_code, record.reason = EXIT_INVALID, "not run"
         return record
-
     row = _pick_row(rows)
     realtime = row.get("realtime")
     record.duration_s = realtime if realtime is not None else row.get("duration")
     record.peak_memory_mb = row.get("peak_rss")
     record.log = _log_path(row)
     record.cached = row.get("status") == "CACHED"
-
     if row.get("status") not in ("COMPLETED", "CACHED"):
-        # a retry ran with memory and time times its attempt (main.nf): the limit it exceeded
+        # the limits of the attempt that failed (they grow with the attempt: main.nf retries bigger)
+        attempts = entry["attempts"]
         attempt = row.get("attempt") or 1
-        limits = {k: v * attempt if k in ("memory_mb", "time_s") else v for k, v in _job_limits(plan, component).items()}
+        limits = {k: v for k, v in attempts[min(attempt, len(attempts)) - 1]["limits"].items() if v is not None}
         record.exit_code, record.reason = _failure(row, limits)
         if attempt > 1:
             record.reason += f" on attempt {attempt}"
         return record
-
-    outputs = {
-        arg: str(publish_dir / name) for arg, name in (component.get("output_names") or {}).items()
-    }
+    outputs = {arg: str(Path(entry["publish_dir"]) / name) for arg, name in entry["outputs"].items()}
     # An optional output the job did not write is no failure; a required one is (the component's
     # run already failed for it, so a missing file here means publishing went wrong).
     missing = [arg for arg, out in outputs.items() if not Path(out).is_file()]
     if missing and len(missing) == len(outputs):
         record.exit_code = EXIT_INVALID
-        record.reason = "; ".join(
-            f"output {arg!r} was not published: {outputs[arg]} is missing" for arg in missing
-        )
+        record.reason = "; ".join(f"output {arg!r} was not published: {outputs[arg]} is missing" for arg in missing)
         return record
     record.status = "succeeded"
     record.exit_code = row.get("exit") if row.get("exit") is not None else 0
@@ -260,97 +220,34 @@ def _record(
     return record
 
 
-def seed_variants(method: Mapping[str, Any]) -> list[tuple[str, int | None]]:
-    """``(job id suffix, seed)`` of each replicate of a method: ``[("", None)]`` unless its ``seeds`` list some.
-
-    As ``OpenpertJobs.seedVariants`` in ``lib/``: ``@seed<k>`` for each ``k`` of the entry's ``seeds``.
-    """
-    seeds = method.get("seeds")
-    if not seeds:
-        return [("", None)]
-    return [(f"@seed{int(k)}", int(k)) for k in seeds]
-
-
-def collect_job_records(
-    plan: Mapping[str, Any], trace_rows: Iterable[Mapping[str, Any]]
-) -> list[JobRecord]:
-    """One :class:`~openpert.run.records.JobRecord` for every job of the plan.
+def collect_job_records(jobs: Iterable[Mapping[str, Any]], trace_rows: Iterable[Mapping[str, Any]]) -> list[JobRecord]:
+    """One :class:`~openpert.run.records.JobRecord` for every job of the plan that could run.
 
     Parameters
     ----------
-    plan
-        The plan that was run.
+    jobs
+        The jobs ``main.nf`` ran (:func:`openpert.engines.nextflow.nextflow_jobs`), upstream jobs first.
     trace_rows
         Rows from :func:`parse_trace`; matched to jobs by their ``tag`` (the job id).
 
     Returns
     -------
-    Records in plan order: every dataset job (``datasets/<id>``, outputs in
-    ``<outdir>/datasets/<id>/``), then for every dataset (the ready-made ones, then those the
-    dataset jobs made) every method job (one per seed of a seeded control) followed by its metric
-    jobs. A dataset job that failed has no method jobs, as with the local engine. Succeeded jobs
-    have ``outputs`` pointing at the published files
-    ``<outdir>/outputs/<dataset_id>/<method_id>[@seed<k>][/<metric_id>]/<output_name>``. Duration
-    is the trace's ``realtime`` (or ``duration``) in seconds, peak memory its ``peak_rss`` in MB,
-    ``log`` the task's ``.command.log``.
+    Records in the order of ``jobs``. A job whose upstream job (``after``) failed has none, as with
+    the local engine: the upstream's record says why. Succeeded jobs have ``outputs`` pointing at
+    the published files (``publish_dir``); duration is the trace's ``realtime`` (or ``duration``) in
+    seconds, peak memory its ``peak_rss`` in MB, ``log`` the task's ``.command.log``.
     """
     rows_by_tag: dict[str, list[dict[str, Any]]] = {}
     for row in trace_rows:
-        tag = row.get("tag")
-        if tag:
-            rows_by_tag.setdefault(str(tag), []).append(dict(row))
-
-    outdir = Path(plan["outdir"])
-    outputs_root = outdir / "outputs"
+        if row.get("tag"):
+            rows_by_tag.setdefault(str(row["tag"]), []).append(dict(row))
     records: list[JobRecord] = []
-    dataset_ids = [d["id"] for d in plan.get("datasets") or []]
-    for entry in plan.get("dataset_jobs") or []:
-        record = _record(
-            plan, rows_by_tag, job_id=entry.get("job_id") or f"datasets/{entry['id']}", stage="dataset",
-            component=entry["component"], dataset_id=entry["id"], method_id=None,
-            publish_dir=outdir / "datasets" / entry["id"], upstream=None, params=entry.get("params") or {},
-        )  # fmt: skip
+    succeeded: set[str] = set()
+    for entry in jobs:
+        if entry["after"] is not None and entry["after"] not in succeeded:
+            continue
+        record = _record(entry, rows_by_tag.get(entry["id"], []))
         records.append(record)
         if record.succeeded:
-            dataset_ids.append(entry["id"])
-    for dataset_id in dataset_ids:
-        for method in plan.get("methods") or []:
-            method_id = method["id"]
-            for suffix, seed in seed_variants(method):
-                method_dir = outputs_root / dataset_id / f"{method_id}{suffix}"
-                params = dict(method.get("params") or {})
-                if seed is not None:
-                    params["seed"] = seed
-                method_record = _record(
-                    plan, rows_by_tag, job_id=f"{dataset_id}/{method_id}{suffix}", stage="method",
-                    component=method, dataset_id=dataset_id, method_id=method_id, publish_dir=method_dir,
-                    upstream=None, seed=seed, params=params,
-                )  # fmt: skip
-                records.append(method_record)
-                for metric in plan.get("metrics") or []:
-                    records.append(
-                        _record(
-                            plan, rows_by_tag, job_id=f"{dataset_id}/{method_id}{suffix}/{metric['id']}",
-                            stage="metric", component=metric, dataset_id=dataset_id, method_id=method_id,
-                            publish_dir=method_dir / metric["id"], upstream=method_record, seed=seed,
-                        )  # fmt: skip
-                    )
+            succeeded.add(entry["id"])
     return records
-
-
-def produced_datasets(plan: Mapping[str, Any], records: Iterable[JobRecord]) -> list[dict[str, Any]]:
-    """The datasets the plan's dataset jobs made, as plan entries ``{"id", "files": {format: path}}``.
-
-    Files are the published outputs of each succeeded dataset job, keyed by the format of the
-    output argument that wrote them.
-    """
-    entries = {e.get("job_id") or f"datasets/{e['id']}": e for e in plan.get("dataset_jobs") or []}
-    made = []
-    for record in records:
-        entry = entries.get(record.job_id)
-        if entry is None or record.stage != "dataset" or not record.succeeded:
-            continue
-        formats = entry["component"].get("outputs") or {}
-        files = {formats[arg]: path for arg, path in record.outputs.items() if arg in formats}
-        made.append({"id": entry["id"], "files": files})
-    return made

@@ -1,8 +1,10 @@
 """The plan of a benchmark: which component runs on which files, as jobs.
 
 A plan is the plain JSON document both engines execute (``docs/plan_json.md``): datasets, the
-methods and control methods crossed with them, the metrics that score each prediction, and the
-resource labels. :class:`Job` is one component run of it.
+methods and control methods crossed with them, the metrics that score each prediction, the resource
+labels, and every job fully expanded (:func:`expand_jobs`). :class:`Job` is one component run of it,
+each input wired to a file or to an upstream job's output (:class:`Output`); the ``@seed<k>`` name
+of a seed replicate is made by :func:`replicate_name` alone.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -90,17 +93,6 @@ def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
     }
 
 
-def _dataset_job_entry(task: Task, job: Job) -> dict[str, Any]:
-    """A dataset job of the plan: the loader, its parameters and inputs, where it publishes."""
-    return {
-        "id": job.dataset_id,
-        "job_id": job.job_id,
-        "component": _component_entry(task, job.config),
-        "params": {k: v for k, v in job.params.items() if v is not None},
-        "inputs": {name: str(path) for name, path in job.inputs.items()},
-    }
-
-
 def _select(components: list[ComponentConfig], names: Sequence[str] | None, what: str, task: Task) -> list[ComponentConfig]:
     if names is None:
         return components
@@ -135,8 +127,12 @@ def make_plan(
         Names to keep (``None``: all). Controls are kept by default even when ``methods`` is given,
         because scaling needs them.
     dataset_stage
-        Dataset jobs (:func:`dataset_jobs`) that the engine runs itself, before the methods (the
-        Nextflow engine runs the whole benchmark as one workflow); their datasets join ``datasets``.
+        Dataset jobs (:func:`dataset_jobs`); the methods run on what they make too.
+
+    Returns
+    -------
+    The plan: its components (``methods``, ``metrics``, ``loaders``), the ready-made ``datasets``,
+    and ``jobs``, every job fully expanded (:func:`expand_jobs`, :meth:`Job.entry`).
     """
     if not datasets and not dataset_stage:
         raise ConfigError(f"{task.dir}: no datasets to benchmark")
@@ -161,39 +157,119 @@ def make_plan(
         raise ConfigError(f"{task.dir}: no metrics")
     # A method that declares an input it may not read stays in the plan: its job is refused by the
     # runner and recorded as failed with the reason, so one bad contribution cannot stop a run.
-    return {
+    plan = {
         "plan_version": PLAN_VERSION,
         "task": task.name,
         "task_dir": str(task.dir),
         "repo_root": str(task.root),
         "outdir": str(Path(outdir).resolve()),
         "datasets": [{"id": d.id, "files": {k: str(v) for k, v in d.files.items()}} for d in datasets],
-        "dataset_jobs": [_dataset_job_entry(task, job) for job in dataset_stage],
         "shared_data_argument": SHARED_DATA_ARGUMENT,
         "methods": [_component_entry(task, c) for c in chosen],
         "metrics": [_component_entry(task, c) for c in scorers],
+        "loaders": [_component_entry(task, c) for c in {str(j.config.path): j.config for j in dataset_stage}.values()],
         "skipped": skipped,
         "prediction_format": task.prediction_format,
         "method_formats": sorted(task.method_formats),
         "resources": label_resources(task.root),
     }
+    configs = {str(c.path): c for c in [*chosen, *scorers]}
+    plan["jobs"] = [job.entry() for job in expand_jobs(plan, configs, dataset_stage)]
+    return plan
 
 
+@dataclass(frozen=True)
+class Output:
+    """An input wired to what an upstream job writes: the file of its output argument ``arg``."""
+
+    job_id: str
+    arg: str
+
+
+#: What a job's input (or a file of its context) is wired to: a file, or an upstream job's output.
+Source = Path | Output
+
+
+@dataclass
 class Job:
-    """One component run within a benchmark."""
+    """One component run within a benchmark, fully expanded: the plan's unit (``docs/plan_json.md``).
 
-    def __init__(self, *, job_id: str, stage: str, config: ComponentConfig, dataset_id: str, method_id: str | None,
-                 inputs: dict[str, Path], outputs: dict[str, str], params: dict[str, Any], limits: Limits,
-                 context: dict[str, Path], allowed: set[str] | None, publish_dir: Path, seed: int | None = None):
-        self.job_id, self.stage, self.config = job_id, stage, config
-        self.dataset_id, self.method_id, self.seed = dataset_id, method_id, seed
-        self.inputs, self.outputs, self.params = inputs, outputs, params
-        self.limits, self.context, self.allowed, self.publish_dir = limits, context, allowed, publish_dir
+    ``inputs`` and ``context`` (the dataset's files by format, for the check of what a method may
+    read) are files or :class:`Output` of the job ``after`` (or of the job before that); an engine
+    runs a job once ``after`` has succeeded, with those resolved (:meth:`resolved`).
+    """
+
+    job_id: str
+    stage: str
+    config: ComponentConfig
+    dataset_id: str
+    method_id: str | None
+    inputs: dict[str, Source]
+    outputs: dict[str, str]
+    params: dict[str, Any]
+    limits: Limits
+    context: dict[str, Source]
+    allowed: set[str] | None
+    publish_dir: Path
+    seed: int | None = None
+    after: str | None = None
 
     def key(self, component_hash: str) -> str:
+        """The cache key of the job: its component, parameters, the content of its inputs and its outputs."""
         inputs = {name: file_digest(path) for name, path in sorted(self.inputs.items())}
         return hash_text(component_hash, json.dumps(self.params, sort_keys=True, default=str),
                          json.dumps(inputs, sort_keys=True), json.dumps(self.outputs, sort_keys=True))
+
+    def resolved(self, outputs: Callable[[str], dict[str, str]]) -> Job:
+        """The job with every :class:`Output` replaced by the file it names.
+
+        ``outputs(job_id)`` gives the output files of a finished job by argument.
+
+        Raises
+        ------
+        ConfigError
+            When an upstream job did not write the output an input is wired to (naming both).
+        """
+        def file_of(source: Source) -> Path:
+            if isinstance(source, Path):
+                return source
+            written = outputs(source.job_id)
+            if source.arg not in written:
+                raise ConfigError(f"job {self.job_id}: upstream job {source.job_id} wrote no --{source.arg}")
+            return Path(written[source.arg])
+
+        return replace(self, inputs={k: file_of(v) for k, v in self.inputs.items()},
+                       context={k: file_of(v) for k, v in self.context.items()})
+
+    def entry(self) -> dict[str, Any]:
+        """The job as the plan's JSON holds it (:func:`job_from_entry` reads it back)."""
+        def source(value: Source) -> dict[str, str]:
+            return {"file": str(value)} if isinstance(value, Path) else {"job": value.job_id, "output": value.arg}
+
+        return {
+            "id": self.job_id, "stage": self.stage, "component": self.config.name, "component_type": self.config.type,
+            "config": str(self.config.path),
+            "dataset_id": self.dataset_id, "method_id": self.method_id, "seed": self.seed, "after": self.after,
+            "inputs": {k: source(v) for k, v in sorted(self.inputs.items())},
+            "context": {k: source(v) for k, v in sorted(self.context.items())},
+            "allowed": sorted(self.allowed) if self.allowed is not None else None,
+            "outputs": dict(self.outputs), "params": dict(self.params), "limits": asdict(self.limits),
+            "publish_dir": str(self.publish_dir),
+        }
+
+
+def job_from_entry(entry: dict[str, Any], config_at: Callable[[str], ComponentConfig] = read_config) -> Job:
+    """A :class:`Job` from its plan entry (:meth:`Job.entry`)."""
+    def source(value: dict[str, str]) -> Source:
+        return Path(value["file"]) if "file" in value else Output(value["job"], value["output"])
+
+    return Job(job_id=entry["id"], stage=entry["stage"], config=config_at(entry["config"]),
+               dataset_id=entry["dataset_id"], method_id=entry["method_id"],
+               inputs={k: source(v) for k, v in entry["inputs"].items()}, outputs=dict(entry["outputs"]),
+               params=dict(entry["params"]), limits=Limits(**entry["limits"]),
+               context={k: source(v) for k, v in entry["context"].items()},
+               allowed=set(entry["allowed"]) if entry["allowed"] is not None else None,
+               publish_dir=Path(entry["publish_dir"]), seed=entry["seed"], after=entry["after"])
 
 
 def check_datasets(task: Task, datasets: Sequence[Dataset], outdir: Path, *, jobs: int = 1) -> tuple[list[Dataset], list[JobRecord]]:
@@ -379,54 +455,75 @@ def replicate_name(method_id: str, seed: int | None) -> str:
     return method_id if seed is None else f"{method_id}@seed{seed}"
 
 
-def plan_jobs(plan: dict[str, Any], config_at: Callable[[str], ComponentConfig] = read_config
-              ) -> tuple[list[Job], Callable[[Job, JobRecord], list[Job]]]:
-    """Method jobs of a plan, and the function that turns a finished prediction into metric jobs.
+def expand_jobs(plan: dict[str, Any], configs: dict[str, ComponentConfig], stage: Sequence[Job] = ()) -> list[Job]:
+    """Every job of a plan, each input wired to a file or to an upstream job's output.
 
-    A method entry with ``seeds: [0, ..., n-1]`` runs once per seed and dataset, with ``--seed k``:
-    job ``<dataset>/<method>@seed<k>``, published in ``outputs/<dataset>/<method>@seed<k>/``, and
-    its metric jobs ``<dataset>/<method>@seed<k>/<metric>``. Every such job keeps ``method_id`` the
-    method's name and carries ``seed`` so that results average the replicates.
+    The dataset jobs ``stage`` come first; each dataset (the plan's ready-made ones, then those
+    ``stage`` makes) gets every method, one job per seed of a method entry with ``seeds: [0, ...,
+    n-1]`` (with ``--seed k``: job ``<dataset>/<method>@seed<k>``, published in
+    ``outputs/<dataset>/<method>@seed<k>/``), each followed by the metric jobs that score it
+    (``<dataset>/<method>@seed<k>/<metric>``). Every job of a replicate keeps ``method_id`` the
+    method's name and carries ``seed``, so that results average the replicates.
+
+    Raises
+    ------
+    ConfigError
+        When a component's input has no file of its format (naming the job and the argument).
+    """
+    outdir = Path(plan["outdir"])
+    resources = plan["resources"]
+    allowed = set(plan["method_formats"])
+
+    def wire(job_id: str, entry: dict[str, Any], sources: dict[str, Source]) -> dict[str, Source]:
+        missing = sorted(arg for arg, fmt in entry["inputs"].items() if fmt not in sources)
+        if missing:
+            raise ConfigError(f"job {job_id}: nothing of format {entry['inputs'][missing[0]]!r} for --{missing[0]} "
+                              f"of {entry['config']}")
+        return {arg: sources[fmt] for arg, fmt in entry["inputs"].items()}
+
+    def limits(entry: dict[str, Any]) -> Limits:
+        return limits_for(entry["labels"], resources, where=entry["config"])
+
+    jobs: list[Job] = list(stage)
+    datasets: list[tuple[str, dict[str, Source], str | None]] = [
+        (d["id"], {k: Path(v) for k, v in d["files"].items()}, None) for d in plan["datasets"]]
+    for job in stage:
+        made = {a.format_id: Output(job.job_id, a.name) for a in job.config.file_outputs if a.format_id}
+        datasets.append((job.dataset_id, made, job.job_id))
+    for dataset_id, files, loader in datasets:
+        for entry in plan["methods"]:
+            for seed in entry.get("seeds") or [None]:
+                name = replicate_name(entry["id"], seed)
+                job_id = f"{dataset_id}/{name}"
+                params = dict(entry["params"]) if seed is None else {**entry["params"], "seed": int(seed)}
+                method = Job(job_id=job_id, stage="method", config=configs[entry["config"]], dataset_id=dataset_id,
+                             method_id=entry["id"], inputs=wire(job_id, entry, files), outputs=entry["output_names"],
+                             params=params, limits=limits(entry), context=files,
+                             allowed=allowed if entry["type"] == "method" else None,
+                             publish_dir=outdir / "outputs" / dataset_id / name, seed=seed, after=loader)
+                jobs.append(method)
+                scored = {**files, **{fmt: Output(job_id, arg) for arg, fmt in entry["outputs"].items()}}
+                for metric in plan["metrics"]:
+                    metric_id = f"{job_id}/{metric['id']}"
+                    jobs.append(Job(job_id=metric_id, stage="metric", config=configs[metric["config"]],
+                                    dataset_id=dataset_id, method_id=entry["id"], inputs=wire(metric_id, metric, scored),
+                                    outputs=metric["output_names"], params=dict(metric["params"]), limits=limits(metric),
+                                    context=scored, allowed=None, publish_dir=method.publish_dir / metric["id"],
+                                    seed=seed, after=job_id))
+    return jobs
+
+
+def plan_jobs(plan: dict[str, Any], config_at: Callable[[str], ComponentConfig] = read_config) -> list[Job]:
+    """The jobs of a plan (its ``jobs`` list, :func:`expand_jobs`), read back.
 
     ``config_at`` turns a plan's config path into the config (default: read it; a task's
     :meth:`~openpert.config.task.Task.config_at` gives the configs it has read).
     """
-    outdir = Path(plan["outdir"])
-    resources = plan["resources"]
-    configs = {e["config"]: config_at(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
-    allowed = set(plan["method_formats"])
-    jobs: list[Job] = []
-    for ds in plan["datasets"]:
-        files = {k: Path(v) for k, v in ds["files"].items()}
-        for entry in plan["methods"]:
-            config = configs[entry["config"]]
-            seeds = entry.get("seeds") or [None]
-            for seed in seeds:
-                name = replicate_name(entry["id"], seed)
-                params = dict(entry["params"]) if seed is None else {**entry["params"], "seed": int(seed)}
-                jobs.append(Job(job_id=f"{ds['id']}/{name}", stage="method", config=config, dataset_id=ds["id"],
-                                method_id=entry["id"], inputs={a: files[f] for a, f in entry["inputs"].items()},
-                                outputs=entry["output_names"], params=params,
-                                limits=limits_for(entry["labels"], resources, where=entry["config"]), context=files,
-                                allowed=allowed if entry["type"] == "method" else None,
-                                publish_dir=outdir / "outputs" / ds["id"] / name, seed=seed))
+    configs: dict[str, ComponentConfig] = {}
 
-    def metric_jobs(job: Job, record: JobRecord) -> list[Job]:
-        if job.stage != "method" or not record.succeeded:
-            return []
-        files = {k: Path(v) for k, v in next(d for d in plan["datasets"] if d["id"] == job.dataset_id)["files"].items()}
-        (prediction,) = record.outputs.values()
-        files[plan["prediction_format"]] = Path(prediction)
-        name = replicate_name(job.method_id, job.seed)
-        out = []
-        for entry in plan["metrics"]:
-            config = configs[entry["config"]]
-            out.append(Job(job_id=f"{job.dataset_id}/{name}/{entry['id']}", stage="metric", config=config,
-                           dataset_id=job.dataset_id, method_id=job.method_id,
-                           inputs={a: files[f] for a, f in entry["inputs"].items()}, outputs=entry["output_names"],
-                           params=entry["params"], limits=limits_for(entry["labels"], resources, where=entry["config"]),
-                           context=files, allowed=None,
-                           publish_dir=outdir / "outputs" / job.dataset_id / name / entry["id"], seed=job.seed))
-        return out
+    def config(path: str) -> ComponentConfig:
+        if path not in configs:
+            configs[path] = config_at(path)
+        return configs[path]
 
-    return jobs, metric_jobs
+    return [job_from_entry(entry, config) for entry in plan["jobs"]]

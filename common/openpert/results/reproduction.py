@@ -472,7 +472,9 @@ class RunItems:
         method = next((m for m in self.plan.get("methods", []) if m.get("id") == method_id), None)
         if method is None:
             return None
-        runs = [method_id] if not method.get("seeds") else [f"{method_id}@seed{k}" for k in method["seeds"]]
+        from openpert.engines.plan import replicate_name
+
+        runs = [replicate_name(method_id, seed) for seed in method.get("seeds") or [None]]
         series = []
         for run in runs:
             for metric in self.plan.get("metrics", []):

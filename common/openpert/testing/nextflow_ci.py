@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from openpert.engines.nextflow import TRACE_FILE_NAME
-from openpert.engines.nextflow_trace import parse_trace, seed_variants
+from openpert.engines.nextflow_trace import parse_trace
 from openpert.files import read_tail
 
 __all__ = [
@@ -136,26 +136,14 @@ def _folder_of(config: str | Path) -> Path:
 
 
 def plan_jobs(plan: Mapping[str, Any]) -> dict[str, set[Path]]:
-    """Every job of a plan (as main.nf names it) -> the component folders whose code it runs on.
+    """Every job of a plan (its ``jobs``) -> the component folders whose code it runs on.
 
-    A method job depends on its method and on the loader that made its dataset; a metric job on
-    its metric, the method whose prediction it scores, and that loader. Datasets made by the plan's
-    dataset jobs are assumed made (every job they would allow is listed).
+    A job depends on its own component and on those of the jobs upstream of it (``after``): a
+    metric job on the method whose prediction it scores and on the loader that made its dataset.
     """
     jobs: dict[str, set[Path]] = {}
-    datasets: dict[str, set[Path]] = {d["id"]: set() for d in plan.get("datasets") or []}
-    for entry in plan.get("dataset_jobs") or []:
-        loader = {_folder_of(entry["component"]["config"])}
-        jobs[entry.get("job_id") or f"datasets/{entry['id']}"] = loader
-        datasets[entry["id"]] = loader
-    for dataset_id, loader in datasets.items():
-        for method in plan.get("methods") or []:
-            for suffix, _seed in seed_variants(method):
-                method_job = f"{dataset_id}/{method['id']}{suffix}"
-                upstream = loader | {_folder_of(method["config"])}
-                jobs[method_job] = upstream
-                for metric in plan.get("metrics") or []:
-                    jobs[f"{method_job}/{metric['id']}"] = upstream | {_folder_of(metric["config"])}
+    for entry in plan["jobs"]:  # upstream jobs come first
+        jobs[entry["id"]] = {_folder_of(entry["config"])} | jobs.get(entry["after"], set())
     return jobs
 
 

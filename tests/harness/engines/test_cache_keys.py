@@ -8,8 +8,8 @@ from pathlib import Path
 from project_paths import ROOT
 
 from openpert.config.task import discover_tasks
+from openpert.engines.benchmark import run_benchmark
 from openpert.engines.cache_keys import component_digest
-from openpert.engines.local import run_benchmark
 
 
 def _digests(root: Path) -> dict[str, str]:

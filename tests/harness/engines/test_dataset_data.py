@@ -16,7 +16,7 @@ import yaml
 
 from openpert.config.task import Task
 from openpert.data.fetching import FetchError
-from openpert.engines.local import run_benchmark
+from openpert.engines.benchmark import run_benchmark
 from openpert.engines.plan import dataset_entries
 from openpert.testing.data_mirror import DataMirrorServer
 

@@ -17,7 +17,7 @@ from conftest import FAILING, GOOD  # noqa: E402
 from openpert.config.formats import content_identity
 from openpert.config.task import Task
 from openpert.config.viash import ConfigError
-from openpert.engines.local import run_benchmark
+from openpert.engines.benchmark import run_benchmark
 from openpert.engines.plan import make_plan
 
 

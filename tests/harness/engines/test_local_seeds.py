@@ -7,7 +7,7 @@ import json
 import pytest
 
 from openpert.config.task import Task
-from openpert.engines.local import run_benchmark
+from openpert.engines.benchmark import run_benchmark
 
 
 def test_seed_replicates_run_and_are_averaged(project_copy, tmp_path):

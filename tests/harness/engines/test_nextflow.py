@@ -17,24 +17,26 @@ from pathlib import Path
 
 import pytest
 import yaml
-from nextflow_plans import example_plan as _plan
+from nextflow_plans import example_jobs
 from project_paths import FIXTURES, ROOT
 
 from openpert.config.task import Task
 from openpert.config.viash import ConfigError, read_config
+from openpert.engines.benchmark import run_benchmark
 from openpert.engines.cache_keys import component_digest
 from openpert.engines.nextflow import (
+    RUN_SETTINGS,
     TRACE_FILE_NAME,
     attach_bundles,
     config_profiles,
     llm_params,
     nextflow_command,
+    nextflow_jobs,
     run_nextflow,
-    run_nextflow_benchmark,
     runs_in_containers,
 )
 from openpert.engines.nextflow_trace import collect_job_records, parse_trace
-from openpert.engines.plan import dataset_jobs, label_resources, make_plan
+from openpert.engines.plan import dataset_jobs, expand_jobs, label_resources, make_plan
 from openpert.engines.resource_labels import parse_label_resources, parse_resource_directive
 from openpert.images.naming import component_image_name
 
@@ -48,6 +50,11 @@ def _write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
+
+
+def _plan(outdir: Path) -> dict:
+    """What the Nextflow engine hands ``main.nf``: the plan's jobs, as the tests' example has them."""
+    return {"plan_version": 1, "task": "t", "outdir": str(outdir), "jobs": example_jobs(outdir)}
 
 
 def _viash_yaml(tmp_path: Path, labels: str) -> Path:
@@ -239,43 +246,41 @@ def test_main_nf_processes_run_the_staged_component():
     for name, stage_label in PROCESSES.items():
         process = _block(code, f"process {name} ")
         script = process[process.index("script:") :]
-        assert "OpenpertJobs.taskScript(job, asList(inputs), task.attempt)" in script
+        # the staged inputs are the script's "$1", "$2", ...; the script is the plan's, for this attempt
+        assert "set -- ${words(inputs)}" in script and "${attempt(job, task.attempt).script}" in script
         assert 'tag "${job.id}"' in process
         assert "label 'openpert'" in process and f"label '{stage_label}'" in process
-        assert "container { job.container }" in process
-        assert "errorStrategy { retryOrIgnore(job, task.exitStatus, task.attempt) }" in process
-        assert 'publishDir "${job.publish_path}"' in process
-        for directive in ("cpus {", "memory { memoryOf(job, task.attempt) }", "time { timeOf(job, task.attempt) }",
-                          "disk { diskOf(job, task.attempt) }"):
-            assert directive in process
+        assert "container { job.container }" in process and "accelerator { job.gpus }" in process
+        assert "errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }" in process
+        assert 'publishDir "${job.publish_dir}"' in process
+        for directive in ("cpus", "memory", "time", "disk"):
+            assert f"{directive} {{ attempt(job, task.attempt).{directive} }}" in process
         # the digest is an input of its own, the component folder is staged, the inputs too
-        assert "tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*')" in process
+        assert ("tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), "
+                "val(files)") in process
         assert ("secret 'OPENPERT_LLM_API_KEY'" in process) == ("llm" in name)
-    assert "exitStatus in [137, 143] && attempt <= job.max_retries ? 'retry' : 'ignore'" in code
     # each process gets the job, its code digest (a `val`, hashed by -resume) and its component folder
-    staged = _block(code, "def staged(")
-    assert "return [job, job.component.digest, file(job.component.bundle, checkIfExists: true)," in staged
+    ready = _block(code, "def ready(")
+    assert "[j, j.digest, file(j.bundle, checkIfExists: true), inputs, files]" in ready
+    assert not re.search(r"seed|limits|format|\*\s*n\b", code), "main.nf derives no seed, limit or wiring"
 
 
 def test_main_nf_wires_channels_as_documented():
-    workflow = _block(_main_nf_code(), "workflow {")
-    assert "fromList(params.dataset_jobs ?: [])" in workflow
-    assert "run_dataset(loader_jobs)" in workflow
-    assert "channel.fromList(params.datasets ?: []).mix(made)" in workflow
-    assert re.search(r"datasets\s*\.combine\(channel\.fromList\(params\.methods\)\)", workflow)
-    assert "OpenpertJobs.methodJobs(dataset, method)" in workflow
-    assert re.search(r"predictions\s*\.combine\(channel\.fromList\(params\.metrics\)\)", workflow)
-    assert "OpenpertJobs.metricJob(job, byFormat, metric)" in workflow
-    for call in ("run_method(method_jobs.plain)", "run_llm_method(method_jobs.llm)", "run_metric(metric_jobs.plain)",
-                 "run_llm_metric(metric_jobs.llm)"):
+    code = _main_nf_code()
+    ready = _block(code, "def ready(")
+    # a job waits for the job it follows, and takes its inputs from what that job handed on
+    assert "handed.combine(waiting, by: 0)" in ready
+    assert 'files["${s.job}:${s.output}".toString()]' in ready
+    workflow = _block(code, "workflow {")
+    assert "run_dataset(ready(jobs, 'dataset', channel.empty()))" in workflow
+    assert "ready(jobs, 'method', made)" in workflow and "ready(jobs, 'metric', predictions)" in workflow
+    for call in ("run_method(methods.plain)", "run_llm_method(methods.llm)", "run_metric(metrics.plain)",
+                 "run_llm_metric(metrics.llm)"):
         assert call in workflow
 
 
 def test_main_nf_params_come_from_the_plan_or_the_config():
-    plan_keys = {
-        "plan_version", "task", "task_dir", "repo_root", "outdir", "datasets", "methods", "metrics",
-        "prediction_format", "method_formats", "resources", "dataset_jobs", "shared_data_argument",
-    }  # fmt: skip
+    plan_keys = {"plan_version", "task", "outdir", "jobs"}
     config_params = set(
         re.findall(r"^\s{4}(\w+)\s*=", _block(NEXTFLOW_CONFIG.read_text(), "params {"), re.MULTILINE)
     )
@@ -334,9 +339,9 @@ def bundled(project_copy, tmp_path):
 def test_plan_names_an_image_a_digest_and_labels_for_every_job(bundled, tmp_path):
     root, make = bundled
     plan = make(tmp_path / "a")
-    entries = [*plan["methods"], *plan["metrics"], *(job["component"] for job in plan["dataset_jobs"])]
+    entries = [*plan["methods"], *plan["metrics"], *plan["loaders"]]
     assert {e["type"] for e in entries} == {"control_method", "method", "metric", "dataset"}
-    assert [j["job_id"] for j in plan["dataset_jobs"]] == ["datasets/syn_a", "datasets/syn_b"]
+    assert [j["id"] for j in plan["jobs"] if j["stage"] == "dataset"] == ["datasets/syn_a", "datasets/syn_b"]
     for entry in entries:
         config = read_config(entry["config"])
         # as `openpert images build-order` names it: <project>/<namespace>/<name>:<version>
@@ -497,7 +502,7 @@ def test_a_required_sandbox_is_refused_where_tasks_run_in_containers(tmp_path, p
     """bubblewrap cannot start inside the containers: a required sandbox there would fail every task."""
     task = Task(FIXTURES / "project" / "src" / "tiny")
     with pytest.raises(ConfigError, match=r"--sandbox on cannot hold inside the containers.*--sandbox off"):
-        run_nextflow_benchmark(task, tmp_path / "out", profile=profile, sandbox=True)
+        run_benchmark(task, tmp_path / "out", engine="nextflow", profile=profile, sandbox=True)
     assert not (tmp_path / "out").exists()  # refused before anything is planned or written
     assert runs_in_containers(profile) and not runs_in_containers("local") and not runs_in_containers("slurm")
 
@@ -590,11 +595,15 @@ def test_real_nextflow_pipeline(tmp_path):
                   "score.json", {}),
         ],  # fmt: skip
         "prediction_format": "file_prediction",
+        "method_formats": ["file_data"],
         "resources": parse_label_resources(REPO / "_viash.yaml"),
-        "dataset_jobs": [],
+        "loaders": [],
         "shared_data_argument": "shared_data",
     }
+    configs = {e["config"]: read_config(e["config"]) for e in [*plan["methods"], *plan["metrics"]]}
+    plan["jobs"] = [job.entry() for job in expand_jobs(plan, configs)]
     attach_bundles(plan, tmp_path / "components")
+    run = {"plan_version": 1, "task": "nf_task", "outdir": str(outdir), "jobs": nextflow_jobs(plan, RUN_SETTINGS, {})}
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _openpert_on_path(bin_dir)
@@ -602,12 +611,12 @@ def test_real_nextflow_pipeline(tmp_path):
     if env.get("PYTHONPATH"):  # make a relative PYTHONPATH (e.g. "common") work in task folders
         env["PYTHONPATH"] = os.pathsep.join(str((Path.cwd() / p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep))
 
-    done = run_nextflow(plan, outdir / "plan.json", log_path=outdir / "nextflow.log", main_nf=MAIN_NF, env=env)
+    done = run_nextflow(run, outdir / "plan.json", log_path=outdir / "nextflow.log", main_nf=MAIN_NF, env=env)
     log = (outdir / "nextflow.log").read_text()
     assert done.returncode == 0, log
 
-    records = {r.job_id: r for r in collect_job_records(plan, parse_trace(outdir / TRACE_FILE_NAME))}
-    assert set(records) == {"toy/mean", "toy/mean/abs_error", "toy/broken", "toy/broken/abs_error"}
+    records = {r.job_id: r for r in collect_job_records(run["jobs"], parse_trace(outdir / TRACE_FILE_NAME))}
+    assert set(records) == {"toy/mean", "toy/mean/abs_error", "toy/broken"}  # a failed job's metric could not run
 
     mean = records["toy/mean"]
     assert mean.succeeded, (mean.reason, log)
@@ -624,12 +633,11 @@ def test_real_nextflow_pipeline(tmp_path):
     broken = records["toy/broken"]
     assert (broken.status, broken.exit_code, broken.reason) == ("failed", 1, "exited with code 1")
     assert broken.log is not None and "fails on purpose" in Path(broken.log).read_text()
-    assert records["toy/broken/abs_error"].reason == "not run: upstream job toy/broken failed"
 
     # -resume reuses every finished task
-    again = run_nextflow(plan, outdir / "plan.json", log_path=outdir / "nextflow2.log", main_nf=MAIN_NF,
+    again = run_nextflow(run, outdir / "plan.json", log_path=outdir / "nextflow2.log", main_nf=MAIN_NF,
                          env=env, resume=True)  # fmt: skip
     assert again.returncode == 0
-    resumed = {r.job_id: r for r in collect_job_records(plan, parse_trace(outdir / TRACE_FILE_NAME))}
+    resumed = {r.job_id: r for r in collect_job_records(run["jobs"], parse_trace(outdir / TRACE_FILE_NAME))}
     assert resumed["toy/mean"].cached and resumed["toy/mean/abs_error"].cached
     assert resumed["toy/mean/abs_error"].succeeded

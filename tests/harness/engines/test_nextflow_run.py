@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from nextflow_plans import example_plan
+from nextflow_plans import example_jobs
 from project_paths import FIXTURES, ROOT
 
 from openpert.config.task import Task
-from openpert.engines.local import run_benchmark
+from openpert.engines.benchmark import run_benchmark
 
 FAKE = FIXTURES / "fake_nextflow"
 
@@ -109,12 +109,12 @@ def test_benchmark_passes_nextflow_options_through(project_copy, tmp_path, monke
     assert seen["profile"] == "awsbatch" and seen["work_dir"] == "s3://bucket/work"
     assert seen["user_configs"] == [str(mine)]
     assert seen["extra_args"] == ["--aws_queue", "my-queue", "-with-report", "r 1.html"]
-    plan = seen["plan"]
+    jobs = seen["plan"]["jobs"]
     # no --input: the dataset loaders are jobs of the Nextflow run, not of the launcher
-    assert plan["datasets"] == [] and [j["job_id"] for j in plan["dataset_jobs"]] == ["datasets/syn_a", "datasets/syn_b"]
+    assert [j["id"] for j in jobs if j["stage"] == "dataset"] == ["datasets/syn_a", "datasets/syn_b"]
     assert not (tmp_path / "results" / "tiny" / "datasets").exists()
-    assert plan["sandbox"] == "off"
-    assert all(e["image"] and e["digest"] and Path(e["bundle"]).is_dir() for e in [*plan["methods"], *plan["metrics"]])
+    assert all("'--sandbox' 'off'" in a["script"] for j in jobs for a in j["attempts"])
+    assert all(j["container"] and j["digest"] and Path(j["bundle"]).is_dir() for j in jobs)
 
 
 def test_a_job_killed_for_memory_is_retried_bigger_then_ignored(project_copy, tmp_path, monkeypatch):
@@ -139,8 +139,9 @@ def test_a_job_killed_for_memory_is_retried_bigger_then_ignored(project_copy, tm
 @pytest.mark.parametrize("profile", ["local", "docker"])
 def test_the_stand_in_stops_at_a_task_bigger_than_the_machine_as_nextflow_does(tmp_path, profile):
     """Nextflow's local executor (under docker too) refuses such a task and stops the run: hence the caps."""
-    plan = example_plan(tmp_path / "results")
-    plan["resources"]["lowmem"] = {"memory_mb": 10**9}  # a petabyte
+    plan = {"outdir": str(tmp_path / "results"), "jobs": example_jobs(tmp_path / "results")}
+    for attempt in plan["jobs"][0]["attempts"]:
+        attempt["memory"] = f"{10**9} MB"  # a petabyte
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     done = subprocess.run([str(FAKE / "nextflow"), "run", str(ROOT / "main.nf"), "-params-file", str(tmp_path / "plan.json"),
                            "-profile", profile, "-work-dir", str(tmp_path / "work"), "-ansi-log", "false"],

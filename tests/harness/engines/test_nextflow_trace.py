@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from nextflow_plans import example_plan as _plan
+from nextflow_plans import component_entry, example_jobs, job_entry
 
 from openpert.engines.nextflow import TRACE_FILE_NAME
-from openpert.engines.nextflow_trace import collect_job_records, parse_trace, produced_datasets
+from openpert.engines.nextflow_trace import collect_job_records, parse_trace
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 
 
@@ -145,14 +145,15 @@ def collected(tmp_path, trace_file):
     for rel in published:
         _write(outdir / "outputs" / rel, "x")
     _write(tmp_path / "work" / "3f" / "a1b2c3" / ".command.log", "log of mlp\n")
-    records = collect_job_records(_plan(outdir), parse_trace(trace_file))
+    records = collect_job_records(example_jobs(outdir), parse_trace(trace_file))
     return outdir, {r.job_id: r for r in records}, records
 
 
-def test_collect_returns_every_plan_job_in_plan_order(collected):
+def test_collect_returns_every_job_that_could_run_in_plan_order(collected):
     _, _, records = collected
-    assert [r.job_id for r in records[:4]] == ["k562/mlp", "k562/mlp/auroc", "k562/hog", "k562/hog/auroc"]
-    assert len(records) == 18
+    assert [r.job_id for r in records[:4]] == ["k562/mlp", "k562/mlp/auroc", "k562/hog", "k562/slow"]
+    # nine methods, and the metrics of the two that succeeded: a failed method's metric could not run
+    assert len(records) == 11
     assert [r.stage for r in records[:2]] == ["method", "metric"]
 
 
@@ -208,9 +209,18 @@ def test_collect_missing_published_output_is_invalid(collected):
     missing = outdir / "outputs" / "k562" / "invalid" / "prediction.h5ad"
     assert invalid.reason == f"output 'output' was not published: {missing} is missing"
     assert invalid.outputs == {}
-    aborted = by_id["k562/invalid/auroc"]
-    assert (aborted.status, aborted.exit_code) == ("failed", EXIT_INVALID)
-    assert aborted.reason == "aborted by Nextflow before it finished"
+    # the metric Nextflow aborted follows a job that failed: it has no record, as with the local engine
+    assert "k562/invalid/auroc" not in by_id
+
+
+def test_collect_aborted_job_says_so(tmp_path):
+    outdir = tmp_path / "results"
+    _write(outdir / "outputs" / "k562" / "mlp" / "prediction.h5ad", "x")
+    trace = _write(tmp_path / "t.tsv", "task_id\ttag\tstatus\texit\n1\tk562/mlp\tCOMPLETED\t0\n"
+                   "2\tk562/mlp/auroc\tABORTED\t-\n")
+    by_id = {r.job_id: r for r in collect_job_records(example_jobs(outdir), parse_trace(trace))}
+    aborted = by_id["k562/mlp/auroc"]
+    assert (aborted.status, aborted.exit_code, aborted.reason) == ("failed", EXIT_INVALID, "aborted by Nextflow before it finished")
 
 
 def test_collect_retries_and_cache(collected):
@@ -224,14 +234,11 @@ def test_collect_retries_and_cache(collected):
 
 def test_collect_jobs_that_never_ran(collected):
     _, by_id, _ = collected
-    for method in ("hog", "slow", "crash", "stuck", "lost"):
-        record = by_id[f"k562/{method}/auroc"]
-        assert (record.status, record.exit_code) == ("failed", EXIT_INVALID)
-        assert record.reason == f"not run: upstream job k562/{method} failed"
-        assert record.duration_s is None and record.outputs == {}
+    for method in ("hog", "slow", "crash", "stuck", "lost", "never"):
+        assert f"k562/{method}/auroc" not in by_id  # its method failed: the method's record says why
     never = by_id["k562/never"]
     assert (never.status, never.exit_code, never.reason) == ("failed", EXIT_INVALID, "not run")
-    assert by_id["k562/never/auroc"].reason == "not run: upstream job k562/never failed"
+    assert never.duration_s is None and never.outputs == {}
 
 
 def test_collect_metric_missing_after_successful_method_is_not_run(tmp_path):
@@ -239,33 +246,41 @@ def test_collect_metric_missing_after_successful_method_is_not_run(tmp_path):
     _write(outdir / "outputs" / "k562" / "mlp" / "prediction.h5ad", "x")
     trace = _write(tmp_path / "t.tsv", _trace_text(tmp_path / "work").splitlines()[0] + "\n"
                    + _trace_text(tmp_path / "work").splitlines()[1] + "\n")  # fmt: skip
-    records = collect_job_records(_plan(outdir), parse_trace(trace))
+    records = collect_job_records(example_jobs(outdir), parse_trace(trace))
     metric = next(r for r in records if r.job_id == "k562/mlp/auroc")
     assert (metric.status, metric.reason) == ("failed", "not run")
     assert next(r for r in records if r.job_id == "k562/mlp").succeeded
 
 
 def test_collect_without_trace_rows_fails_every_job(tmp_path):
-    records = collect_job_records(_plan(tmp_path), [])
-    assert len(records) == 18
+    records = collect_job_records(example_jobs(tmp_path), [])
+    assert len(records) == 9  # the methods: their metrics follow them
     assert all(not r.succeeded and r.exit_code == EXIT_INVALID for r in records)
     assert {r.reason for r in records if r.stage == "method"} == {"not run"}
 
 
 def test_collect_dataset_jobs_seeds_and_retries(tmp_path):
-    """Loaders run in Nextflow: their datasets get jobs, a failed one none; a seeded control, one job per seed."""
+    """Loaders run in Nextflow: their datasets' jobs follow them, a failed one's get no record; seeds and retries."""
     outdir = tmp_path / "results"
-    loader = {"id": "loader", "type": "dataset", "config": "/repo/src/t/datasets/loader/config.vsh.yaml",
-              "inputs": {}, "outputs": {"output_data": "file_data", "output_extra": "file_extra"},
-              "output_names": {"output_data": "data.h5ad", "output_extra": "extra.h5ad"}, "params": {}, "labels": [],
-              "digest": "ab12"}  # fmt: skip
-    plan = _plan(outdir)
-    plan["datasets"] = []
-    plan["methods"] = [dict(plan["methods"][0], seeds=[0, 1]), dict(plan["methods"][1], seeds=[])]
-    plan["dataset_jobs"] = [
-        {"id": "made", "job_id": "datasets/made", "component": loader, "params": {"n": 3}, "inputs": {}},
-        {"id": "broken", "job_id": "datasets/broken", "component": loader, "params": {}, "inputs": {}},
-    ]
+    loader = dict(component_entry("loader", "dataset", [], "data.h5ad"), digest="ab12",
+                  output_names={"output_data": "data.h5ad", "output_extra": "extra.h5ad"})
+    mlp = dict(component_entry("mlp", "control_method", ["lowmem"], "prediction.h5ad"), digest="cd34")
+    hog = component_entry("hog", "method", ["lowtime"], "prediction.h5ad")
+    auroc = component_entry("auroc", "metric", [], "score.h5ad")
+    memory, time_limit = {"memory_mb": 4096, "time_s": None}, {"memory_mb": None, "time_s": 600}
+    jobs = []
+    for made in ("made", "broken"):
+        jobs.append(job_entry(f"datasets/{made}", "dataset", loader, dataset_id=made, method_id=None, after=None,
+                              publish_dir=outdir / "datasets" / made, limits={}, params={"n": 3} if made == "made" else {}))
+    for made in ("made", "broken"):
+        for seed in (0, 1):
+            folder = outdir / "outputs" / made / f"mlp@seed{seed}"
+            jobs.append(job_entry(f"{made}/mlp@seed{seed}", "method", mlp, dataset_id=made, method_id="mlp",
+                                  after=f"datasets/{made}", publish_dir=folder, limits=memory, seed=seed, params={"seed": seed}))
+            jobs.append(job_entry(f"{made}/mlp@seed{seed}/auroc", "metric", auroc, dataset_id=made, method_id="mlp",
+                                  after=f"{made}/mlp@seed{seed}", publish_dir=folder / "auroc", limits={}, seed=seed))
+        jobs.append(job_entry(f"{made}/hog", "method", hog, dataset_id=made, method_id="hog", after=f"datasets/{made}",
+                              publish_dir=outdir / "outputs" / made / "hog", limits=time_limit))
     _write(outdir / "datasets" / "made" / "data.h5ad", "x")  # the optional extra output was not written
     seed0 = outdir / "outputs" / "made" / "mlp@seed0"
     _write(seed0 / "prediction.h5ad", "x")
@@ -279,7 +294,7 @@ def test_collect_dataset_jobs_seeds_and_retries(tmp_path):
     attempts = {"6": "2"}
     trace = _write(tmp_path / "t.tsv", "task_id\ttag\tstatus\texit\tattempt\n"
                    + "".join("\t".join([*r, attempts.get(r[0], "1")]) + "\n" for r in rows))  # fmt: skip
-    records = collect_job_records(plan, parse_trace(trace))
+    records = collect_job_records(jobs, parse_trace(trace))
     by_id = {r.job_id: r for r in records}
     assert [r.job_id for r in records][:2] == ["datasets/made", "datasets/broken"]
     assert not any(r.dataset_id == "broken" for r in records if r.stage != "dataset")
@@ -288,15 +303,16 @@ def test_collect_dataset_jobs_seeds_and_retries(tmp_path):
     assert made.outputs == {"output_data": str(outdir / "datasets" / "made" / "data.h5ad")}
     assert made.component_digest == "sha256:ab12" and made.engine == "nextflow"
     assert by_id["datasets/broken"].exit_code == 1
-    assert produced_datasets(plan, records) == [{"id": "made", "files": {"file_data": made.outputs["output_data"]}}]
 
     first = by_id["made/mlp@seed0"]
     assert first.succeeded and (first.seed, first.method_id) == (0, "mlp") and first.params["seed"] == 0
     assert by_id["made/mlp@seed0/auroc"].seed == 0 and by_id["made/mlp@seed0/auroc"].succeeded
     retried = by_id["made/mlp@seed1"]
+    # the limit of the attempt that failed: the second attempt had twice the memory
     assert (retried.exit_code, retried.reason) == (EXIT_MEMORY, "memory limit exceeded (limit 8.0 GB) on attempt 2")
-    assert by_id["made/mlp@seed1/auroc"].reason == "not run: upstream job made/mlp@seed1 failed"
+    assert "made/mlp@seed1/auroc" not in by_id
     assert "made/mlp" not in by_id and by_id["made/hog"].exit_code == EXIT_TIME and by_id["made/hog"].seed is None
+    assert by_id["made/hog"].reason == "time limit exceeded (limit 600 s)"
 
 
 def test_collect_records_round_trip_as_json(collected, tmp_path):

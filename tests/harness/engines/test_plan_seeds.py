@@ -6,8 +6,7 @@ import pytest
 
 from openpert.config.task import Task
 from openpert.config.viash import ConfigError
-from openpert.engines.plan import make_plan, plan_jobs
-from openpert.run.records import JobRecord
+from openpert.engines.plan import Output, make_plan, plan_jobs
 
 
 def seed_control(root, n=3):
@@ -30,23 +29,24 @@ def test_seeded_control_runs_once_per_seed(project_copy, tmp_path):
                      methods=["group_mean"], metrics=["errors"])
     entries = {e["id"]: e for e in plan["methods"]}
     assert entries["zeros"]["seeds"] == [0, 1, 2] and entries["group_mean"]["seeds"] == []
-    jobs, follow = plan_jobs(plan)
-    zeros = [j for j in jobs if j.method_id == "zeros"]
+    jobs = plan_jobs(plan)
+    zeros = [j for j in jobs if j.method_id == "zeros" and j.stage == "method"]
     assert [j.job_id for j in zeros] == ["syn/zeros@seed0", "syn/zeros@seed1", "syn/zeros@seed2"]
     assert [j.params["seed"] for j in zeros] == [0, 1, 2] and [j.seed for j in zeros] == [0, 1, 2]
     assert [j.publish_dir.name for j in zeros] == ["zeros@seed0", "zeros@seed1", "zeros@seed2"]
     # the seed enters the cache key: replicates never reuse each other's predictions
     assert len({j.key("component") for j in zeros}) == 3
-    (unseeded,) = [j for j in jobs if j.method_id == "group_mean"]
+    (unseeded,) = [j for j in jobs if j.method_id == "group_mean" and j.stage == "method"]
     assert unseeded.job_id == "syn/group_mean" and unseeded.seed is None
-    # metric jobs keep the replicate in their id and folder, and method_id the control's name
-    prediction = tmp_path / "prediction.h5ad"
-    prediction.write_bytes(b"")
-    done = JobRecord(job_id=zeros[1].job_id, stage="method", component="zeros", component_type="control_method",
-                     dataset_id="syn", method_id="zeros", status="succeeded", outputs={"output": str(prediction)}, seed=1)
-    (metric,) = follow(zeros[1], done)
+    # metric jobs keep the replicate in their id and folder, and method_id the control's name; they
+    # follow their replicate and read its prediction
+    (metric,) = [j for j in jobs if j.after == "syn/zeros@seed1"]
     assert metric.job_id == "syn/zeros@seed1/errors" and metric.method_id == "zeros" and metric.seed == 1
     assert metric.publish_dir.parent.name == "zeros@seed1"
+    assert Output("syn/zeros@seed1", "output") in metric.inputs.values()
+    prediction = tmp_path / "prediction.h5ad"
+    resolved = metric.resolved(lambda job_id: {"output": str(prediction)} if job_id == "syn/zeros@seed1" else {})
+    assert prediction in resolved.inputs.values() and not any(isinstance(v, Output) for v in resolved.inputs.values())
 
 
 @pytest.mark.parametrize(("value", "message"), [("0", "expected an integer from 1"), ("two", "expected an integer"),

@@ -6,8 +6,8 @@ import subprocess
 from pathlib import Path
 
 from openpert.config.task import Task
+from openpert.engines.benchmark import run_benchmark
 from openpert.engines.cache_keys import component_digest
-from openpert.engines.local import run_benchmark
 
 
 def _git(root, *args):

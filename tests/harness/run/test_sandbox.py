@@ -635,7 +635,7 @@ def test_the_apparmor_switch_is_named_when_it_is_on(tmp_path, apparmor_bwrap, mo
 
 
 def test_a_required_sandbox_fails_the_benchmark_with_the_apparmor_explanation(apparmor_bwrap, tiny_task, tmp_path):
-    from openpert.engines.local import run_benchmark
+    from openpert.engines.benchmark import run_benchmark
 
     with pytest.raises(ConfigError, match="a sandbox was required") as info:
         run_benchmark(tiny_task, tmp_path / "out", input_dir=tiny_task.root / "resources_test" / "tiny",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from nextflow_plans import example_plan
+from nextflow_plans import component_entry, job_entry
 from project_paths import ROOT
 
 from openpert.engines.nextflow import TRACE_FILE_NAME
@@ -45,15 +45,26 @@ def write_trace(path: Path, rows: list[tuple], workdir: Path | None = None) -> P
     return path
 
 
-def _plan(tmp_path: Path) -> dict:
-    """The tests' plan cut to three methods and two metrics, with a dataset loader of its own."""
-    plan = example_plan(tmp_path / "results")
-    plan["methods"] = [m for m in plan["methods"] if m["id"] in ("mlp", "hog", "crash")]
-    second = dict(plan["metrics"][0], id="mae", config="/repo/src/t/metrics/mae/config.vsh.yaml")
-    plan["metrics"].append(second)
-    plan["dataset_jobs"] = [{"id": "made", "job_id": "datasets/made",
-                             "component": {"id": "loader", "config": "/repo/src/t/datasets/loader/config.vsh.yaml"}}]
-    return plan
+def _plan(tmp_path: Path, seeds: tuple[int, ...] = ()) -> dict:
+    """A plan of three methods and two metrics on a ready-made dataset and on one a loader makes."""
+    outdir = tmp_path / "results"
+    loader = component_entry("loader", "dataset", [], "data.h5ad")
+    methods = [component_entry(m, "control_method" if m == "mlp" else "method", [], "prediction.h5ad")
+               for m in ("mlp", "hog", "crash")]
+    metrics = [component_entry(m, "metric", [], "score.h5ad") for m in ("auroc", "mae")]
+    jobs = [job_entry("datasets/made", "dataset", loader, dataset_id="made", method_id=None, after=None,
+                      publish_dir=outdir / "datasets" / "made", limits={})]
+    for dataset, after in (("k562", None), ("made", "datasets/made")):
+        for method in methods:
+            for seed in (seeds if method["id"] == "mlp" and seeds else (None,)):
+                name = method["id"] if seed is None else f"{method['id']}@seed{seed}"
+                folder = outdir / "outputs" / dataset / name
+                jobs.append(job_entry(f"{dataset}/{name}", "method", method, dataset_id=dataset, method_id=method["id"],
+                                      after=after, publish_dir=folder, limits={}, seed=seed))
+                jobs += [job_entry(f"{dataset}/{name}/{m['id']}", "metric", m, dataset_id=dataset, method_id=method["id"],
+                                   after=f"{dataset}/{name}", publish_dir=folder / m["id"], limits={}, seed=seed)
+                         for m in metrics]
+    return {"outdir": str(outdir), "jobs": jobs}
 
 
 FIRST_RUN = [("datasets/made", "COMPLETED")] + [
@@ -145,8 +156,9 @@ def test_plan_jobs_know_what_each_job_runs_on(tmp_path):
     assert jobs["k562/mlp"] == {mlp} and jobs["made/mlp"] == {loader, mlp}
     assert jobs["made/mlp/auroc"] == {loader, mlp, auroc}
     assert len(jobs) == 1 + 2 * 3 * 3  # the loader; 2 datasets x 3 methods x (method + 2 metrics)
-    plan["methods"][0]["seeds"] = [0, 1]
-    assert {"k562/mlp@seed0", "k562/mlp@seed1/mae"} <= set(plan_jobs(plan)) and "k562/mlp" not in plan_jobs(plan)
+    seeded = plan_jobs(_plan(tmp_path, seeds=(0, 1)))  # the plan's job ids, as they are
+    assert {"k562/mlp@seed0", "k562/mlp@seed1/mae"} <= set(seeded) and "k562/mlp" not in seeded
+    assert seeded["made/mlp@seed1/mae"] == {loader, mlp, Path("/repo/src/t/metrics/mae")}
 
 
 def test_affected_jobs_follow_the_edited_component_downstream(tmp_path):
