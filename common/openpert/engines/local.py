@@ -185,6 +185,9 @@ class LocalEngine:
         self.jobs = self.slots.jobs
         self.resume = resume
         self.sandbox = sandbox
+        if sandbox:
+            # Required: the run stops before anything is planned, with the reason, instead of failing every job alike.
+            sandbox_mode(True)
         self.label = label
         if progress is None:
             progress = True if sys.stderr.isatty() else "lines"
@@ -396,9 +399,6 @@ class LocalEngine:
     # -- many jobs ---------------------------------------------------------------------------------------
     def run_plan(self, plan: dict[str, Any], jobs: list[Job]) -> list[JobRecord]:
         """The records of a plan's jobs, each run here (the engine interface of :mod:`openpert.engines.benchmark`)."""
-        if self.sandbox:
-            # Required: the run stops here, with the reason, instead of failing every job alike.
-            sandbox_mode(True)
         return self.run(jobs)
 
     def run(self, jobs: Iterable[Job]) -> list[JobRecord]:
