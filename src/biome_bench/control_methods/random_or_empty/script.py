@@ -15,11 +15,9 @@ meta = {"resources_dir": "src/biome_bench", "name": "random_or_empty"}
 
 sys.path.append(meta["resources_dir"])
 from biome_bench_lib.item_files import read_items, write_prediction  # noqa: E402
-from biome_bench_lib.vocabulary import RELATIONS, TASK_RELATION  # noqa: E402
+from biome_bench_lib.vocabulary import TASK_RELATION, random_relations  # noqa: E402
 
 # Negative control: a uniformly random relation for each Task A item, an empty explanation for each Task B item.
 test, uns = read_items(par["input_test"])
-rng = np.random.default_rng(par["seed"])
-random_relations = np.asarray(RELATIONS)[rng.integers(0, len(RELATIONS), size=len(test))]
-answers = np.where(test["task"] == TASK_RELATION, random_relations, "")
+answers = np.where(test["task"] == TASK_RELATION, random_relations(len(test), par["seed"]), "")
 write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"])
