@@ -14,7 +14,7 @@ from typing import Any
 
 from openpert.report.formatting import failure_label
 from openpert.report.task_results import TaskResults, control_kind, is_ranked
-from openpert.results.model import TestOutcome
+from openpert.results.model import Standing
 
 
 @dataclasses.dataclass
@@ -74,23 +74,25 @@ class OverallRow:
         return not is_ranked(self.method)
 
 
+#: The fields an overview row reads from its standing.
+_STANDING_FIELDS = frozenset(f.name for f in dataclasses.fields(Standing)) - {"method_id"}
+
+
 @dataclasses.dataclass
 class OverviewRow:
-    """One method's line in the task overview: scores by dataset and by metric, tests, resources."""
+    """One method's line in the task overview: its overall row, its standing, its resources."""
 
     row: OverallRow
-    #: metric_id -> mean over datasets of the clipped scaled score (None when never scored).
-    metric_scores: dict[str, float | None]
-    #: metric_id -> datasets on which the method's value of the metric is missing by a failure.
-    metric_failed: dict[str, list[str]]
-    tests: list[TestOutcome]
-    tier: str | None
-    #: Tests in which the method is the best or not significantly different from it.
-    top_group: int
-    #: Tested (dataset, metric) pairs that count for the method (untested ones left out).
-    n_tests: int
+    #: Per-metric means, headline tests and tier, as the results model computed them.
+    standing: Standing
     max_duration_s: float | None
     max_memory_mb: float | None
+
+    def __getattr__(self, name: str) -> Any:
+        # metric_scores, metric_failed, tests, tier, top_group, n_tests: the standing's own fields.
+        if name in _STANDING_FIELDS:
+            return getattr(self.standing, name)
+        raise AttributeError(name)
 
     @property
     def method(self) -> dict[str, Any]:
@@ -186,19 +188,13 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
     out = []
     for row in overall_rows(results):
         mid = str(row.method.get("id"))
-        standing = results.standing(mid)
         jobs = results.method_resources(mid)
         durations = [float(j["duration_s"]) for j in jobs if isinstance(j.get("duration_s"), (int, float))]
         memory = [float(j["peak_memory_mb"]) for j in jobs if isinstance(j.get("peak_memory_mb"), (int, float))]
         out.append(
             OverviewRow(
                 row=row,
-                metric_scores=dict(standing.metric_scores) if standing else {},
-                metric_failed=dict(standing.metric_failed) if standing else {},
-                tests=list(standing.tests) if standing else [],
-                tier=standing.tier if standing else None,
-                top_group=standing.top_group if standing else 0,
-                n_tests=standing.n_tests if standing else 0,
+                standing=results.standing(mid) or Standing(mid, {}, {}, [], None, 0, 0),
                 max_duration_s=max(durations) if durations else None,
                 max_memory_mb=max(memory) if memory else None,
             )
