@@ -529,7 +529,6 @@ def run_component(
                                              embed_cache=embed_cache is not None)
         if proxy is not None:
             box.env["OPENPERT_LLM_BASE_URL"] = proxy.job_base_url()
-            box.env.pop("OPENPERT_LLM_API_KEY", None)
             box.env[ENV_RELAY] = f"{box.inside(proxy.socket_path)} {RELAY_PORT}"
         cmd = box.command([str(sandboxing.python_environment().executable), *launcher, seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
