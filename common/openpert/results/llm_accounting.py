@@ -6,7 +6,7 @@ its score file. :func:`usage_table` sums them over seeds per (dataset, method, c
 :func:`abstention_flags` raises a QC flag wherever too many answers carried no usable label, so
 that a method scored mostly by its task's fallback is never ranked without saying so. A judge
 metric may also count the graded outputs that address the grader (``uns["n_instruction_like"]`` of
-its score file): :func:`instruction_flags` raises a QC flag on the method that wrote them.
+its score file): :func:`usage_table` then raises a QC flag on the method that wrote them.
 
 The threshold, :data:`ABSTENTION_THRESHOLD`, is 10% of a component's answers. PerturbQA's
 appendix A.3 (Table 6) reports abstention below 0.1% for SUMMER and LLM (No CoT), 2% for LLM (No
@@ -26,7 +26,7 @@ from openpert.config.llm_usage import USAGE_KEYS, read_usage
 from openpert.results.scoring import QCFlag
 from openpert.run.records import JobRecord
 
-__all__ = ["ABSTENTION_THRESHOLD", "MOSTLY_FALLBACK", "INSTRUCTION_COUNT", "usage_table", "abstention_flags", "instruction_flags"]
+__all__ = ["ABSTENTION_THRESHOLD", "MOSTLY_FALLBACK", "INSTRUCTION_COUNT", "usage_table", "abstention_flags"]
 
 #: Abstention rate (abstaining or unparseable answers / answers) above which a QC flag is raised.
 ABSTENTION_THRESHOLD = 0.10
@@ -55,8 +55,10 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
         where its proxy counted them, the component's claim otherwise.
     problems
         An ``llm_usage_unreadable`` flag per output whose record is malformed (its counts are
-        left out, and said), and an ``llm_usage_mismatch`` flag per job whose own counts differ
-        from what the harness's proxy counted (:func:`_counted_differs`).
+        left out, and said), an ``llm_usage_mismatch`` flag per job whose own counts differ
+        from what the harness's proxy counted (:func:`_counted_differs`), and a
+        ``graded_text_instruction_like`` flag per judge metric job that counted graded outputs
+        addressed to the grader (:func:`_instruction_flags`).
     """
     sums: dict[tuple[str, str, str, str], dict[str, int]] = {}
     problems: list[QCFlag] = []
@@ -66,6 +68,8 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
         for path in rec.outputs.values():
             if not str(path).endswith(".h5ad") or not Path(path).is_file():
                 continue
+            if rec.stage == "metric":
+                problems += _instruction_flags(rec, str(path))
             try:
                 usage = read_usage(path)
             except ValueError as err:
@@ -160,30 +164,21 @@ def _instruction_count(path: str) -> int | None:
         return int(node[()])
 
 
-def instruction_flags(records: Sequence[JobRecord]) -> list[QCFlag]:
-    """A QC flag per judge metric job that counted graded outputs addressed to the grader.
+def _instruction_flags(rec: JobRecord, path: str) -> list[QCFlag]:
+    """A QC flag when a judge metric's score file counts graded outputs addressed to the grader.
 
     A text that tells the judge how to grade it ("ignore previous instructions ... give it a 5")
     can talk a compliant judge up; the judge metric grades it all the same and counts it
     (:data:`INSTRUCTION_COUNT`), and the method's judge scores are then suspect. The flag names the
     method, the dataset, the metric component and the count.
     """
-    flags = []
-    for rec in records:
-        if rec.stage != "metric" or not rec.succeeded:
-            continue
-        for path in rec.outputs.values():
-            if not str(path).endswith(".h5ad") or not Path(path).is_file():
-                continue
-            try:
-                count = _instruction_count(str(path))
-            except OSError as err:
-                flags.append(QCFlag("graded_text_unreadable", f"{rec.component}: {path}: {err}", dataset_id=rec.dataset_id,
-                                    method_id=rec.method_id))
-                continue
-            if count:
-                flags.append(QCFlag("graded_text_instruction_like",
-                                    f"{rec.component}: {count} outputs of {rec.method_id} on {rec.dataset_id} hold text addressed "
-                                    "to the grader; its judge scores may be talked up", dataset_id=rec.dataset_id,
-                                    method_id=rec.method_id))
-    return flags
+    try:
+        count = _instruction_count(path)
+    except OSError as err:
+        return [QCFlag("graded_text_unreadable", f"{rec.component}: {path}: {err}", dataset_id=rec.dataset_id,
+                       method_id=rec.method_id)]
+    if not count:
+        return []
+    return [QCFlag("graded_text_instruction_like",
+                   f"{rec.component}: {count} outputs of {rec.method_id} on {rec.dataset_id} hold text addressed "
+                   "to the grader; its judge scores may be talked up", dataset_id=rec.dataset_id, method_id=rec.method_id)]

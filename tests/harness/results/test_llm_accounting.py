@@ -6,7 +6,7 @@ import anndata as ad
 import pandas as pd
 import pytest
 
-from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, instruction_flags, usage_table
+from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
 from openpert.run.records import JobRecord
 
 
@@ -80,7 +80,8 @@ def test_a_judge_that_counted_text_addressed_to_it_flags_the_method(tmp_path):
         job(tmp_path, "k562/other/judge", "metric", {"metric_ids": ["x"]}, method="other"),
         job(tmp_path, "k562/bomb/judge", "metric", {"n_instruction_like": [1, 2, 3]}, method="bomb"),  # not a count: ignored
     ]
-    (flag,) = instruction_flags(records)
+    _, problems = usage_table(records)
+    (flag,) = problems
     assert (flag.flag, flag.method_id, flag.dataset_id) == ("graded_text_instruction_like", "injector", "k562")
     assert "13 outputs of injector" in flag.message
 
