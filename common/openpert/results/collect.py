@@ -502,8 +502,8 @@ def _job_provenance(record: JobRecord, run: dict, engine: str) -> dict:
         "engine": record.engine or engine, "sandbox": record.sandbox, "cached": record.cached,
         "packages": env.get("packages", run.get("packages")), "host": env.get("host", run.get("host")),
         "duration_s": record.duration_s, "peak_memory_mb": record.peak_memory_mb,
-        # The job's CPU count is also its numerical threads (openpert.run.sandbox.thread_environment).
-        "limits": record.limits or None, "threads": record.limits.get("cpus") if record.limits else None,
+        # limits["cpus"] is also the job's numerical threads (openpert.run.sandbox.thread_environment).
+        "limits": record.limits or None,
     }
 
 
