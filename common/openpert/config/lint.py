@@ -112,14 +112,21 @@ def lint_config(config: ComponentConfig) -> list[str]:
                        "organization: openpert, image: core, tag: 0.1.0})")
     problems.extend(image_problems(config))
     if not any(r.get("type") == "nextflow" for r in config.runners):
-        bad("runners", "add a nextflow runner with resource labels: {type: nextflow, directives: {label: [lowmem, lowcpu, lowtime]}}")
+        bad("runners", "add a nextflow runner with resource labels: {type: nextflow, directives: {label: [lowmem, lowcpu, lowtime, lowdisk]}}")
     else:
         from openpert.engines.plan import label_resources
+        from openpert.engines.resource_labels import LIMITED_DIMENSIONS, implied_labels
 
         known = label_resources(config.root)
         for label_name in config.labels:
             if label_name not in known:
                 bad("runners.directives.label", f"unknown label {label_name!r}; known: {', '.join(sorted(known))}")
+        for implied in implied_labels(config.labels, known):
+            dimension = LIMITED_DIMENSIONS[next(iter(known[implied]))]
+            choices = ", ".join(sorted(k for k, v in known.items() if LIMITED_DIMENSIONS.get(next(iter(v))) == dimension))
+            bad("runners.directives.label", f"names no {dimension} label, so it runs with the lowest, {implied} "
+                                            f"({_amount(dimension, known[implied])}): "
+                                            f"add one of {choices}")
     try:
         config.test_defaults()
     except ConfigError as err:
@@ -303,6 +310,18 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     from openpert.config.viash_schema import namespace_collisions, validate_project_file
 
     problems = namespace_collisions(configs)
+    from openpert.engines.plan import label_resources
+    from openpert.engines.resource_labels import LIMITED_DIMENSIONS, lowest_labels
+
+    try:
+        lowest = lowest_labels(label_resources(root))
+    except (ValueError, ConfigError) as err:
+        problems.append(str(err))
+    else:
+        for dimension, what in LIMITED_DIMENSIONS.items():
+            if dimension not in lowest:
+                problems.append(f"{root / '_viash.yaml'}: config_mods: no resource label sets a {what} limit; "
+                                f"define one (e.g. low{what}), which components naming none run with")
     try:
         task_dirs = [t.dir for t in discover_tasks(root)]
     except ConfigError as err:
@@ -322,6 +341,14 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     except ConfigError as err:
         problems.append(str(err))
     return problems
+
+
+def _amount(dimension: str, values: dict[str, int]) -> str:
+    """A label's limit as people write it: ``10 min``, ``4 GB``."""
+    amount = next(iter(values.values()))
+    if dimension == "time":
+        return f"{amount / 60:g} min" if amount >= 60 else f"{amount} s"
+    return f"{amount / 1024:g} GB" if amount >= 1024 else f"{amount} MB"
 
 
 def _as_list(value) -> list:

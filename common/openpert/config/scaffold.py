@@ -43,7 +43,7 @@ def _config_text(task: Task, comp_type: str, name: str) -> str:
         data["info"] = info
     data["resources"] = [{"type": "python_script", "path": "script.py"}]
     data["engines"] = [_docker_engine(task.root), {"type": "native"}]
-    data["runners"] = [{"type": "executable"}, {"type": "nextflow", "directives": {"label": ["lowmem", "lowcpu", "lowtime"]}}]
+    data["runners"] = [{"type": "executable"}, {"type": "nextflow", "directives": {"label": ["lowmem", "lowcpu", "lowtime", "lowdisk"]}}]
     return yaml.safe_dump(data, sort_keys=False)
 
 

@@ -26,7 +26,7 @@ from openpert.data.fetching import Sources, dataset_views, sources_from_environm
 from openpert.data.manifest import task_manifest
 from openpert.data.store import DataStore, default_store_dir
 from openpert.engines.cache_keys import component_digest, file_digest
-from openpert.engines.resource_labels import DEFAULT_DISK_MB, DEFAULT_PROCESSES, parse_label_resources
+from openpert.engines.resource_labels import DEFAULT_PROCESSES, implied_labels, parse_label_resources
 from openpert.files import hash_text, write_text_atomic
 from openpert.images import ImageError
 from openpert.images.naming import component_image_name
@@ -45,17 +45,19 @@ def label_resources(root: Path) -> dict[str, dict[str, float]]:
 def limits_for(labels: Sequence[str], resources: dict[str, dict[str, float]], *, where: str) -> Limits:
     """Combine a component's labels into limits; an unknown label is an error naming the component.
 
-    Every job also gets the process limit :data:`~openpert.engines.resource_labels.DEFAULT_PROCESSES`,
-    and a disk limit of :data:`~openpert.engines.resource_labels.DEFAULT_DISK_MB` unless a label sets one.
+    A time, memory or disk the labels leave unset is the project's lowest label of it
+    (:func:`~openpert.engines.resource_labels.implied_labels`), so that no job runs without limits;
+    every job also gets the process limit :data:`~openpert.engines.resource_labels.DEFAULT_PROCESSES`.
     """
     values: dict[str, float] = {}
     for label in labels:
         if label not in resources:
             raise ConfigError(f"{where}: unknown resource label {label!r}; known: {sorted(resources)}")
+    for label in [*implied_labels(list(labels), resources), *labels]:
         values.update(resources[label])
     cpus, gpus = values.get("cpus"), values.get("gpus")
     return Limits(time_s=values.get("time_s"), memory_mb=values.get("memory_mb"), cpus=int(cpus) if cpus else None,
-                  processes=DEFAULT_PROCESSES, disk_mb=values.get("disk_mb", DEFAULT_DISK_MB),
+                  processes=DEFAULT_PROCESSES, disk_mb=values.get("disk_mb"),
                   gpus=int(gpus) if gpus else None)
 
 

@@ -4,9 +4,11 @@
 Nextflow directives (``memory = 4.GB``, ``time = '1h'``, ``disk = 2.GB``...). Both engines read them
 here, so that a job gets the same limits whichever runs it.
 
-Two limits hold for every job whatever its labels say: a job without a disk label may write
-:data:`DEFAULT_DISK_MB`, and every job may hold :data:`DEFAULT_PROCESSES` processes at once (Nextflow
-has no directive for a process count; a scheduler's own limits apply on a cluster).
+No job runs without limits: a component that names no label of a dimension of
+:data:`LIMITED_DIMENSIONS` (time, memory, disk) runs with the project's lowest label of it
+(:func:`implied_labels`; ``lowtime``, ``lowmem``, ``lowdisk``), and ``openpert lint`` asks it to name
+one. Every job may also hold :data:`DEFAULT_PROCESSES` processes at once (Nextflow has no directive for
+a process count; a scheduler's own limits apply on a cluster).
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ TIME_UNITS_S = {
 }
 
 
-#: Megabytes a job without a disk label may write (its work folder, private /tmp and home, and log).
-DEFAULT_DISK_MB = 50 * 1024
+#: What every job is limited in: a component naming no label of one runs with the project's lowest.
+LIMITED_DIMENSIONS = {"time_s": "time", "memory_mb": "memory", "disk_mb": "disk"}
 #: Processes a job may hold at once (its sandbox's launcher included): a pool of workers per core
 #: fits many times over; a fork bomb does not.
 DEFAULT_PROCESSES = 256
@@ -173,3 +175,34 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
     if not found:
         raise ValueError(f"{path}: 'config_mods' has no '.labels := {{...}}' defining resource labels")
     return labels
+
+
+def lowest_labels(resources: dict[str, dict[str, int]]) -> dict[str, str]:
+    """The project's smallest label of each of :data:`LIMITED_DIMENSIONS` (``{"disk_mb": "lowdisk", ...}``).
+
+    A dimension no label sets is absent (``openpert lint`` asks the project to define one).
+    """
+    lowest = {}
+    for dimension in LIMITED_DIMENSIONS:
+        sizes = sorted((values[dimension], name) for name, values in resources.items() if dimension in values)
+        if sizes:
+            lowest[dimension] = sizes[0][1]
+    return lowest
+
+
+def implied_labels(labels: list[str] | tuple[str, ...], resources: dict[str, dict[str, int]]) -> list[str]:
+    """The lowest labels a component runs with for the dimensions its own ``labels`` leave unset.
+
+    Parameters
+    ----------
+    labels
+        The component's resource labels (unknown ones are ignored here; the plan refuses them).
+    resources
+        The project's labels (:func:`parse_label_resources`).
+
+    Returns
+    -------
+    Label names, in the order of :data:`LIMITED_DIMENSIONS`.
+    """
+    named = {dimension for label in labels for dimension in resources.get(label, {})}
+    return [label for dimension, label in lowest_labels(resources).items() if dimension not in named]

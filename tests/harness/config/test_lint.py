@@ -78,3 +78,22 @@ def test_a_script_that_does_not_parse_is_reported_with_its_line(project_copy):
 
 def test_every_fixture_component_reads_only_declared_parameters(tiny_project):
     assert not [p for p in lint_paths([tiny_project / "src"]) if "par[" in p]
+
+
+def test_a_component_naming_no_disk_label_is_told_the_lowest_it_runs_with_and_the_choices(project_copy):
+    method = project_copy / "src/tiny/methods/group_mean/config.vsh.yaml"
+    assert not [p for p in lint_config(read_config(method)) if "runs with the lowest" in p]
+    method.write_text(method.read_text().replace(", lowdisk]", "]"))
+    problems = [p for p in lint_config(read_config(method)) if "runs with the lowest" in p]
+    assert problems == [f"{method}: runners.directives.label: names no disk label, so it runs with the lowest, "
+                        "tinydisk (20 MB): add one of lowdisk, tinydisk"]
+
+
+def test_a_project_whose_labels_set_no_time_limit_is_a_problem(project_copy):
+    from openpert.config.lint import project_problems
+
+    viash = project_copy / "_viash.yaml"
+    viash.write_text(viash.read_text().replace(', lowtime : "time = 10.m", tinytime : "time = 4.s"', ""))
+    problems = [p for p in project_problems(project_copy, []) if "config_mods" in p]
+    assert problems == [f"{viash}: config_mods: no resource label sets a time limit; define one (e.g. lowtime), "
+                        "which components naming none run with"]

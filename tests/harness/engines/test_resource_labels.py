@@ -137,3 +137,30 @@ def test_parse_resource_directive():
         parse_resource_directive("accelerator = 0")
 
 
+
+
+# --------------------------------------------------------------------------------------------------
+# no job without limits
+
+
+def test_a_component_naming_no_time_memory_or_disk_label_runs_with_the_lowest():
+    from openpert.engines.plan import limits_for
+    from openpert.engines.resource_labels import implied_labels, lowest_labels
+
+    resources = parse_label_resources(REPO / "_viash.yaml")
+    assert lowest_labels(resources) == {"time_s": "lowtime", "memory_mb": "lowmem", "disk_mb": "lowdisk"}
+    assert implied_labels(["lowcpu"], resources) == ["lowtime", "lowmem", "lowdisk"]
+    assert implied_labels(["hightime", "midmem", "middisk"], resources) == []
+    # The attack of a method labelled only [lowcpu]: it gets 10 minutes, 4 GB and 2 GB, not unlimited.
+    limits = limits_for(["lowcpu"], resources, where="m")
+    assert (limits.time_s, limits.memory_mb, limits.disk_mb, limits.cpus) == (600, 4096, 2048, 1)
+    # A label the component names wins over the lowest.
+    assert limits_for(["lowcpu", "middisk"], resources, where="m").disk_mb == 20 * 1024
+
+
+def test_lowest_labels_leaves_out_a_dimension_no_label_sets(tmp_path):
+    from openpert.engines.resource_labels import implied_labels, lowest_labels
+
+    resources = parse_label_resources(_viash_yaml(tmp_path, 'big : "memory = 8.GB", small : "memory = 1.GB", one : "cpus = 1"'))
+    assert lowest_labels(resources) == {"memory_mb": "small"}
+    assert implied_labels(["one"], resources) == ["small"]
