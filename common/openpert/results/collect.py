@@ -110,6 +110,42 @@ def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]
     return raw, items, uns
 
 
+def score_claims_problem(record: JobRecord, values: dict[str, float], per_item: pd.DataFrame | None, uns: dict, *,
+                         declared: set[str], others: set[str]) -> str:
+    """What a score file claims that its job may not: the harness, not the component, says whose score it is.
+
+    Parameters
+    ----------
+    record
+        The metric job: its ``dataset_id`` and ``method_id`` (the predicting method) are the plan's.
+    values, per_item, uns
+        What :func:`read_score` read of its output.
+    declared
+        The metric ids the job's component declares in ``info.metrics``.
+    others
+        The metric ids the task's other metric components declare.
+
+    Returns
+    -------
+    The problem in one sentence, or ``""``: a value of an undeclared metric id, per-item values of
+    another component's metric (they would enter that metric's intervals and paired tests), or a
+    ``dataset_id``/``method_id`` in ``uns`` other than the job's (it would put the score under
+    another name).
+    """
+    unknown = sorted(set(values) - declared)
+    if unknown:
+        return f"metric ids {unknown} are not declared in info.metrics of {record.component}"
+    foreign = sorted(others & set(per_item.columns if per_item is not None else ()) - declared)
+    if foreign:
+        return (f"obs holds per-item values of {foreign}, metrics {record.component} does not declare "
+                "(another metric component reports them)")
+    for key, planned in (("dataset_id", record.dataset_id), ("method_id", record.method_id)):
+        claimed = uns.get(key)
+        if claimed is not None and str(claimed) != str(planned):
+            return f"uns[{key!r}] is {str(claimed)!r}, but the job scored {key[:-3]} {planned!r}"
+    return ""
+
+
 def _dataset_uns(files: dict[str, str]) -> tuple[dict, list[str]]:
     """``dataset_*`` entries of the first h5ad file of a dataset that has them.
 
@@ -227,6 +263,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     for row in metric_rows:
         row["headline"] = row["id"] in set(headline)
 
+    metric_ids_of = {c.name: {m["name"] for m in c.metrics} for c in task.of_type("metric")}
+    task_metric_ids = set().union(*metric_ids_of.values())
     # A failed method's metrics never run; its own failure says why, so their records add nothing.
     failed_methods = {(r.dataset_id, r.method_id) for r in records if r.stage == "method" and not r.succeeded}
     records = [r for r in records if not (r.stage == "metric" and (r.dataset_id, r.method_id) in failed_methods)]
@@ -245,11 +283,10 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             rec.status, rec.reason, rec.exit_code = "failed", reason, -1
             failures.append(rec)
             continue
-        declared = {m["name"] for m in task.component(rec.component).metrics}
-        unknown = sorted(set(raw) - declared)
-        if unknown:
-            rec.status, rec.exit_code = "failed", -1
-            rec.reason = f"{path}: metric ids {unknown} are not declared in info.metrics of {rec.component}"
+        problem = score_claims_problem(rec, raw, per_item, uns, declared=metric_ids_of[rec.component],
+                                       others=task_metric_ids - metric_ids_of[rec.component])
+        if problem:
+            rec.status, rec.exit_code, rec.reason = "failed", -1, f"{path}: {problem}"
             failures.append(rec)
             continue
         score_uns.append(_clean({k: v for k, v in uns.items() if not isinstance(v, dict)}))

@@ -62,6 +62,35 @@ def test_an_unreadable_score_fails_its_metric_job_only(tiny_project, tmp_path):
     assert {(s["method_id"], s["raw"]) for s in results["scores"]} == {("truth", 0.0), ("zeros", 2.0)}
 
 
+def test_a_score_claiming_another_identity_or_another_metrics_items_fails_its_job(tiny_project, tmp_path):
+    """Whose score it is and which metrics it reports are the plan's: a score file claiming otherwise is refused."""
+    task = Task(tiny_project / "src" / "tiny")
+    out = tmp_path / "out"
+    plan = make_plan(task, task.find_datasets(tiny_project / "resources_test" / "tiny"), out,
+                     methods=["group_mean"], metrics=["errors"])
+
+    def score(method: str, *, uns: dict | None = None, items: dict | None = None) -> JobRecord:
+        path = tmp_path / method / "score.h5ad"
+        path.parent.mkdir()
+        obs = pd.DataFrame({"rmse": [0.5, 0.7], **(items or {})}, index=["r1", "r2"])
+        ad.AnnData(obs=obs, uns={"dataset_id": "syn", "method_id": method, "metric_ids": ["rmse"],
+                                 "metric_values": [0.6], **(uns or {})}).write_h5ad(path)
+        return JobRecord(job_id=f"syn/{method}/errors", stage="metric", component="errors", component_type="metric",
+                         dataset_id="syn", method_id=method, status="succeeded", exit_code=0, outputs={"output": str(path)})
+
+    records = [score("group_mean", uns={"method_id": "truth"}),           # passes itself off as the positive control
+               score("zeros", items={"pearson": [1.0, 1.0]}),           # writes the correlation metric's items
+               score("truth", uns={"dataset_id": "elsewhere"}),         # files its score under another dataset
+               score("train_mean")]
+    results = write_results(task, plan, records, out)
+    reasons = {f["job_id"]: f["reason"] for f in results["failures"]}
+    assert reasons["syn/group_mean/errors"].endswith("uns['method_id'] is 'truth', but the job scored method 'group_mean'")
+    assert reasons["syn/zeros/errors"].endswith("obs holds per-item values of ['pearson'], metrics errors does not "
+                                                "declare (another metric component reports them)")
+    assert reasons["syn/truth/errors"].endswith("uns['dataset_id'] is 'elsewhere', but the job scored dataset 'syn'")
+    assert {s["method_id"] for s in results["scores"]} == {"train_mean"}
+
+
 def test_config_errors_reach_results_and_the_summary(project_copy, tmp_path):
     broken = project_copy / "src" / "tiny" / "metrics" / "broken"
     broken.mkdir()
