@@ -586,9 +586,11 @@ def _comparable(value: Any) -> Any:
     """An attribute as rules compare it: a scalar as it is, values as an index of strings."""
     if np.isscalar(value):
         return value
-    values = np.asarray(value)
-    # Names are usually strings already: converting them to a fixed-width array and back would be
-    # two copies of every name for nothing.
+    if isinstance(getattr(value, "dtype", None), pd.CategoricalDtype):
+        value = value.astype(object)
+    # Strings stay Python objects: a fixed-width array is as wide as the longest string for every
+    # value, and converting names to one and back would be two copies of every name for nothing.
+    values = np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) else np.asarray(value)
     if values.dtype == object and pd.api.types.infer_dtype(values, skipna=False) == "string":
         return pd.Index(values, dtype=object)
     return pd.Index(values.astype(str))
@@ -792,7 +794,9 @@ def _check_value(value: Any, slot: Slot, where: str, *, matrix: bool) -> list[st
     elif isinstance(arr, pd.DataFrame):
         arr = arr.to_numpy()
     elif isinstance(arr, (pd.Series, pd.Index)):
-        arr = arr.to_numpy() if not isinstance(arr.dtype, pd.CategoricalDtype) else np.asarray(arr.astype(str))
+        # Categories stay Python objects: ``astype(str)`` would first make them one fixed-width array,
+        # as wide as the longest string for every value (a few long texts would take gigabytes).
+        arr = arr.to_numpy() if not isinstance(arr.dtype, pd.CategoricalDtype) else np.asarray(arr.astype(object))
     elif isinstance(arr, list) and slot.type != "object":
         arr = np.asarray(arr, dtype=object)
         if arr.size and all(isinstance(v, (int, float, bool, np.number)) for v in arr.ravel()):

@@ -301,3 +301,25 @@ def test_the_file_of_a_rule_is_read_once_for_many_files(tmp_path, context, monke
     with pytest.raises(FormatError, match="obs_names has 2 entries but file_test's obs_names has 3"):
         fmt(PREDICTION).validate(tmp_path / "p1.h5ad", context)
     assert loaded.count("test.h5ad") == 2
+
+
+def test_a_few_long_strings_are_validated_as_objects_not_as_a_fixed_width_array(tmp_path):
+    """One 200 kB text among 400 short ones: as a fixed-width array of the widest string, the column
+    alone would take 400 x 200,000 x 4 bytes (320 MB); as Python objects, a few hundred kB."""
+    import tracemalloc
+
+    spec = {"type": "h5ad", "obs": [{"name": "text", "type": "string"}],
+            "uns": [{"name": "names", "type": "string"}]}
+    texts = [f"short text {i}" for i in range(400)]
+    texts[0] = "x" * 200_000
+    adata = ad.AnnData(obs=pd.DataFrame({"text": pd.Categorical(texts)}, index=[f"i{i}" for i in range(400)]),
+                       uns={"names": texts})
+    path = tmp_path / "long.h5ad"
+    adata.write_h5ad(path)
+    tracemalloc.start()
+    try:
+        fmt(spec).validate(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20, f"validating took {peak / 2**20:.0f} MB"
