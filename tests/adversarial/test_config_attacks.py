@@ -124,3 +124,22 @@ def test_pose_as_control(config_run):
     assert "solution" in failures["pose_method"]["reason"]
     assert not (config_run["out"] / "outputs" / "syn" / "pose_method").exists()
     assert "pose_method" not in {s["method_id"] for s in results["scores"]}
+
+
+def test_a_method_interface_edited_to_give_the_solution_is_named_by_lint_and_refused_at_run_time(tiny_project, tmp_path):
+    """6. The rules are the harness's: ``--input_solution`` added to ``api/comp_method.yaml`` (not required)
+    and a method that copies it. Lint names the edited interface and the method; the engine, which
+    takes the solution-only formats from ``task_info.yaml``, refuses the method's job before it runs."""
+    from openpert.config.lint import task_problems
+
+    root = copy_project(tiny_project, tmp_path / "project")
+    interface = root / "src" / "tiny" / "api" / "comp_method.yaml"
+    interface.write_text(interface.read_text() + "  - name: --input_solution\n    __merge__: file_solution.yaml\n"
+                         "    required: false\n    direction: input\n")
+    add_method(root, "copier", STEAL_BODY)
+    problems = [p for p in task_problems(root / "src" / "tiny") if "solution-only" in p]
+    assert [p.split(": arguments")[0] for p in problems] == [str(interface)], problems
+    results = run(root, tmp_path / "out", methods=["copier"])
+    failures = failed_ids(results)
+    assert "copier" in failures and "file_solution" in failures["copier"]["reason"], failures
+    assert "copier" not in {s["method_id"] for s in results["scores"]}

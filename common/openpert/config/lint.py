@@ -239,14 +239,15 @@ def dataset_label_problems(config: ComponentConfig) -> list[str]:
 
 
 def task_problems(task_dir: Path) -> list[str]:
-    """Problems of a task as a whole: headline and diagnostic metrics must partition its metrics, and
-    adversarial controls may only name its metrics as those they game."""
+    """Problems of a task as a whole: headline and diagnostic metrics must partition its metrics,
+    adversarial controls may only name its metrics as those they game, and no method reads a
+    solution-only format."""
     from openpert.config.task import Task
 
     try:
         task = Task(task_dir)
-        return (task.metric_partition_problems() + task.adversarial_target_problems() + data_manifest_problems(task)
-                + published_results_problems(task))
+        return (task.metric_partition_problems() + task.adversarial_target_problems() + task.solution_read_problems()
+                + data_manifest_problems(task) + published_results_problems(task))
     except ConfigError as err:
         return [str(err)]
 

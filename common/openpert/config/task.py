@@ -330,8 +330,53 @@ class Task:
 
     @cached_property
     def method_formats(self) -> set[str]:
-        """Format ids a method may read."""
-        return {a.format_id for a in self.method_api.file_inputs if a.format_id}
+        """Format ids a method may read: its interface's inputs, never a solution-only format.
+
+        The engines refuse a method job given any other (:attr:`solution_formats` stay out even when
+        ``api/comp_method.yaml`` is edited to declare one; ``openpert lint`` names such an edit).
+        """
+        return {a.format_id for a in self.method_api.file_inputs if a.format_id} - set(self.solution_formats or ())
+
+    @property
+    def solution_formats(self) -> list[str] | None:
+        """``task_info.yaml``'s ``solution_formats``: the formats only control methods and metrics read.
+
+        These hold the answers; the harness, not a method's config, decides that no method reads
+        them. ``None`` when the task does not declare them (``openpert lint`` asks it to).
+        """
+        value = self.info.get("solution_formats")
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{self.api_file('task_info.yaml')}: solution_formats: expected a list of format ids "
+                              f"(api/file_*.yaml names), got {value!r}")
+        return list(value)
+
+    def solution_read_problems(self) -> list[str]:
+        """Where a method interface or a method reads a solution-only format, or the list is wrong.
+
+        Each problem names the file to change: ``task_info.yaml`` when ``solution_formats`` is missing
+        or names an unknown format, else the method interface or method config that reads one.
+        """
+        where = self.api_file("task_info.yaml")
+        try:
+            declared = self.solution_formats
+        except ConfigError as err:
+            return [str(err)]
+        if declared is None:
+            return [f"{where}: solution_formats: missing; list the file formats that hold the answers "
+                    "(only control methods and metrics may read them), e.g. [file_solution]"]
+        known = {p.stem for p in (self.dir / "api").glob("file_*.yaml")}
+        problems = [f"{where}: solution_formats: {f!r} is not a file format of the task (api/{f}.yaml)"
+                    for f in declared if f not in known]
+        interface = {a.name for a in self.method_api.file_inputs}
+        for comp in [self.method_api, *self.of_type("method")]:
+            for arg in comp.file_inputs:
+                # A method merging an edited interface is named once, by the interface.
+                if arg.format_id in declared and (comp is self.method_api or arg.name not in interface):
+                    problems.append(f"{comp.path}: arguments --{arg.name}: reads {arg.format_id}, which {where.name} "
+                                    "declares solution-only: only control methods and metrics may read it")
+        return problems
 
     @cached_property
     def prediction_format(self) -> str:

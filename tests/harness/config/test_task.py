@@ -104,3 +104,20 @@ def test_config_at_gives_the_component_already_read(tiny_task):
     # A path the task did not read (here: the same file, spelt otherwise) is read from disk.
     other = tiny_task.config_at(f"{method.path.parent}/./config.vsh.yaml")
     assert other is not method and other.name == "group_mean"
+
+
+def test_a_method_declaring_a_solution_only_format_is_named_and_never_given_it(project_copy):
+    method = project_copy / "src" / "tiny" / "methods" / "group_mean" / "config.vsh.yaml"
+    method.write_text(method.read_text() + "arguments:\n  - name: --input_answers\n    __merge__: ../../api/file_solution.yaml\n"
+                      "    direction: input\n")
+    task = Task(project_copy / "src" / "tiny")
+    assert task.solution_formats == ["file_solution"]
+    assert "file_solution" not in task.method_formats
+    # The fixture's reads_solution method (the engines' refusal is tested on it) is named too.
+    assert [p for p in task.solution_read_problems() if "reads_solution" not in p] == [
+        f"{method}: arguments --input_answers: reads file_solution, which task_info.yaml declares solution-only: "
+        "only control methods and metrics may read it"]
+    info = project_copy / "src" / "tiny" / "api" / "task_info.yaml"
+    info.write_text(info.read_text().replace("solution_formats: [file_solution]", "solution_formats: [file_answers]"))
+    assert Task(project_copy / "src" / "tiny").solution_read_problems()[0].endswith(
+        "solution_formats: 'file_answers' is not a file format of the task (api/file_answers.yaml)")
