@@ -336,12 +336,29 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_changed(ns: argparse.Namespace) -> int:
-    from openpert.testing.changed_components import changed_files, touched_components
+    from openpert.testing.changed_components import changed_files, changed_methods, rules_changes, touched_components
 
     root = _root()
-    for folder in touched_components(root, changed_files(root, ns.base)):
-        print(folder.relative_to(root))
-    return 0
+    paths = changed_files(root, ns.base)
+    if not ns.rules:
+        for folder in touched_components(root, paths):
+            print(folder.relative_to(root))
+        return 0
+    rules, methods = rules_changes(root, paths), changed_methods(root, paths)
+    if not rules:
+        print("This change leaves the benchmark's rules as they are.")
+        return 0
+    print("**This change changes the benchmark's rules** (a maintainer reviews these):\n")
+    print("\n".join(f"- `{line}`" for line in rules))
+    if not methods:
+        return 0
+    print(f"\nIt also adds or changes {len(methods)} method(s): " + ", ".join(f"`{m}`" for m in methods) + ".")
+    if ns.approved:
+        print("A maintainer has approved changing both in one pull request.")
+        return 0
+    print("A method cannot be scored by rules its own pull request changes: split the rules into a pull request "
+          "of their own, or ask a maintainer to approve both (label `rules-change-approved`).")
+    return 1
 
 
 def cmd_create_component(ns: argparse.Namespace) -> int:
@@ -467,6 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("changed", help="component folders a change touches (for CI: test exactly these)")
     p.add_argument("--base", default="origin/main", help="git ref the change is compared with (default: origin/main)")
+    p.add_argument("--rules", action="store_true",
+                   help="instead: say (Markdown) what of the benchmark's rules the change changes (task APIs, test "
+                        "resources and their recipes, metrics, controls); exit 1 when it also adds or changes a method")
+    p.add_argument("--approved", action="store_true", help="with --rules: a maintainer approved rules and methods together")
 
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")
     p.add_argument("--task", required=True)

@@ -1,4 +1,4 @@
-"""The components a change touches: what a pull request's component tests must run.
+"""The components a change touches: what a pull request's component tests must run, and which rules it changes.
 
 A component is touched when a file in its own folder changed, or something it depends on did:
 
@@ -12,6 +12,11 @@ A component is touched when a file in its own folder changed, or something it de
 
 Changes to the harness alone touch no component: the harness's own tests cover it. The answer is a
 list of component folders, so that CI runs exactly their tests.
+
+A change to the benchmark's rules (:func:`rules_changes`: a task's API, the test resources and their
+recipes, a metric, a control) is named at the top of a pull request's checks, and a pull request that
+also adds or edits a method (:func:`changed_methods`) fails them until a maintainer approves it
+(``openpert changed --rules``).
 """
 
 from __future__ import annotations
@@ -91,3 +96,50 @@ def touched_components(root: Path, paths: Iterable[Path]) -> list[Path]:
             if any(_depends_on(config, p) for p in paths):
                 touched.add(folder)
     return sorted(touched)
+
+
+#: Folders (relative to the project root, ``*`` one task) whose files are the benchmark's rules: what
+#: every method is scored by. A change there needs a maintainer's review (``.github/CODEOWNERS``).
+RULES_FOLDERS = ("src/*/api", "resources_test", "scripts/create_test_resources")
+#: Component types whose change is a change of the rules: they score methods or set the scale.
+RULES_COMPONENT_TYPES = ("metric", "control_method")
+
+
+def rules_changes(root: Path, paths: Iterable[Path]) -> list[str]:
+    """What in ``paths`` (changed files) changes the benchmark's rules, one line each, sorted.
+
+    A file of :data:`RULES_FOLDERS`, and every metric and control method the change touches
+    (:func:`touched_components`: its own files, its task library, the shared science, its image),
+    named with its type. Paths are relative to ``root``.
+    """
+    root = Path(root).resolve()
+    paths = [Path(p).resolve() for p in paths]
+    lines = {str(p.relative_to(root)) for p in paths if p.is_relative_to(root) and _in_rules_folder(p.relative_to(root))}
+    for folder in touched_components(root, paths):
+        comp_type = _component_type(folder)
+        if comp_type in RULES_COMPONENT_TYPES:
+            lines.add(f"{folder.relative_to(root)} ({comp_type.replace('_', ' ')})")
+    return sorted(lines)
+
+
+def changed_methods(root: Path, paths: Iterable[Path]) -> list[str]:
+    """Method folders (relative to ``root``) with a changed file of their own: methods a change adds or edits."""
+    root = Path(root).resolve()
+    paths = [Path(p).resolve() for p in paths]
+    return [str(folder.relative_to(root)) for folder in touched_components(root, paths)
+            if _component_type(folder) == "method" and any(_within(p, folder) for p in paths)]
+
+
+def _in_rules_folder(relative: Path) -> bool:
+    for folder in RULES_FOLDERS:
+        pattern = Path(folder).parts
+        if len(relative.parts) > len(pattern) and all(want in ("*", got) for want, got in zip(pattern, relative.parts)):
+            return True
+    return False
+
+
+def _component_type(folder: Path) -> str | None:
+    try:
+        return read_config(folder / "config.vsh.yaml").type
+    except ConfigError:
+        return None

@@ -78,3 +78,46 @@ def test_a_new_component_is_touched(checkout):
 def test_an_unknown_base_is_an_error_naming_git(checkout):
     with pytest.raises(ConfigError, match="git merge-base nope HEAD failed"):
         changed_files(checkout, "nope")
+
+
+def _rules(root: Path) -> tuple[list[str], list[str]]:
+    from openpert.testing.changed_components import changed_methods, rules_changes
+
+    paths = changed_files(root, "main")
+    return rules_changes(root, paths), changed_methods(root, paths)
+
+
+def test_a_method_alone_changes_no_rule(checkout):
+    _append(checkout / "src/tiny/methods/group_mean/script.py")
+    assert _rules(checkout) == ([], ["src/tiny/methods/group_mean"])
+
+
+def test_the_api_test_resources_metrics_and_controls_are_the_rules(checkout):
+    _append(checkout / "src/tiny/api/comp_method.yaml")
+    _append(checkout / "src/tiny/metrics/errors/script.py")
+    _append(checkout / "src/tiny/control_methods/truth/script.py")
+    (checkout / "resources_test/tiny/syn/solution.h5ad").write_bytes(b"edited")
+    (checkout / "scripts/create_test_resources").mkdir(parents=True)
+    (checkout / "scripts/create_test_resources/tiny.sh").write_text("echo\n")
+    rules, methods = _rules(checkout)
+    assert [r for r in rules if not r.endswith(")")] == [
+        "resources_test/tiny/syn/solution.h5ad", "scripts/create_test_resources/tiny.sh", "src/tiny/api/comp_method.yaml"]
+    # The API touches every component: each metric and control is named, no method.
+    assert "src/tiny/metrics/errors (metric)" in rules and "src/tiny/control_methods/truth (control method)" in rules
+    assert not [r for r in rules if "/methods/" in r]
+    assert methods == []
+
+
+def test_the_cli_fails_rules_changed_with_a_method_unless_approved(checkout, monkeypatch, capsys):
+    from openpert import cli
+
+    monkeypatch.chdir(checkout)
+    _append(checkout / "src/tiny/metrics/errors/script.py")
+    assert cli.main(["changed", "--base", "main", "--rules"]) == 0
+    assert "- `src/tiny/metrics/errors (metric)`" in capsys.readouterr().out
+    _append(checkout / "src/tiny/methods/group_mean/script.py")
+    assert cli.main(["changed", "--base", "main", "--rules"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("**This change changes the benchmark's rules**") and "`src/tiny/methods/group_mean`" in out
+    assert "rules-change-approved" in out
+    assert cli.main(["changed", "--base", "main", "--rules", "--approved"]) == 0
