@@ -486,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", default="origin/main", help="git ref the change is compared with (default: origin/main)")
     p.add_argument("--rules", action="store_true",
                    help="instead: say (Markdown) what of the benchmark's rules the change changes (task APIs, test "
-                        "resources and their recipes, metrics, controls); exit 1 when it also adds or changes a method")
+                        "resources and their recipes, dataset loaders, metrics, controls); exit 1 when it also adds or "
+                        "changes a method")
     p.add_argument("--approved", action="store_true", help="with --rules: a maintainer approved rules and methods together")
 
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")

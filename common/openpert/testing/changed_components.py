@@ -14,7 +14,7 @@ Changes to the harness alone touch no component: the harness's own tests cover i
 list of component folders, so that CI runs exactly their tests.
 
 A change to the benchmark's rules (:func:`rules_changes`: a task's API, the test resources and their
-recipes, a metric, a control) is named at the top of a pull request's checks, and a pull request that
+recipes, a dataset loader, a metric, a control) is named at the top of a pull request's checks, and a pull request that
 also adds or edits a method (:func:`changed_methods`) fails them until a maintainer approves it
 (``openpert changed --rules``).
 """
@@ -101,14 +101,14 @@ def touched_components(root: Path, paths: Iterable[Path]) -> list[Path]:
 #: Folders (relative to the project root, ``*`` one task) whose files are the benchmark's rules: what
 #: every method is scored by. A change there needs a maintainer's review (``.github/CODEOWNERS``).
 RULES_FOLDERS = ("src/*/api", "resources_test", "scripts/create_test_resources")
-#: Component types whose change is a change of the rules: they score methods or set the scale.
-RULES_COMPONENT_TYPES = ("metric", "control_method")
+#: Component types whose change is a change of the rules: they make the data, score methods or set the scale.
+RULES_COMPONENT_TYPES = ("dataset", "metric", "control_method")
 
 
 def rules_changes(root: Path, paths: Iterable[Path]) -> list[str]:
     """What in ``paths`` (changed files) changes the benchmark's rules, one line each, sorted.
 
-    A file of :data:`RULES_FOLDERS`, and every metric and control method the change touches
+    A file of :data:`RULES_FOLDERS`, and every dataset loader, metric and control method the change touches
     (:func:`touched_components`: its own files, its task library, the shared science, its image),
     named with its type. Paths are relative to ``root``.
     """

@@ -104,6 +104,7 @@ def test_the_api_test_resources_metrics_and_controls_are_the_rules(checkout):
         "resources_test/tiny/syn/solution.h5ad", "scripts/create_test_resources/tiny.sh", "src/tiny/api/comp_method.yaml"]
     # The API touches every component: each metric and control is named, no method.
     assert "src/tiny/metrics/errors (metric)" in rules and "src/tiny/control_methods/truth (control method)" in rules
+    assert "src/tiny/datasets/synthetic (dataset)" in rules
     assert not [r for r in rules if "/methods/" in r]
     assert methods == []
 
