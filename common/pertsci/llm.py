@@ -27,14 +27,21 @@ vLLM's automatic prefix caching rewards.
 and no base URL is set; otherwise ``openai``.
 
 Generations are cached on disk, one small JSON file per request, keyed by the
-SHA-256 of the model name, the messages and the sampling parameters (seed
-included) but not of the backend or the URL: the same model answering the same
-prompt with the same parameters is the same experiment whichever way it is
-served, and a resumed benchmark must not pay for it twice.
+SHA-256 of the model's name and identity (:meth:`LLMClient.model_identity`),
+the messages and the sampling parameters (seed included) but not of the backend
+or the URL: the same model answering the same prompt with the same parameters is
+the same experiment whichever way it is served, and a resumed benchmark must
+not pay for it twice. The identity is what tells the weights apart where the
+name does not: the SHA-256 of the model file (given, or computed for a local
+file run in process) and what the server lists of the model it serves
+(``GET /models``: vLLM's ``root`` and ``parent``, llama.cpp's ``meta``), so
+another model served under the same name is asked again, never answered from
+the cache.
 
 Configuration comes from arguments or, when an argument is ``None``, from the
 environment variables ``OPENPERT_LLM_BASE_URL``, ``OPENPERT_LLM_MODEL``,
-``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND`` and ``OPENPERT_LLM_CACHE``.
+``OPENPERT_LLM_MODEL_SHA256``, ``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND``
+and ``OPENPERT_LLM_CACHE``.
 
 Examples
 --------
@@ -47,11 +54,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
 import http.client
 import json
 import logging
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -81,10 +90,18 @@ log = logging.getLogger(__name__)
 
 ENV_BASE_URL = "OPENPERT_LLM_BASE_URL"
 ENV_MODEL = "OPENPERT_LLM_MODEL"
+ENV_MODEL_SHA256 = "OPENPERT_LLM_MODEL_SHA256"
 ENV_API_KEY = "OPENPERT_LLM_API_KEY"
 ENV_BACKEND = "OPENPERT_LLM_BACKEND"
 
 BACKENDS = ("auto", "openai", "vllm", "dry_run")
+#: Fields of a server's ``GET /models`` entry that tell the weights apart, as they enter the model's
+#: identity: vLLM's ``root`` (the path or hub id the weights were loaded from) and ``parent`` (the
+#: base model of an adapter), llama.cpp's ``meta`` (parameter count, file size, vocabulary and
+#: training context of the GGUF). Not ``created`` (the time of the request on vLLM), ``owned_by``
+#: (the server's software) nor ``max_model_len`` (the window, not the weights).
+SERVED_IDENTITY_FIELDS = ("root", "parent", "meta")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 #: Model name of a dry run given none (it only enters the log lines).
 DRY_RUN_MODEL = "dry-run"
 
@@ -268,6 +285,11 @@ class LLMClient:
         Model name (served name for ``openai``, path or hub id for ``vllm``).
         Default ``$OPENPERT_LLM_MODEL``. With the ``openai`` backend and no
         model, the first model listed by ``GET {base_url}/models`` is used.
+    model_sha256 : str, optional
+        SHA-256 (64 hexadecimal digits) of the model's file, e.g. the GGUF a
+        llama.cpp server serves, which its ``GET /models`` does not identify.
+        Part of the model's identity in the cache key. Default
+        ``$OPENPERT_LLM_MODEL_SHA256``.
     api_key : str, optional
         Sent as ``Authorization: Bearer``. Default ``$OPENPERT_LLM_API_KEY``.
     backend : {"auto", "openai", "vllm", "dry_run"}, optional
@@ -305,6 +327,7 @@ class LLMClient:
         *,
         base_url: str | None = None,
         model: str | None = None,
+        model_sha256: str | None = None,
         api_key: str | None = None,
         backend: str | None = None,
         cache_dir: str | os.PathLike | None = _DEFAULT,
@@ -321,6 +344,7 @@ class LLMClient:
         if self.base_url is not None:
             self.base_url = str(self.base_url).rstrip("/")
         self.model = _first_set(model, os.environ.get(ENV_MODEL))
+        self.model_sha256 = _checked_sha256(_first_set(model_sha256, os.environ.get(ENV_MODEL_SHA256)))
         self.api_key = _first_set(api_key, os.environ.get(ENV_API_KEY))
         requested = str(_first_set(backend, os.environ.get(ENV_BACKEND), "auto")).lower()
         if requested not in BACKENDS:
@@ -352,6 +376,10 @@ class LLMClient:
         self._rng = random.Random(retry_seed)
         self._lock = threading.Lock()
         self._vllm_llm = None
+        # GET /models, asked once: the model's name when none is configured, and its identity.
+        self._served: list[dict[str, Any]] | None = None
+        self._identity: dict[str, Any] | None = None
+        self._identity_lock = threading.Lock()
         # A dry run's prompts already "sent" (cache keys), and how it counts their tokens.
         self._dry_run_sent: set[str] = set()
         self._token_counter: TokenCounter | None = None
@@ -401,14 +429,83 @@ class LLMClient:
             self.model = self._discover_model()
         return self.model
 
+    def _served_models(self) -> list[dict[str, Any]]:
+        """The entries of ``GET {base_url}/models`` that have an ``id``, asked once per client."""
+        if self._served is None:
+            body = self._send_with_retries(f"{self.base_url}/models", None)
+            data = body.get("data") if isinstance(body, dict) else None
+            self._served = [m for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
+        return self._served
+
     def _discover_model(self) -> str:
-        url = f"{self.base_url}/models"
-        body = self._send_with_retries(url, None)
-        ids = [m.get("id") for m in body.get("data", []) if isinstance(m, dict) and m.get("id")]
+        ids = [str(m["id"]) for m in self._served_models()]
         if not ids:
-            raise LLMConfigError(f"{url} lists no models; pass model or set {ENV_MODEL}")
+            raise LLMConfigError(f"{self.base_url}/models lists no models; pass model or set {ENV_MODEL}")
         log.info("using model %s served at %s", ids[0], self.base_url)
-        return str(ids[0])
+        return ids[0]
+
+    def model_identity(self) -> dict[str, Any]:
+        """What tells the model's weights apart beyond its name, as it enters the cache key.
+
+        Found once per client:
+
+        * ``sha256``: the configured ``model_sha256``; in process, the SHA-256 of a model that
+          is a local file (a GGUF), or of the files of a local folder;
+        * with a server, the :data:`SERVED_IDENTITY_FIELDS` of its ``GET /models`` entry for the
+          model (vLLM's ``root`` and ``parent``, llama.cpp's ``meta``); a server that lists no
+          such entry, or has no ``/models``, adds nothing, with a warning;
+        * in process, ``root`` (the model as given) and vLLM's ``revision`` when set.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable; empty when nothing beyond the name is known.
+
+        Raises
+        ------
+        LLMConfigError
+            When the configured SHA-256 is not the one of the local model file.
+        LLMRequestError
+            When the server cannot be reached (its answers could not be had either).
+        """
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = self._find_identity(self.resolved_model())
+            return dict(self._identity)
+
+    def _find_identity(self, model: str) -> dict[str, Any]:
+        identity: dict[str, Any] = {}
+        if self.model_sha256 is not None:
+            identity["sha256"] = self.model_sha256
+        if self.backend == "openai":
+            identity.update(self._served_identity(model))
+        elif self.backend == "vllm":
+            local = _local_model_sha256(model)
+            if local is not None and self.model_sha256 is not None and local != self.model_sha256:
+                raise LLMConfigError(f"the model {model} has SHA-256 {local}, not the configured {self.model_sha256} "
+                                     f"(model_sha256 or ${ENV_MODEL_SHA256})")
+            identity.update({"root": model, **({"sha256": local} if local else {})})
+            if self.vllm_kwargs.get("revision") is not None:
+                identity["revision"] = str(self.vllm_kwargs["revision"])
+        return identity
+
+    def _served_identity(self, model: str) -> dict[str, Any]:
+        url = f"{self.base_url}/models"
+        try:
+            entries = self._served_models()
+        except LLMRequestError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status == 429:
+                raise
+            # A server without the list (HTTP 404): the name is all there is to key on.
+            log.warning("%s answered HTTP %s: answers of %s are cached under its name alone", url, exc.status, model)
+            self._served = []
+            return {}
+        entry = next((m for m in entries if m["id"] == model), None)
+        if entry is None:
+            listed = ", ".join(str(m["id"]) for m in entries) or "nothing"
+            log.warning("%s lists %s, not %s: its answers are cached under its name alone", url, listed, model)
+            return {}
+        return {field: entry[field] for field in SERVED_IDENTITY_FIELDS if entry.get(field) is not None}
 
     # -- public API --------------------------------------------------------
 
@@ -451,12 +548,13 @@ class LLMClient:
             self.stats["prompts"] += len(conversations)
             self.stats["samples"] += len(conversations) * sampling.n
         results: list[list[str] | None] = [None] * len(conversations)
+        identity = self.model_identity() if self._cache is not None else None
 
         # Work out what must be generated; indices sharing a key share a request.
         todo: dict[str, list[int]] = {}
         if self._cache is not None:
             for i, messages in enumerate(conversations):
-                key = cache_key(model, messages, sampling.to_key_dict())
+                key = cache_key(model, messages, sampling.to_key_dict(), identity)
                 if key in todo:
                     todo[key].append(i)
                     continue
@@ -477,7 +575,7 @@ class LLMClient:
             texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
             for (key, indices), out in zip(batch, texts):
                 if self._cache is not None:
-                    self._cache.put(key, model, conversations[indices[0]], sampling.to_key_dict(), out)
+                    self._cache.put(key, model, conversations[indices[0]], sampling.to_key_dict(), out, identity)
                 for j in indices:
                     results[j] = list(out)
             with self._lock:
@@ -705,6 +803,42 @@ class LLMClient:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _checked_sha256(value: str | None) -> str | None:
+    """A configured SHA-256 in lower case, or ``None``; anything but 64 hexadecimal digits is an error."""
+    if value is None:
+        return None
+    digest = str(value).strip().lower()
+    if not _SHA256.fullmatch(digest):
+        raise LLMConfigError(f"the model's SHA-256 (model_sha256 or ${ENV_MODEL_SHA256}) must be 64 hexadecimal "
+                             f"digits, got {value!r}")
+    return digest
+
+
+def _local_model_sha256(model: str) -> str | None:
+    """SHA-256 of a model that is a local file, or of a local folder's files; ``None`` for a hub id.
+
+    A folder's digest is that of its files' relative paths and digests, in sorted order, so it
+    changes when any file does. The weights are read once per client (seconds per gigabyte).
+    """
+    path = Path(model).expanduser()
+    if path.is_file():
+        return _file_sha256(path)
+    if not path.is_dir():
+        return None
+    folder = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        folder.update(f"{file.relative_to(path).as_posix()}\0{_file_sha256(file)}\n".encode())
+    return folder.hexdigest()
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _opener_for(base_url: str | None) -> urllib.request.OpenerDirector:

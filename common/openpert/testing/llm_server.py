@@ -89,6 +89,11 @@ class OpenAIStubServer:
         requests overlap.
     model : str
         Id listed by ``GET /v1/models``.
+    model_card : dict, optional
+        More fields of that listing's entry, as a real server adds them:
+        vLLM's ``root`` (the path or hub id it loaded), llama.cpp's ``meta``
+        (parameter count, file size, ...). Two stubs with the same ``model``
+        and different cards stand for two models served under one name.
 
     Attributes
     ----------
@@ -111,6 +116,7 @@ class OpenAIStubServer:
         status_message: str = "stub error",
         delay: float = 0.0,
         model: str = "stub-model",
+        model_card: dict[str, Any] | None = None,
     ):
         if host not in (_LOOPBACK, "localhost"):
             raise ValueError(f"OpenAIStubServer only binds {_LOOPBACK}, not {host!r}")
@@ -121,6 +127,7 @@ class OpenAIStubServer:
         self.status_message = status_message
         self.delay = float(delay)
         self.model = model
+        self.model_card = dict(model_card or {})
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.max_in_flight = 0
@@ -256,7 +263,8 @@ class OpenAIStubServer:
                         200,
                         {
                             "object": "list",
-                            "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "openpert"}],
+                            "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "openpert",
+                                      **server.model_card}],
                         },
                     )
                 else:
