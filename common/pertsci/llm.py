@@ -896,6 +896,7 @@ def client_from_arguments(
     *,
     llm_base_url: str | None = None,
     llm_model: str | None = None,
+    llm_model_sha256: str | None = None,
     llm_api_key: str | None = None,
     llm_backend: str | None = None,
     llm_cache_dir: str | None = None,
@@ -909,8 +910,8 @@ def client_from_arguments(
 
     Parameters
     ----------
-    llm_base_url, llm_model, llm_api_key, llm_backend
-        As :class:`LLMClient`'s ``base_url``, ``model``, ``api_key``, ``backend``; a missing or
+    llm_base_url, llm_model, llm_model_sha256, llm_api_key, llm_backend
+        As :class:`LLMClient`'s ``base_url``, ``model``, ``model_sha256``, ``api_key``, ``backend``; a missing or
         ``None`` value falls back to the environment variable (or default) of :class:`LLMClient`.
     llm_cache_dir
         The generation cache; ``"none"`` (or ``"off"``, ``"false"``) disables it, empty or ``None``
@@ -930,7 +931,8 @@ def client_from_arguments(
         cache_dir = None
     else:
         cache_dir = llm_cache_dir
-    settings: dict[str, Any] = {"base_url": llm_base_url, "model": llm_model, "api_key": llm_api_key,
+    settings: dict[str, Any] = {"base_url": llm_base_url, "model": llm_model, "model_sha256": llm_model_sha256,
+                                "api_key": llm_api_key,
                                 "backend": llm_backend, "cache_dir": cache_dir}
     if llm_max_concurrency is not None:
         settings["max_concurrency"] = int(llm_max_concurrency)

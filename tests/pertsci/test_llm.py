@@ -201,6 +201,7 @@ def test_client_from_arguments(monkeypatch, tmp_path):
     assert (client.backend, client.cache_dir, client.max_concurrency, client.max_retries) == (
         "openai", tmp_path, 3, 0)
     assert client_from_arguments(**{**par, "llm_cache_dir": "none"}).cache_dir is None
+    assert client_from_arguments(**{**par, "llm_model_sha256": "A" * 64}).model_sha256 == "a" * 64
     with pytest.raises(TypeError):
         client_from_arguments(**{**par, "llm_temperature": 0.5})  # not an argument of the group
 
