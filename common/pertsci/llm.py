@@ -5,7 +5,8 @@ One client, :class:`LLMClient`, with two backends:
 ``openai``
     Any OpenAI-compatible HTTP server, which is how ``vllm serve`` is usually
     run. Requests go to ``POST {base_url}/chat/completions`` with the standard
-    library only (``urllib.request`` and ``json``), several at a time from a
+    library only (:mod:`pertsci.llm_http`: kept-alive connections, one per
+    request in flight), ``max_concurrency`` at a time (default 8) from a
     thread pool, with retries and exponential backoff on connection errors,
     timeouts, HTTP 429 and HTTP 5xx.
 ``vllm``
@@ -65,13 +66,12 @@ import sys
 import threading
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pertsci.llm_cache import ENV_CACHE, GenerationCache, cache_key, default_cache_dir
+from pertsci.llm_http import HTTPTransport, Response
 from pertsci.llm_plan import TokenCounter, placeholder_answer, plan_line, plan_requests, prompt_key
 
 __all__ = [
@@ -298,7 +298,10 @@ class LLMClient:
         Generation cache. Default ``$OPENPERT_LLM_CACHE`` or
         ``~/.cache/openpert/llm``; ``None`` disables the cache.
     max_concurrency : int
-        Simultaneous HTTP requests (``openai`` backend).
+        Simultaneous HTTP requests (``openai`` backend), each on a kept-alive
+        connection of its own. The default, 8, keeps a server that batches
+        (vLLM, llama.cpp with several slots) busy without queueing much at one
+        that answers one request at a time.
     max_retries : int
         Retries after the first attempt on connection errors, timeouts, HTTP
         429 and 5xx.
@@ -369,7 +372,7 @@ class LLMClient:
         self.timeout = float(timeout)
         self.batch_size = int(batch_size)
         self.vllm_kwargs = dict(vllm_kwargs or {})
-        self._opener = _opener_for(self.base_url)
+        self._http = None if self.base_url is None else HTTPTransport(self.base_url)
 
         # Jitter spreads retries of concurrent requests apart; seeding it keeps
         # a rerun's timing (and so its logs) the same. Threads share it.
@@ -748,37 +751,32 @@ class LLMClient:
         last_status: int | None = None
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
-            request = urllib.request.Request(
-                url, data=data, headers=self._headers(), method="GET" if data is None else "POST"
-            )
             if data is not None:
                 with self._lock:
                     self.stats["requests"] += 1
             try:
-                with self._opener.open(request, timeout=self.timeout) as response:
-                    raw = response.read()
-            except urllib.error.HTTPError as exc:
-                status = exc.code
-                server_message = _server_message(exc)
+                response = self._http.request("GET" if data is None else "POST", url, data, self._headers(), self.timeout)
+            except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as exc:
+                # Refused and dropped connections, timeouts, and URLError from a proxy's path.
+                last_status = None
+                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            else:
+                if response.status < 400:
+                    try:
+                        return json.loads(response.body)
+                    except json.JSONDecodeError as exc:
+                        raise LLMError(f"response from {url} is not JSON: {response.body[:300]!r}") from exc
+                status = response.status
+                server_message = _server_message(response)
                 if status != 429 and not 500 <= status < 600:
                     raise LLMRequestError(
                         f"LLM request to {url} failed with HTTP {status}: {server_message}",
                         url=url,
                         status=status,
                         server_message=server_message,
-                    ) from exc
+                    )
                 last_status, last_error = status, f"HTTP {status}: {server_message}"
-                retry_after = _retry_after(exc)
-            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-                # URLError wraps refused connections and connect timeouts;
-                # read timeouts and dropped connections arrive unwrapped.
-                last_status = None
-                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            else:
-                try:
-                    return json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise LLMError(f"response from {url} is not JSON: {raw[:300]!r}") from exc
+                retry_after = _retry_after(response)
             if attempt == self.max_retries:
                 break
             delay = self._backoff(attempt, retry_after)
@@ -795,8 +793,10 @@ class LLMClient:
         )
 
     def close(self) -> None:
-        """Release the in-process vLLM engine, if one was loaded."""
+        """Release the in-process vLLM engine, if one was loaded, and the idle connections."""
         self._vllm_llm = None
+        if self._http is not None:
+            self._http.close()
 
     def __enter__(self) -> LLMClient:
         return self
@@ -841,30 +841,13 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _opener_for(base_url: str | None) -> urllib.request.OpenerDirector:
-    """A URL opener that never sends loopback requests through a proxy.
-
-    urllib honours ``http_proxy`` and friends; on clusters these are often set
-    for the outside world, and a ``vllm serve`` on 127.0.0.1 would then be
-    asked through the proxy, which cannot reach it.
-    """
-    host = urllib.parse.urlsplit(base_url).hostname if base_url else None
-    if host in ("127.0.0.1", "localhost", "::1"):
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return urllib.request.build_opener()
-
-
-def _server_message(exc: urllib.error.HTTPError) -> str:
+def _server_message(response: Response) -> str:
     """The error text of an HTTP error response, preferring OpenAI's ``error.message``."""
-    try:
-        raw = exc.read()
-    except (OSError, http.client.HTTPException) as read_exc:
-        return f"(body unreadable: {read_exc})"
-    text = raw.decode("utf-8", errors="replace")
+    text = response.body.decode("utf-8", errors="replace")
     try:
         body = json.loads(text)
     except json.JSONDecodeError:
-        return text[:500] or (exc.reason or "")
+        return text[:500] or http.client.responses.get(response.status, "")
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -878,9 +861,9 @@ def _server_message(exc: urllib.error.HTTPError) -> str:
     return text[:500]
 
 
-def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+def _retry_after(response: Response) -> float | None:
     """Seconds from a ``Retry-After`` header given in seconds (the HTTP-date form is ignored)."""
-    value = exc.headers.get("Retry-After") if exc.headers is not None else None
+    value = response.header("Retry-After")
     if value is None:
         return None
     try:
