@@ -4,7 +4,7 @@
 
 Reads the JSON files the benchmark scripts of this folder write into ``benchmarks/results/``
 (``wilcoxon.py``, ``harness_overhead.py``, ``profile_run.py``, ``lsft.py``, ``limma_vs_r.py``,
-``reference_paths.py``, ``statistics_speed.py``, ``time_run.py`` for whole runs and
+``reference_paths.py``, ``statistics_speed.py``, ``llm_client.py``, ``time_run.py`` for whole runs and
 ``compare_results.py`` for their scores). A figure
 with a target is shown with it and with its margin: positive when the goal is met (by how much),
 negative when it is missed. A figure whose script has not run here is shown as not measured; no
@@ -56,6 +56,7 @@ TARGETS = [
            bound_source="run_perturbqa_real_before", bound_figure="seconds", factor=0.5, unit="s"),
     Target("Test suite", "run_test_suite", "seconds", "<=", 600.0, unit="s"),
     Target("Score rows changed by a speed-up", "compare_results", "changed_rows", "<=", 0.0),
+    Target("LLM client req/s / openai AsyncOpenAI", "llm_client", "ratio", ">=", 1.0, unit="x"),
 ]
 
 

@@ -5,7 +5,8 @@ One client, :class:`LLMClient`, with two backends:
 ``openai``
     Any OpenAI-compatible HTTP server, which is how ``vllm serve`` is usually
     run. Requests go to ``POST {base_url}/chat/completions`` with the standard
-    library only (``urllib.request`` and ``json``), several at a time from a
+    library only (:mod:`pertsci.llm_http`: kept-alive connections, one per
+    request in flight), ``max_concurrency`` at a time (default 8) from a
     thread pool, with retries and exponential backoff on connection errors,
     timeouts, HTTP 429 and HTTP 5xx.
 ``vllm``
@@ -27,14 +28,21 @@ vLLM's automatic prefix caching rewards.
 and no base URL is set; otherwise ``openai``.
 
 Generations are cached on disk, one small JSON file per request, keyed by the
-SHA-256 of the model name, the messages and the sampling parameters (seed
-included) but not of the backend or the URL: the same model answering the same
-prompt with the same parameters is the same experiment whichever way it is
-served, and a resumed benchmark must not pay for it twice.
+SHA-256 of the model's name and identity (:meth:`LLMClient.model_identity`),
+the messages and the sampling parameters (seed included) but not of the backend
+or the URL: the same model answering the same prompt with the same parameters is
+the same experiment whichever way it is served, and a resumed benchmark must
+not pay for it twice. The identity is what tells the weights apart where the
+name does not: the SHA-256 of the model file (given, or computed for a local
+file run in process) and what the server lists of the model it serves
+(``GET /models``: vLLM's ``root`` and ``parent``, llama.cpp's ``meta``), so
+another model served under the same name is asked again, never answered from
+the cache.
 
 Configuration comes from arguments or, when an argument is ``None``, from the
 environment variables ``OPENPERT_LLM_BASE_URL``, ``OPENPERT_LLM_MODEL``,
-``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND`` and ``OPENPERT_LLM_CACHE``.
+``OPENPERT_LLM_MODEL_SHA256``, ``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND``
+and ``OPENPERT_LLM_CACHE``.
 
 Examples
 --------
@@ -47,22 +55,23 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import hashlib
 import http.client
 import json
 import logging
 import os
 import random
+import re
 import sys
 import threading
 import time
 import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pertsci.llm_cache import ENV_CACHE, GenerationCache, cache_key, default_cache_dir
+from pertsci.llm_http import HTTPTransport, Response
 from pertsci.llm_plan import TokenCounter, placeholder_answer, plan_line, plan_requests, prompt_key
 
 __all__ = [
@@ -81,10 +90,18 @@ log = logging.getLogger(__name__)
 
 ENV_BASE_URL = "OPENPERT_LLM_BASE_URL"
 ENV_MODEL = "OPENPERT_LLM_MODEL"
+ENV_MODEL_SHA256 = "OPENPERT_LLM_MODEL_SHA256"
 ENV_API_KEY = "OPENPERT_LLM_API_KEY"
 ENV_BACKEND = "OPENPERT_LLM_BACKEND"
 
 BACKENDS = ("auto", "openai", "vllm", "dry_run")
+#: Fields of a server's ``GET /models`` entry that tell the weights apart, as they enter the model's
+#: identity: vLLM's ``root`` (the path or hub id the weights were loaded from) and ``parent`` (the
+#: base model of an adapter), llama.cpp's ``meta`` (parameter count, file size, vocabulary and
+#: training context of the GGUF). Not ``created`` (the time of the request on vLLM), ``owned_by``
+#: (the server's software) nor ``max_model_len`` (the window, not the weights).
+SERVED_IDENTITY_FIELDS = ("root", "parent", "meta")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 #: Model name of a dry run given none (it only enters the log lines).
 DRY_RUN_MODEL = "dry-run"
 
@@ -268,6 +285,11 @@ class LLMClient:
         Model name (served name for ``openai``, path or hub id for ``vllm``).
         Default ``$OPENPERT_LLM_MODEL``. With the ``openai`` backend and no
         model, the first model listed by ``GET {base_url}/models`` is used.
+    model_sha256 : str, optional
+        SHA-256 (64 hexadecimal digits) of the model's file, e.g. the GGUF a
+        llama.cpp server serves, which its ``GET /models`` does not identify.
+        Part of the model's identity in the cache key. Default
+        ``$OPENPERT_LLM_MODEL_SHA256``.
     api_key : str, optional
         Sent as ``Authorization: Bearer``. Default ``$OPENPERT_LLM_API_KEY``.
     backend : {"auto", "openai", "vllm", "dry_run"}, optional
@@ -276,7 +298,10 @@ class LLMClient:
         Generation cache. Default ``$OPENPERT_LLM_CACHE`` or
         ``~/.cache/openpert/llm``; ``None`` disables the cache.
     max_concurrency : int
-        Simultaneous HTTP requests (``openai`` backend).
+        Simultaneous HTTP requests (``openai`` backend), each on a kept-alive
+        connection of its own. The default, 8, keeps a server that batches
+        (vLLM, llama.cpp with several slots) busy without queueing much at one
+        that answers one request at a time.
     max_retries : int
         Retries after the first attempt on connection errors, timeouts, HTTP
         429 and 5xx.
@@ -305,6 +330,7 @@ class LLMClient:
         *,
         base_url: str | None = None,
         model: str | None = None,
+        model_sha256: str | None = None,
         api_key: str | None = None,
         backend: str | None = None,
         cache_dir: str | os.PathLike | None = _DEFAULT,
@@ -321,6 +347,7 @@ class LLMClient:
         if self.base_url is not None:
             self.base_url = str(self.base_url).rstrip("/")
         self.model = _first_set(model, os.environ.get(ENV_MODEL))
+        self.model_sha256 = _checked_sha256(_first_set(model_sha256, os.environ.get(ENV_MODEL_SHA256)))
         self.api_key = _first_set(api_key, os.environ.get(ENV_API_KEY))
         requested = str(_first_set(backend, os.environ.get(ENV_BACKEND), "auto")).lower()
         if requested not in BACKENDS:
@@ -345,13 +372,17 @@ class LLMClient:
         self.timeout = float(timeout)
         self.batch_size = int(batch_size)
         self.vllm_kwargs = dict(vllm_kwargs or {})
-        self._opener = _opener_for(self.base_url)
+        self._http = None if self.base_url is None else HTTPTransport(self.base_url)
 
         # Jitter spreads retries of concurrent requests apart; seeding it keeps
         # a rerun's timing (and so its logs) the same. Threads share it.
         self._rng = random.Random(retry_seed)
         self._lock = threading.Lock()
         self._vllm_llm = None
+        # GET /models, asked once: the model's name when none is configured, and its identity.
+        self._served: list[dict[str, Any]] | None = None
+        self._identity: dict[str, Any] | None = None
+        self._identity_lock = threading.Lock()
         # A dry run's prompts already "sent" (cache keys), and how it counts their tokens.
         self._dry_run_sent: set[str] = set()
         self._token_counter: TokenCounter | None = None
@@ -401,14 +432,83 @@ class LLMClient:
             self.model = self._discover_model()
         return self.model
 
+    def _served_models(self) -> list[dict[str, Any]]:
+        """The entries of ``GET {base_url}/models`` that have an ``id``, asked once per client."""
+        if self._served is None:
+            body = self._send_with_retries(f"{self.base_url}/models", None)
+            data = body.get("data") if isinstance(body, dict) else None
+            self._served = [m for m in data if isinstance(m, dict) and m.get("id")] if isinstance(data, list) else []
+        return self._served
+
     def _discover_model(self) -> str:
-        url = f"{self.base_url}/models"
-        body = self._send_with_retries(url, None)
-        ids = [m.get("id") for m in body.get("data", []) if isinstance(m, dict) and m.get("id")]
+        ids = [str(m["id"]) for m in self._served_models()]
         if not ids:
-            raise LLMConfigError(f"{url} lists no models; pass model or set {ENV_MODEL}")
+            raise LLMConfigError(f"{self.base_url}/models lists no models; pass model or set {ENV_MODEL}")
         log.info("using model %s served at %s", ids[0], self.base_url)
-        return str(ids[0])
+        return ids[0]
+
+    def model_identity(self) -> dict[str, Any]:
+        """What tells the model's weights apart beyond its name, as it enters the cache key.
+
+        Found once per client:
+
+        * ``sha256``: the configured ``model_sha256``; in process, the SHA-256 of a model that
+          is a local file (a GGUF), or of the files of a local folder;
+        * with a server, the :data:`SERVED_IDENTITY_FIELDS` of its ``GET /models`` entry for the
+          model (vLLM's ``root`` and ``parent``, llama.cpp's ``meta``); a server that lists no
+          such entry, or has no ``/models``, adds nothing, with a warning;
+        * in process, ``root`` (the model as given) and vLLM's ``revision`` when set.
+
+        Returns
+        -------
+        dict
+            JSON-serialisable; empty when nothing beyond the name is known.
+
+        Raises
+        ------
+        LLMConfigError
+            When the configured SHA-256 is not the one of the local model file.
+        LLMRequestError
+            When the server cannot be reached (its answers could not be had either).
+        """
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = self._find_identity(self.resolved_model())
+            return dict(self._identity)
+
+    def _find_identity(self, model: str) -> dict[str, Any]:
+        identity: dict[str, Any] = {}
+        if self.model_sha256 is not None:
+            identity["sha256"] = self.model_sha256
+        if self.backend == "openai":
+            identity.update(self._served_identity(model))
+        elif self.backend == "vllm":
+            local = _local_model_sha256(model)
+            if local is not None and self.model_sha256 is not None and local != self.model_sha256:
+                raise LLMConfigError(f"the model {model} has SHA-256 {local}, not the configured {self.model_sha256} "
+                                     f"(model_sha256 or ${ENV_MODEL_SHA256})")
+            identity.update({"root": model, **({"sha256": local} if local else {})})
+            if self.vllm_kwargs.get("revision") is not None:
+                identity["revision"] = str(self.vllm_kwargs["revision"])
+        return identity
+
+    def _served_identity(self, model: str) -> dict[str, Any]:
+        url = f"{self.base_url}/models"
+        try:
+            entries = self._served_models()
+        except LLMRequestError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status == 429:
+                raise
+            # A server without the list (HTTP 404): the name is all there is to key on.
+            log.warning("%s answered HTTP %s: answers of %s are cached under its name alone", url, exc.status, model)
+            self._served = []
+            return {}
+        entry = next((m for m in entries if m["id"] == model), None)
+        if entry is None:
+            listed = ", ".join(str(m["id"]) for m in entries) or "nothing"
+            log.warning("%s lists %s, not %s: its answers are cached under its name alone", url, listed, model)
+            return {}
+        return {field: entry[field] for field in SERVED_IDENTITY_FIELDS if entry.get(field) is not None}
 
     # -- public API --------------------------------------------------------
 
@@ -451,12 +551,13 @@ class LLMClient:
             self.stats["prompts"] += len(conversations)
             self.stats["samples"] += len(conversations) * sampling.n
         results: list[list[str] | None] = [None] * len(conversations)
+        identity = self.model_identity() if self._cache is not None else None
 
         # Work out what must be generated; indices sharing a key share a request.
         todo: dict[str, list[int]] = {}
         if self._cache is not None:
             for i, messages in enumerate(conversations):
-                key = cache_key(model, messages, sampling.to_key_dict())
+                key = cache_key(model, messages, sampling.to_key_dict(), identity)
                 if key in todo:
                     todo[key].append(i)
                     continue
@@ -477,7 +578,7 @@ class LLMClient:
             texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
             for (key, indices), out in zip(batch, texts):
                 if self._cache is not None:
-                    self._cache.put(key, model, conversations[indices[0]], sampling.to_key_dict(), out)
+                    self._cache.put(key, model, conversations[indices[0]], sampling.to_key_dict(), out, identity)
                 for j in indices:
                     results[j] = list(out)
             with self._lock:
@@ -650,37 +751,32 @@ class LLMClient:
         last_status: int | None = None
         for attempt in range(self.max_retries + 1):
             retry_after: float | None = None
-            request = urllib.request.Request(
-                url, data=data, headers=self._headers(), method="GET" if data is None else "POST"
-            )
             if data is not None:
                 with self._lock:
                     self.stats["requests"] += 1
             try:
-                with self._opener.open(request, timeout=self.timeout) as response:
-                    raw = response.read()
-            except urllib.error.HTTPError as exc:
-                status = exc.code
-                server_message = _server_message(exc)
+                response = self._http.request("GET" if data is None else "POST", url, data, self._headers(), self.timeout)
+            except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as exc:
+                # Refused and dropped connections, timeouts, and URLError from a proxy's path.
+                last_status = None
+                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+            else:
+                if response.status < 400:
+                    try:
+                        return json.loads(response.body)
+                    except json.JSONDecodeError as exc:
+                        raise LLMError(f"response from {url} is not JSON: {response.body[:300]!r}") from exc
+                status = response.status
+                server_message = _server_message(response)
                 if status != 429 and not 500 <= status < 600:
                     raise LLMRequestError(
                         f"LLM request to {url} failed with HTTP {status}: {server_message}",
                         url=url,
                         status=status,
                         server_message=server_message,
-                    ) from exc
+                    )
                 last_status, last_error = status, f"HTTP {status}: {server_message}"
-                retry_after = _retry_after(exc)
-            except (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-                # URLError wraps refused connections and connect timeouts;
-                # read timeouts and dropped connections arrive unwrapped.
-                last_status = None
-                last_error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            else:
-                try:
-                    return json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise LLMError(f"response from {url} is not JSON: {raw[:300]!r}") from exc
+                retry_after = _retry_after(response)
             if attempt == self.max_retries:
                 break
             delay = self._backoff(attempt, retry_after)
@@ -697,8 +793,10 @@ class LLMClient:
         )
 
     def close(self) -> None:
-        """Release the in-process vLLM engine, if one was loaded."""
+        """Release the in-process vLLM engine, if one was loaded, and the idle connections."""
         self._vllm_llm = None
+        if self._http is not None:
+            self._http.close()
 
     def __enter__(self) -> LLMClient:
         return self
@@ -707,30 +805,49 @@ class LLMClient:
         self.close()
 
 
-def _opener_for(base_url: str | None) -> urllib.request.OpenerDirector:
-    """A URL opener that never sends loopback requests through a proxy.
+def _checked_sha256(value: str | None) -> str | None:
+    """A configured SHA-256 in lower case, or ``None``; anything but 64 hexadecimal digits is an error."""
+    if value is None:
+        return None
+    digest = str(value).strip().lower()
+    if not _SHA256.fullmatch(digest):
+        raise LLMConfigError(f"the model's SHA-256 (model_sha256 or ${ENV_MODEL_SHA256}) must be 64 hexadecimal "
+                             f"digits, got {value!r}")
+    return digest
 
-    urllib honours ``http_proxy`` and friends; on clusters these are often set
-    for the outside world, and a ``vllm serve`` on 127.0.0.1 would then be
-    asked through the proxy, which cannot reach it.
+
+def _local_model_sha256(model: str) -> str | None:
+    """SHA-256 of a model that is a local file, or of a local folder's files; ``None`` for a hub id.
+
+    A folder's digest is that of its files' relative paths and digests, in sorted order, so it
+    changes when any file does. The weights are read once per client (seconds per gigabyte).
     """
-    host = urllib.parse.urlsplit(base_url).hostname if base_url else None
-    if host in ("127.0.0.1", "localhost", "::1"):
-        return urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    return urllib.request.build_opener()
+    path = Path(model).expanduser()
+    if path.is_file():
+        return _file_sha256(path)
+    if not path.is_dir():
+        return None
+    folder = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        folder.update(f"{file.relative_to(path).as_posix()}\0{_file_sha256(file)}\n".encode())
+    return folder.hexdigest()
 
 
-def _server_message(exc: urllib.error.HTTPError) -> str:
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _server_message(response: Response) -> str:
     """The error text of an HTTP error response, preferring OpenAI's ``error.message``."""
-    try:
-        raw = exc.read()
-    except (OSError, http.client.HTTPException) as read_exc:
-        return f"(body unreadable: {read_exc})"
-    text = raw.decode("utf-8", errors="replace")
+    text = response.body.decode("utf-8", errors="replace")
     try:
         body = json.loads(text)
     except json.JSONDecodeError:
-        return text[:500] or (exc.reason or "")
+        return text[:500] or http.client.responses.get(response.status, "")
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
@@ -744,9 +861,9 @@ def _server_message(exc: urllib.error.HTTPError) -> str:
     return text[:500]
 
 
-def _retry_after(exc: urllib.error.HTTPError) -> float | None:
+def _retry_after(response: Response) -> float | None:
     """Seconds from a ``Retry-After`` header given in seconds (the HTTP-date form is ignored)."""
-    value = exc.headers.get("Retry-After") if exc.headers is not None else None
+    value = response.header("Retry-After")
     if value is None:
         return None
     try:
@@ -762,6 +879,7 @@ def client_from_arguments(
     *,
     llm_base_url: str | None = None,
     llm_model: str | None = None,
+    llm_model_sha256: str | None = None,
     llm_api_key: str | None = None,
     llm_backend: str | None = None,
     llm_cache_dir: str | None = None,
@@ -775,8 +893,8 @@ def client_from_arguments(
 
     Parameters
     ----------
-    llm_base_url, llm_model, llm_api_key, llm_backend
-        As :class:`LLMClient`'s ``base_url``, ``model``, ``api_key``, ``backend``; a missing or
+    llm_base_url, llm_model, llm_model_sha256, llm_api_key, llm_backend
+        As :class:`LLMClient`'s ``base_url``, ``model``, ``model_sha256``, ``api_key``, ``backend``; a missing or
         ``None`` value falls back to the environment variable (or default) of :class:`LLMClient`.
     llm_cache_dir
         The generation cache; ``"none"`` (or ``"off"``, ``"false"``) disables it, empty or ``None``
@@ -796,7 +914,8 @@ def client_from_arguments(
         cache_dir = None
     else:
         cache_dir = llm_cache_dir
-    settings: dict[str, Any] = {"base_url": llm_base_url, "model": llm_model, "api_key": llm_api_key,
+    settings: dict[str, Any] = {"base_url": llm_base_url, "model": llm_model, "model_sha256": llm_model_sha256,
+                                "api_key": llm_api_key,
                                 "backend": llm_backend, "cache_dir": cache_dir}
     if llm_max_concurrency is not None:
         settings["max_concurrency"] = int(llm_max_concurrency)

@@ -8,25 +8,33 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
 #: Environment variable naming the cache folder.
 ENV_CACHE = "OPENPERT_LLM_CACHE"
 #: Bumped when the layout of a cache entry changes, so that old entries are not read.
-CACHE_VERSION = 1
+#: 2: the key and the entry hold the model's identity beside its name.
+CACHE_VERSION = 2
 
 
-def cache_key(model: str, messages: list[dict[str, str]], sampling: dict) -> str:
+def cache_key(model: str, messages: list[dict[str, str]], sampling: dict,
+              model_identity: Mapping[str, Any] | None = None) -> str:
     """SHA-256 naming one generation request in the cache.
 
     The backend and URL are left out on purpose: the same request to the same model is the same
-    generation whichever server answers it. ``sampling`` is :meth:`SamplingParams.to_key_dict`.
+    generation whichever server answers it. The model is its name and its identity
+    (:meth:`pertsci.llm.LLMClient.model_identity`: a file's SHA-256, what the server reports of
+    the weights it serves), so another model served under the same name is another key.
+    ``sampling`` is :meth:`SamplingParams.to_key_dict`.
     """
     payload = {
         "version": CACHE_VERSION,
         "model": model,
+        "model_identity": dict(model_identity or {}),
         "messages": messages,
         "sampling": sampling,
     }
@@ -88,7 +96,8 @@ class GenerationCache:
             return None
         return texts
 
-    def put(self, key: str, model: str, messages: list[dict[str, str]], sampling: dict, texts: list[str]) -> None:
+    def put(self, key: str, model: str, messages: list[dict[str, str]], sampling: dict, texts: list[str],
+            model_identity: Mapping[str, Any] | None = None) -> None:
         """Store the generations of one request, with the request itself."""
         # The request is stored next to the answer so an entry can be inspected
         # (or audited) without re-deriving the key.
@@ -96,6 +105,7 @@ class GenerationCache:
             "version": CACHE_VERSION,
             "key": key,
             "model": model,
+            "model_identity": dict(model_identity or {}),
             "messages": messages,
             "sampling": sampling,
             "texts": texts,

@@ -23,7 +23,7 @@ from pertsci.llm import (
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     # The developer's own configuration must not leak into the tests.
-    for name in (llm.ENV_BASE_URL, llm.ENV_MODEL, llm.ENV_API_KEY, llm.ENV_BACKEND, llm.ENV_CACHE):
+    for name in (llm.ENV_BASE_URL, llm.ENV_MODEL, llm.ENV_MODEL_SHA256, llm.ENV_API_KEY, llm.ENV_BACKEND, llm.ENV_CACHE):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -201,6 +201,7 @@ def test_client_from_arguments(monkeypatch, tmp_path):
     assert (client.backend, client.cache_dir, client.max_concurrency, client.max_retries) == (
         "openai", tmp_path, 3, 0)
     assert client_from_arguments(**{**par, "llm_cache_dir": "none"}).cache_dir is None
+    assert client_from_arguments(**{**par, "llm_model_sha256": "A" * 64}).model_sha256 == "a" * 64
     with pytest.raises(TypeError):
         client_from_arguments(**{**par, "llm_temperature": 0.5})  # not an argument of the group
 
@@ -263,13 +264,98 @@ def test_vllm_backend_with_fake_module(monkeypatch, tmp_path):
 
 
 def test_cache_is_shared_between_backends(monkeypatch, tmp_path):
-    # The same model name answered by vLLM in-process is not asked again over HTTP.
+    # The model vLLM loaded in process, served by `vllm serve` (which lists it with its root), is not asked again.
     monkeypatch.setitem(sys.modules, "vllm", make_fake_vllm())
-    LLMClient(model="shared", cache_dir=tmp_path).generate(["q"], SamplingParams(seed=0))
-    with OpenAIStubServer() as server:
-        out = LLMClient(base_url=server.base_url, model="shared", cache_dir=tmp_path).generate(
+    LLMClient(model="org/shared", cache_dir=tmp_path).generate(["q"], SamplingParams(seed=0))
+    with OpenAIStubServer(model="org/shared", model_card={"root": "org/shared"}) as server:
+        out = LLMClient(base_url=server.base_url, model="org/shared", cache_dir=tmp_path).generate(
             ["q"], SamplingParams(seed=0))
     assert out == [["q/0"]] and server.n_requests == 0
+    # Served under that name from other weights, it is another model.
+    with OpenAIStubServer(model="org/shared", model_card={"root": "/models/other"}) as server:
+        out = LLMClient(base_url=server.base_url, model="org/shared", cache_dir=tmp_path).generate(
+            ["q"], SamplingParams(seed=0))
+    assert out == [["echo: q"]] and server.n_requests == 1
+
+
+# -- the model's identity in the cache key -------------------------------------
+
+
+@pytest.mark.parametrize("card_a, card_b", [
+    ({"root": "/models/a.gguf"}, {"root": "/models/b.gguf"}),  # vLLM
+    ({"meta": {"n_params": 134515008, "size": 98000000}}, {"meta": {"n_params": 134515008, "size": 99000000}}),  # llama.cpp
+    ({"root": "base", "parent": None}, {"root": "base", "parent": "other-base"}),  # an adapter on another base
+])
+def test_two_servers_of_one_name_and_different_models_share_no_answer(tmp_path, card_a, card_b):
+    sampling = SamplingParams(seed=0)
+    with OpenAIStubServer(lambda req: "from A", model="m", model_card=card_a) as a, \
+            OpenAIStubServer(lambda req: "from B", model="m", model_card=card_b) as b:
+        assert LLMClient(base_url=a.base_url, model="m", cache_dir=tmp_path).generate(["q"], sampling) == [["from A"]]
+        client_b = LLMClient(base_url=b.base_url, model="m", cache_dir=tmp_path)
+        assert client_b.generate(["q"], sampling) == [["from B"]]
+        assert (a.n_requests, b.n_requests, client_b.stats["cache_hits"]) == (1, 1, 0)
+    # The same model served again (a restarted server) is answered from the cache.
+    with OpenAIStubServer(lambda req: "from A again", model="m", model_card=card_a) as again:
+        client = LLMClient(base_url=again.base_url, model="m", cache_dir=tmp_path)
+        assert client.generate(["q"], sampling) == [["from A"]]
+        assert again.n_requests == 0 and client.stats["cache_hits"] == 1
+    entries = [json.loads(p.read_text()) for p in tmp_path.rglob("*.json")]
+    assert sorted(e["texts"][0] for e in entries) == ["from A", "from B"]
+    assert {e["texts"][0]: e["model_identity"] for e in entries}["from A"] == {k: v for k, v in card_a.items() if v is not None}
+
+
+def test_the_model_files_sha256_tells_models_of_one_name_apart(monkeypatch, tmp_path):
+    # llama-cpp-python lists only the alias: the GGUF's SHA-256, given by who serves it, is the identity.
+    cache, sampling = tmp_path / "cache", SamplingParams(seed=0)
+    with OpenAIStubServer(model="smollm2") as server:
+        for digest in ("a" * 64, "B" * 64, "a" * 64):
+            client = LLMClient(base_url=server.base_url, model="smollm2", model_sha256=digest, cache_dir=cache)
+            client.generate(["q"], sampling)
+        assert server.n_requests == 2 and client.stats["cache_hits"] == 1
+        monkeypatch.setenv(llm.ENV_MODEL_SHA256, "b" * 64)
+        client = LLMClient(base_url=server.base_url, model="smollm2", cache_dir=cache)
+        assert client.model_identity() == {"sha256": "b" * 64}
+        client.generate(["q"], sampling)
+        assert server.n_requests == 2 and client.stats["cache_hits"] == 1
+    with pytest.raises(LLMConfigError, match="64 hexadecimal digits, got 'abc'"):
+        LLMClient(base_url="http://127.0.0.1:9/v1", model="m", model_sha256="abc")
+
+
+def test_a_local_model_file_in_process_is_identified_by_its_content(monkeypatch, tmp_path):
+    import hashlib
+
+    fake = make_fake_vllm()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF weights one")
+    client = LLMClient(model=str(gguf), cache_dir=tmp_path / "cache")
+    assert client.model_identity() == {"root": str(gguf), "sha256": hashlib.sha256(b"GGUF weights one").hexdigest()}
+    client.generate(["q"])
+    LLMClient(model=str(gguf), cache_dir=tmp_path / "cache").generate(["q"])
+    assert len(fake.calls["chat"]) == 1
+    gguf.write_bytes(b"GGUF weights two")  # other weights at the same path
+    LLMClient(model=str(gguf), cache_dir=tmp_path / "cache").generate(["q"])
+    assert len(fake.calls["chat"]) == 2
+    with pytest.raises(LLMConfigError, match="has SHA-256 .* not the configured " + "c" * 64):
+        LLMClient(model=str(gguf), model_sha256="c" * 64, cache_dir=tmp_path / "cache").generate(["q"])
+    # A folder's identity follows any of its files.
+    folder = tmp_path / "hf_model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    first = LLMClient(model=str(folder), cache_dir=None).model_identity()
+    (folder / "config.json").write_text('{"layers": 2}')
+    assert LLMClient(model=str(folder), cache_dir=None).model_identity()["sha256"] != first["sha256"]
+    assert LLMClient(model="org/name", vllm_kwargs={"revision": "abc123"}, cache_dir=None).model_identity() == {
+        "root": "org/name", "revision": "abc123"}
+
+
+def test_a_name_the_server_does_not_list_is_keyed_on_the_name_with_a_warning(tmp_path, caplog):
+    with OpenAIStubServer(model="served", model_card={"root": "/models/x"}) as server:
+        client = LLMClient(base_url=server.base_url, model="not-listed", cache_dir=tmp_path)
+        with caplog.at_level("WARNING", logger="pertsci.llm"):
+            assert client.generate(["q"]) == [["echo: q"]]
+        assert client.model_identity() == {}
+    assert "lists served, not not-listed: its answers are cached under its name alone" in caplog.text
 
 
 def test_auto_prefers_server_when_base_url_set(monkeypatch):

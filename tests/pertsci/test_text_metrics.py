@@ -15,6 +15,58 @@ def test_tokenize():
     assert tm.tokenize("  ...  ") == []
 
 
+def test_tokenize_drops_what_is_not_ascii_as_rouge_does():
+    assert tm.tokenize("NF-κB") == ["nf", "b"]
+    assert tm.tokenize("TNF-α and TNF-β") == ["tnf", "and", "tnf"]
+    assert tm.tokenize("Ca²⁺ 5-HT₂ₐ １２") == ["ca", "5", "ht"]
+    # Lowercasing comes first: the Kelvin sign and the dotted capital I lowercase to ASCII letters.
+    assert tm.tokenize("\u212a \u0130L2") == ["k", "i", "l2"]
+
+
+#: Gene-set descriptions against annotations, with Greek letters, superscripts and subscripts,
+#: hyphens and dashes, digits (ASCII and fullwidth), ligatures, Roman numerals and empty texts.
+GENE_SET_PAIRS = [
+    ("Genes of the NF-κB signalling pathway, activated by TNF-α through TNFR1.", "TNF-α signalling via NF-κB"),
+    ("Ca²⁺-dependent signalling: calmodulin and CaMKII respond to Ca²⁺ release from the ER.", "Calcium (Ca²⁺) ion homeostasis"),
+    ("Interferon-γ response; IFN-γ and IL-1β induce STAT1 and IRF1.", "IFN-γ / IL-1β inflammatory response"),
+    ("TGF-β1 signals through SMAD2/3 and SMAD4 to repress MYC.", "TGF-β signalling (SMAD2/3)"),
+    ("Wnt/β-catenin targets: CTNNB1, TCF7L2, AXIN2, LGR5.", "β-catenin–TCF transcription (Wnt)"),
+    ("HIF-1α targets under hypoxia: VEGFA, SLC2A1, PGK1, LDHA.", "Hypoxia (HIF-1α, HIF-2α/EPAS1)"),
+    ("Na⁺/K⁺-ATPase subunits ATP1A1 and ATP1B3 maintain the Na⁺ gradient.", "Sodium/potassium-transporting ATPase (Na⁺/K⁺)"),
+    ("Polycomb targets marked by H3K27me3; PRC2 (EZH2, SUZ12, EED).", "PRC2-mediated H3K27me³ deposition"),
+    ("p53 (TP53) DNA-damage response: CDKN1A/p21, MDM2, GADD45A.", "TP53-regulated DNA damage response (p21ᶜⁱᵖ¹)"),
+    ("Ribosomal proteins RPL3–RPL41 and RPS2–RPS29 of the 60S and 40S subunits.", "cytosolic ribosome (80S), large subunit 60S"),
+    ("ΔNp63 and TAp63 isoforms in basal epithelium; 5′-UTR and 3ʹ-UTR elements.", "p63 (ΔNp63α) basal-cell program"),
+    ("PI3K–AKT–mTORC1: PIK3CA, AKT1, MTOR, RPTOR, S6K1 (RPS6KB1).", "mTORC1 signalling"),
+    ("Complex Ⅰ and complex Ⅳ of the respiratory chain; NDUFA1-NDUFA13, COX4I1.", "Mitochondrial complex I/IV (oxidative phosphorylation)"),
+    ("ﬁbroblast growth factors FGF1–FGF23 and their receptors FGFR1–4.", "Fibroblast growth factor signalling"),
+    ("µ-opioid and κ-opioid receptors; 5-HT₂ₐ serotonin receptor", "G protein–coupled receptors (μ, κ, δ opioid)"),
+    ("Cholesterol biosynthesis: HMGCR, SQLE, LDLR — SREBP2 targets", "Cholesterol homeostasis (SREBF2)"),
+    ("\u0130nterleukin-2 and the Kelvin sign \u212a; snake_case_gene tokens", "interleukin 2 (IL2) signalling"),
+    ("αβ T-cell receptor; CD3ε, CD3γ, CD3δ, ZAP-70 and LCK", "T cell receptor (TCR αβ) signalling, CD3"),
+    ("１２ fullwidth digits and ½ fractions in 2nd-round screens", "12 genes in round 2"),
+    ("κ", "α"),
+    ("", "NF-κB"),
+    ("NF-κB", ""),
+]
+
+
+def test_rouge1_equals_torchmetrics_on_gene_set_descriptions():
+    """PerturbQA's code scores ROUGE-1 recall with torchmetrics' ROUGEScore (defaults): the values are equal.
+
+    torchmetrics returns float32 tensors of the same float64 quotients, so the values are
+    compared as float32, exactly.
+    """
+    rouge = pytest.importorskip("torchmetrics.text.rouge")
+    scorer = rouge.ROUGEScore(rouge_keys="rouge1")
+    for candidate, reference in GENE_SET_PAIRS:
+        expected = scorer(candidate, reference)
+        ours = tm.rouge1(candidate, reference)
+        for value, key in zip(ours, ["rouge1_precision", "rouge1_recall", "rouge1_fmeasure"]):
+            assert np.float32(value) == expected[key].item(), (candidate, reference, key, value, expected[key].item())
+        assert tm.rouge1_recall(candidate, reference) == ours[1]
+
+
 def test_rouge1_hand_computed():
     # candidate: the cat the cat (4 words); reference: the cat sat on the mat (6 words)
     # overlap: min(2, 2) for "the" + min(2, 1) for "cat" = 3 -> P = 3/4, R = 3/6

@@ -44,9 +44,10 @@ HARNESS_PLUGINS = ("analysis.py",)
 _SHARED_DATA_LOOKUPS = re.compile(r"OPENPERT_SHARED_DATA|shared_data_dir|\.\./shared/data|\bshared/data\b")
 _TESTS_REFERENCE = re.compile(r"(^|[\s'\"(/])tests/")
 #: Extras of ``pyproject.toml`` that hold tools rather than what the code imports: the test tools
-#: (pytest and its plugins, linters run as commands) and the reference tools that the scripts of
-#: ``benchmarks/`` compare against. What they hold counts as declared; it need not be imported.
-TOOL_EXTRAS = ("test", "bench")
+#: (pytest and its plugins, linters run as commands), the reference tools that the scripts of
+#: ``benchmarks/`` compare against and the reference implementations the tests compare against.
+#: What they hold counts as declared; it need not be imported.
+TOOL_EXTRAS = ("test", "bench", "reference")
 #: Distributions whose import name differs from their name, for when one is not installed where
 #: the rules are checked (``importlib.metadata`` then cannot say): CI lints with the test tools only.
 _IMPORT_NAMES = {"sklearn": "scikit-learn", "yaml": "pyyaml", "markdown_it": "markdown-it-py"}

@@ -323,26 +323,34 @@ class LLMProxy:
                 for name, value in response.getheaders():
                     if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
                         self.send_header(name, value)
+                metered = metered and 200 <= response.status < 300
                 streamed = "text/event-stream" in content_type.lower()
                 if streamed:
-                    # Events are passed on as they come (no length: the connection's end ends the body).
+                    # Events are passed on as they come (no length: the connection's end ends the body,
+                    # after the usage is counted).
                     self.end_headers()
                     chunks = []
                     while chunk := response.read1(65536):
                         chunks.append(chunk)
                         self.wfile.write(chunk)
                         self.wfile.flush()
-                    data = b"".join(chunks)
+                    if metered:
+                        self._meter(b"".join(chunks), content_type, encoding)
                 else:
                     data = response.read()
+                    # Counted before the job has the answer: a job that ends once it has read it
+                    # (its Content-Length says when) leaves counts that include it.
+                    if metered:
+                        self._meter(data, content_type, encoding)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                if metered and 200 <= response.status < 300:
-                    usage = usage_of(data, content_type, encoding)
-                    if usage is None:
-                        proxy._count(unmetered=1)
-                    else:
-                        proxy._count(**usage)
+
+            def _meter(self, data: bytes, content_type: str, encoding: str) -> None:
+                usage = usage_of(data, content_type, encoding)
+                if usage is None:
+                    proxy._count(unmetered=1)
+                else:
+                    proxy._count(**usage)
 
         return Handler

@@ -156,7 +156,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 BLAS_KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Settings of :mod:`pertsci.llm` passed to LLM components (the cache is handled on its own). The API
 #: key is not one: it stays with the harness's proxy (:mod:`openpert.run.llm_proxy`).
-LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_BACKEND",
+LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_MODEL_SHA256", "OPENPERT_LLM_BACKEND",
                  # a dry run's token counting (pertsci.llm_plan); the tokenizer file is bound read-only
                  "OPENPERT_LLM_TOKENIZER", "OPENPERT_LLM_DRY_RUN_ANSWER_CHARS")
 #: Values of ``--llm_cache_dir`` that disable the cache (as in :func:`pertsci.llm.client_from_arguments`).

@@ -22,6 +22,7 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -89,6 +90,14 @@ class OpenAIStubServer:
         requests overlap.
     model : str
         Id listed by ``GET /v1/models``.
+    idle_timeout : float, optional
+        Seconds a kept-alive connection may stay idle before the server closes
+        it (as llama.cpp and vLLM do); default: until the client closes it.
+    model_card : dict, optional
+        More fields of that listing's entry, as a real server adds them:
+        vLLM's ``root`` (the path or hub id it loaded), llama.cpp's ``meta``
+        (parameter count, file size, ...). Two stubs with the same ``model``
+        and different cards stand for two models served under one name.
 
     Attributes
     ----------
@@ -98,6 +107,9 @@ class OpenAIStubServer:
         Headers of the same requests.
     max_in_flight : int
         Largest number of chat requests being answered at the same time.
+    connections : int
+        Connections accepted so far. The server speaks HTTP/1.1 and keeps a
+        connection open for the next request unless the client asks to close.
     """
 
     def __init__(
@@ -111,6 +123,8 @@ class OpenAIStubServer:
         status_message: str = "stub error",
         delay: float = 0.0,
         model: str = "stub-model",
+        model_card: dict[str, Any] | None = None,
+        idle_timeout: float | None = None,
     ):
         if host not in (_LOOPBACK, "localhost"):
             raise ValueError(f"OpenAIStubServer only binds {_LOOPBACK}, not {host!r}")
@@ -121,6 +135,10 @@ class OpenAIStubServer:
         self.status_message = status_message
         self.delay = float(delay)
         self.model = model
+        self.model_card = dict(model_card or {})
+        self.idle_timeout = idle_timeout
+        self.connections = 0
+        self._open: set[socket.socket] = set()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.max_in_flight = 0
@@ -160,11 +178,18 @@ class OpenAIStubServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
+        """Stop serving and close the socket and every open connection, as a stopped server would."""
         if self._httpd is None:
             return
         self._httpd.shutdown()
         self._httpd.server_close()
+        with self._lock:
+            open_connections = list(self._open)
+        for connection in open_connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # the client closed it meanwhile: nothing left to close
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._httpd = None
@@ -236,6 +261,25 @@ class OpenAIStubServer:
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # Keep-alive, as real servers: every answer has a Content-Length.
+            protocol_version = "HTTP/1.1"
+            # Headers and body leave in two writes: without TCP_NODELAY (which real servers set),
+            # Nagle's algorithm holds the body back for the client's delayed ACK, 40 ms an answer.
+            disable_nagle_algorithm = True
+            # A connection idle this long is closed (StreamRequestHandler's socket timeout).
+            timeout = server.idle_timeout
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+                    server._open.add(self.connection)
+
+            def finish(self) -> None:
+                with server._lock:
+                    server._open.discard(self.connection)
+                super().finish()
+
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
                 # Test output stays readable; requests are recorded in server.requests.
                 return
@@ -256,7 +300,8 @@ class OpenAIStubServer:
                         200,
                         {
                             "object": "list",
-                            "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "openpert"}],
+                            "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "openpert",
+                                      **server.model_card}],
                         },
                     )
                 else:

@@ -316,6 +316,8 @@ def test_run_nextflow_keeps_a_remote_work_dir(tmp_path):
 def test_llm_settings_travel_as_params_and_the_key_does_not():
     env = {"OPENPERT_LLM_BASE_URL": "http://vllm:8000/v1", "OPENPERT_LLM_API_KEY": "sk-secret", "OPENPERT_LLM_MODEL": ""}
     assert llm_params(env) == {"llm_base_url": "http://vllm:8000/v1"}
+    env["OPENPERT_LLM_MODEL_SHA256"] = "a" * 64  # the model's identity in the generation cache
+    assert llm_params(env) == {"llm_base_url": "http://vllm:8000/v1", "llm_model_sha256": "a" * 64}
     assert llm_params({}) == {}
 
 
