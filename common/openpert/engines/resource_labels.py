@@ -173,3 +173,55 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
     if not found:
         raise ValueError(f"{path}: 'config_mods' has no '.labels := {{...}}' defining resource labels")
     return labels
+
+
+#: The limits a job can exceed that a label sets: the ``Limits`` field, and what the limit is called.
+LIMIT_KINDS = {"time_s": "time", "memory_mb": "memory", "disk_mb": "disk"}
+
+
+def _amount(key: str, value: float) -> str:
+    """A label's limit as a reader writes it: ``10 min``, ``1 h``, ``4 s``, ``4 GB``, ``300 MB``."""
+    if key == "time_s":
+        for unit, seconds in (("h", 3600), ("min", 60)):
+            if value >= seconds and value % seconds == 0:
+                return f"{value / seconds:g} {unit}"
+        return f"{value:g} s"
+    return f"{value / 1024:g} GB" if value >= 1024 and value % 1024 == 0 else f"{value:g} MB"
+
+
+def label_advice(labels: list[str], resources: dict[str, dict[str, float]], key: str, *, config: str) -> str:
+    """What to tell the author of a job stopped at a limit: the label that set it and the next label up.
+
+    Parameters
+    ----------
+    labels
+        The component's resource labels.
+    resources
+        Label -> limits (:func:`parse_label_resources`).
+    key
+        The limit exceeded: ``"time_s"``, ``"memory_mb"`` or ``"disk_mb"``.
+    config
+        The component's config, as the advice names it.
+
+    Returns
+    -------
+    str
+        E.g. ``"label lowtime (10 min) set the limit: replace it with midtime (1 h) in the nextflow
+        runner's label list of src/t/methods/m/config.vsh.yaml, or make the component faster"``;
+        ``""`` when none of ``labels`` sets this limit (the limit came from elsewhere).
+    """
+    kind = LIMIT_KINDS[key]
+    setting = [label for label in labels if key in resources.get(label, {})]
+    if not setting:
+        return ""
+    label = setting[-1]  # the last one wins, as in the limits a job gets
+    value = resources[label][key]
+    larger = sorted((limits[key], name) for name, limits in resources.items() if limits.get(key, 0) > value)
+    faster = {"time_s": "make the component faster", "memory_mb": "make the component use less memory",
+              "disk_mb": "make the component write less"}[key]
+    if not larger:
+        return (f"label {label} ({_amount(key, value)}) set the limit, the highest {kind} label of _viash.yaml: "
+                f"{faster}")
+    bigger, name = larger[0]
+    return (f"label {label} ({_amount(key, value)}) set the limit: replace it with {name} ({_amount(key, bigger)}) "
+            f"in the nextflow runner's label list of {config}, or {faster}")

@@ -137,3 +137,19 @@ def test_parse_resource_directive():
         parse_resource_directive("accelerator = 0")
 
 
+
+
+def test_label_advice_names_the_label_and_the_next_one_up():
+    from openpert.engines.resource_labels import label_advice
+
+    labels = parse_label_resources(REPO / "_viash.yaml")
+    config = "src/t/methods/m/config.vsh.yaml"
+    assert label_advice(["lowmem", "lowcpu", "lowtime"], labels, "time_s", config=config) == (
+        "label lowtime (10 min) set the limit: replace it with midtime (1 h) in the nextflow runner's label list of "
+        "src/t/methods/m/config.vsh.yaml, or make the component faster")
+    assert label_advice(["midmem", "lowtime"], labels, "memory_mb", config=config).startswith(
+        "label midmem (12 GB) set the limit: replace it with highmem (20 GB)")
+    assert label_advice(["veryhightime"], labels, "time_s", config=config) == (
+        "label veryhightime (12 h) set the limit, the highest time label of _viash.yaml: make the component faster")
+    # a limit no label set (an explicit --limit-time-s) has no label to raise
+    assert label_advice(["lowmem"], labels, "time_s", config=config) == ""
