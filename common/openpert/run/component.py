@@ -6,8 +6,8 @@ numbers are the source's. The script runs in a fresh work directory that holds o
 inputs (hard links, or copies across file systems: never symlinks, which would reveal where the
 other files of the dataset lie), under a time and a memory limit, with its output captured to a
 log. It starts in an empty folder of its own (:data:`START_DIR`), not the one its outputs are
-written to: an output reaches the harness only through the path ``par`` gives. Inputs are validated before, outputs after; an output only reaches its
-destination once it is valid.
+written to: an output reaches the harness only through the path ``par`` gives. Inputs are
+validated before, outputs after; an output only reaches its destination once it is valid.
 
 Where bubblewrap works, the script runs in a sandbox (:mod:`openpert.run.sandbox`): the work
 directory appears at ``/job``, the staged inputs and resources read-only, and ``par``/``meta``
