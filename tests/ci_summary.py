@@ -31,6 +31,10 @@ _ACTIONLINT = re.compile(r"^(?P<where>[^:\s][^:]*:\d+:\d+): (?P<message>.+?)(?: 
 _LINT_TOTALS = re.compile(r"^(layout: \d+ violation|\d+ problem\(s\)$|no problems found$)")
 #: Exit codes of jobs stopped at a limit (``openpert.run.records``): time 143, memory 137, disk 153.
 _LIMIT_EXITS = (143, 137, 153)
+#: A job's reason when it was stopped at a limit (``openpert.run.process``).
+_LIMIT_REASON = re.compile(r"\b(time|memory|disk) limit (\S+ )?exceeded")
+#: The fix of a job stopped at a limit: rerunning it would stop at the same limit; the reason names the label to raise.
+_LIMIT_FIX = "a larger resource label in `{config}`, as the reason says, or a faster, smaller component"
 #: Longest message kept on a line: the summary points at the problem, the log holds the rest.
 MESSAGE_MAX = 300
 
@@ -141,6 +145,8 @@ def junit_failures(path: Path) -> list[Failure]:
                 label = "test failed" if kind == "failure" else "test error"
                 component = node.partition("/config.vsh.yaml::")
                 fix = f"`openpert test {component[0]}`" if component[1] else f"reproduce with `python -m pytest '{node}'`"
+                if component[1] and _LIMIT_REASON.search(message):
+                    fix = _LIMIT_FIX.format(config=f"{component[0]}/config.vsh.yaml")
                 failures.append(Failure("tests", node, f"{label}: {message}", fix))
     return failures
 
@@ -216,8 +222,7 @@ def benchmark_failures(folder: Path) -> list[Failure]:
             folder_of = str(Path(config).parent) if config else f"the {job.get('component')} component"
             log = f" (log: `{job['log']}`)" if job.get("log") else ""
             if job.get("exit_code") in _LIMIT_EXITS and config:
-                # Rerunning would stop at the same limit: the reason names the label to raise.
-                fix = f"a larger resource label in `{config}`, as the reason says, or a faster, smaller component"
+                fix = _LIMIT_FIX.format(config=config)
             else:
                 fix = f"`openpert test {folder_of}`" if config else f"see the log of {folder_of}"
             failures.append(Failure("benchmark", str(job.get("job_id")),

@@ -87,6 +87,15 @@ def test_a_failed_component_test_points_at_openpert_test(tmp_path):
     assert failure.where == "src/t/methods/m/config.vsh.yaml::component[m]" and failure.fix == "`openpert test src/t/methods/m`"
 
 
+def test_a_component_test_stopped_at_its_time_limit_is_not_told_to_rerun(tmp_path):
+    (tmp_path / "junit.xml").write_text(
+        '<testsuites><testsuite name="pytest"><testcase classname="src.t.methods.m.config.vsh.yaml" name="component[m]">'
+        '<failure message="ComponentTestError: m failed: time limit exceeded (600 s); label lowtime (10 min) set the limit: '
+        'replace it with midtime (1 h)">trace</failure></testcase></testsuite></testsuites>')
+    (failure,) = junit_failures(tmp_path / "junit.xml")
+    assert "openpert test" not in failure.fix and "`src/t/methods/m/config.vsh.yaml`" in failure.fix
+
+
 def test_a_cut_short_or_missing_report_is_a_failure_not_a_pass(tmp_path):
     (tmp_path / "junit.xml").write_text("<testsuites><testsuite><testcase")
     (cut,) = junit_failures(tmp_path / "junit.xml")
