@@ -29,6 +29,12 @@ _RUFF = re.compile(r"^(?P<where>[^:\s][^:]*:\d+:\d+): (?P<code>[A-Z]+\d+) (?P<fi
 _ACTIONLINT = re.compile(r"^(?P<where>[^:\s][^:]*:\d+:\d+): (?P<message>.+?)(?: \[(?P<rule>[a-z-]+)\])?$")
 #: Lines of ``openpert lint`` that are totals, not problems.
 _LINT_TOTALS = re.compile(r"^(layout: \d+ violation|\d+ problem\(s\)$|no problems found$)")
+#: Exit codes of jobs stopped at a limit (``openpert.run.records``): time 143, memory 137, disk 153.
+_LIMIT_EXITS = (143, 137, 153)
+#: A job's reason when it was stopped at a limit (``openpert.run.process``).
+_LIMIT_REASON = re.compile(r"\b(time|memory|disk) limit (\S+ )?exceeded")
+#: The fix of a job stopped at a limit: rerunning it would stop at the same limit; the reason names the label to raise.
+_LIMIT_FIX = "a larger resource label in `{config}`, as the reason says, or a faster, smaller component"
 #: Longest message kept on a line: the summary points at the problem, the log holds the rest.
 MESSAGE_MAX = 300
 
@@ -97,6 +103,9 @@ def lint_failures(path: Path) -> list[Failure]:
             continue
         where, _, message = line.partition(": ")
         target = where.split(":")[0] if message else ""
+        if target.endswith(".py") or (Path(target).suffix and Path(target).name != "config.vsh.yaml"):
+            # lint reads configs: a problem in a script (an import) is checked again through its component's folder
+            target = str(Path(target).parent)
         failures.append(Failure("openpert lint", where if message else "", message or line,
                                 f"as the message says, then `openpert lint {target}`".rstrip()))
     return failures
@@ -136,12 +145,18 @@ def junit_failures(path: Path) -> list[Failure]:
                 label = "test failed" if kind == "failure" else "test error"
                 component = node.partition("/config.vsh.yaml::")
                 fix = f"`openpert test {component[0]}`" if component[1] else f"reproduce with `python -m pytest '{node}'`"
+                if component[1] and _LIMIT_REASON.search(message):
+                    fix = _LIMIT_FIX.format(config=f"{component[0]}/config.vsh.yaml")
                 failures.append(Failure("tests", node, f"{label}: {message}", fix))
     return failures
 
 
 #: ``openpert images test``'s heading of a failed component: ``--- failed: <folder> [<environment>]``.
 _IMAGE_TEST = re.compile(r"^--- (?P<status>failed|error): (?P<folder>\S+) \[(?P<env>[^\]]+)\]$")
+
+
+#: Python's error for an import that the environment cannot satisfy.
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
 def image_test_failures(path: Path) -> list[Failure]:
@@ -159,8 +174,19 @@ def image_test_failures(path: Path) -> list[Failure]:
             block.append(following.strip())
         reason = next((b for b in block if b.startswith(("FAILED ", "ERROR "))), "") or next(
             (b for b in reversed(block) if b), f"component test {match['status']}")
+        rerun = f"`bash scripts/test_images.sh {match['folder']}`"
+        missing = [m for b in block for m in _MISSING_MODULE.findall(b)]
+        if missing:
+            # The module is the fact to act on; pytest's summary line names only the test.
+            module = missing[-1].split(".")[0]
+            failures.append(Failure("image tests", match["folder"],
+                                    f"in the {match['env']} environment: no module named {module!r}: the image does not hold it",
+                                    f"declare its distribution in the docker engine of `{match['folder']}/config.vsh.yaml` "
+                                    f"(`setup: [{{type: python, packages: [<distribution>==<version>]}}]`; "
+                                    f"`openpert lint {match['folder']}` names it), then {rerun}"))
+            continue
         failures.append(Failure("image tests", match["folder"], f"in the {match['env']} environment: {reason}",
-                                f"`bash scripts/test_images.sh {match['folder']}` (a missing package: declare it in the config's `setup`)"))
+                                f"{rerun} (a missing package: declare it in the config's `setup`)"))
     return failures
 
 
@@ -195,9 +221,13 @@ def benchmark_failures(folder: Path) -> list[Failure]:
             config = configs.get(job.get("component"))
             folder_of = str(Path(config).parent) if config else f"the {job.get('component')} component"
             log = f" (log: `{job['log']}`)" if job.get("log") else ""
+            if job.get("exit_code") in _LIMIT_EXITS and config:
+                fix = _LIMIT_FIX.format(config=config)
+            else:
+                fix = f"`openpert test {folder_of}`" if config else f"see the log of {folder_of}"
             failures.append(Failure("benchmark", str(job.get("job_id")),
                                     f"{job.get('stage')} job failed (exit {job.get('exit_code')}): {job.get('reason')}{log}",
-                                    f"`openpert test {folder_of}`" if config else f"see the log of {folder_of}"))
+                                    fix))
         for error in results.get("config_errors") or []:
             if isinstance(error, dict):
                 failures.append(Failure("benchmark", str(error.get("config")), f"left out: {error.get('reason')}",

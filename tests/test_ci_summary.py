@@ -87,6 +87,15 @@ def test_a_failed_component_test_points_at_openpert_test(tmp_path):
     assert failure.where == "src/t/methods/m/config.vsh.yaml::component[m]" and failure.fix == "`openpert test src/t/methods/m`"
 
 
+def test_a_component_test_stopped_at_its_time_limit_is_not_told_to_rerun(tmp_path):
+    (tmp_path / "junit.xml").write_text(
+        '<testsuites><testsuite name="pytest"><testcase classname="src.t.methods.m.config.vsh.yaml" name="component[m]">'
+        '<failure message="ComponentTestError: m failed: time limit exceeded (600 s); label lowtime (10 min) set the limit: '
+        'replace it with midtime (1 h)">trace</failure></testcase></testsuite></testsuites>')
+    (failure,) = junit_failures(tmp_path / "junit.xml")
+    assert "openpert test" not in failure.fix and "`src/t/methods/m/config.vsh.yaml`" in failure.fix
+
+
 def test_a_cut_short_or_missing_report_is_a_failure_not_a_pass(tmp_path):
     (tmp_path / "junit.xml").write_text("<testsuites><testsuite><testcase")
     (cut,) = junit_failures(tmp_path / "junit.xml")
@@ -108,6 +117,33 @@ def test_openpert_lint_problems_are_one_line_each(project_copy, tmp_path, capsys
     assert failure.message == "label: 31 characters; at most 30"
     assert all(f.where and f.message for f in failures), "the totals lines are not problems"
     assert failure.fix == f"as the message says, then `openpert lint {method}`"
+
+
+def test_the_lint_fix_of_a_script_problem_is_a_command_lint_accepts(project_copy, tmp_path, capsys, monkeypatch):
+    """A layout problem names the script; its fix lints the component's folder, which lint reads."""
+    script = project_copy / "src/tiny/methods/group_mean/script.py"
+    script.write_text("import openpert.files\n" + script.read_text())
+    monkeypatch.chdir(project_copy)
+    assert main(["lint"]) == 1
+    (tmp_path / "lint.txt").write_text(capsys.readouterr().out)
+    (failure,) = [f for f in lint_failures(tmp_path / "lint.txt") if "script.py" in f.where]
+    command = failure.fix.split("`")[1].split()
+    assert command == ["openpert", "lint", str(script.parent)]
+    assert main(command[1:]) == 1 and "script.py" in capsys.readouterr().out
+    # lint given the script itself says what to give it, rather than reading it as a config
+    assert main(["lint", str(script)]) == 2
+    assert f"not a component config; lint reads config.vsh.yaml files: give it the component's folder (openpert lint {script.parent})" in capsys.readouterr().err
+
+
+def test_a_job_stopped_at_its_time_limit_is_not_told_to_rerun(tmp_path):
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({
+        "methods": [{"id": "slow", "config": "src/t/methods/slow/config.vsh.yaml"}],
+        "failures": [{"job_id": "d/slow", "component": "slow", "stage": "method", "exit_code": 143,
+                      "reason": "time limit exceeded (600 s); label lowtime (10 min) set the limit: replace it with midtime"}]}))
+    (failure,) = benchmark_failures(results)
+    assert "openpert test" not in failure.fix and "`src/t/methods/slow/config.vsh.yaml`" in failure.fix
+    assert "replace it with midtime" in failure.message
 
 
 def test_failed_benchmark_jobs_name_job_reason_and_component(fixture_runs):
@@ -150,6 +186,15 @@ def test_a_component_failing_in_its_image_environment_points_at_test_images(tmp_
     (tmp_path / "image_tests.txt").write_text(format_summary(run, root))
     (failure,) = image_test_failures(tmp_path / "image_tests.txt")
     assert failure.where == "src/t/methods/needs_xgb"
+    # the module's name is what the author acts on: the summary keeps it, and says where to declare it
+    assert failure.message == "in the core environment: no module named 'xgboost': the image does not hold it"
+    assert "docker engine of `src/t/methods/needs_xgb/config.vsh.yaml`" in failure.fix
+    assert failure.fix.endswith("then `bash scripts/test_images.sh src/t/methods/needs_xgb`")
+    # another failure keeps pytest's line
+    other = pytest_tail.replace("E   ModuleNotFoundError: No module named 'xgboost'", "E   ValueError: bad")
+    run.results[1] = ComponentTestResult(failed, "core", "failed", 3.1, other)
+    (tmp_path / "image_tests.txt").write_text(format_summary(run, root))
+    (failure,) = image_test_failures(tmp_path / "image_tests.txt")
     assert failure.message == ("in the core environment: FAILED src/t/methods/needs_xgb/config.vsh.yaml::component[needs_xgb]"
                                " - ComponentTestError: needs_xgb failed")
     assert failure.fix.startswith("`bash scripts/test_images.sh src/t/methods/needs_xgb`")

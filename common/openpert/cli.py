@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from openpert.config.formats import FormatError
-from openpert.config.viash import ConfigError, config_files, find_project_root
+from openpert.config.viash import CONFIG_NAME, ConfigError, config_files, find_project_root
 
 if TYPE_CHECKING:
     from openpert.config.task import Task
@@ -173,7 +173,7 @@ def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
         print(f"{task.name}: what the LLM components would send ({plan['token_count']}) -> {out / 'llm_plan.json'}")
         print(format_plan_table(plan["rows"]))
         for fail in plan["failures"]:
-            print(f"  failed {fail['job_id']}: {fail['reason'][:200]}", file=sys.stderr)
+            print(_wrapped(f"failed {fail['job_id']}: {fail['reason']}"), file=sys.stderr)
             status = 1
     return status
 
@@ -237,6 +237,15 @@ def _benchmark_tasks_at_once(ns: argparse.Namespace, tasks: list[Task]) -> int:
     return status
 
 
+def _wrapped(text: str, indent: str = "  ") -> str:
+    """A line for the console, wrapped at word boundaries to the terminal's width: never cut."""
+    import textwrap
+
+    width = max(shutil.get_terminal_size((100, 24)).columns, 60)
+    return textwrap.fill(text, width=width, initial_indent=indent, subsequent_indent=indent * 2,
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def _report_task(ns: argparse.Namespace, task: Task, results: dict) -> int:
     """Print a task's summary (jobs, failures, skips, scores); 1 when its results have a problem."""
     from openpert.results.collect import format_summary
@@ -247,13 +256,13 @@ def _report_task(ns: argparse.Namespace, task: Task, results: dict) -> int:
     cached = sum(r["cached"] for r in results["resources"])
     print(f"{task.name}: {n_jobs} jobs ({cached} cached), {n_failed} failed -> {out / 'results.json'}")
     for fail in results["failures"]:
-        print(f"  failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason'][:200]}")
+        print(_wrapped(f"failed {fail['job_id']}: exit {fail['exit_code']}: {fail['reason']}"))
     for skip in results.get("skipped", []):
         print(f"  skipped {skip['id']}: {skip['reason']}")
     print(format_summary(results))
     problems = run_problems(results)
     for problem in problems:
-        print(f"  error: {problem}", file=sys.stderr)
+        print(_wrapped(f"error: {problem}"), file=sys.stderr)
     return 1 if problems else 0
 
 
@@ -263,7 +272,7 @@ def run_problems(results: dict) -> list[str]:
     One method failing is the method's problem, recorded on the site; these make the whole run
     unusable, so ``openpert benchmark`` exits non-zero for them.
     """
-    problems = [f"dataset job {f['job_id']} failed: {f['reason'][:200]}" for f in results["failures"] if f["stage"] == "dataset"]
+    problems = [f"dataset job {f['job_id']} failed: {f['reason']}" for f in results["failures"] if f["stage"] == "dataset"]
     methods = {m["id"] for m in results["methods"] if m.get("type") == "method"}
     by_dataset: dict[str, list[bool]] = {}
     for job in results["resources"]:
@@ -318,6 +327,10 @@ def cmd_lint(ns: argparse.Namespace) -> int:
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise ConfigError(f"{', '.join(missing)}: no such file or folder to lint")
+    not_configs = [str(p) for p in paths if p.is_file() and p.name != CONFIG_NAME]
+    if not_configs:
+        raise ConfigError(f"{', '.join(not_configs)}: not a component config; lint reads {CONFIG_NAME} files: "
+                          f"give it the component's folder (openpert lint {Path(not_configs[0]).parent})")
     problems = lint_paths(paths)
     configs = [c for p in paths for c in config_files(p)]
     layout = check_project(_root(), configs)

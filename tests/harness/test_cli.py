@@ -60,15 +60,15 @@ def test_create_component_scaffolds_a_working_component(project_copy):
     for comp_type, name in [("method", "my_method"), ("metric", "my_metric"), ("control_method", "my_control")]:
         folder = create_component(project_copy, task="tiny", comp_type=comp_type, name=name)
         config = read_config(folder / "config.vsh.yaml")
-        # before the placeholders are filled in, the component test says what is missing
-        with pytest.raises(ComponentTestError, match="still holds the scaffold's placeholder"):
-            run_component_test(config, folder.parent / f"_{name}_work")
+        # as generated, the component test passes; lint asks for the real text of the placeholders
+        assert run_component_test(config, folder.parent / f"_{name}_work").succeeded
+        assert any("still holds the scaffold's placeholder" in p for p in lint_paths([folder]))
         text = (folder / "config.vsh.yaml").read_text()
         text = text.replace("FILL IN: ", "Filled in by the contributor: ").replace("10.0000/fill.in", "10.1000/real.doi")
         text = text.replace("https://example.org/fill-in", "https://example.org/docs")
         (folder / "config.vsh.yaml").write_text(text)
         result = run_component_test(read_config(folder / "config.vsh.yaml"), folder.parent / f"_{name}_work2")
-        assert result.succeeded
+        assert result.succeeded and lint_paths([folder]) == []
     with pytest.raises(ConfigError, match="already exists"):
         create_component(project_copy, task="tiny", comp_type="method", name="my_method")
 
@@ -80,6 +80,27 @@ def test_component_test_checks_metric_ids(project_copy, tmp_path):
         run_component_test(read_config(project_copy / "src/tiny/metrics/correlation/config.vsh.yaml"), tmp_path / "w")
     result = run_component_test(read_config(project_copy / "src/tiny/metrics/errors/config.vsh.yaml"), tmp_path / "w2")
     assert result.succeeded
+
+
+def test_component_test_and_lint_catch_an_import_the_image_does_not_provide(project_copy, tmp_path, capsys, monkeypatch):
+    """An import the image lacks fails `openpert test` and `openpert lint` here, not only in the image test."""
+    import shutil
+
+    pytest.importorskip("sklearn")
+    from project_paths import ROOT
+
+    shutil.copytree(ROOT / "docker", project_copy / "docker")
+    script = project_copy / "src/tiny/methods/group_mean/script.py"
+    script.write_text("import sklearn  # noqa: F401\n" + script.read_text())
+    config = read_config(project_copy / "src/tiny/methods/group_mean/config.vsh.yaml")
+    line = (f"{script}:1: imports sklearn (distribution scikit-learn), which image core does not hold and its setup does "
+            f"not add: use `image: ml`, which holds it, in the docker engine of {config.path}")
+    with pytest.raises(ComponentTestError) as raised:
+        run_component_test(config, tmp_path / "w")
+    assert line in str(raised.value)
+    monkeypatch.chdir(project_copy)
+    assert main(["lint", "src/tiny/methods/group_mean"]) == 1
+    assert line in capsys.readouterr().out
 
 
 def test_pytest_plugin_collects_components(tiny_project):
@@ -176,3 +197,19 @@ def test_a_failed_run_component_keeps_its_work_dir_but_not_its_private_tmp(proje
     assert code == 1 and "this method fails on purpose" in capsys.readouterr().err
     assert (work / "output.log").is_file()
     assert not (work / ".tmp").exists() and not (work / ".home").exists()
+
+
+def test_the_console_shows_a_failure_s_reason_in_full(fixture_runs, tiny_task, tmp_path, capsys):
+    """A reason is wrapped at word boundaries, never cut mid-word."""
+    import argparse
+    import copy
+
+    from openpert.cli import _report_task
+
+    _, mixed, _, _ = fixture_runs
+    results = copy.deepcopy(mixed)
+    reason = "invalid output --output: " + " ".join(f"column{i} should be numeric, found dtype object" for i in range(12))
+    results["failures"][0]["reason"] = reason
+    _report_task(argparse.Namespace(output=str(tmp_path)), tiny_task, results)
+    out = capsys.readouterr().out
+    assert " ".join(out.split()).count(reason) == 1

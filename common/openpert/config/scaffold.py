@@ -1,7 +1,9 @@
 """``openpert create-component``: a new component, working from the first run.
 
-The config merges the task's ``api/comp_<type>.yaml``. The script comes from the task's template
-``api/templates/<type>.py`` when the task ships one; otherwise it is written from the API: it reads
+The config merges the task's ``api/comp_<type>.yaml`` and declares the task's library when the script
+imports it. The script comes from the task's template ``api/templates/<type>.py`` when the task ships
+one (a working baseline that reads and writes with the task's own helpers); otherwise it is written
+from the API: it reads
 every input and writes each output in its format (rows and columns taken from the files its shape
 rules name, required layers filled with zeros, provenance in ``uns``) so that the component passes
 its test before the contributor writes the real computation.
@@ -16,13 +18,14 @@ from pathlib import Path
 import yaml
 
 from openpert.config.formats import FileFormat
+from openpert.config.layout_rules import source_imports
 from openpert.config.task import Task
 from openpert.config.viash import ComponentConfig, ConfigError
 
 _FOLDERS = {"method": "methods", "control_method": "control_methods", "metric": "metrics", "dataset": "datasets"}
 
 
-def _config_text(task: Task, comp_type: str, name: str) -> str:
+def _config_text(task: Task, comp_type: str, name: str, script: str) -> str:
     data: dict = {
         "__merge__": f"../../api/comp_{comp_type}.yaml",
         "name": name,
@@ -42,6 +45,10 @@ def _config_text(task: Task, comp_type: str, name: str) -> str:
     if info:
         data["info"] = info
     data["resources"] = [{"type": "python_script", "path": "script.py"}]
+    library = f"{task.dir.name}_lib"
+    if (task.dir / library).is_dir() and any(module.split(".")[0] == library for _, module, _ in source_imports(script)):
+        # What the script imports reaches its job only when declared.
+        data["resources"].append({"type": "file", "path": f"/src/{task.dir.name}/{library}"})
     data["engines"] = [_docker_engine(task.root), {"type": "native"}]
     data["runners"] = [{"type": "executable"}, {"type": "nextflow", "directives": {"label": ["lowmem", "lowcpu", "lowtime", "lowdisk"]}}]
     return yaml.safe_dump(data, sort_keys=False)
@@ -184,6 +191,6 @@ def create_component(root: Path, *, task: str, comp_type: str, name: str) -> Pat
         raise ConfigError(f"{task_obj.dir}: a component named {name!r} already exists")
     script = _script_text(task_obj, api, comp_type, name)
     folder.mkdir(parents=True)
-    (folder / "config.vsh.yaml").write_text(_config_text(task_obj, comp_type, name))
+    (folder / "config.vsh.yaml").write_text(_config_text(task_obj, comp_type, name, script))
     (folder / "script.py").write_text(script)
     return folder

@@ -5,7 +5,7 @@ Nextflow directives (``memory = 4.GB``, ``time = '1h'``, ``disk = 2.GB``...). Bo
 here, so that a job gets the same limits whichever runs it.
 
 No job runs without limits: a component that names no label of a dimension of
-:data:`LIMITED_DIMENSIONS` (time, memory, disk) runs with the project's lowest label of it
+:data:`LIMIT_KINDS` (time, memory, disk) runs with the project's lowest label of it
 (:func:`implied_labels`; ``lowtime``, ``lowmem``, ``lowdisk``), and ``openpert lint`` asks it to name
 one. Every job may also hold :data:`DEFAULT_PROCESSES` processes at once (Nextflow has no directive for
 a process count; a scheduler's own limits apply on a cluster).
@@ -51,8 +51,9 @@ TIME_UNITS_S = {
 }
 
 
-#: What every job is limited in: a component naming no label of one runs with the project's lowest.
-LIMITED_DIMENSIONS = {"time_s": "time", "memory_mb": "memory", "disk_mb": "disk"}
+#: The limits a label sets that a job can exceed (the ``Limits`` field, and what the limit is called):
+#: a component naming no label of one runs with the project's lowest.
+LIMIT_KINDS = {"time_s": "time", "memory_mb": "memory", "disk_mb": "disk"}
 #: Processes a job may hold at once (its sandbox's launcher included): a pool of workers per core
 #: fits many times over; a fork bomb does not.
 DEFAULT_PROCESSES = 256
@@ -177,21 +178,31 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
     return labels
 
 
-def lowest_labels(resources: dict[str, dict[str, int]]) -> dict[str, str]:
-    """The project's smallest label of each of :data:`LIMITED_DIMENSIONS` (``{"disk_mb": "lowdisk", ...}``).
+def limit_text(key: str, value: float) -> str:
+    """A label's limit as a reader writes it: ``10 min``, ``1 h``, ``4 s``, ``4 GB``, ``300 MB``."""
+    if key == "time_s":
+        for unit, seconds in (("h", 3600), ("min", 60)):
+            if value >= seconds and value % seconds == 0:
+                return f"{value / seconds:g} {unit}"
+        return f"{value:g} s"
+    return f"{value / 1024:g} GB" if value >= 1024 and value % 1024 == 0 else f"{value:g} MB"
 
-    A dimension no label sets is absent (``openpert lint`` asks the project to define one).
+
+def lowest_labels(resources: dict[str, dict[str, int]]) -> dict[str, str]:
+    """The project's smallest label of each of :data:`LIMIT_KINDS` (``{"disk_mb": "lowdisk", ...}``).
+
+    A limit no label sets is absent (``openpert lint`` asks the project to define one).
     """
     lowest = {}
-    for dimension in LIMITED_DIMENSIONS:
-        sizes = sorted((values[dimension], name) for name, values in resources.items() if dimension in values)
+    for key in LIMIT_KINDS:
+        sizes = sorted((values[key], name) for name, values in resources.items() if key in values)
         if sizes:
-            lowest[dimension] = sizes[0][1]
+            lowest[key] = sizes[0][1]
     return lowest
 
 
 def implied_labels(labels: list[str] | tuple[str, ...], resources: dict[str, dict[str, int]]) -> list[str]:
-    """The lowest labels a component runs with for the dimensions its own ``labels`` leave unset.
+    """The lowest labels a component runs with for the limits its own ``labels`` leave unset.
 
     Parameters
     ----------
@@ -202,7 +213,49 @@ def implied_labels(labels: list[str] | tuple[str, ...], resources: dict[str, dic
 
     Returns
     -------
-    Label names, in the order of :data:`LIMITED_DIMENSIONS`.
+    Label names, in the order of :data:`LIMIT_KINDS`.
     """
-    named = {dimension for label in labels for dimension in resources.get(label, {})}
-    return [label for dimension, label in lowest_labels(resources).items() if dimension not in named]
+    named = {key for label in labels for key in resources.get(label, {})}
+    return [label for key, label in lowest_labels(resources).items() if key not in named]
+
+
+def label_advice(labels: list[str], resources: dict[str, dict[str, float]], key: str, *, config: str) -> str:
+    """What to tell the author of a job stopped at a limit: the label that set it and the next label up.
+
+    Parameters
+    ----------
+    labels
+        The component's resource labels (a limit none of them sets came from the lowest label,
+        :func:`implied_labels`).
+    resources
+        Label -> limits (:func:`parse_label_resources`).
+    key
+        The limit exceeded: ``"time_s"``, ``"memory_mb"`` or ``"disk_mb"``.
+    config
+        The component's config, as the advice names it.
+
+    Returns
+    -------
+    str
+        E.g. ``"label lowtime (10 min) set the limit: replace it with midtime (1 h) in the nextflow
+        runner's label list of src/t/methods/m/config.vsh.yaml, or make the component faster"``;
+        ``""`` when no label sets this limit (the limit came from elsewhere).
+    """
+    kind = LIMIT_KINDS[key]
+    setting = [label for label in [*implied_labels(labels, resources), *labels] if key in resources.get(label, {})]
+    if not setting:
+        return ""
+    label = setting[-1]  # the last one wins, as in the limits a job gets
+    value = resources[label][key]
+    larger = sorted((limits[key], name) for name, limits in resources.items() if limits.get(key, 0) > value)
+    faster = {"time_s": "make the component faster", "memory_mb": "make the component use less memory",
+              "disk_mb": "make the component write less"}[key]
+    where = "in" if label in labels else "to"
+    if not larger:
+        return (f"label {label} ({limit_text(key, value)}) set the limit, the highest {kind} label of _viash.yaml: "
+                f"{faster}")
+    bigger, name = larger[0]
+    action = (f"replace it with {name} ({limit_text(key, bigger)}) {where} the nextflow runner's label list of {config}"
+              if label in labels else f"add {name} ({limit_text(key, bigger)}) {where} the nextflow runner's label list "
+              f"of {config} (a component naming no {kind} label runs with the lowest)")
+    return f"label {label} ({limit_text(key, value)}) set the limit: {action}, or {faster}"

@@ -17,12 +17,14 @@ Viash builds ``FROM ghcr.io/openpert/ml:0.1.0`` and runs the setup on top; the h
 same image (:mod:`~openpert.images.dockerfiles`) and an environment with the same packages
 (:mod:`~openpert.images.environments`). :func:`declaration_problems` says what keeps a declaration
 from being reproducible: an image that is not a project base image, a tag other than the
-project's version, unpinned or git-installed packages, packages the base image already pins.
+project's version, unpinned or git-installed packages, packages the base image already pins, and
+imports that neither the image nor the setup provides (:func:`unprovided_imports`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from pathlib import Path
 
@@ -30,7 +32,7 @@ from openpert.config.viash import ComponentConfig, config_files
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage, base_chain, base_images
 from openpert.images.naming import ImageName, project_naming
-from openpert.images.requirements import canonical_name, merge_pins
+from openpert.images.requirements import canonical_name, merge_pins, requirement_name
 
 #: Fields of Viash's python requirement that name PyPI packages.
 PYPI_FIELDS = ("packages", "pip", "pypi")
@@ -171,6 +173,106 @@ def declaration_problems(config: ComponentConfig) -> list[str]:
             pin = inherited[name]
             problems.append(f"{where}: python package {package!r} is already in image {declaration.base.name} "
                             f"({pin} at {_relative(pin.source, config.root)}:{pin.line}); drop it")
+    return problems + unprovided_imports(config)
+
+
+def _distribution_closure(names: set[str]) -> set[str]:
+    """``names`` and every distribution they require, as far as the installed metadata tells (canonical names)."""
+    import importlib.metadata
+
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue  # not installed here: what it brings is unknown, and not counted
+        todo.extend(requirement_name(r) for r in requires if "extra ==" not in r)
+    return found
+
+
+def _docker_stamp(root: Path) -> tuple:
+    """When each file of ``docker/`` last changed: the key under which an image's pins are kept."""
+    return tuple(sorted((str(p), p.stat().st_mtime_ns) for p in (Path(root) / "docker").rglob("*") if p.is_file()))
+
+
+@functools.lru_cache(maxsize=64)
+def _image_pins(root: Path, base: str, stamp: tuple) -> frozenset[str]:
+    """The distributions (canonical names) a base image holds: the pins of its ``FROM`` chain."""
+    return frozenset(pin.key for pin in merge_pins(b.requirements() for b in base_chain(root, base)))
+
+
+@functools.cache
+def _import_distributions() -> dict[str, list[str]]:
+    """Top-level import name -> installed distributions (read once: it walks every installed package)."""
+    import importlib.metadata
+
+    return dict(importlib.metadata.packages_distributions())
+
+
+def unprovided_imports(config: ComponentConfig) -> list[str]:
+    """Imports of a component's scripts that neither its base image nor its ``setup`` provides.
+
+    Such an import runs wherever the harness's own environment happens to hold the package (``openpert
+    test``, a local benchmark) and fails only in the component's image; it is caught here, from the
+    sources, with the line to add. Read: the component's declared Python files. Left out: the standard
+    library, the project's packages and task libraries, files beside the script. An import name is
+    mapped to its distribution through the installed metadata (``sklearn`` -> ``scikit-learn``); one
+    installed nowhere here is left to the component's test, which fails on it.
+
+    Returns
+    -------
+    list of str
+        ``<script>:<line>: imports <module> (distribution <name>), which ...: add ...``, one per module.
+    """
+    import importlib.metadata
+    import sys
+
+    from openpert.config.layout_rules import HARNESS, SCIENCE, imported_modules, task_libraries
+
+    try:
+        declaration = image_declaration(config)
+    except ImageError:
+        return []  # declaration_problems says why
+    if declaration.base is None:
+        return []
+    try:
+        chain_pins = _image_pins(config.root, declaration.base.name, _docker_stamp(config.root))
+    except ImageError:
+        return []
+    setup = {requirement_name(package) for package in declaration.python_packages}
+    provided = set(chain_pins) | _distribution_closure(setup)
+    own = {HARNESS, SCIENCE, *task_libraries(config.root)}
+    installed = _import_distributions()
+    folder = config.path.parent
+    declared = {config.resource_path(r).resolve() for r in config.resources if isinstance(r, dict) and isinstance(r.get("path"), str)}
+    problems: list[str] = []
+    seen: set[str] = set()
+    for path in sorted(p for p in folder.rglob("*.py") if p.resolve() in declared):
+        for line, module in imported_modules(path):
+            top = module.split(".", 1)[0]
+            if (top in seen or top in sys.stdlib_module_names or top in own or (path.parent / f"{top}.py").is_file()
+                    or (path.parent / top).is_dir() or top not in installed):
+                continue
+            distributions = sorted({canonical_name(d) for d in installed[top]})
+            if provided & set(distributions):
+                continue
+            seen.add(top)
+            name = distributions[0]
+            holders = [image for image in base_images(config.root) if image != declaration.base.name
+                       and name in _image_pins(config.root, image, _docker_stamp(config.root))]
+            try:
+                version = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                version = "<version>"
+            add = (f"add `setup: [{{type: python, packages: [{name}=={version}]}}]` to the docker engine of {config.path}")
+            if holders:
+                add = f"use `image: {holders[0]}`, which holds it, in the docker engine of {config.path}, or {add}"
+            problems.append(f"{path}:{line}: imports {top} (distribution {name}), which image {declaration.base.name} "
+                            f"does not hold and its setup does not add: {add}")
     return problems
 
 

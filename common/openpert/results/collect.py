@@ -591,13 +591,15 @@ def regression_table(specs: Sequence[dict], items: dict, dataset_ids: Sequence[s
 def format_summary(results: dict, *, width: int = 24) -> str:
     """A plain-text table per dataset: each method's raw metric values with 95% CIs and its score.
 
-    Methods are sorted by their dataset score; controls are marked with their role. Components
-    left out for a malformed config are listed first, so that nobody mistakes their absence from
-    the tables for a run that did not include them.
+    Methods are sorted by their dataset score; controls are marked with their role; a failed method
+    says so in the score column. Columns widen to their longest entry: no method or metric name is
+    cut. Components left out for a malformed config are listed first, so that nobody mistakes their
+    absence from the tables for a run that did not include them.
     """
     metrics = [m["id"] for m in results["metrics"]]
     roles = {m["id"]: m.get("control") for m in results["methods"]}
     cells = {(s["dataset_id"], s["method_id"], s["metric_id"]): s for s in results["scores"]}
+    widths = {m: max(24, len(m)) for m in metrics}
     lines = []
     for error in results.get("config_errors", []):
         lines.append(f"config error, {error.get('type') or 'component'} {error.get('component')} left out: {error.get('reason')}")
@@ -605,21 +607,25 @@ def format_summary(results: dict, *, width: int = 24) -> str:
         dataset_id = ds["dataset_id"]
         rows = sorted((r for r in results["dataset_scores"] if r["dataset_id"] == dataset_id),
                       key=lambda r: -(r["score"] if r["score"] is not None else -1))
+        names = {r["method_id"]: r["method_id"] + (f" ({roles[r['method_id']]})" if roles.get(r["method_id"]) else "")
+                 for r in rows}
+        name_width = max([width, *(len(n) + 1 for n in names.values())])
         lines.append(f"{dataset_id}")
-        lines.append("  " + f"{'method':<{width}}{'score':>7}  " + "  ".join(f"{m:>24}" for m in metrics))
+        lines.append("  " + f"{'method':<{name_width}}{'score':>7}  " + "  ".join(f"{m:>{widths[m]}}" for m in metrics))
         for row in rows:
-            name = row["method_id"] + (f" ({roles[row['method_id']]})" if roles.get(row["method_id"]) else "")
+            failed = row["status"] == "failed"
             values = []
             for metric_id in metrics:
                 cell = cells.get((dataset_id, row["method_id"], metric_id))
                 if cell is None or cell["raw"] is None:
-                    values.append(f"{'failed' if row['status'] == 'failed' else '-':>24}")
+                    values.append(f"{'failed' if failed else '-':>{widths[metric_id]}}")
                 elif cell["ci_low"] is not None:
-                    values.append(f"{cell['raw']:>8.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]".rjust(24))
+                    values.append(f"{cell['raw']:>8.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]".rjust(widths[metric_id]))
                 else:
-                    values.append(f"{cell['raw']:>24.3f}")
-            score = f"{row['score']:.3f}" if row["score"] is not None else "-"
-            lines.append("  " + f"{name[:width - 1]:<{width}}{score:>7}  " + "  ".join(values))
+                    values.append(f"{cell['raw']:>{widths[metric_id]}.3f}")
+            # A failed method's score is the floor it is ranked at, not a result: the column says "failed".
+            score = "failed" if failed else f"{row['score']:.3f}" if row["score"] is not None else "-"
+            lines.append("  " + f"{names[row['method_id']]:<{name_width}}{score:>7}  " + "  ".join(values))
     # A model whose answers could not be read is scored by the fallback, and a judge may have been talked
     # up: both are said under the tables, not only in results.json.
     lines += [f"QC {q['flag']}: {q['message']}" for q in results.get("qc", [])

@@ -328,17 +328,22 @@ def format_text(comparison: dict[str, Any]) -> str:
                 lines.append(f"{title}: {', '.join(values)}")
         if not task["components"]["recorded"]:
             lines.append("Component digests: not recorded in both runs")
-        lines += ["", f"{'method':24s} {'status':18s} {'rank':16s} {'overall':>7s} {'->':>7s} {'change':>7s} {'p':>7s}  verdict"]
+        # Columns widen to their longest entry: a name cut short could read as another one.
+        name_w = max([24, *(len(m["method_id"]) for m in task["methods"])])
+        status_w = max([18, *(len(_method_status(m)) for m in task["methods"])])
+        lines += ["", f"{'method':{name_w}s} {'status':{status_w}s} {'rank':16s} {'overall':>7s} {'->':>7s} {'change':>7s} "
+                      f"{'p':>7s}  verdict"]
         for m in task["methods"]:
-            lines.append(f"{m['method_id'][:24]:24s} {_method_status(m)[:18]:18s} {_rank(m):16s} {_fmt(m['old_score']):>7s} "
+            lines.append(f"{m['method_id']:{name_w}s} {_method_status(m):{status_w}s} {_rank(m):16s} {_fmt(m['old_score']):>7s} "
                          f"{_fmt(m['new_score']):>7s} {signed(m['difference']):>7s} {_p(m['p_value']):>7s}  {verdict(m)}")
         rows = interesting_scores(task)
         unchanged = sum(r["status"] == "unchanged" for r in task["scores"])
         lines += ["", f"Scores ({len(rows)} listed, {unchanged} unchanged):"]
+        where_w = max([56, *(len(f"{r['dataset_id']}/{r['method_id']}/{r['metric_id']}") for r in rows)])
         for r in rows:
             where = f"{r['dataset_id']}/{r['method_id']}/{r['metric_id']}"
             test = f" [{r['test']}, n={r['n_paired']}]" if r["test"] else ""
-            lines.append(f"  {where[:56]:56s} {_fmt(r['old_raw'], 4):>8s} -> {_fmt(r['new_raw'], 4):>8s} "
+            lines.append(f"  {where:{where_w}s} {_fmt(r['old_raw'], 4):>8s} -> {_fmt(r['new_raw'], 4):>8s} "
                          f"{signed(r['difference']):>7s} p={_p(r['p_value'])}{test}  {verdict(r)}")
     return "\n".join(lines) + "\n"
 

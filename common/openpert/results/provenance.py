@@ -26,11 +26,18 @@ TRACKED_PACKAGES = (
 )
 
 
-def git_state(root: Path) -> tuple[str | None, bool | None]:
-    """The commit of the checkout at ``root`` and whether its tree has uncommitted changes.
+#: Folders of a checkout whose files make the results (components, task libraries, the harness and the
+#: science package): a file there that git does not track makes the tree dirty too.
+CODE_FOLDERS = ("src", "common")
 
-    ``(None, None)`` outside a git checkout (a source archive, say): provenance then says "not
-    recorded" rather than guessing.
+
+def git_state(root: Path) -> tuple[str | None, bool | None]:
+    """The commit of the checkout at ``root`` and whether its tree differs from it.
+
+    The tree is dirty when a tracked file has changed or a file that git does not track (and does
+    not ignore) lies under :data:`CODE_FOLDERS`: a new component folder, not yet added, produces
+    results that no commit holds. ``(None, None)`` outside a git checkout (a source archive, say):
+    provenance then says "not recorded" rather than guessing.
     """
     def git(*args: str) -> str | None:
         try:
@@ -42,8 +49,19 @@ def git_state(root: Path) -> tuple[str | None, bool | None]:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return None, None
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return commit.strip(), (bool(status.strip()) if status is not None else None)
+    status = git("status", "--porcelain", "--untracked-files=all")
+    if status is None:
+        return commit.strip(), None
+    dirty = False
+    for line in status.splitlines():
+        if not line.strip():
+            continue
+        path = Path(line[3:].strip().strip('"'))
+        # Python's bytecode caches are written by running the code, not by editing it.
+        if not line.startswith("??") or (path.parts[:1] and path.parts[0] in CODE_FOLDERS and "__pycache__" not in path.parts):
+            dirty = True
+            break
+    return commit.strip(), dirty
 
 
 def run_provenance(task: Task, plan: Mapping[str, Any]) -> dict[str, Any]:

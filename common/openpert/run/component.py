@@ -1,11 +1,13 @@
 """Run one component natively, as ``viash run`` would, without Viash or Docker.
 
 The script's ``## VIASH START`` ... ``## VIASH END`` block (example values for running the script by
-hand) is replaced by the real ``par`` and ``meta``. The script runs in a fresh work directory that
-holds only its declared inputs (hard links, or copies across file systems: never symlinks, which
-would reveal where the other files of the dataset lie), under a time and a memory limit, with its
-output captured to a log. Inputs are validated before, outputs after; an output only reaches its
-destination once it is valid.
+hand) is replaced by the real ``par`` and ``meta``, on as many lines, so that a traceback's line
+numbers are the source's. The script runs in a fresh work directory that holds only its declared
+inputs (hard links, or copies across file systems: never symlinks, which would reveal where the
+other files of the dataset lie), under a time and a memory limit, with its output captured to a
+log. It starts in an empty folder of its own (:data:`START_DIR`), not the one its outputs are
+written to: an output reaches the harness only through the path ``par`` gives. Inputs are
+validated before, outputs after; an output only reaches its destination once it is valid.
 
 Where bubblewrap works, the script runs in a sandbox (:mod:`openpert.run.sandbox`): the work
 directory appears at ``/job``, the staged inputs and resources read-only, and ``par``/``meta``
@@ -24,16 +26,17 @@ import stat
 import sys
 import time
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from openpert.config.formats import FormatError
-from openpert.config.viash import ComponentConfig, ConfigError
+from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError
+from openpert.engines.resource_labels import label_advice, parse_label_resources
 from openpert.files import read_tail
 from openpert.run import sandbox as sandboxing
 from openpert.run.llm_proxy import ENV_RELAY, RELAY_PORT, LLMProxy, LLMProxyError
 from openpert.run.process import DiskMeter, Limits, PeakReport, execute
-from openpert.run.records import EXIT_INVALID
+from openpert.run.records import EXIT_DISK, EXIT_INVALID, EXIT_MEMORY, EXIT_TIME
 from openpert.run.viash_block import substitute_block
 
 log_ = logging.getLogger(__name__)
@@ -293,6 +296,46 @@ def undeclared_path_hint(config: ComponentConfig, log: Path, reason: str) -> str
             f"given through par; the allowed inputs are listed in {' and '.join(where)})")
 
 
+#: Exit code of a job stopped at a limit -> the limit (a field of :class:`~openpert.run.process.Limits`).
+_LIMIT_OF_EXIT = {EXIT_TIME: "time_s", EXIT_MEMORY: "memory_mb", EXIT_DISK: "disk_mb"}
+
+
+def limit_hint(config: ComponentConfig, code: int) -> str:
+    """What to add to the reason of a job stopped at a limit: its label and the next one up (``""`` if none).
+
+    Rerunning a job that ran out of time runs out of time again: the fix is a larger label (or a
+    faster component), so the reason names both labels and the config that holds them.
+    """
+    key = _LIMIT_OF_EXIT.get(code)
+    if key is None:
+        return ""
+    try:
+        resources = parse_label_resources(config.root / PROJECT_FILE)
+    except ValueError:
+        return ""  # the limits came from elsewhere (no labels): there is no label to raise
+    shown = config.path.relative_to(config.root) if config.path.is_relative_to(config.root) else config.path
+    advice = label_advice(config.labels, resources, key, config=str(shown))
+    return f"; {advice}" if advice else ""
+
+
+#: The folder a job starts in, inside its work folder: empty, writable, and not where its outputs go.
+START_DIR = ".start"
+
+
+def missing_output_reason(name: str, given: str, start_dir: Path) -> str:
+    """The reason of a job that did not write a required output: the ``par`` entry and the path it held.
+
+    A script that writes a name of its own (``'prediction.h5ad'``) in place of ``par[name]`` leaves
+    it in the folder it started in; the reason says so when it finds it there.
+    """
+    reason = f"output --{name}: the script did not write par[{name!r}] ({given}); write the output to the path par[{name!r}] holds"
+    stray = sorted(entry.name for entry in start_dir.iterdir()) if start_dir.is_dir() else []
+    if stray:
+        reason += (f", not to a name of its own (it wrote {', '.join(stray[:5])}{' ...' if len(stray) > 5 else ''} "
+                   "in the folder it started in)")
+    return reason
+
+
 def output_file_problem(path: Path) -> str:
     """Why an output may not be read, or ``""``: only regular files (and folders of them) are outputs.
 
@@ -385,6 +428,10 @@ def run_component(
     resources_dir = work_dir / ".resources"
     temp_dir = work_dir / ".tmp"
     temp_dir.mkdir()
+    # The job starts in an empty folder of its own, not where its outputs are written: a script that
+    # writes a name of its own in place of par["output"] fails here as it would anywhere else.
+    start_dir = work_dir / START_DIR
+    start_dir.mkdir()
     start = time.perf_counter()
     llm = sandboxing.needs_llm(config)
     box = sandboxing.Sandbox(work_dir) if mode == SANDBOX_BWRAP else None
@@ -525,6 +572,7 @@ def run_component(
                 str(tasks if tasks is not None else -1)]
     if box is not None:
         box.read_only.append(resources_dir)
+        box.chdir = PurePosixPath(box.inside(start_dir))
         box.env = sandboxing.job_environment(cpus=limits.cpus, llm=llm, llm_cache=llm_cache is not None,
                                              embed_cache=embed_cache is not None)
         if proxy is not None:
@@ -552,7 +600,7 @@ def run_component(
         except OSError as err:
             return failed(EXIT_INVALID, f"cannot start the language-model proxy at {proxy.socket_path}: {err}")
     try:
-        code, reason, duration, peak_mb = execute(cmd, cwd=work_dir, log=log, limits=limits, env=env,
+        code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
                                                   sandboxed=box is not None, header=header, peak_report=report, disk=disk)
     finally:
         if proxy is not None:
@@ -561,6 +609,7 @@ def run_component(
     if code != 0:
         # In a sandbox, a path the script was not given does not exist: say so, and where inputs are declared.
         hint = undeclared_path_hint(config, log, reason) if box is not None else ""
+        hint += limit_hint(config, code)
         return RunResult(code, reason + hint, duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
 
     produced: dict[str, Path] = {}
@@ -570,7 +619,8 @@ def run_component(
         out = written[arg.name]  # where the script wrote it (par may name /job/...)
         if not os.path.lexists(out):
             if arg.required:
-                return RunResult(EXIT_INVALID, f"output --{arg.name}: the script did not write {out.name}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
+                return RunResult(EXIT_INVALID, missing_output_reason(arg.name, script_par[arg.name], start_dir),
+                                 duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
             continue
         problem = output_file_problem(out)
         if problem:

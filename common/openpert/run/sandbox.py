@@ -12,6 +12,9 @@ What a job sees
     ``open(..., "r+b")`` fail with "read-only file system").
 ``/job/.resources``
     The component's resources (its script, its task library), read-only.
+``/job/.start``
+    Where a component's job starts (its current folder): empty and writable, and not the folder its
+    outputs are written to, so that an output reaches the harness only through the path ``par`` gives.
 ``/tmp`` and ``/home/job``
     Private, writable: the host folders ``<work_dir>/.tmp`` and ``<work_dir>/.home``. Disk rather
     than a tmpfs, because tmpfs pages would escape the memory limit (they belong to no process).

@@ -1,4 +1,4 @@
-"""``openpert create-component``: every task's scaffolded method passes ruff and writes valid output."""
+"""``openpert create-component``: every task's scaffolded method passes ruff and its component test as generated."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 from project_paths import ROOT
 
+from openpert.config.layout_rules import check_component
+from openpert.config.lint import PLACEHOLDER, lint_config
 from openpert.config.scaffold import create_component
 from openpert.config.task import discover_tasks
 from openpert.config.viash import read_config
-from openpert.testing.plugin import ComponentTestError, run_component_test
+from openpert.testing.plugin import run_component_test
 
 TASKS = sorted(t.dir.name for t in discover_tasks(ROOT))
 
@@ -51,10 +53,17 @@ def test_a_scaffolded_method_passes_ruff_and_its_component_test(project, task, t
     lint = subprocess.run([_ruff(), "check", "--no-cache", str(folder)], cwd=project, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     config = folder / "config.vsh.yaml"
-    with pytest.raises(ComponentTestError, match="still holds the scaffold's placeholder"):
-        run_component_test(read_config(config), tmp_path / "unfilled")
-    _fill_in(config)
-    # The component test runs the script on the task's test resources and validates every output
-    # against the task's file formats, as a benchmark's job is validated.
+    # It declares the task's library and reads and writes with the task's own helpers.
+    assert {"type": "file", "path": f"/src/{task}/{task}_lib"} in read_config(config).resources
+    script = (folder / "script.py").read_text()
+    assert f"from {task}_lib" in script and "write_prediction(" in script
+    # As generated, it passes its component test, which runs the script on the task's test resources and
+    # validates every output against the task's file formats, as a benchmark's job is validated.
     result = run_component_test(read_config(config), tmp_path / "work")
     assert result.succeeded, result.reason
+    # lint alone asks for the real text in place of the placeholders, and nothing else
+    problems = lint_config(read_config(config))
+    assert problems and all(p.endswith(PLACEHOLDER) for p in problems), problems
+    _fill_in(config)
+    assert lint_config(read_config(config)) == []
+    assert [v for v in check_component(read_config(config))] == []

@@ -164,3 +164,24 @@ def test_lowest_labels_leaves_out_a_dimension_no_label_sets(tmp_path):
     resources = parse_label_resources(_viash_yaml(tmp_path, 'big : "memory = 8.GB", small : "memory = 1.GB", one : "cpus = 1"'))
     assert lowest_labels(resources) == {"memory_mb": "small"}
     assert implied_labels(["one"], resources) == ["small"]
+
+
+def test_label_advice_names_the_label_and_the_next_one_up():
+    from openpert.engines.resource_labels import label_advice
+
+    labels = parse_label_resources(REPO / "_viash.yaml")
+    config = "src/t/methods/m/config.vsh.yaml"
+    assert label_advice(["lowmem", "lowcpu", "lowtime"], labels, "time_s", config=config) == (
+        "label lowtime (10 min) set the limit: replace it with midtime (1 h) in the nextflow runner's label list of "
+        "src/t/methods/m/config.vsh.yaml, or make the component faster")
+    assert label_advice(["midmem", "lowtime"], labels, "memory_mb", config=config).startswith(
+        "label midmem (12 GB) set the limit: replace it with highmem (20 GB)")
+    assert label_advice(["veryhightime"], labels, "time_s", config=config) == (
+        "label veryhightime (12 h) set the limit, the highest time label of _viash.yaml: make the component faster")
+    # a component naming no time label ran with the lowest: it is told to add the next one up
+    assert label_advice(["lowmem"], labels, "time_s", config=config) == (
+        "label lowtime (10 min) set the limit: add midtime (1 h) to the nextflow runner's label list of "
+        "src/t/methods/m/config.vsh.yaml (a component naming no time label runs with the lowest), or make the "
+        "component faster")
+    # a limit no label of the project sets has no label to raise
+    assert label_advice(["lowmem"], {"lowmem": {"memory_mb": 4096}}, "time_s", config=config) == ""

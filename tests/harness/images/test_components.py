@@ -126,3 +126,28 @@ def test_the_files_an_image_is_built_from_follow_the_from_chain():
     assert names == ["docker/core/Dockerfile", "docker/core/requirements.txt", "docker/core/Dockerfile.dockerignore",
                      "docker/ml/Dockerfile", "docker/ml/requirements.txt", "docker/ml/Dockerfile.dockerignore",
                      "docker/test_requirements.txt"]
+
+
+def test_an_import_neither_the_image_nor_the_setup_provides_names_the_module_and_the_line_to_add(
+        demo_project, component_writer, base_writer):
+    import importlib.metadata
+
+    version = importlib.metadata.version("numpy")
+    script = "import os\nimport numpy as np\nfrom packaging import version\n"
+    config = read_config(component_writer(demo_project, "t", "method", "m", CORE, script=script) / "config.vsh.yaml")
+    (problem,) = declaration_problems(config)
+    assert problem == (f"{config.path.parent / 'script.py'}:2: imports numpy (distribution numpy), which image core does not "
+                       f"hold and its setup does not add: add `setup: [{{type: python, packages: [numpy=={version}]}}]` "
+                       f"to the docker engine of {config.path}")
+    # declared in the setup, the import is provided
+    added = CORE.replace("tag: 1.2.3}", f"tag: 1.2.3, setup: [{{type: python, packages: [numpy=={version}]}}]}}")
+    config = read_config(component_writer(demo_project, "t", "method", "n", added, script=script) / "config.vsh.yaml")
+    assert declaration_problems(config) == []
+    # a base image that holds it is named first
+    base_writer(demo_project, "ml", "registry.example/demo-org/core:1.2.3", ["six==1.17.0", f"numpy=={version}"])
+    config = read_config(component_writer(demo_project, "t", "method", "o", CORE, script=script) / "config.vsh.yaml")
+    (problem,) = declaration_problems(config)
+    assert "imports numpy (distribution numpy)" in problem and "use `image: ml`, which holds it" in problem
+    ml = CORE.replace("image: core", "image: ml")
+    config = read_config(component_writer(demo_project, "t", "method", "p", ml, script=script) / "config.vsh.yaml")
+    assert declaration_problems(config) == []

@@ -127,3 +127,29 @@ def test_a_metric_without_items_on_a_dataset_is_left_out_of_the_comparisons(tiny
     assert not results["failures"]
     compared = {(c["metric_id"], c["method_id"]) for c in results["comparisons"]}
     assert ("rmse", "group_mean") in compared and not any(metric == "mae" for metric, _ in compared)
+
+
+def test_the_summary_shows_every_name_in_full_and_a_failed_method_as_failed():
+    long_metric = "pearson_specific_top100_perturbations"
+    long_method = "a_method_with_a_rather_long_descriptive_name"
+    results = {
+        "metrics": [{"id": long_metric}, {"id": "rmse"}],
+        "methods": [{"id": long_method}, {"id": "broken"}, {"id": "zeros", "control": "negative"}],
+        "datasets": [{"dataset_id": "syn"}],
+        "scores": [{"dataset_id": "syn", "method_id": m, "metric_id": k, "raw": v, "ci_low": None, "ci_high": None}
+                   for m, k, v in [(long_method, long_metric, 0.5), (long_method, "rmse", 1.0),
+                                   ("zeros", long_metric, 0.0), ("zeros", "rmse", 2.0)]],
+        "dataset_scores": [{"dataset_id": "syn", "method_id": long_method, "score": 0.7, "status": "succeeded"},
+                           {"dataset_id": "syn", "method_id": "broken", "score": 0.0, "status": "failed"},
+                           {"dataset_id": "syn", "method_id": "zeros", "score": 0.0, "status": "succeeded"}],
+    }
+    lines = format_summary(results).splitlines()
+    header = lines[1].split()
+    assert header == ["method", "score", long_metric, "rmse"]
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert rows[long_method][1:] == ["0.700", "0.500", "1.000"]
+    # a failed method is not scored 0.000 in the console: its score column says so
+    assert rows["broken"][1:] == ["failed", "failed", "failed"]
+    assert rows["zeros"][1:] == ["(negative)", "0.000", "0.000", "2.000"]
+    # the columns stay aligned: each value ends where its header ends
+    assert len({len(line) for line in lines[1:]}) == 1

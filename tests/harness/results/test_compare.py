@@ -231,3 +231,24 @@ def test_a_score_without_value_in_either_run_is_unchanged_and_one_lost_is_said(r
     assert by["d1", "beta"]["status"] == "unchanged" and by["d1", "beta"]["note"] == "no value in either run"
     assert by["d2", "beta"]["status"] == "changed" and by["d2", "beta"]["note"] == "no value in the old run"
     assert by["d2", "beta"]["beyond_noise"] is None
+
+
+def test_the_text_format_shows_long_method_and_metric_names_in_full(comparison: dict) -> None:
+    """Three metrics sharing a 24-character prefix stay three metrics; a long method name stays whole."""
+    import copy
+
+    renamed = copy.deepcopy(comparison)
+    task = _task(renamed)
+    long_method = "a_method_with_a_long_descriptive_name"
+    metrics = sorted({r["metric_id"] for r in task["scores"]})
+    names = {m: f"pearson_specific_top100_{m}_variant" for m in metrics}
+    for m in task["methods"]:
+        if m["method_id"] == "delta":
+            m["method_id"] = long_method
+    for r in task["scores"]:
+        r["metric_id"] = names[r["metric_id"]]
+        r["method_id"] = long_method if r["method_id"] == "delta" else r["method_id"]
+    text = format_text(renamed)
+    assert any(line.startswith(long_method + " ") for line in text.splitlines())
+    for name in names.values():
+        assert f"/{long_method}/{name} " in text

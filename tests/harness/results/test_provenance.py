@@ -37,6 +37,23 @@ def test_provenance_names_the_commit_and_the_digests(project_copy, tmp_path):
     assert edited["dataset_digests"] == provenance["dataset_digests"]
 
 
+def test_an_untracked_component_makes_the_tree_dirty(project_copy):
+    from openpert.results.provenance import git_state
+
+    _git(project_copy, "init", "-q")
+    _git(project_copy, "add", "-A")
+    _git(project_copy, "commit", "-qm", "base")
+    assert git_state(project_copy)[1] is False
+    (project_copy / "notes.txt").write_text("outside the code: not the results' concern\n")
+    (project_copy / "src/tiny/methods/group_mean/__pycache__").mkdir()
+    (project_copy / "src/tiny/methods/group_mean/__pycache__/script.cpython-311.pyc").write_bytes(b"\0")
+    assert git_state(project_copy)[1] is False
+    new = project_copy / "src/tiny/methods/knn"
+    new.mkdir()
+    (new / "script.py").write_text("print('not committed')\n")
+    assert git_state(project_copy)[1] is True
+
+
 def test_outside_a_checkout_the_commit_is_not_recorded(project_copy, tmp_path):
     provenance = _run(project_copy, tmp_path / "out")["provenance"]
     assert provenance["commit"] is None and provenance["dirty"] is None

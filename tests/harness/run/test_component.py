@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,18 @@ def test_block_is_replaced_by_real_values(tmp_path):
     assert namespace["par"] == {"input": "/data/x y.h5ad", "n": 3, "flag": True, "none": None}
     assert namespace["meta"] == {"name": "m", "cpus": 2}
     assert namespace["dep"] == {}
-    assert render_block({}, {}) == "par = {\n}\nmeta = {\n}\ndep = {}\n"
+    assert render_block({}, {}) == "par = {}\nmeta = {}\ndep = {}\n"
+
+
+@pytest.mark.parametrize("middle", [0, 1, 5])
+def test_block_keeps_the_line_numbers_of_the_source(middle):
+    """Every line after the block keeps its number, so that a job's traceback names the source's lines."""
+    source = "import sys\n## VIASH START\n" + "par = {}\n" * middle + "## VIASH END\nraise SystemExit(par['a'])\n"
+    out = substitute_block(source, {"a": "/job/x y"}, {"name": "m"}, path=Path("s.py"))
+    assert out.splitlines().index("raise SystemExit(par['a'])") == source.splitlines().index("raise SystemExit(par['a'])")
+    namespace: dict = {}
+    exec(out.split("raise")[0], namespace)
+    assert namespace["par"] == {"a": "/job/x y"} and namespace["meta"] == {"name": "m"}
 
 
 def test_script_without_block_is_an_error():
@@ -97,8 +109,11 @@ def test_work_dir_holds_only_declared_inputs(tiny_project, tmp_path):
     ("method", "code", "reason"),
     [
         ("fail_raise", 1, "RuntimeError: this method fails on purpose"),
-        ("fail_timeout", EXIT_TIME, "time limit exceeded (4 s)"),
-        ("fail_memory", EXIT_MEMORY, "memory limit exceeded"),
+        # the reason names the label that set the limit and the next one up, not a rerun
+        ("fail_timeout", EXIT_TIME, "time limit exceeded (4 s); label tinytime (4 s) set the limit: replace it with "
+                                    "lowtime (10 min) in the nextflow runner's label list of "
+                                    "src/tiny/methods/fail_timeout/config.vsh.yaml"),
+        ("fail_memory", EXIT_MEMORY, "; label tinymem (300 MB) set the limit: replace it with lowmem (4 GB)"),
         ("fail_invalid", EXIT_INVALID, "layers['prediction'] has 120 non-finite values (120 NaN, 0 inf)"),
     ],
 )
@@ -115,6 +130,67 @@ def test_failures_are_recorded_with_their_reason(tiny_project, tmp_path, method,
     assert reason in result.reason
     assert not out.exists(), "a failed job must not publish its output"
     assert result.log.exists()
+
+
+def _method(project: Path, name: str, body: str) -> Path:
+    """A method of the fixture task whose script is ``body`` after the VIASH block (4 lines)."""
+    folder = project / "src/tiny/methods" / name
+    shutil.copytree(project / "src/tiny/methods/fail_raise", folder)
+    config = folder / "config.vsh.yaml"
+    config.write_text(config.read_text().replace("name: fail_raise", f"name: {name}"))
+    script = (folder / "script.py").read_text()
+    (folder / "script.py").write_text(script[: script.index("## VIASH END")] + "## VIASH END\n" + body)
+    return config
+
+
+def test_a_hard_coded_output_name_fails_and_the_reason_names_par_output(project_copy, tmp_path):
+    """A job does not start in its output folder: a script that writes 'prediction.h5ad' itself fails at once."""
+    config = read_config(_method(project_copy, "hard_coded", (
+        "import anndata as ad, numpy as np\n"
+        "test = ad.read_h5ad(par['input_test'])\n"
+        "uns = {'dataset_id': test.uns['dataset_id'], 'method_id': 'hard_coded'}\n"
+        "pred = ad.AnnData(obs=test.obs[[]], var=test.var[[]], layers={'prediction': np.zeros(test.shape)}, uns=uns)\n"
+        "pred.write_h5ad('prediction.h5ad')\n")))
+    for sandbox in (False, None):
+        work = tmp_path / f"w{sandbox}"
+        result = run_component(config, method_args(project_copy, tmp_path / "out" / "prediction.h5ad"), work_dir=work,
+                               sandbox=sandbox)
+        assert result.exit_code == EXIT_INVALID
+        given = "/job/prediction.h5ad" if result.sandbox == "bubblewrap" else str(work / "prediction.h5ad")
+        assert (f"output --output: the script did not write par['output'] ({given}); write the output to the path "
+                "par['output'] holds, not to a name of its own (it wrote prediction.h5ad in the folder it started in)"
+                ) == result.reason
+        assert not (work / "prediction.h5ad").exists()
+
+
+def test_a_job_starts_in_an_empty_writable_folder_that_is_not_its_output_folder(project_copy, tmp_path):
+    config = read_config(_method(project_copy, "where_am_i", (
+        "import os, anndata as ad, numpy as np\n"
+        "start = os.getcwd()\n"
+        "listed = sorted(os.listdir(start))\n"
+        "open('scratch.txt', 'w').write('x')\n"
+        "test = ad.read_h5ad(par['input_test'])\n"
+        "uns = {'dataset_id': test.uns['dataset_id'], 'method_id': 'where_am_i',\n"
+        "       'start': [start, os.path.dirname(par['output']), str(len(listed))]}\n"
+        "pred = ad.AnnData(obs=test.obs[[]], var=test.var[[]], layers={'prediction': np.zeros(test.shape)}, uns=uns)\n"
+        "pred.write_h5ad(par['output'])\n")))
+    for sandbox in (False, None):
+        out = tmp_path / f"out{sandbox}" / "prediction.h5ad"
+        result = run_component(config, method_args(project_copy, out), work_dir=tmp_path / f"w{sandbox}", sandbox=sandbox)
+        assert result.succeeded, result.reason
+        start, output_folder, entries = ad.read_h5ad(out).uns["start"]
+        assert start != output_folder and entries == "0"
+        assert start == ("/job/.start" if result.sandbox == "bubblewrap" else str(tmp_path / f"w{sandbox}" / ".start"))
+
+
+def test_a_traceback_names_the_line_of_the_source_script(project_copy, tmp_path):
+    config = read_config(_method(project_copy, "raises_late", "x = 1\n\n\nraise ValueError('on purpose')\n"))
+    line = (config.path.parent / "script.py").read_text().splitlines().index("raise ValueError('on purpose')") + 1
+    for sandbox in (False, None):
+        result = run_component(config, method_args(project_copy, tmp_path / "p.h5ad"), work_dir=tmp_path / f"w{sandbox}",
+                               sandbox=sandbox)
+        assert "ValueError: on purpose" in result.reason
+        assert f", line {line}, in <module>" in result.log.read_text()
 
 
 def test_method_may_not_read_the_solution(tiny_project, tmp_path):

@@ -153,7 +153,7 @@ def test_job_cannot_read_files_outside_its_inputs(project_copy, tmp_path):
         assert target.name not in found
     assert "solution.h5ad" not in found and "README.md" not in found
     # par and meta carry sandbox paths, which reveal nothing of the host's layout
-    assert seen["cwd"] == "/job"
+    assert seen["cwd"] == "/job/.start"
     assert seen["par"]["input_train"] == "/job/train.h5ad" and seen["par"]["output"] == "/job/prediction.h5ad"
     assert seen["meta"]["resources_dir"] == "/job/.resources" and seen["meta"]["temp_dir"] == "/tmp"
     text = json.dumps([seen["par"], seen["meta"]])
@@ -482,7 +482,7 @@ def test_without_bubblewrap_jobs_run_unsandboxed_and_say_so(no_bwrap, project_co
         second = run(project_copy, config, tmp_path / "second")
     assert first.succeeded and second.succeeded, (first.reason, second.reason)
     assert first.sandbox == second.sandbox == "none"
-    assert report_of(first)["cwd"] == str(tmp_path / "first")
+    assert report_of(first)["cwd"] == str(tmp_path / "first" / ".start")
     for result in (first, second):
         assert "WITHOUT a sandbox" in result.log.read_text()
     warnings = [r for r in caplog.records if "WITHOUT a sandbox" in r.getMessage()]
