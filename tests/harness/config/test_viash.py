@@ -93,7 +93,7 @@ def test_fixture_components_parse(tiny_task):
     assert [a.name for a in names["truth"].file_inputs] == ["input_train", "input_test", "input_solution"]
     assert names["errors"].metrics[0]["maximize"] is False
     assert names["shrunk_mean"].test_defaults() == {"alpha": 0.5}
-    assert names["fail_timeout"].labels == ["lowmem", "lowcpu", "tinytime"]
+    assert names["fail_timeout"].labels == ["lowmem", "lowcpu", "tinytime", "lowdisk"]
     assert tiny_task.method_formats == {"file_train", "file_test"}
     assert tiny_task.prediction_format == "file_prediction"
     assert set(tiny_task.dataset_formats) == {"file_train", "file_test", "file_solution"}
