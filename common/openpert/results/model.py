@@ -239,9 +239,7 @@ class ResultsIndex:
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.datasets = [str(d.get("dataset_id")) for d in _rows(data, "datasets")]
         self.metrics = _rows(data, "metrics")
-        headline = data.get("headline_metrics")
-        self.headline = ({str(m) for m in headline} if isinstance(headline, list)
-                         else {str(m.get("id")) for m in self.metrics if m.get("headline", True) is not False})
+        self.headline = {str(m) for m in data["headline_metrics"]}
         self.scores = {(s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s for s in _rows(data, "scores")}
         self.dataset_scores = {(s.get("dataset_id"), s.get("method_id")): s for s in _rows(data, "dataset_scores")}
         self.scalable = {(s.get("dataset_id"), s.get("metric_id")) for s in _rows(data, "scores") if _finite(s.get("scaled"))}
@@ -382,9 +380,15 @@ def complete(data: Mapping[str, Any]) -> dict[str, Any]:
     -------
     dict
         A copy with ``rank`` set in ``dataset_scores`` and ``overall``, and ``standings``, ``lead``,
-        ``rank_rule`` and ``schema_version`` set.
+        ``rank_rule`` and ``schema_version`` set. Each list or block of :class:`Results` that an older
+        or partial file leaves out is there, empty; ``headline_metrics`` of a file that predates it
+        lists every metric not marked ``headline: false``.
     """
     out = dict(data)
+    out.setdefault("headline_metrics", [str(m.get("id")) for m in _rows(data, "metrics") if m.get("headline", True) is not False])
+    for name, hint in typing.get_type_hints(Results).items():
+        if typing.get_origin(hint) in (list, dict):
+            out.setdefault(name, typing.get_origin(hint)())
     methods = _rows(data, "methods")
     ranked = {str(m.get("id")) for m in methods if is_ranked(m)}
     overall = [dict(o) for o in _rows(data, "overall")]
@@ -406,9 +410,11 @@ def complete(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_complete(data: Mapping[str, Any]) -> bool:
-    """Tell whether a results dict already holds this model's ranks, standings and lead."""
+    """Tell whether a results dict already holds this model's ranks, standings and lead, and every list and block."""
     version = data.get("schema_version")
-    return isinstance(version, int) and version >= SCHEMA_VERSION and isinstance(data.get("standings"), list)
+    return (isinstance(version, int) and version >= SCHEMA_VERSION and isinstance(data.get("standings"), list)
+            and all(name in data for name, hint in typing.get_type_hints(Results).items()
+                    if typing.get_origin(hint) in (list, dict)))
 
 
 # -- the JSON Schema ------------------------------------------------------------------------------
