@@ -4,7 +4,7 @@ Run with the project's environment: ``python benchmarks/kernel_invariance.py [ta
 (default: every task with a generator, ``scripts/create_test_resources/<task>.sh``). For each task
 and each variant of the environment, the generator runs into a temporary folder and its files are
 compared with the committed ``resources_test/<task>/`` by
-:func:`openpert.testing.reproducible_resources.check_task` (the comparison the tests use).
+:func:`tooling.reproducible_resources.check_task` (in ``tests/``: the comparison the tests use).
 
 Variants (the full matrix):
 
@@ -48,10 +48,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from openpert.run import sandbox
-from openpert.testing import reproducible_resources as rr
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from tooling import reproducible_resources as rr  # noqa: E402
+
+from openpert.run import sandbox  # noqa: E402
+
 #: The kernels tried; ``None`` leaves ``OPENBLAS_CORETYPE`` unset.
 CORETYPES: tuple[str | None, ...] = (None, "Haswell", "SkylakeX", "Sandybridge")
 QUICK_CORETYPES: tuple[str | None, ...] = (None, "Sandybridge")
@@ -181,7 +184,7 @@ def run_variant(root: Path, task: str, variant: Variant, flags: frozenset[str], 
     flags, sandbox_problem
         What this machine can run (see :func:`skip_reason`).
     check
-        The regenerate-and-compare function (:func:`openpert.testing.reproducible_resources.check_task`).
+        The regenerate-and-compare function (:func:`tooling.reproducible_resources.check_task`, in ``tests/``).
 
     Returns
     -------

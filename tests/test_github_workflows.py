@@ -89,7 +89,7 @@ def test_pull_request_failures_reach_the_job_summary_with_their_fixes():
                          ("tests", ("--junit junit.xml", "--results results")),
                          ("changed-components", ("--image-tests image_tests.txt",))):
         steps = jobs[name]["steps"]
-        summary = next(i for i, step in enumerate(steps) if "python tests/ci_summary.py" in step.get("run", ""))
+        summary = next(i for i, step in enumerate(steps) if "python tests/tooling/ci_summary.py" in step.get("run", ""))
         assert "always()" in steps[summary]["if"] and '-o "$GITHUB_STEP_SUMMARY"' in steps[summary]["run"]
         earlier = "\n".join(step.get("run", "") for step in steps[:summary])
         if "scripts/run_benchmark.sh" in earlier:  # the script the step runs writes results/

@@ -7,8 +7,7 @@ import sys
 
 import pytest
 from project_paths import ROOT, SHARED_DATA
-
-from openpert.testing import reproducible_resources as rr
+from tooling import reproducible_resources as rr
 
 _spec = importlib.util.spec_from_file_location("kernel_invariance", ROOT / "benchmarks" / "kernel_invariance.py")
 ki = importlib.util.module_from_spec(_spec)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 from project_paths import ROOT
+from tooling import nextflow_ci
 
 from openpert.config.task import discover_tasks
-from openpert.testing import nextflow_ci
 
 FLOW = ROOT / ".github" / "workflows" / "nextflow.yml"
 
@@ -76,7 +76,7 @@ def test_each_profile_is_scored_against_the_local_engine(flow, job_id, profile, 
     assert "--input resources_test" in runs[nextflow]  # the bundled benchmark, as the local engine runs it
     compare = _index(runs, f"python benchmarks/compare_results.py results-local {nextflow_dir} --json")
     figures = re.search(r"--json (\S+)", runs[compare]).group(1)
-    assert f"python -m openpert.testing.nextflow_ci scores {figures}" in runs[compare]
+    assert f"python tests/tooling/nextflow_ci.py scores {figures}" in runs[compare]
     assert max(local, nextflow) < compare
     # no tolerance: 0 rows changed (a documented last-digit effect would name its tolerance here)
     assert "--tolerance" not in runs[compare]
@@ -87,9 +87,9 @@ def test_the_docker_profile_runs_images_built_from_the_pull_request(flow):
     runs = _runs(job)
     checkout = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/checkout"))
     assert checkout["with"]["fetch-depth"] == 0  # `openpert changed` compares with the base branch
-    tasks = _index(runs, 'openpert changed --base "origin/$BASE_REF"', 'nextflow_ci tasks', '--always "$FIXED_TASK"')
+    tasks = _index(runs, 'openpert changed --base "origin/$BASE_REF"', 'nextflow_ci.py tasks', '--always "$FIXED_TASK"')
     build = _index(runs, 'tag="$(openpert images tag)"', "openpert images build-order --format json --tag \"$tag\"",
-                   "nextflow_ci images", "docker build --file")
+                   "nextflow_ci.py images", "docker build --file")
     assert "docker push" not in runs[build]
     steps = job["steps"]
     nextflow = _index(runs, "--profile docker")
@@ -108,9 +108,9 @@ def test_resume_is_checked_from_the_traces(flow):
     assert component.is_relative_to(ROOT / "src" / env["FIXED_TASK"])
     runs = _runs(flow["jobs"]["local"])
     first = _index(runs, "--task all", "--engine nextflow")
-    resumed = _index(runs, "--resume", "nextflow_ci resumed trace-first.tsv trace-resumed.tsv")
+    resumed = _index(runs, "--resume", "nextflow_ci.py resumed trace-first.tsv trace-resumed.tsv")
     edited = _index(runs, 'echo "# edited', '>> "$RESUME_COMPONENT/script.py"', "--resume",
-                    'nextflow_ci rerun --plan "results-nf-local/$FIXED_TASK/plan.json"', '--component "$RESUME_COMPONENT"')
+                    'nextflow_ci.py rerun --plan "results-nf-local/$FIXED_TASK/plan.json"', '--component "$RESUME_COMPONENT"')
     assert first < resumed < edited
     script = runs[resumed]
     assert script.index("trace-first.tsv") < script.index("--resume") < script.index("trace-resumed.tsv")
@@ -130,12 +130,12 @@ def test_real_nextflow_tests_run_and_their_failures_reach_the_summary(flow):
     basetemp = re.search(r'--basetemp "([^"]+)"', runs[tests]).group(1)
     for job_id, roots in (("local", f'results-nf-local "{basetemp}"'), ("docker", "results-nf-docker")):
         job = flow["jobs"][job_id]
-        summary = _index(_runs(job), f"python -m openpert.testing.nextflow_ci failed-logs {roots}", '>> "$GITHUB_STEP_SUMMARY"')
+        summary = _index(_runs(job), f"python tests/tooling/nextflow_ci.py failed-logs {roots}", '>> "$GITHUB_STEP_SUMMARY"')
         assert job["steps"][summary]["if"] == "always()"
 
 
 def test_every_check_the_workflow_calls_exists():
-    used = set(re.findall(r"python -m openpert\.testing\.nextflow_ci (\S+)", FLOW.read_text()))
+    used = set(re.findall(r"python tests/tooling/nextflow_ci\.py (\S+)", FLOW.read_text()))
     assert used == {"tasks", "images", "scores", "resumed", "rerun", "failed-logs"}
     for command in used:
         with pytest.raises(SystemExit) as done:  # argparse's --help exits 0; an unknown command exits 2

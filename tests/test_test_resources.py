@@ -1,7 +1,7 @@
 """resources_test/ is what scripts/create_test_resources/<task>.sh makes (floats to a stated tolerance).
 
 Each task's generator runs into a temporary folder (``$OPENPERT_TEST_RESOURCES``) and its files are
-compared with the committed ones by content (:mod:`openpert.testing.reproducible_resources`); a
+compared with the committed ones by content (:mod:`tooling.reproducible_resources`); a
 failure names the first differing file and field, and the command that regenerates the task.
 """
 
@@ -13,8 +13,7 @@ import anndata as ad
 import pandas as pd
 import pytest
 from project_paths import ROOT, SHARED_DATA
-
-from openpert.testing import reproducible_resources as rr
+from tooling import reproducible_resources as rr
 
 TASKS = rr.generator_tasks(ROOT)
 RESOURCES = ROOT / "resources_test"

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from perturbation_prediction_lib import public_data as pdata
 from sandbox_marks import needs_sandbox
+from tooling.data_mirror import DataMirrorServer
 
 from openpert.config.project import shared_data_dir
 from openpert.config.task import Task
@@ -26,7 +27,6 @@ from openpert.data.manifest import task_manifest
 from openpert.data.store import DataStore
 from openpert.engines.plan import dataset_stage, label_resources
 from openpert.run.component import run_component
-from openpert.testing.data_mirror import DataMirrorServer
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "perturbation_prediction"

@@ -276,10 +276,3 @@ def merge_manifests(manifests: Iterable[Sequence[DataFile]]) -> list[DataFile]:
                 raise ConfigError(f"{f.path} is declared differently by {other.manifest} and {f.manifest} "
                                   "(url, sha256, size or derive): one file has one origin")
     return sorted(by_path.values(), key=lambda f: f.path)
-
-
-def files_for_datasets(files: Sequence[DataFile], dataset_ids: Sequence[str] | None) -> list[DataFile]:
-    """The entries that the datasets ``dataset_ids`` read (``None``: every entry)."""
-    if dataset_ids is None:
-        return list(files)
-    return [f for f in files if any(f.read_by(d) for d in dataset_ids)]

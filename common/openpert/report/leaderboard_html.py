@@ -236,26 +236,6 @@ def metric_tags(results: TaskResults, dataset_id: str | None, metric_id: str | N
     return macro("metric_tags", "leaderboard/macros.html")(metric_tag_views(results, dataset_id, metric_id), compact)
 
 
-def controls_toggle_tools(table_id: str, csv_href: str, has_controls: bool) -> Markup:
-    """The tools above a leaderboard: the "Show controls" toggle and the CSV download.
-
-    Parameters
-    ----------
-    table_id
-        The table the toggle hides the controls of.
-    csv_href
-        The table's CSV download.
-    has_controls
-        Whether there are controls to toggle.
-
-    Returns
-    -------
-    Markup
-        HTML; the toggle is hidden until the page script shows it.
-    """
-    return macro("controls_toggle", "leaderboard/macros.html")(table_id, csv_href, has_controls)
-
-
 def abstention_view(results: TaskResults, dataset_id: str | None, method_id: str | None) -> AbstentionView | None:
     """The tag of a method whose language-model answers were flagged on a dataset (``llm_abstentions``).
 

@@ -1,15 +1,16 @@
 """Reading one task's ``results.json`` and answering the questions the pages ask of it.
 
-The schema is documented in ``docs/results_json.md``. Any list or field may be absent in a file
-written by an older or partial run; every accessor here falls back to an empty value instead of
-failing, so a page can always be rendered. Ranks, tiers, per-metric means and the lead are read
-from the file; a file of an older schema is completed by :func:`openpert.results.model.complete`
-first, so that it is ranked by the same rule.
+The schema is documented in ``docs/results_json.md`` and is :class:`openpert.results.model.Results`.
+Ranks, tiers, per-metric means and the lead are read from the file; a file of an older schema, or of
+a partial run, is completed by :func:`openpert.results.model.complete` first, so that it is ranked by
+the same rule and holds every list and block (empty where the run had none). :func:`load_results`
+refuses a file whose lists and blocks are not lists of objects and objects.
 """
 
 from __future__ import annotations
 
 import json
+import typing
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from openpert.results.model import (
     SCHEMA_VERSION,
     Lead,
+    Results,
     ResultsIndex,
     Standing,
     TestOutcome,
@@ -124,47 +126,38 @@ class TaskResults:
         self.source = Path(source)
         # The model's lookups (scores, comparisons, the best of each test, the scalable pairs, the headline).
         self._index = ResultsIndex(data)
-        self._overall = {s.get("method_id"): s for s in self._list("overall")}
+        self._overall = {s["method_id"]: s for s in data["overall"]}
         # Indexes for the lookups every page makes per method, dataset and metric: scanning the
         # lists instead made rendering grow with the square (and cube) of the number of methods.
-        self._methods_by_id = _first_by(self._list("methods"), "id")
-        self._metrics_by_id = _first_by(self._list("metrics"), "id")
-        self._datasets_by_id = _first_by(self._list("datasets"), "dataset_id")
+        # The first entry of an id wins, as a scan from the top finds it.
+        self._methods_by_id = {m.get("id"): m for m in reversed(data["methods"])}
+        self._metrics_by_id = {m.get("id"): m for m in reversed(data["metrics"])}
+        self._datasets_by_id = {d.get("dataset_id"): d for d in reversed(data["datasets"])}
         self._failures_by_dataset: dict[Any, list[dict[str, Any]]] = {}
         self._metric_failures: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-        self._own_failures: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+        self._own_failures: dict[Any, list[dict[str, Any]]] = {}
         self._metric_failures_by_method: dict[Any, list[dict[str, Any]]] = {}
-        for position, f in enumerate(self._list("failures")):
-            if _hashable(f.get("dataset_id")):
-                self._failures_by_dataset.setdefault(f.get("dataset_id"), []).append(f)
+        for f in data["failures"]:
+            self._failures_by_dataset.setdefault(f.get("dataset_id"), []).append(f)
             if f.get("stage") == "metric":
-                if _hashable(f.get("method_id")):
-                    self._metric_failures_by_method.setdefault(f.get("method_id"), []).append(f)
-                if _hashable(f.get("dataset_id")) and _hashable(f.get("method_id")):
-                    self._metric_failures.setdefault((f.get("dataset_id"), f.get("method_id")), []).append(f)
+                self._metric_failures_by_method.setdefault(f.get("method_id"), []).append(f)
+                self._metric_failures.setdefault((f.get("dataset_id"), f.get("method_id")), []).append(f)
                 continue
-            for key in {v for v in (f.get("method_id"), f.get("component")) if _hashable(v)}:
-                self._own_failures.setdefault(key, []).append((position, f))
-        self._standings = {s.get("method_id"): _standing(s) for s in self._list("standings") if _hashable(s.get("method_id"))}
+            for key in {f.get("method_id"), f.get("component")} - {None}:
+                self._own_failures.setdefault(key, []).append(f)
+        self._standings = {s["method_id"]: _standing(s) for s in data["standings"]}
         self._method_resources: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
-        for position, r in enumerate(self._list("resources")):
-            if r.get("stage") != "method":
-                continue
-            key = r.get("method_id") if r.get("method_id") is not None else ("component", r.get("component"))
-            if _hashable(key):
+        for position, r in enumerate(data["resources"]):
+            if r.get("stage") == "method":
+                key = r.get("method_id") if r.get("method_id") is not None else ("component", r.get("component"))
                 self._method_resources.setdefault(key, []).append((position, r))
 
     # -- plain fields ---------------------------------------------------------------------------
 
-    def _list(self, key: str) -> list[dict[str, Any]]:
-        value = self.data.get(key)
-        return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
     @property
     def task(self) -> dict[str, Any]:
-        """The ``task`` block (empty dict when missing)."""
-        task = self.data.get("task")
-        return task if isinstance(task, dict) else {}
+        """The ``task`` block."""
+        return self.data["task"]
 
     @property
     def name(self) -> str:
@@ -179,32 +172,32 @@ class TaskResults:
     @property
     def datasets(self) -> list[dict[str, Any]]:
         """Datasets in the order of ``results.json``."""
-        return self._list("datasets")
+        return self.data["datasets"]
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
         """Metrics in the order of ``results.json``."""
-        return self._list("metrics")
+        return self.data["metrics"]
 
     @property
     def all_methods(self) -> list[dict[str, Any]]:
         """Methods and control methods in the order of ``results.json``."""
-        return self._list("methods")
+        return self.data["methods"]
 
     @property
     def failures(self) -> list[dict[str, Any]]:
         """Every failed job."""
-        return self._list("failures")
+        return self.data["failures"]
 
     @property
     def qc(self) -> list[dict[str, Any]]:
         """Quality-control flags."""
-        return self._list("qc")
+        return self.data["qc"]
 
     @property
     def llm_usage(self) -> list[dict[str, Any]]:
         """What each language-model component asked and got back, per dataset and method."""
-        return self._list("llm_usage")
+        return self.data["llm_usage"]
 
     def abstention_flag(self, dataset_id: str | None, method_id: str | None,
                         flag: str = "llm_abstentions") -> dict[str, Any] | None:
@@ -215,45 +208,42 @@ class TaskResults:
     @property
     def skipped(self) -> list[dict[str, Any]]:
         """Components left out of the run, with the reason."""
-        return self._list("skipped")
+        return self.data["skipped"]
 
     @property
     def config_errors(self) -> list[dict[str, Any]]:
         """Components left out because their config could not be used, with the reason."""
-        return self._list("config_errors")
+        return self.data["config_errors"]
 
     @property
     def resources(self) -> list[dict[str, Any]]:
         """Resource use of every job."""
-        return self._list("resources")
+        return self.data["resources"]
 
     @property
     def provenance(self) -> dict[str, Any]:
-        """The optional ``provenance`` block (commit, digests); an empty dict when absent."""
-        value = self.data.get("provenance")
-        return value if isinstance(value, dict) else {}
+        """The ``provenance`` block (commit, digests)."""
+        return self.data["provenance"]
 
     @property
     def gameability(self) -> list[dict[str, Any]]:
         """Rows of the ``gameability`` table (best adversarial scaled score per dataset and metric)."""
-        return self._list("gameability")
+        return self.data["gameability"]
 
     @property
     def dynamic_range(self) -> list[dict[str, Any]]:
         """Rows of the ``dynamic_range`` table (ceiling to strongest negative, in standard errors)."""
-        return self._list("dynamic_range")
+        return self.data["dynamic_range"]
 
     @property
     def reproduction(self) -> dict[str, Any]:
         """The ``reproduction`` block (published results beside the run's); an empty dict when absent."""
-        value = self.data.get("reproduction")
-        return value if isinstance(value, dict) else {}
+        return self.data.get("reproduction") or {}
 
     @property
     def scale(self) -> dict[str, Any]:
         """The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``."""
-        value = self.data.get("scale")
-        return value if isinstance(value, dict) else {}
+        return self.data["scale"]
 
     @property
     def scale_sentence(self) -> str:
@@ -274,9 +264,7 @@ class TaskResults:
             a scaled value of it on some dataset; one that was skipped (a judge metric without a
             language model) or never applies has none and is missing from every score.
         """
-        headline = self.data.get("headline_metrics")
-        ids = [str(m) for m in headline] if isinstance(headline, list) else [
-            str(m.get("id")) for m in self.metrics if self.is_headline(m.get("id"))]
+        ids = [str(m) for m in self.data["headline_metrics"]]
         datasets = [str(d.get("dataset_id")) for d in self.datasets]
         averaged = [m for m in ids if any(self.scalable(d, m) for d in datasets)]
         return averaged, [m for m in ids if m not in averaged]
@@ -291,10 +279,7 @@ class TaskResults:
     @property
     def statistics(self) -> list[tuple[str, dict[str, Any]]]:
         """Task-specific analyses as ``(key, entry)`` pairs, in file order."""
-        stats = self.data.get("statistics")
-        if not isinstance(stats, dict):
-            return []
-        return [(str(k), v) for k, v in stats.items() if isinstance(v, dict)]
+        return [(str(k), v) for k, v in self.data["statistics"].items()]
 
     # -- ordering ------------------------------------------------------------------------------
 
@@ -321,13 +306,12 @@ class TaskResults:
 
     def standing(self, method_id: str | None) -> Standing | None:
         """A method's per-metric means, headline tests and tier (``standings``), or None."""
-        return self._standings.get(method_id) if _hashable(method_id) else None
+        return self._standings.get(method_id)
 
     @property
     def lead(self) -> Lead | None:
         """The top method against the runner-up (``lead``), or None when no method has an overall score."""
-        value = self.data.get("lead")
-        return Lead(**value) if isinstance(value, dict) else None
+        return None if self.data["lead"] is None else Lead(**self.data["lead"])
 
     def headline_tested_pairs(self) -> list[tuple[str, str]]:
         """The (dataset, headline metric) pairs with a test against the best, in page order.
@@ -340,12 +324,7 @@ class TaskResults:
 
     def method(self, method_id: str | None) -> dict[str, Any] | None:
         """The method entry with this id, or None."""
-        if _hashable(method_id):
-            return self._methods_by_id.get(method_id)
-        for m in self.all_methods:
-            if m.get("id") == method_id:
-                return m
-        return None
+        return self._methods_by_id.get(method_id)
 
     def method_label(self, method_id: str | None) -> str:
         """The label of a method, its id when it has none."""
@@ -354,12 +333,7 @@ class TaskResults:
 
     def metric(self, metric_id: str | None) -> dict[str, Any] | None:
         """The metric entry with this id, or None."""
-        if _hashable(metric_id):
-            return self._metrics_by_id.get(metric_id)
-        for m in self.metrics:
-            if m.get("id") == metric_id:
-                return m
-        return None
+        return self._metrics_by_id.get(metric_id)
 
     def dataset_label(self, dataset_id: str | None) -> str:
         """The name of a dataset, its id when it has none."""
@@ -368,12 +342,7 @@ class TaskResults:
 
     def dataset(self, dataset_id: str | None) -> dict[str, Any]:
         """The ``datasets`` entry with this id, or an empty dict."""
-        if _hashable(dataset_id):
-            return self._datasets_by_id.get(dataset_id, {})
-        for d in self.datasets:
-            if d.get("dataset_id") == dataset_id:
-                return d
-        return {}
+        return self._datasets_by_id.get(dataset_id, {})
 
     def metric_label(self, metric_id: str | None) -> str:
         """The label of a metric, its id when it has none."""
@@ -415,7 +384,7 @@ class TaskResults:
         A failed method job, or a failed dataset job (which no method on that dataset survives).
         """
         out = []
-        for f in self._failures_by_dataset.get(dataset_id, []) if _hashable(dataset_id) else []:
+        for f in self._failures_by_dataset.get(dataset_id, []):
             stage = f.get("stage")
             if stage == "dataset" or (stage != "metric" and f.get("method_id") == method_id):
                 out.append(f)
@@ -426,29 +395,24 @@ class TaskResults:
     ) -> dict[str, Any] | None:
         """The failed metric job that left one (dataset, method, metric) without a score."""
         names = self.metric_components(metric_id)
-        key = (dataset_id, method_id)
-        for f in self._metric_failures.get(key, []) if _hashable(key) else []:
+        for f in self._metric_failures.get((dataset_id, method_id), []):
             if f.get("component") in names:
                 return f
         return None
 
     def scoring_failures(self, method_id: str | None) -> list[dict[str, Any]]:
         """Failed metric jobs that scored a method's predictions, in file order."""
-        return list(self._metric_failures_by_method.get(method_id, [])) if _hashable(method_id) else []
+        return list(self._metric_failures_by_method.get(method_id, []))
 
     def component_failures(self, component_id: str, *, metric: bool = False) -> list[dict[str, Any]]:
         """Failures of one component's jobs (a method's own jobs, or a metric's jobs)."""
         if metric:
             names = self.metric_components(component_id)
             return [f for f in self.failures if f.get("stage") == "metric" and f.get("component") in names]
-        if not _hashable(component_id):
-            return []
-        return [f for _, f in self._own_failures.get(component_id, [])]
+        return list(self._own_failures.get(component_id, []))
 
     def method_resources(self, method_id: str) -> list[dict[str, Any]]:
         """Resource rows of a method's own jobs (not the metric jobs scoring it)."""
-        if not _hashable(method_id):
-            return []
         # A row names the method by method_id, or (a job without one) by its component; in file order.
         rows = self._method_resources.get(method_id, []) + self._method_resources.get(("component", method_id), [])
         return [r for _, r in sorted(rows, key=lambda pair: pair[0])]
@@ -480,7 +444,8 @@ def load_results(path: Path) -> TaskResults:
     Raises
     ------
     ValueError
-        When the file is not a JSON object.
+        When the file is not a JSON object, or one of its lists or blocks is not a JSON array of
+        objects or an object.
     """
     path = Path(path)
     if path.is_dir():
@@ -488,6 +453,11 @@ def load_results(path: Path) -> TaskResults:
     data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object")
+    for name, hint in typing.get_type_hints(Results).items():
+        kind, rows = typing.get_origin(hint), (typing.get_args(hint) or [None])[0]
+        if name in data and kind in (list, dict) and not (
+                isinstance(data[name], kind) and (kind is dict or rows is str or all(isinstance(v, dict) for v in data[name]))):
+            raise ValueError(f"{path}: {name} is not a JSON {'array of objects' if kind is list else 'object'}")
     version = data.get("schema_version")
     if isinstance(version, int) and version > SUPPORTED_SCHEMA_VERSION:
         # Newer files are usually a superset; render what is known rather than refuse.
@@ -501,26 +471,7 @@ def load_results(path: Path) -> TaskResults:
 
 def _standing(entry: dict[str, Any]) -> Standing:
     """A ``standings`` entry as the model's dataclass."""
-    tests = [TestOutcome(**t) for t in entry.get("tests") or [] if isinstance(t, dict)]
-    return Standing(**{**entry, "tests": tests})
-
-
-def _hashable(value: Any) -> bool:
-    """Whether a value read from the file can key an index (a hostile file may hold lists as ids)."""
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
-def _first_by(rows: list[dict[str, Any]], field: str) -> dict[Any, dict[str, Any]]:
-    """Each value of ``field`` -> the first row holding it (as a scan from the top finds it)."""
-    out: dict[Any, dict[str, Any]] = {}
-    for row in rows:
-        if _hashable(row.get(field)):
-            out.setdefault(row.get(field), row)
-    return out
+    return Standing(**{**entry, "tests": [TestOutcome(**t) for t in entry["tests"]]})
 
 
 def _label(entry: dict[str, Any] | None) -> str:

@@ -234,26 +234,24 @@ def _rank_rows(rows: list[dict[str, Any]], ranked: set[str]) -> None:
 
 
 class ResultsIndex:
-    """Lookups over a results dict's rows by dataset, method and metric (for the model and the report)."""
+    """Lookups over a completed results dict's rows by dataset, method and metric (for the model and the report)."""
 
     def __init__(self, data: Mapping[str, Any]) -> None:
-        self.datasets = [str(d.get("dataset_id")) for d in _rows(data, "datasets")]
-        self.metrics = _rows(data, "metrics")
-        headline = data.get("headline_metrics")
-        self.headline = ({str(m) for m in headline} if isinstance(headline, list)
-                         else {str(m.get("id")) for m in self.metrics if m.get("headline", True) is not False})
-        self.scores = {(s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s for s in _rows(data, "scores")}
-        self.dataset_scores = {(s.get("dataset_id"), s.get("method_id")): s for s in _rows(data, "dataset_scores")}
-        self.scalable = {(s.get("dataset_id"), s.get("metric_id")) for s in _rows(data, "scores") if _finite(s.get("scaled"))}
+        self.datasets = [str(d.get("dataset_id")) for d in data["datasets"]]
+        self.metrics = data["metrics"]
+        self.headline = {str(m) for m in data["headline_metrics"]}
+        self.scores = {(s.get("dataset_id"), s.get("method_id"), s.get("metric_id")): s for s in data["scores"]}
+        self.dataset_scores = {(s.get("dataset_id"), s.get("method_id")): s for s in data["dataset_scores"]}
+        self.scalable = {(s.get("dataset_id"), s.get("metric_id")) for s in data["scores"] if _finite(s.get("scaled"))}
         self.comparisons = {(c.get("dataset_id"), c.get("metric_id"), c.get("method_id")): c
-                            for c in _rows(data, "comparisons")}
+                            for c in data["comparisons"]}
         self.best: dict[tuple[str, str], str] = {}
-        for c in _rows(data, "comparisons"):
+        for c in data["comparisons"]:
             if c.get("best_method_id"):
                 self.best.setdefault((c.get("dataset_id"), c.get("metric_id")), c["best_method_id"])
         names = {str(m.get("id")): {str(v) for v in (m.get("component"), m.get("id")) if v} for m in self.metrics}
         self.metric_failed = {(f.get("dataset_id"), f.get("method_id"), metric_id)
-                              for f in _rows(data, "failures") if f.get("stage") == "metric"
+                              for f in data["failures"] if f.get("stage") == "metric"
                               for metric_id, components in names.items() if f.get("component") in components}
         # The tested (dataset, metric) pairs that place a method in a tier: headline metrics, in page order.
         self.tested = [(d, str(m.get("id"))) for d in self.datasets for m in self.metrics
@@ -350,8 +348,8 @@ def _lead(index: ResultsIndex, data: Mapping[str, Any], standings: Mapping[str, 
     On each (dataset, metric) where the top method is the best, the runner-up's test against it
     counts; significant at p < 0.05, unadjusted.
     """
-    labels = {str(m.get("id")): str(m.get("label") or m.get("id")) for m in _rows(data, "methods")}
-    ranked = sorted((o for o in _rows(data, "overall") if o.get("rank") is not None and _finite(o.get("score"))),
+    labels = {str(m.get("id")): str(m.get("label") or m.get("id")) for m in data["methods"]}
+    ranked = sorted((o for o in data["overall"] if o.get("rank") is not None and _finite(o.get("score"))),
                     key=lambda o: (o["rank"], labels.get(str(o.get("method_id")), "")))
     if not ranked:
         return None
@@ -382,14 +380,20 @@ def complete(data: Mapping[str, Any]) -> dict[str, Any]:
     -------
     dict
         A copy with ``rank`` set in ``dataset_scores`` and ``overall``, and ``standings``, ``lead``,
-        ``rank_rule`` and ``schema_version`` set.
+        ``rank_rule`` and ``schema_version`` set. Each list or block of :class:`Results` that an older
+        or partial file leaves out is there, empty; ``headline_metrics`` of a file that predates it
+        lists every metric not marked ``headline: false``.
     """
     out = dict(data)
-    methods = _rows(data, "methods")
+    out.setdefault("headline_metrics", [str(m.get("id")) for m in out.setdefault("metrics", []) if m.get("headline", True) is not False])
+    for name, hint in typing.get_type_hints(Results).items():
+        if typing.get_origin(hint) in (list, dict):
+            out.setdefault(name, typing.get_origin(hint)())
+    methods = out["methods"]
     ranked = {str(m.get("id")) for m in methods if is_ranked(m)}
-    overall = [dict(o) for o in _rows(data, "overall")]
+    overall = [dict(o) for o in out["overall"]]
     _rank_rows(overall, ranked)
-    dataset_scores = [dict(s) for s in _rows(data, "dataset_scores")]
+    dataset_scores = [dict(s) for s in out["dataset_scores"]]
     by_dataset: dict[Any, list[dict[str, Any]]] = {}
     for s in dataset_scores:
         by_dataset.setdefault(s.get("dataset_id"), []).append(s)
@@ -406,9 +410,11 @@ def complete(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_complete(data: Mapping[str, Any]) -> bool:
-    """Tell whether a results dict already holds this model's ranks, standings and lead."""
+    """Tell whether a results dict already holds this model's ranks, standings and lead, and every list and block."""
     version = data.get("schema_version")
-    return isinstance(version, int) and version >= SCHEMA_VERSION and isinstance(data.get("standings"), list)
+    return (isinstance(version, int) and version >= SCHEMA_VERSION and isinstance(data.get("standings"), list)
+            and all(name in data for name, hint in typing.get_type_hints(Results).items()
+                    if typing.get_origin(hint) in (list, dict)))
 
 
 # -- the JSON Schema ------------------------------------------------------------------------------
@@ -462,11 +468,6 @@ def _schema_of(tp: Any, definitions: dict[str, Any]) -> dict[str, Any]:
     if tp is Any:
         return {}
     raise TypeError(f"no JSON Schema for the type {tp!r}")
-
-
-def _rows(data: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
-    value = data.get(key)
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _finite(value: Any) -> bool:

@@ -391,23 +391,6 @@ def gameability_flags(table: Iterable[dict]) -> list[QCFlag]:
     return flags
 
 
-def gameable_headline_metrics(results: Mapping) -> list[tuple[str, str]]:
-    """``(dataset_id, metric_id)`` pairs where a headline metric is flagged gameable in a results.json.
-
-    Parameters
-    ----------
-    results
-        A parsed ``results.json``.
-
-    Returns
-    -------
-    list of tuple
-        Sorted pairs; empty when no headline metric is gameable (or no adversarial control ran).
-    """
-    return sorted((str(r["dataset_id"]), str(r["metric_id"])) for r in results.get("gameability") or []
-                  if r.get("headline") and r.get("gameable"))
-
-
 def dynamic_range_table(
     averaged: pd.DataFrame,
     scaled: pd.DataFrame,

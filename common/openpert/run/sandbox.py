@@ -385,11 +385,6 @@ def _system_args() -> tuple[str, ...]:
     return tuple(args)
 
 
-def system_arguments() -> tuple[str, ...]:
-    """The ``bwrap`` arguments that show the system read-only (``/usr``, some of ``/etc``, ``/proc``, ``/dev``)."""
-    return _system_args()
-
-
 def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] | None = None,
                     embed_cache: bool = False) -> dict[str, str]:
     """The complete environment of a sandboxed job (nothing else of the host's passes).

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from project_paths import ROOT
+from tooling.data_mirror import DataMirrorServer
 
 from openpert.config import viash_schema
 from openpert.config.lint import lint_paths
@@ -28,7 +29,6 @@ from openpert.config.viash_schema import (
 )
 from openpert.data import fetching
 from openpert.data.manifest import project_manifest
-from openpert.testing.data_mirror import DataMirrorServer
 
 #: The schemas the tests compare with (the repository's, as conftest.py set them), read before any test changes the environment.
 REFERENCE = schema_dir(ROOT)

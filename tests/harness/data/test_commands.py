@@ -7,9 +7,9 @@ import json
 
 import pytest
 import yaml
+from tooling.data_mirror import DataMirrorServer
 
 from openpert.cli import main
-from openpert.testing.data_mirror import DataMirrorServer
 
 COMMIT = "2" * 40
 FILES = {"labels/open.csv": b"a,b\n1,2\n", "labels/restricted.csv": b"x\n" * 1000}

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tooling.data_mirror import DataMirrorServer
 
 from openpert.config.project import shared_data_dir
 from openpert.config.task import discover_tasks
 from openpert.data.fetching import FetchError, Sources, dataset_views, fetch, verify
 from openpert.data.manifest import merge_manifests, read_manifest, task_manifest
 from openpert.data.store import DataStore
-from openpert.testing.data_mirror import DataMirrorServer
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMIT = "0" * 40

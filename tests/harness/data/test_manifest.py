@@ -11,7 +11,7 @@ import yaml
 from openpert.config.project import shared_data_dir
 from openpert.config.task import discover_tasks
 from openpert.config.viash import ConfigError
-from openpert.data.manifest import files_for_datasets, merge_manifests, read_manifest, task_manifest, url_problem
+from openpert.data.manifest import merge_manifests, read_manifest, task_manifest, url_problem
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMIT = "04ff16d20060b7e3629e5874a971000b3c1e4b60"
@@ -87,12 +87,12 @@ def test_two_tasks_must_declare_one_file_alike(tmp_path):
         merge_manifests([a, b])
 
 
-def test_files_are_chosen_by_the_datasets_that_read_them(tmp_path):
+def test_a_file_is_read_by_the_datasets_it_names_or_by_every_dataset(tmp_path):
     everyone = {**GOOD, "path": "kg/go.gmt"}
     del everyone["datasets"]
     files = read_manifest(_write(tmp_path, [GOOD, everyone]))
-    assert [f.path for f in files_for_datasets(files, ["rpe1_de"])] == ["kg/go.gmt"]
-    assert len(files_for_datasets(files, ["k562_de"])) == 2
+    assert [f.path for f in files if f.read_by("rpe1_de")] == ["kg/go.gmt"]
+    assert len([f for f in files if f.read_by("k562_de")]) == 2
 
 
 # -- the project's own manifests ------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from pathlib import Path
 import anndata as ad
 import pytest
 import yaml
+from tooling.data_mirror import DataMirrorServer
 
 from openpert.config.task import Task
 from openpert.data.fetching import FetchError
 from openpert.engines.benchmark import run_benchmark
 from openpert.engines.plan import dataset_entries
-from openpert.testing.data_mirror import DataMirrorServer
 
 LOADER = '''import json
 from pathlib import Path

@@ -7,8 +7,9 @@ import re
 from leaderboard_fixture import HOSTILE, HOSTILE_URL, hostile_results, parse, small_results
 from markupsafe import Markup
 
-from openpert.report.leaderboard_html import controls_toggle_tools, dataset_table, metric_tags
+from openpert.report.leaderboard_html import dataset_table, metric_tags
 from openpert.report.paths import TaskPaths
+from openpert.report.templating import macro
 
 
 def _row(html: str, method_id: str) -> str:
@@ -55,9 +56,10 @@ def test_controls_sit_in_their_own_band_with_a_toggle() -> None:
     controls = html[html.index('<tbody class="band-controls" data-band="controls">'):]
     assert '<tr data-method="pos">' in controls and '<tr data-method="a">' not in controls
     assert '<td class="num rank" data-sort="">–</td>' in _row(html, "pos")
-    tools = str(controls_toggle_tools("table-d1", "x.csv", True))
+    toggle_tools = macro("controls_toggle", "leaderboard/macros.html")
+    tools = str(toggle_tools("table-d1", "x.csv", True))
     assert 'data-controls-for="table-d1"' in tools and 'href="x.csv"' in tools
-    assert "toggle" not in str(controls_toggle_tools("table-d1", "x.csv", False))
+    assert "toggle" not in str(toggle_tools("table-d1", "x.csv", False))
 
 
 def test_metric_tags_are_escaped_and_empty_for_a_plain_headline_metric() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
 from report_fixture import build_results  # noqa: E402
 
-from openpert.report.task_results import TaskResults
+from openpert.report.task_results import TaskResults, load_results
 
 
 def scanned_resources(data: dict, method_id: str) -> list[dict]:
@@ -45,4 +47,18 @@ def test_lookups_match_a_scan_of_the_lists() -> None:
     assert any(results.metric_failure(f["dataset_id"], f["method_id"], m["id"]) for f in failures for m in data["metrics"]
                if f.get("stage") == "metric")
     assert results.dataset("rpe1") is data["datasets"][1] and results.dataset("nope") == {}
-    assert results.method(["a", "list"]) is None  # a hostile id is looked up without an error
+
+
+def test_a_file_whose_list_is_not_a_list_of_objects_is_refused_naming_it(tmp_path) -> None:
+    data = build_results()
+    data["failures"] = [{"job_id": "x"}, "not an object"]
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"results\.json: failures is not a JSON array of objects"):
+        load_results(tmp_path)
+    data["failures"], data["scale"] = [], []
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"results\.json: scale is not a JSON object"):
+        load_results(tmp_path)
+    data["scale"] = {}
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    assert load_results(tmp_path).failures == []

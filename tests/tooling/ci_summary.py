@@ -8,7 +8,7 @@ what failed, where, and the command that fixes or reproduces it. CI appends it t
 (``$GITHUB_STEP_SUMMARY``). An output that is missing (its step never ran) or unreadable is a line
 too: the summary never claims a check passed that it could not read.
 
-It is the workflows' tool, not the harness's: ``python tests/ci_summary.py --ruff ruff.txt ... -o
+It is the workflows' tool, not the harness's: ``python tests/tooling/ci_summary.py --ruff ruff.txt ... -o
 "$GITHUB_STEP_SUMMARY"`` (the standard library only, so any Python of the job runs it).
 """
 
@@ -266,8 +266,8 @@ def collect(*, ruff: Sequence[Path] = (), lint: Sequence[Path] = (), actionlint:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python tests/ci_summary.py``: append the summary of the given outputs to ``-o`` (or print it); 2 without any."""
-    parser = argparse.ArgumentParser(prog="python tests/ci_summary.py", description=__doc__.splitlines()[0])
+    """``python tests/tooling/ci_summary.py``: append the summary of the given outputs to ``-o`` (or print it); 2 without any."""
+    parser = argparse.ArgumentParser(prog="python tests/tooling/ci_summary.py", description=__doc__.splitlines()[0])
     parser.add_argument("--ruff", action="append", default=[], metavar="FILE", help="ruff's --output-format=concise output")
     parser.add_argument("--lint", action="append", default=[], metavar="FILE", help="openpert lint's output")
     parser.add_argument("--actionlint", action="append", default=[], metavar="FILE", help="actionlint's output")

@@ -1,4 +1,4 @@
-"""Tests for openpert.testing.nextflow_ci: the pull-request checks of real Nextflow runs, on trace fixtures."""
+"""Tests for tests/tooling/nextflow_ci.py: the pull-request checks of real Nextflow runs, on trace fixtures."""
 
 from __future__ import annotations
 
@@ -10,10 +10,7 @@ from pathlib import Path
 import pytest
 from nextflow_plans import component_entry, job_entry
 from project_paths import ROOT
-
-from openpert.engines.nextflow import TRACE_FILE_NAME
-from openpert.engines.nextflow_trace import parse_trace
-from openpert.testing.nextflow_ci import (
+from tooling.nextflow_ci import (
     affected_jobs,
     failed_task_logs,
     images_to_build,
@@ -25,6 +22,9 @@ from openpert.testing.nextflow_ci import (
     tasks_to_run,
     trace_outcomes,
 )
+
+from openpert.engines.nextflow import TRACE_FILE_NAME
+from openpert.engines.nextflow_trace import parse_trace
 
 #: The fields nextflow.config asks Nextflow to write, in its order.
 FIELDS = ["task_id", "hash", "native_id", "name", "tag", "status", "exit", "attempt", "submit", "duration",

@@ -7,7 +7,7 @@ test can say that a second fetch downloaded nothing.
 
 Run it by hand to fill a store from ``../shared/data`` over HTTP, as a site without it would::
 
-    python -m openpert.testing.data_mirror ../shared/data --port 8765
+    python tests/tooling/data_mirror.py ../shared/data --port 8765
     openpert data fetch --mirror http://127.0.0.1:8765
 """
 

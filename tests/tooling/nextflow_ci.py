@@ -1,7 +1,7 @@
 """The pull-request checks of the Nextflow engine: what a real run covers, and what its trace must show.
 
 ``.github/workflows/nextflow.yml`` runs the bundled benchmark through ``main.nf`` with real Nextflow
-and calls this module between its steps (``python -m openpert.testing.nextflow_ci <command>``), so
+and calls this module between its steps (``python tests/tooling/nextflow_ci.py <command>``), so
 that every decision and every assertion of the job is Python that the tests run on fixtures, not
 shell that only a runner sees:
 
@@ -289,8 +289,8 @@ def _report(problems: list[str], success: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m openpert.testing.nextflow_ci <command> ...``; 1 when a check finds a problem."""
-    parser = argparse.ArgumentParser(prog="python -m openpert.testing.nextflow_ci", description=__doc__.splitlines()[0])
+    """``python tests/tooling/nextflow_ci.py <command> ...``; 1 when a check finds a problem."""
+    parser = argparse.ArgumentParser(prog="python tests/tooling/nextflow_ci.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("tasks", help="the tasks to run: the touched ones and the fixed ones")
     p.add_argument("--changed", type=Path, required=True, help="output of `openpert changed`")

@@ -1,4 +1,4 @@
-"""``tests/ci_summary.py``: each failed check in one line with its fix, read from the checks' real outputs."""
+"""``tests/tooling/ci_summary.py``: each failed check in one line with its fix, read from the checks' real outputs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ci_summary
 import pytest
-from ci_summary import (
+from tooling import ci_summary
+from tooling.ci_summary import (
     Failure,
     actionlint_failures,
     benchmark_failures,

@@ -29,7 +29,7 @@ last place of about 1e-7 relative, so for it the tolerance is exactness. A float
 reported with both values and their relative difference.
 
 The harness does not import science or tasks: the scripts run as subprocesses, with the project's
-environment. ``python -m openpert.testing.reproducible_resources [task ...]`` runs the check by hand.
+environment. ``python tests/tooling/reproducible_resources.py [task ...]`` runs the check by hand.
 """
 
 from __future__ import annotations
@@ -529,7 +529,7 @@ def report(task: str, differences: Sequence[Difference]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Check the tasks named (default: all) and print each differing file; 1 when any differs."""
-    parser = argparse.ArgumentParser(prog="python -m openpert.testing.reproducible_resources",
+    parser = argparse.ArgumentParser(prog="python tests/tooling/reproducible_resources.py",
                                      description="Regenerate test resources into a temporary folder and compare them with resources_test/.")
     parser.add_argument("tasks", nargs="*", help="tasks to check (default: every task with a generator)")
     parser.add_argument("--root", default=".", help="the project root (default: the current folder)")

@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-
-from openpert.testing import reproducible_resources as rr
+from tooling import reproducible_resources as rr
 
 
 def _adata(x_sparse: bool = False) -> ad.AnnData:
@@ -376,7 +375,7 @@ def test_a_failing_script_shows_the_end_of_its_output(tmp_path):
 def test_the_command_line_reports_and_exits_nonzero(tmp_path):
     root = _project(tmp_path, 'out="$OPENPERT_TEST_RESOURCES/tiny"\nmkdir -p "$out"\ncp resources_test/tiny/values.csv "$out"\n'
                               'echo x > "$out/more.txt"\n')
-    proc = subprocess.run([sys.executable, "-m", "openpert.testing.reproducible_resources", "--root", str(root)],
+    proc = subprocess.run([sys.executable, rr.__file__, "--root", str(root)],
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert "resources_test/tiny/more.txt: file: made by the script, but not committed" in proc.stdout
@@ -384,6 +383,6 @@ def test_the_command_line_reports_and_exits_nonzero(tmp_path):
     (root / "resources_test" / "tiny").mkdir()
     (root / "resources_test" / "tiny" / "values.csv").write_text("a,b\n1,2\n")
     (root / "resources_test" / "tiny" / "more.txt").write_text("x\n")
-    proc = subprocess.run([sys.executable, "-m", "openpert.testing.reproducible_resources", "tiny", "--root", str(root)],
+    proc = subprocess.run([sys.executable, rr.__file__, "tiny", "--root", str(root)],
                           capture_output=True, text=True)
     assert (proc.returncode, proc.stdout.strip()) == (0, "resources_test/tiny: as its script makes it")
