@@ -137,7 +137,7 @@ def test_lint_names_manifest_datasets_the_task_does_not_have(data_project):
     doc["files"][1]["datasets"] = ["fd_typo"]
     manifest.write_text(yaml.safe_dump(doc))
     (problem,) = data_manifest_problems(Task(task.dir))
-    assert "screens/big.txt: datasets fd_typo are no info.datasets id" in problem and str(manifest) in problem
+    assert "screens/big.txt: datasets fd_typo are no info.datasets or info.builds id" in problem and str(manifest) in problem
 
 
 def test_an_unchanged_store_reuses_the_dataset_job(data_project, tmp_path):
