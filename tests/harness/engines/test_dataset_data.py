@@ -215,6 +215,10 @@ def test_the_folds_of_a_build_are_cut_from_one_run_of_it(build_project, tmp_path
         assert yaml.safe_load(train.uns["dataset_description"]) == [], "a fold reads the build, not the build's files"
         # the site names the public files a fold was made from, read through its build
         assert [f["path"] for f in folds[fold]["source_files"]] == ["seeds/seed.txt"]
+    # a resumed run reuses every job: a fold's cache key holds the content of the build it read
+    again = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"],
+                          metrics=["errors"], jobs=2, resume=True)
+    assert {r["job_id"]: r["cached"] for r in again["resources"]} == {r["job_id"]: True for r in results["resources"]}
 
 
 def test_a_failed_build_is_the_reason_its_folds_failed(build_project, tmp_path):
