@@ -9,7 +9,8 @@
  * it publishes, and for each attempt its cpus, memory, time, disk and task script. Nothing here
  * names a task or a component, and nothing is derived: this file only says how a job runs.
  *
- *     dataset jobs                         -> run_dataset
+ *     build jobs                           -> run_build
+ *     dataset jobs, once their build (if any) -> run_dataset
  *     method jobs, once their dataset      -> run_method (run_llm_method)
  *     metric jobs, once their prediction   -> run_metric (run_llm_metric)
  *
@@ -51,6 +52,32 @@ def handedOn(job, outs, files) {
     def written = outs instanceof java.nio.file.Path ? [outs] : outs.collect { f -> f }
     def mine = job.outputs.collectEntries { arg, name -> ["${job.id}:${arg}".toString(), written.find { f -> f.name == name }] }
     return [job.id, files + mine.findAll { k, v -> v != null }]
+}
+
+process run_build {
+    label 'openpert'
+    label 'openpert_build'
+    tag "${job.id}"
+    container { job.container }
+    cpus { attempt(job, task.attempt).cpus }
+    accelerator { job.gpus }
+    memory { attempt(job, task.attempt).memory }
+    time { attempt(job, task.attempt).time }
+    disk { attempt(job, task.attempt).disk }
+    errorStrategy { task.exitStatus in [137, 143] && task.attempt < job.attempts.size() ? 'retry' : 'ignore' }
+    publishDir "${job.publish_dir}", mode: 'copy', overwrite: true, saveAs: { name -> name.tokenize('/').last() }
+
+    input:
+    tuple val(job), val(digest), path(component, stageAs: 'component'), path(inputs, stageAs: 'in*/*'), val(files)
+
+    output:
+    tuple val(job), path('out/*'), val(files)
+
+    script:
+    """
+    set -- ${words(inputs)}
+    ${attempt(job, task.attempt).script}
+    """
 }
 
 process run_dataset {
@@ -196,7 +223,9 @@ workflow {
     def gpus = params.gpu_accelerator.toString().toBoolean()
     def jobs = params.jobs.collect { j -> j + [gpus: gpus ? j.gpus : null] }
 
-    def made = run_dataset(ready(jobs, 'dataset', channel.empty()))
+    def built = run_build(ready(jobs, 'build', channel.empty()))
+        .map { job, outs, files -> handedOn(job, outs, files) }
+    def made = run_dataset(ready(jobs, 'dataset', built))
         .map { job, outs, files -> handedOn(job, outs, files) }
     def methods = ready(jobs, 'method', made).branch { item ->
         llm: item[0].needs_llm

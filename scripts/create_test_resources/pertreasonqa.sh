@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Test resources of the pertreasonqa task, one folder per modality, each with all four test folds,
+# Test resources of the pertreasonqa task, one folder per modality, each with all four test folds
+# (the source built once by its loader, then cut by fold_split, as a benchmark does),
 # a prediction and a score of the reference-answer control:
 # - k562_rpe1_small: a small real subset of the PerturbQA CRISPRi items (6 perturbations per split
 #   and fold, at most 20 items per perturbation and cell, items with candidate paths first);
@@ -36,15 +37,25 @@ TASK=src/pertreasonqa
 SHARED="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
 OUT="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/pertreasonqa"
 
-make_dataset() {  # <folder> <dataset component> <arguments...>
-  local out=$OUT/$1 component=$2
+make_dataset() {  # <folder> <build component> <build arguments...> -- <fold_split arguments...>
+  local out=$OUT/$1 component=$2 build
   shift 2
+  local build_args=()
+  while [[ $1 != -- ]]; do build_args+=("$1"); shift; done
+  shift
   rm -rf "$out"
   mkdir -p "$out"
+  # The source is built once (into a temporary folder: builds are no test resources), then cut.
+  build="$(mktemp -d)"
   openpert run-component "$TASK/datasets/$component/config.vsh.yaml" --shared_data "$SHARED" \
+    --output_items "$build/items.parquet" --output_network "$build/network.parquet" --output_cells "$build/cells.h5ad" \
+    "${build_args[@]}"
+  openpert run-component "$TASK/datasets/fold_split/config.vsh.yaml" --shared_data "$SHARED" \
+    --input_items "$build/items.parquet" --input_network "$build/network.parquet" --input_cells "$build/cells.h5ad" \
     --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad" \
     --output_context "$out/context.h5ad" --output_graph "$out/graph.csv" \
     --output_gene_descriptions "$out/gene_descriptions.parquet" "$@"
+  rm -rf "$build"
   openpert run-component "$TASK/control_methods/reference_answer/config.vsh.yaml" \
     --input_train "$out/train.h5ad" --input_test "$out/test.h5ad" --input_solution "$out/solution.h5ad" \
     --input_context "$out/context.h5ad" --input_graph "$out/graph.csv" \
@@ -55,11 +66,11 @@ make_dataset() {  # <folder> <dataset component> <arguments...>
   du -sh "$out"
 }
 
-make_dataset k562_rpe1_small perturbqa_genetic \
+make_dataset k562_rpe1_small perturbqa_genetic --seed 0 -- \
   --dataset_id k562_rpe1_small --fold all --seed 0 \
   --max_perturbations 6 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
 
 make_dataset op3_chemical_small op3_chemical \
+  --seed 0 --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40 -- \
   --dataset_id op3_chemical_small --fold all --seed 0 \
-  --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40 \
   --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks

@@ -264,9 +264,10 @@ def data_manifest_problems(task) -> list[str]:
 
     files = task_manifest(task.dir)  # a malformed manifest raises, naming the file and entry
     where = task.dir / "api" / MANIFEST_NAME
-    entries = [(c, e) for c in task.of_type("dataset") for e in c.dataset_entries]
+    entries = [(c, e) for c in task.of_type("dataset") for e in [*c.dataset_entries, *c.build_entries]]
     ids = {e.get("id") for _, e in entries}
-    problems = [f"{where}: {f.path}: datasets {', '.join(sorted(set(f.datasets) - ids))} are no info.datasets id of the task"
+    problems = [f"{where}: {f.path}: datasets {', '.join(sorted(set(f.datasets) - ids))} are no info.datasets "
+                "or info.builds id of the task"
                 for f in files if f.datasets is not None and set(f.datasets) - ids]
     for comp, entry in entries:
         for name, value in entry.items():

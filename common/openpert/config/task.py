@@ -197,6 +197,7 @@ class Task:
                 raise ConfigError(f"{comp.path}: info.metrics must be a list of mappings, each with a name")
         if comp.type == "dataset":
             comp.dataset_entries  # noqa: B018 - raises for a malformed info.datasets
+            comp.build_entries  # noqa: B018 - raises for a malformed info.builds
 
     # --- headline and diagnostic metrics ---------------------------------------------------------
     def _metric_list(self, key: str) -> list[str] | None:

@@ -368,6 +368,28 @@ class ComponentConfig:
                 raise ConfigError(f"{self.path}: info.datasets[{i}] needs an id")
             if not isinstance(entry.get("large", False), bool):
                 raise ConfigError(f"{self.path}: info.datasets[{i}].large must be true or false")
+            if not isinstance(entry.get("build", ""), str):
+                raise ConfigError(f"{self.path}: info.datasets[{i}].build must name a build (an info.builds id)")
+        return entries
+
+    @property
+    def build_entries(self) -> list[dict[str, Any]]:
+        """``info.builds`` of a dataset component: the sources it builds once, each ``{id: ..., <argument>: <value>}``.
+
+        A dataset entry with ``build: <id>`` is cut from that build: its job reads the build's
+        outputs and runs after it (``docs/plan_json.md``).
+
+        Raises
+        ------
+        ConfigError
+            When ``info.builds`` is not a list or an entry has no string ``id``.
+        """
+        entries = self.info.get("builds") or []
+        if not isinstance(entries, list):
+            raise ConfigError(f"{self.path}: info.builds must be a list of {{id: ..., <argument>: <value>}}")
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                raise ConfigError(f"{self.path}: info.builds[{i}] needs an id")
         return entries
 
     @property

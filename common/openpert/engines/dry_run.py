@@ -131,7 +131,7 @@ def summarise_plans(results: dict[str, Any], run_dir: Path) -> list[dict[str, An
     rows: dict[tuple, dict[str, Any]] = {}
     for job in results.get("resources", []):
         log = run_dir / "logs" / f"{job['job_id']}.log"
-        if job.get("stage") == "dataset" or not log.is_file():
+        if job.get("stage") in ("build", "dataset") or not log.is_file():
             continue
         with log.open(errors="replace") as handle:
             calls = read_plan_lines(handle, where=str(log))

@@ -1,7 +1,9 @@
 """The local engine: run a plan's jobs in parallel subprocesses, with a cache, and collect results.
 
 A run has three stages. Dataset components that declare ``info.datasets`` (a list of ``{id: ...,
-<argument>: <value>}``) run first and produce datasets; datasets may also come ready-made from a
+<argument>: <value>}``) run first and produce datasets, each after the build it is cut from
+(``build: <id>`` of an ``info.builds`` entry: one job per build, whatever the number of its
+folds); datasets may also come ready-made from a
 folder (``--input``). Then every control method and method runs on every dataset, and every metric
 on every prediction.
 
@@ -46,9 +48,7 @@ from typing import Any
 from openpert.config.formats import note_copy
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.engines.cache_keys import component_digest
-from openpert.engines.plan import (
-    Job,
-)
+from openpert.engines.plan import Job, build_failed
 from openpert.files import copy_head_and_tail, hash_file
 from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component, sandbox_mode
@@ -405,7 +405,9 @@ class LocalEngine:
         """Run jobs in parallel, each once the job it follows (``after``) has succeeded.
 
         A job whose upstream job failed does not run and has no record: the upstream job's record
-        says why. Inputs wired to an upstream job's output are resolved to its published files.
+        says why; only a dataset job cut from a failed build gets a failed record naming the build
+        (:func:`~openpert.engines.plan.build_failed`), so that the results list the dataset. Inputs
+        wired to an upstream job's output are resolved to its published files.
 
         Raises
         ------
@@ -454,8 +456,13 @@ class LocalEngine:
                         self._log_line(f"{'end':8} {self._named(job.job_id)} {state} {record.duration_s or 0:.1f}s [{self._done}/{self._total}]")
                         later = followers.get(job.job_id, [])
                         if not record.succeeded:
+                            # A dataset cut from a failed build is recorded as failed, naming the
+                            # build: the results list the dataset with the reason.
+                            cut = [f for f in later if job.stage == "build" and f.stage == "dataset"]
+                            records += [self._refused(f, build_failed(job.job_id, record.reason)) for f in cut]
                             with self._lock:
-                                self._total -= len(_downstream(later, followers))
+                                self._done += len(cut)
+                                self._total -= len(_downstream(later, followers)) - len(cut)
                             continue
                         for follow in later:
                             submit(follow)
@@ -468,7 +475,7 @@ class LocalEngine:
         return records
 
     def _refused(self, job: Job, reason: str) -> JobRecord:
-        """The record of a job that cannot run: an input its upstream job did not write."""
+        """The record of a job that cannot run: an input its upstream job did not write, or its build failed."""
         return JobRecord(job_id=job.job_id, stage=job.stage, component=job.config.name, component_type=job.config.type,
                          dataset_id=job.dataset_id, method_id=job.method_id, seed=job.seed, params=dict(job.params),
                          engine="local", exit_code=EXIT_INVALID, reason=reason)

@@ -567,7 +567,7 @@ def nextflow_jobs(plan: Mapping[str, Any], settings: Mapping[str, Any], llm: Map
         stage_in = []
         for arg in sorted(entry["inputs"]):
             source = dict(entry["inputs"][arg])
-            if arg == plan["shared_data_argument"] and entry["stage"] == "dataset" and settings.get("shared_data"):
+            if arg == plan["shared_data_argument"] and entry["stage"] in ("build", "dataset") and settings.get("shared_data"):
                 # A cluster reads the shared data from where it is (e.g. s3://...), not the launcher's disk.
                 source = {"file": str(settings["shared_data"])}
             stage_in.append(source)

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from openpert.engines.plan import build_failed
 from openpert.engines.resource_labels import MEMORY_UNITS_MB, TIME_UNITS_S
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME, JobRecord
 
@@ -233,7 +234,8 @@ def collect_job_records(jobs: Iterable[Mapping[str, Any]], trace_rows: Iterable[
     Returns
     -------
     Records in the order of ``jobs``. A job whose upstream job (``after``) failed has none, as with
-    the local engine: the upstream's record says why. Succeeded jobs have ``outputs`` pointing at
+    the local engine: the upstream's record says why; a dataset job cut from a failed build has a
+    failed one naming the build. Succeeded jobs have ``outputs`` pointing at
     the published files (``publish_dir``); duration is the trace's ``realtime`` (or ``duration``) in
     seconds, peak memory its ``peak_rss`` in MB, ``log`` the task's ``.command.log``.
     """
@@ -242,12 +244,17 @@ def collect_job_records(jobs: Iterable[Mapping[str, Any]], trace_rows: Iterable[
         if row.get("tag"):
             rows_by_tag.setdefault(str(row["tag"]), []).append(dict(row))
     records: list[JobRecord] = []
-    succeeded: set[str] = set()
+    by_id: dict[str, JobRecord] = {}
     for entry in jobs:
-        if entry["after"] is not None and entry["after"] not in succeeded:
+        upstream = by_id.get(entry["after"]) if entry["after"] is not None else None
+        if entry["after"] is not None and (upstream is None or not upstream.succeeded):
+            if upstream is not None and upstream.stage == "build" and entry["stage"] == "dataset":
+                # A dataset cut from a failed build is listed with the build's reason (as the local engine does).
+                record = _record(entry, [])
+                record.reason = build_failed(upstream.job_id, upstream.reason)
+                records.append(record)
             continue
         record = _record(entry, rows_by_tag.get(entry["id"], []))
         records.append(record)
-        if record.succeeded:
-            succeeded.add(entry["id"])
+        by_id[entry["id"]] = record
     return records

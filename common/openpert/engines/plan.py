@@ -357,7 +357,29 @@ def ready_datasets(task: Task, input_dir: Path, outdir: Path, names: Sequence[st
 
 
 #: Keys of an ``info.datasets`` entry that are the harness's, not parameters of the component.
-HARNESS_ENTRY_KEYS = ("id", "large")
+HARNESS_ENTRY_KEYS = ("id", "large", "build")
+
+
+def build_entries(task: Task) -> dict[str, tuple[ComponentConfig, dict[str, Any]]]:
+    """Every ``info.builds`` entry of the task's dataset components, by build id.
+
+    Raises
+    ------
+    ConfigError
+        When two entries share an id (naming both components).
+    """
+    builds: dict[str, tuple[ComponentConfig, dict[str, Any]]] = {}
+    for comp in task.of_type("dataset"):
+        for entry in comp.build_entries:
+            if entry["id"] in builds:
+                raise ConfigError(f"{comp.path}: info.builds {entry['id']} is also built by {builds[entry['id']][0].path}")
+            builds[entry["id"]] = (comp, entry)
+    return builds
+
+
+def build_failed(build_job_id: str, reason: str | None) -> str:
+    """Why a dataset job cut from a build did not run: the build failed (both engines record it so)."""
+    return f"its build {build_job_id} failed: {reason or 'no reason recorded'}"
 
 
 def dataset_entries(task: Task, names: Sequence[str] | None = None, *, include_large: bool = False
@@ -380,6 +402,27 @@ def dataset_entries(task: Task, names: Sequence[str] | None = None, *, include_l
     return chosen, left_out
 
 
+def planned_builds(task: Task, entries: Sequence[tuple[ComponentConfig, dict[str, Any]]]
+                   ) -> dict[str, tuple[ComponentConfig, dict[str, Any]]]:
+    """The builds the dataset ``entries`` are cut from (``build: <id>``), by build id, each once.
+
+    Raises
+    ------
+    ConfigError
+        When an entry names a build no component declares (naming the entry and the known builds).
+    """
+    known = build_entries(task)
+    used: dict[str, tuple[ComponentConfig, dict[str, Any]]] = {}
+    for comp, entry in entries:
+        if "build" not in entry:
+            continue
+        if entry["build"] not in known:
+            raise ConfigError(f"{comp.path}: info.datasets {entry['id']}: build {entry['build']!r} is no info.builds id "
+                              f"of the task; known: {', '.join(sorted(known)) or 'none'}")
+        used[entry["build"]] = known[entry["build"]]
+    return used
+
+
 def _data_input(comp: ComponentConfig, root: Path, entry: dict, name: str, value: Any, data_folder: Path | None) -> Path:
     """A file input of a dataset entry: a repository path, or ``{data: <store path>}`` in the dataset's data."""
     if not isinstance(value, dict):
@@ -396,33 +439,64 @@ def dataset_jobs(task: Task, outdir: Path, resources: dict, names: Sequence[str]
                  data_folders: dict[str, Path] | None = None, include_large: bool = False) -> list[Job]:
     """Jobs of the dataset stage: one per planned entry of a dataset component's ``info.datasets``.
 
+    An entry with ``build: <id>`` is cut from that ``info.builds`` entry: the build runs once, as
+    job ``builds/<id>`` (stage ``build``, listed first), and the entry's job follows it, each of its
+    inputs of a format the build writes wired to the build's output.
+
     ``data_folders`` maps a dataset id to the read-only view of the public files it reads
     (:func:`openpert.data.fetching.dataset_views`): its ``--shared_data`` input, and where
     ``{data: <store path>}`` inputs point. Without it (a task with no data manifest), loaders get
     the project's shared data folder when it exists.
     """
-    jobs = []
-    for comp, entry in dataset_entries(task, names, include_large=include_large)[0]:
-        params = {k: v for k, v in entry.items() if k not in HARNESS_ENTRY_KEYS}
+    entries = dataset_entries(task, names, include_large=include_large)[0]
+    jobs: list[Job] = []
+    built: dict[str, Job] = {}
+    for build_id, (comp, entry) in planned_builds(task, entries).items():
+        inputs, params = _entry_files(task, comp, entry, data_folders)
+        built[build_id] = Job(job_id=f"builds/{build_id}", stage="build", config=comp, dataset_id=build_id,
+                              method_id=None, inputs=inputs, outputs=_output_names(task, comp), params=params,
+                              limits=limits_for(comp.labels, resources, where=str(comp.path)), context={},
+                              allowed=None, publish_dir=outdir / "builds" / build_id)
+        jobs.append(built[build_id])
+    for comp, entry in entries:
+        inputs, params = _entry_files(task, comp, entry, data_folders)
         if "dataset_id" in {a.name for a in comp.parameters}:
             params.setdefault("dataset_id", entry["id"])
-        if data_folders is None:
-            shared = shared_data_input(comp, task.root)
-            data_folder = shared.get(SHARED_DATA_ARGUMENT)
-        else:
-            data_folder = data_folders.get(entry["id"])
-            shared = {SHARED_DATA_ARGUMENT: data_folder} if data_folder is not None and \
-                SHARED_DATA_ARGUMENT in {a.name for a in comp.file_inputs} else {}
-        file_args = {a.name for a in comp.file_inputs}
-        inputs = {k: _data_input(comp, task.root, entry, k, v, data_folder) for k, v in params.items() if k in file_args}
-        params = {k: v for k, v in params.items() if k not in inputs}
-        inputs = {**shared, **inputs}
-        outputs = {a.name: task.format_filename(a.format_id) for a in comp.file_outputs if a.format_id}
+        build = built.get(entry.get("build", ""))
+        if build is not None:
+            made = {a.format_id: Output(build.job_id, a.name) for a in build.config.file_outputs if a.format_id}
+            reads = {a.name: made[a.format_id] for a in comp.file_inputs if a.format_id in made}
+            if not reads:
+                raise ConfigError(f"{comp.path}: info.datasets {entry['id']}: no input of the formats build "
+                                  f"{build.dataset_id} writes ({', '.join(sorted(made))})")
+            inputs = {**inputs, **reads}
         jobs.append(Job(job_id=f"datasets/{entry['id']}", stage="dataset", config=comp, dataset_id=entry["id"],
-                        method_id=None, inputs=inputs, outputs=outputs, params=params,
+                        method_id=None, inputs=inputs, outputs=_output_names(task, comp), params=params,
                         limits=limits_for(comp.labels, resources, where=str(comp.path)), context={}, allowed=None,
-                        publish_dir=outdir / "datasets" / entry["id"]))
+                        publish_dir=outdir / "datasets" / entry["id"], after=build.job_id if build else None))
     return jobs
+
+
+def _output_names(task: Task, comp: ComponentConfig) -> dict[str, str]:
+    """The file name of each output of a dataset or build component (its format's)."""
+    return {a.name: task.format_filename(a.format_id) for a in comp.file_outputs if a.format_id}
+
+
+def _entry_files(task: Task, comp: ComponentConfig, entry: dict[str, Any], data_folders: dict[str, Path] | None
+                 ) -> tuple[dict[str, Source], dict[str, Any]]:
+    """The file inputs (its ``--shared_data`` view and ``{data: ...}`` files) and parameters of a dataset or build entry."""
+    params = {k: v for k, v in entry.items() if k not in HARNESS_ENTRY_KEYS}
+    if data_folders is None:
+        shared = shared_data_input(comp, task.root)
+        data_folder = shared.get(SHARED_DATA_ARGUMENT)
+    else:
+        data_folder = data_folders.get(entry["id"])
+        shared = {SHARED_DATA_ARGUMENT: data_folder} if data_folder is not None and \
+            SHARED_DATA_ARGUMENT in {a.name for a in comp.file_inputs} else {}
+    file_args = {a.name for a in comp.file_inputs}
+    inputs = {k: _data_input(comp, task.root, entry, k, v, data_folder) for k, v in params.items() if k in file_args}
+    params = {k: v for k, v in params.items() if k not in inputs}
+    return {**shared, **inputs}, params
 
 
 def dataset_stage(task: Task, outdir: Path, resources: dict, names: Sequence[str] | None = None, *,
@@ -447,8 +521,8 @@ def dataset_stage(task: Task, outdir: Path, resources: dict, names: Sequence[str
     if manifest:
         store = store or DataStore(default_store_dir())
         sources = sources or sources_from_environment(task.root)
-        data_folders = dataset_views(task.name, manifest, [e["id"] for _, e in entries], store, sources,
-                                     jobs=jobs, stream=stream)
+        ids = [*planned_builds(task, entries), *(e["id"] for _, e in entries)]
+        data_folders = dataset_views(task.name, manifest, ids, store, sources, jobs=jobs, stream=stream)
     return dataset_jobs(task, outdir, resources, names, data_folders=data_folders, include_large=include_large)
 
 
@@ -489,7 +563,7 @@ def expand_jobs(plan: dict[str, Any], configs: dict[str, ComponentConfig], stage
     jobs: list[Job] = list(stage)
     datasets: list[tuple[str, dict[str, Source], str | None]] = [
         (d["id"], {k: Path(v) for k, v in d["files"].items()}, None) for d in plan["datasets"]]
-    for job in stage:
+    for job in [j for j in stage if j.stage == "dataset"]:
         made = {a.format_id: Output(job.job_id, a.name) for a in job.config.file_outputs if a.format_id}
         datasets.append((job.dataset_id, made, job.job_id))
     for dataset_id, files, loader in datasets:

@@ -374,13 +374,18 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     # Datasets this run's loaders made (not ready-made ones given with --input, such as the bundled
     # test resources): only they were made from the public files the manifest names.
     made_by = {r.dataset_id: r.component for r in records if r.stage == "dataset" and r.succeeded}
+    # A dataset cut from a build read the build's files too (through the build job it followed).
+    jobs = {j["id"]: j for j in plan.get("jobs", [])}
+    built_from = {j["dataset_id"]: jobs[j["after"]]["dataset_id"] for j in jobs.values()
+                  if j["stage"] == "dataset" and j.get("after") in jobs and jobs[j["after"]]["stage"] == "build"}
     for ds in plan["datasets"]:
         uns, problems = _dataset_uns(ds["files"])
         meta = {"dataset_id": ds["id"], **uns}
         meta["dataset_id"] = ds["id"]
         if ds["id"] in made_by:
             meta["made_by"] = made_by[ds["id"]]
-            sources = [source_file_entry(f) for f in manifest if f.read_by(ds["id"])]
+            readers = {ds["id"], built_from.get(ds["id"], ds["id"])}
+            sources = [source_file_entry(f) for f in manifest if any(f.read_by(r) for r in readers)]
             if sources:
                 meta["source_files"] = sources
         datasets_meta.append(meta)

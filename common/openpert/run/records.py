@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-Stage = Literal["dataset", "method", "metric"]
+Stage = Literal["build", "dataset", "method", "metric"]
 Status = Literal["succeeded", "failed"]
 
 #: Exit codes with a fixed meaning, as schedulers report them.
@@ -36,7 +36,8 @@ class JobRecord:
         metric, ``<dataset_id>`` for a dataset job. A seeded control runs once per seed:
         ``<dataset_id>/<method_id>@seed<k>`` (and ``.../<metric_id>`` for its metric jobs).
     stage
-        ``"dataset"``, ``"method"`` (control methods included) or ``"metric"``.
+        ``"build"`` (a source built once for its datasets), ``"dataset"``, ``"method"`` (control
+        methods included) or ``"metric"``.
     component
         The component's name.
     component_type

@@ -96,6 +96,21 @@ def run_component_test(config: ComponentConfig, work_dir: Path) -> RunResult:
     return _run_component_test(config, work_dir, {})
 
 
+def _built_inputs(config: ComponentConfig, work_dir: Path) -> dict[str, Path]:
+    """The inputs of a dataset component cut from builds: the outputs of the build of its first
+    ``info.datasets`` entry that names one, made by that build component's own test."""
+    from openpert.config.task import task_of
+    from openpert.engines.plan import build_entries
+
+    build_id = next(e["build"] for e in config.dataset_entries if "build" in e)
+    builds = build_entries(task_of(config))
+    if build_id not in builds:
+        raise ConfigError(f"{config.path}: info.datasets: build {build_id!r} is no info.builds id of the task")
+    build = builds[build_id][0]
+    made = {build.argument(arg).format_id: Path(path) for arg, path in _run_component_test(build, work_dir, {}).outputs.items()}
+    return {a.name: made[a.format_id] for a in config.file_inputs if a.format_id in made}
+
+
 def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dict) -> RunResult:
     from openpert.config.formats import compared_attribute
     from openpert.config.lint import PLACEHOLDER, lint_config
@@ -111,6 +126,8 @@ def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dic
     from openpert.config.project import shared_data_input
 
     inputs, context = test_inputs(config)
+    if config.type == "dataset" and any("build" in e for e in config.dataset_entries):
+        inputs = _built_inputs(config, work_dir / "build")
     args: dict = {name: str(path) for name, path in {**shared_data_input(config, config.root), **inputs}.items()}
     outputs = {a.name: work_dir / "out" / (Path(str(a.example)).name if a.example else f"{a.name}.out") for a in config.file_outputs}
     args.update({k: str(v) for k, v in outputs.items()})

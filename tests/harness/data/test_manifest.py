@@ -106,8 +106,8 @@ def test_every_task_with_real_datasets_has_a_manifest_and_they_agree():
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.name)
-def test_manifest_datasets_are_the_tasks_datasets(task):
-    ids = {e["id"] for c in task.of_type("dataset") for e in (c.info.get("datasets") or [])}
+def test_manifest_datasets_are_the_tasks_datasets_or_builds(task):
+    ids = {e["id"] for c in task.of_type("dataset") for e in [*c.dataset_entries, *c.build_entries]}
     for f in task_manifest(task.dir):
         assert f.datasets is None or set(f.datasets) <= ids, f"{f.path}: unknown dataset ids {set(f.datasets) - ids}"
 

@@ -137,7 +137,7 @@ def test_lint_names_manifest_datasets_the_task_does_not_have(data_project):
     doc["files"][1]["datasets"] = ["fd_typo"]
     manifest.write_text(yaml.safe_dump(doc))
     (problem,) = data_manifest_problems(Task(task.dir))
-    assert "screens/big.txt: datasets fd_typo are no info.datasets id" in problem and str(manifest) in problem
+    assert "screens/big.txt: datasets fd_typo are no info.datasets or info.builds id" in problem and str(manifest) in problem
 
 
 def test_an_unchanged_store_reuses_the_dataset_job(data_project, tmp_path):
@@ -148,3 +148,84 @@ def test_an_unchanged_store_reuses_the_dataset_job(data_project, tmp_path):
     assert all(r["cached"] for r in again["resources"]), "the view's files, not its folder, key the job"
     assert server.requests == {"seeds/seed.txt": 1}
     assert Path(tmp_path / "out" / "datasets" / "fd_a" / "train.h5ad").is_file()
+
+
+BUILD = '''import json
+from pathlib import Path
+
+## VIASH START
+par = {"shared_data": None, "output_build": "build.json", "fail": False}
+## VIASH END
+
+if par["fail"]:
+    raise SystemExit("no seed today")
+seen = sorted(str(p.relative_to(par["shared_data"])) for p in Path(par["shared_data"]).rglob("*") if p.is_file())
+Path(par["output_build"]).write_text(json.dumps({"seed": int((Path(par["shared_data"]) / "seeds/seed.txt").read_text()), "seen": seen}))
+'''
+
+
+@pytest.fixture
+def build_project(data_project):
+    """The data project whose folds fd_a and fd_b are cut from one build, ``seeds``, of their seed."""
+    task, server = data_project
+    api = task.dir / "api"
+    (api / "file_seed_build.yaml").write_text(yaml.safe_dump({
+        "type": "file", "example": "builds/seed_build.json", "label": "Seed build", "summary": "The seed of the folds.",
+        "info": {"format": {"type": "json", "keys": [{"name": "seed", "type": "integer"}]}}}))
+    build = task.dir / "datasets" / "seeds"
+    shutil.copytree(task.dir / "datasets" / "from_data", build)
+    config = yaml.safe_load((build / "config.vsh.yaml").read_text())
+    config.pop("__merge__")
+    config.update(name="seeds", namespace="datasets", info={"type": "dataset", "builds": [{"id": "seeds"}]}, arguments=[
+        {"name": "--shared_data", "type": "file", "direction": "input", "required": False},
+        {"name": "--fail", "type": "boolean", "default": False},
+        {"name": "--output_build", "__merge__": "../../api/file_seed_build.yaml", "required": True, "direction": "output"}])
+    (build / "config.vsh.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (build / "script.py").write_text(BUILD)
+    split = task.dir / "datasets" / "from_data"
+    config = yaml.safe_load((split / "config.vsh.yaml").read_text())
+    config["info"] = {"datasets": [{"id": "fd_a", "build": "seeds"}, {"id": "fd_b", "build": "seeds"}]}
+    config["arguments"][0] = {"name": "--input_build", "__merge__": "../../api/file_seed_build.yaml", "required": True,
+                              "direction": "input"}
+    (split / "config.vsh.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    script = LOADER.replace('int(Path(par["seed_file"]).read_text())', 'json.loads(Path(par["input_build"]).read_text())["seed"]')
+    # the folds read no public file: they get no --shared_data
+    (split / "script.py").write_text(script.replace('for p in Path(par["shared_data"]).rglob("*") if p.is_file())',
+                                                    'for p in Path(par["shared_data"] or "/nowhere").rglob("*") if p.is_file())'))
+    manifest = yaml.safe_load((api / "data_manifest.yaml").read_text())
+    manifest["files"][0]["datasets"] = ["seeds"]
+    (api / "data_manifest.yaml").write_text(yaml.safe_dump(manifest))
+    return Task(task.dir), server
+
+
+def test_the_folds_of_a_build_are_cut_from_one_run_of_it(build_project, tmp_path):
+    task, server = build_project
+    results = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"],
+                            metrics=["errors"], jobs=2)
+    assert not results["failures"], results["failures"]
+    assert server.requests == {"seeds/seed.txt": 1}
+    runs = [r for r in results["resources"] if r["stage"] in ("build", "dataset")]
+    assert sorted((r["stage"], r["dataset_id"]) for r in runs) == [
+        ("build", "seeds"), ("dataset", "fd_a"), ("dataset", "fd_b")], "the build runs once for its two folds"
+    built = tmp_path / "out" / "builds" / "seeds" / "seed_build.json"
+    assert yaml.safe_load(built.read_text())["seen"] == ["seeds/seed.txt"], "the build reads the files given its id"
+    folds = {d["dataset_id"]: d for d in results["datasets"]}
+    for fold in ("fd_a", "fd_b"):
+        train = ad.read_h5ad(tmp_path / "out" / "datasets" / fold / "train.h5ad")
+        assert yaml.safe_load(train.uns["dataset_description"]) == [], "a fold reads the build, not the build's files"
+        # the site names the public files a fold was made from, read through its build
+        assert [f["path"] for f in folds[fold]["source_files"]] == ["seeds/seed.txt"]
+    # a resumed run reuses every job: a fold's cache key holds the content of the build it read
+    again = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"],
+                          metrics=["errors"], jobs=2, resume=True)
+    assert {r["job_id"]: r["cached"] for r in again["resources"]} == {r["job_id"]: True for r in results["resources"]}
+
+
+def test_a_failed_build_is_the_reason_its_folds_failed(build_project, tmp_path):
+    task, _ = build_project
+    config = task.component("seeds").path
+    config.write_text(config.read_text().replace("- id: seeds", "- id: seeds\n    fail: true"))
+    with pytest.raises(Exception, match="no usable dataset") as err:
+        run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"], metrics=["errors"])
+    assert "datasets/fd_a: its build builds/seeds failed: exited with code 1" in str(err.value)
+    assert "datasets/fd_b: its build builds/seeds failed" in str(err.value)

@@ -58,3 +58,31 @@ def test_a_job_following_no_planned_job_is_refused(tiny_project, tmp_path):
     config = Task(tiny_project / "src" / "tiny").component("group_mean")
     with pytest.raises(ValueError, match="jobs follow jobs that are not planned: elsewhere"):
         LocalEngine(tmp_path / "out", progress=False).run([_job(config, "x", "elsewhere", {}, tmp_path)])
+
+
+def test_a_failed_build_fails_the_datasets_cut_from_it_naming_the_build(tiny_project, tmp_path, monkeypatch):
+    config = Task(tiny_project / "src" / "tiny").component("group_mean")
+    ran: list[str] = []
+
+    def run_job(self, job: Job) -> JobRecord:
+        ran.append(job.job_id)
+        return JobRecord(job_id=job.job_id, stage=job.stage, component="c", component_type="dataset",
+                         dataset_id=job.dataset_id, status="failed", exit_code=1, reason="exited with code 1")
+
+    monkeypatch.setattr(LocalEngine, "run_job", run_job)
+
+    def job(job_id: str, stage: str, after: str | None) -> Job:
+        return Job(job_id=job_id, stage=stage, config=config, dataset_id=job_id.split("/")[-1], method_id=None,
+                   inputs={} if after is None else {"input": Output(after, "output")}, outputs={"output": "x.h5ad"},
+                   params={}, limits=Limits(), context={}, allowed=None, publish_dir=tmp_path / job_id, after=after)
+
+    jobs = [job("builds/src", "build", None), job("datasets/fold_a", "dataset", "builds/src"),
+            job("datasets/fold_b", "dataset", "builds/src"), job("fold_a/m", "method", "datasets/fold_a")]
+    records = {r.job_id: r for r in LocalEngine(tmp_path / "out", jobs=2, progress=False).run(jobs)}
+    assert ran == ["builds/src"]
+    # each fold is listed as failed with the build's reason; what follows a fold has no record
+    assert set(records) == {"builds/src", "datasets/fold_a", "datasets/fold_b"}
+    for fold in ("fold_a", "fold_b"):
+        record = records[f"datasets/{fold}"]
+        assert (record.stage, record.dataset_id, record.exit_code) == ("dataset", fold, EXIT_INVALID)
+        assert record.reason == "its build builds/src failed: exited with code 1"

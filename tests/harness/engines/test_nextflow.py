@@ -236,7 +236,7 @@ def test_main_nf_names_nothing_task_specific():
     assert ".h5ad" not in code
 
 
-PROCESSES = {"run_dataset": "openpert_dataset", "run_method": "openpert_method", "run_metric": "openpert_metric",
+PROCESSES = {"run_build": "openpert_build", "run_dataset": "openpert_dataset", "run_method": "openpert_method", "run_metric": "openpert_metric",
              "run_llm_method": "openpert_method", "run_llm_metric": "openpert_metric"}
 
 
@@ -272,7 +272,9 @@ def test_main_nf_wires_channels_as_documented():
     assert "handed.combine(waiting, by: 0)" in ready
     assert 'files["${s.job}:${s.output}".toString()]' in ready
     workflow = _block(code, "workflow {")
-    assert "run_dataset(ready(jobs, 'dataset', channel.empty()))" in workflow
+    # builds first; a dataset job cut from a build waits for what the build handed on
+    assert "run_build(ready(jobs, 'build', channel.empty()))" in workflow
+    assert "run_dataset(ready(jobs, 'dataset', built))" in workflow
     assert "ready(jobs, 'method', made)" in workflow and "ready(jobs, 'metric', predictions)" in workflow
     for call in ("run_method(methods.plain)", "run_llm_method(methods.llm)", "run_metric(metrics.plain)",
                  "run_llm_metric(metrics.llm)"):

@@ -315,6 +315,25 @@ def test_collect_dataset_jobs_seeds_and_retries(tmp_path):
     assert by_id["made/hog"].reason == "time limit exceeded (limit 600 s)"
 
 
+
+def test_a_failed_build_fails_the_datasets_cut_from_it_naming_the_build(tmp_path):
+    outdir = tmp_path / "results"
+    build = component_entry("source", "dataset", [], "items.parquet")
+    split = component_entry("split", "dataset", [], "data.h5ad")
+    mlp = component_entry("mlp", "method", [], "prediction.h5ad")
+    jobs = [job_entry("builds/src", "build", build, dataset_id="src", method_id=None, after=None,
+                      publish_dir=outdir / "builds" / "src", limits={})]
+    for fold in ("a", "b"):
+        jobs.append(job_entry(f"datasets/{fold}", "dataset", split, dataset_id=fold, method_id=None, after="builds/src",
+                              publish_dir=outdir / "datasets" / fold, limits={}))
+        jobs.append(job_entry(f"{fold}/mlp", "method", mlp, dataset_id=fold, method_id="mlp", after=f"datasets/{fold}",
+                              publish_dir=outdir / "outputs" / fold / "mlp", limits={}))
+    trace = _write(tmp_path / "t.tsv", "task_id\ttag\tstatus\texit\tattempt\n1\tbuilds/src\tFAILED\t2\t1\n")
+    records = collect_job_records(jobs, parse_trace(trace))
+    assert [(r.job_id, r.stage, r.exit_code) for r in records] == [
+        ("builds/src", "build", 2), ("datasets/a", "dataset", EXIT_INVALID), ("datasets/b", "dataset", EXIT_INVALID)]
+    assert {r.reason for r in records[1:]} == {"its build builds/src failed: exited with code 2"}
+
 def test_collect_records_round_trip_as_json(collected, tmp_path):
     _, by_id, _ = collected
     path = tmp_path / "record.json"
