@@ -26,7 +26,6 @@ per-item comparisons, the run folder's score files (``docs/plan_json.md``: ``out
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -39,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from openpert.config.viash import ConfigError, load_yaml
+from openpert.files import hash_file
 from openpert.run.task_code import call_task_function
 
 #: The declarations' file name, in a task's ``api/`` folder.
@@ -387,14 +387,6 @@ def _run_reader(reader: str, task_dir: Path, path: Path, args: Mapping[str, Any]
     return records
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def published_values(source: Source, task_dir: str | Path, data_dir: str | Path | None) -> tuple[list[PublishedValue], str]:
     """The values of a source: declared, or read from its file by its reader.
 
@@ -421,7 +413,7 @@ def published_values(source: Source, task_dir: str | Path, data_dir: str | Path 
     path = Path(data_dir) / source.file.path
     if not path.is_file():
         return [], f"{source.file.path}: not found in {data_dir}"
-    if source.file.sha256 and _sha256(path) != source.file.sha256:
+    if source.file.sha256 and hash_file(path) != source.file.sha256:
         return [], f"{path}: sha256 differs from the declared {source.file.sha256}: not the published file"
     try:
         records = _run_reader(source.reader, Path(task_dir).resolve(), path, source.args)
