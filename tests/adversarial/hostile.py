@@ -110,7 +110,7 @@ def copy_project(source: Path, dest: Path) -> Path:
     return dest
 
 
-def add_method(root: Path, name: str, body: str, *, labels: str = "lowmem, lowcpu, lowtime", config: str | None = None,
+def add_method(root: Path, name: str, body: str, *, labels: str = "lowmem, lowcpu, lowtime, lowdisk", config: str | None = None,
                folder: str = "methods") -> Path:
     """Add a hostile component ``src/tiny/<folder>/<name>/`` whose script is :data:`SCRIPT_HEAD` + ``body``."""
     comp = root / "src" / "tiny" / folder / name

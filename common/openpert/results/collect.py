@@ -111,7 +111,7 @@ def read_score(path: Path) -> tuple[dict[str, float], pd.DataFrame | None, dict]
 
 
 def score_claims_problem(record: JobRecord, values: dict[str, float], per_item: pd.DataFrame | None, uns: dict, *,
-                         declared: set[str], others: set[str]) -> str:
+                         declared: set[str], others: set[str], dataset_file_id: str | None = None) -> str:
     """What a score file claims that its job may not: the harness, not the component, says whose score it is.
 
     Parameters
@@ -124,6 +124,9 @@ def score_claims_problem(record: JobRecord, values: dict[str, float], per_item: 
         The metric ids the job's component declares in ``info.metrics``.
     others
         The metric ids the task's other metric components declare.
+    dataset_file_id
+        The ``dataset_id`` the dataset's own files hold, which a score may carry too (a ready-made
+        dataset's folder may be named otherwise).
 
     Returns
     -------
@@ -139,9 +142,9 @@ def score_claims_problem(record: JobRecord, values: dict[str, float], per_item: 
     if foreign:
         return (f"obs holds per-item values of {foreign}, metrics {record.component} does not declare "
                 "(another metric component reports them)")
-    for key, planned in (("dataset_id", record.dataset_id), ("method_id", record.method_id)):
+    for key, planned, also in (("dataset_id", record.dataset_id, dataset_file_id), ("method_id", record.method_id, None)):
         claimed = uns.get(key)
-        if claimed is not None and str(claimed) != str(planned):
+        if claimed is not None and str(claimed) not in {str(v) for v in (planned, also) if v is not None}:
             return f"uns[{key!r}] is {str(claimed)!r}, but the job scored {key[:-3]} {planned!r}"
     return ""
 
@@ -263,6 +266,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     for row in metric_rows:
         row["headline"] = row["id"] in set(headline)
 
+    # What each dataset's own files say of it (read once): a score may carry the id its dataset's files give.
+    dataset_uns = {ds["id"]: _dataset_uns(ds["files"]) for ds in plan["datasets"]}
     metric_ids_of = {c.name: {m["name"] for m in c.metrics} for c in task.of_type("metric")}
     task_metric_ids = set().union(*metric_ids_of.values())
     # A failed method's metrics never run; its own failure says why, so their records add nothing.
@@ -284,7 +289,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             failures.append(rec)
             continue
         problem = score_claims_problem(rec, raw, per_item, uns, declared=metric_ids_of[rec.component],
-                                       others=task_metric_ids - metric_ids_of[rec.component])
+                                       others=task_metric_ids - metric_ids_of[rec.component],
+                                       dataset_file_id=dataset_uns.get(rec.dataset_id, ({}, []))[0].get("dataset_id"))
         if problem:
             rec.status, rec.exit_code, rec.reason = "failed", -1, f"{path}: {problem}"
             failures.append(rec)
@@ -379,7 +385,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     built_from = {j["dataset_id"]: jobs[j["after"]]["dataset_id"] for j in jobs.values()
                   if j["stage"] == "dataset" and j.get("after") in jobs and jobs[j["after"]]["stage"] == "build"}
     for ds in plan["datasets"]:
-        uns, problems = _dataset_uns(ds["files"])
+        uns, problems = dataset_uns[ds["id"]]
         meta = {"dataset_id": ds["id"], **uns}
         meta["dataset_id"] = ds["id"]
         if ds["id"] in made_by:
