@@ -2,38 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from preview_fixture import change_checkout
+from preview_fixture import git as _git
 
 from openpert.cli import main
 from openpert.testing.preview import preview
 
-#: Methods of the fixture that fail, wait or need a server: left out so that a preview stays small.
-LEFT_OUT = ["fail_invalid", "fail_memory", "fail_raise", "fail_timeout", "llm_constant", "reads_solution", "spy_workdir"]
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                          capture_output=True, text=True).stdout
-
 
 @pytest.fixture
 def change(project_copy, tmp_path, monkeypatch) -> Path:
-    """A checkout whose branch makes group_mean predict zeros (it falls below shrunk_mean), with a private cache."""
-    for name in LEFT_OUT:
-        shutil.rmtree(project_copy / "src/tiny/methods" / name)
-    _git(project_copy, "init", "-q", "-b", "main")
-    _git(project_copy, "add", "-A")
-    _git(project_copy, "commit", "-qm", "base")
-    _git(project_copy, "checkout", "-q", "-b", "change")
-    script = project_copy / "src/tiny/methods/group_mean/script.py"
-    text = script.read_text()
-    assert "pred = means.loc" in text
-    script.write_text(text.replace("pred = means.loc", "pred = 0 * means.loc"))
-    _git(project_copy, "commit", "-qam", "group_mean predicts zeros")
+    """A checkout whose branch makes group_mean fall below shrunk_mean, with a private cache."""
+    change_checkout(project_copy)
     monkeypatch.setenv("OPENPERT_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(project_copy)
     return project_copy
@@ -48,6 +30,7 @@ def test_preview_shows_the_move_and_whom_it_displaced_then_reuses_the_base(chang
     first = preview(change, tmp_path / "out", base="main", jobs=1)
     assert first.tasks == ["tiny"] and first.base_ran == ["tiny"]
     assert first.base_commit == _git(change, "rev-parse", "main").strip()
+    assert first.site is not None and first.site.is_file()
     methods = _methods(first)
     group, shrunk = methods["group_mean"], methods["shrunk_mean"]
     assert group["digest_changed"] and group["rank_move"] < 0 and not group["displaced"]
