@@ -44,8 +44,8 @@ def test_preview_shows_the_move_and_whom_it_displaced_then_reuses_the_base(chang
 
     cached = first.base_results / "tiny" / "results.json"
     stamp = cached.stat().st_mtime_ns
-    second = preview(change, tmp_path / "out", base="main", jobs=1)
-    assert second.base_ran == [] and cached.stat().st_mtime_ns == stamp
+    second = preview(change, tmp_path / "out", base="main", jobs=1, site=False)
+    assert second.base_ran == [] and cached.stat().st_mtime_ns == stamp and second.site is None
     assert _methods(second)["shrunk_mean"]["displaced"]
 
 
