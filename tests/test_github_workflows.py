@@ -15,7 +15,7 @@ from project_paths import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 #: A step that runs component jobs or tests: the sandbox must be on before it.
-RUNS_JOBS_OR_TESTS = re.compile(r"(?m)(?:^|[;&|(]\s*)openpert benchmark\b|scripts/run_benchmark\.sh|scripts/test\.sh|scripts/test_images\.sh|"
+RUNS_JOBS_OR_TESTS = re.compile(r"(?m)(?:^|[;&|(]\s*)openpert (?:benchmark|preview)\b|scripts/run_benchmark\.sh|scripts/test\.sh|scripts/test_images\.sh|"
                                 r"\bpytest\b|openpert test\b|openpert images test")
 #: A step that validates configs against Viash's schemas (openpert lint, and every component test).
 VALIDATES_CONFIGS = re.compile(r"openpert lint|scripts/test\.sh|scripts/test_images\.sh|\bpytest\b|openpert test\b")
@@ -23,7 +23,7 @@ LIFT_USERNS = "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
 #: A step whose jobs run in containers (Nextflow's container profiles), and one that also runs jobs on the runner.
 IN_CONTAINERS = re.compile(r"--profile[ =]\S*\b(docker|podman|singularity|apptainer)\b")
 RUNS_ON_RUNNER = re.compile(r"scripts/test\.sh|scripts/test_images\.sh|\bpytest\b|openpert test\b|--engine local|"
-                            r"openpert benchmark(?![^\n]*--engine nextflow)")
+                            r"openpert benchmark(?![^\n]*--engine nextflow)|openpert preview\b")
 
 
 def _jobs() -> dict[str, tuple[dict, dict]]:

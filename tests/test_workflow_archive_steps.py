@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from preview_fixture import change_checkout
 from project_paths import ROOT
 from run_pair_fixture import write_run
 
@@ -29,35 +30,30 @@ def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PATH": path, **env}, timeout=300)
 
 
-def test_pull_request_summary_shows_the_methods_it_adds_or_changes_beside_main(tmp_path: Path) -> None:
-    # A fixture pull request on `toy`: it adds `delta` and changes `alpha`'s code (see run_pair_fixture).
-    write_run(tmp_path / "results-main", "old")
-    write_run(tmp_path / "results-pr", "new")
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_pull_request_preview_puts_the_moves_and_the_displaced_methods_in_the_summary(project_copy: Path,
+                                                                                       tmp_path: Path) -> None:
+    # A fixture pull request on `tiny`: group_mean's script changes so that it falls below shrunk_mean.
+    change_checkout(project_copy)
     summary = tmp_path / "summary.md"
-    summary.write_text("")
-    proc = _bash(_step("pull_request.yml", "leaderboard-changes", "Comparison in the job summary"), tmp_path,
-                 GITHUB_STEP_SUMMARY=str(summary))
-    assert proc.returncode == 0, proc.stderr
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "BASE_REF": "main", "OPENPERT_CACHE": str(tmp_path / "cache")}
+    for name in ("Scores and ranks beside main's", "Comparison in the job summary"):
+        proc = _bash(_step("pull_request.yml", "leaderboard-changes", name), project_copy, **env)
+        assert proc.returncode == 0, name + proc.stdout + proc.stderr
     text = summary.read_text()
-    assert text.startswith("## What changed: `results-main` → `results-pr`")
-    rows = [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| Method")]
-    method_rows = [r for r in rows if r.split("|")[1].strip() in {"Alpha", "Beta", "Gamma", "Delta"}]
-    assert [r.split("|")[1].strip() for r in method_rows] == ["Alpha", "Delta"]  # only what the pull request touches
-    alpha, delta = method_rows
-    assert "| code changed | 2 → 1 (up 1) | 0.417 | 0.772 | +0.356 |" in alpha
-    assert "| added | — → 3 | — | 0.478 |" in delta
-    assert sum("| alpha | accuracy |" in r and "40 items" in r and "better, beyond noise" in r for r in rows) == 6
-    assert sum("| delta | accuracy |" in r and r.endswith("| added |") for r in rows) == 6
+    assert text.startswith("## What changed: `base ")
+    rows = {r.split("|")[1].strip(): r for r in text.splitlines() if r.startswith("| ") and not r.startswith("| Method")}
+    assert "code changed" in rows["Group mean"] and "(down " in rows["Group mean"]
+    assert "displaced" in rows["Shrunk group mean"] and "(up " in rows["Shrunk group mean"]
+    assert (project_copy / "preview/site/index.html").is_file()  # what the artifact step keeps
 
 
-def test_pull_request_summary_of_a_new_task_says_there_is_nothing_to_compare(tmp_path: Path) -> None:
-    (tmp_path / "results-main").mkdir()
-    write_run(tmp_path / "results-pr", "new")
+def test_pull_request_summary_says_when_the_preview_stopped_before_comparing(tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     proc = _bash(_step("pull_request.yml", "leaderboard-changes", "Comparison in the job summary"), tmp_path,
                  GITHUB_STEP_SUMMARY=str(summary))
     assert proc.returncode == 0, proc.stderr
-    assert "no run of main to compare with" in summary.read_text()
+    assert "the preview stopped before it" in summary.read_text()
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

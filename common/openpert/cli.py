@@ -8,6 +8,8 @@ Commands
     Run a task's benchmark (local engine or Nextflow).
 ``report RESULTS... -o SITE [--archive DIR]``
     Render the results website (with each task's changes and history when given the run archive).
+``preview [--base REF] [-o DIR]``
+    The bundled benchmark of the tasks a change touches beside its base's: ranks moved, and the site.
 ``archive add|list|show``, ``compare OLD NEW``
     Keep finished runs, and compare two (``docs/archive.md``).
 ``data list|fetch|verify [--task T...]``
@@ -374,6 +376,23 @@ def cmd_changed(ns: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_preview(ns: argparse.Namespace) -> int:
+    from openpert.results.compare import format_text
+    from openpert.testing.preview import preview
+
+    result = preview(_root(), Path(ns.output), base=ns.base, jobs=ns.jobs, site=not ns.no_site)
+    if result is None:
+        print("This change touches no component of a task: nothing to preview.")
+        return 0
+    ran = f"ran now: {', '.join(result.base_ran)}" if result.base_ran else "reused from the cache"
+    print(f"base {result.base_commit[:10]} ({ran}; {result.base_results})", file=sys.stderr)
+    sys.stdout.write(format_text(result.comparison))
+    print(f"\ncomparison (Markdown): {Path(ns.output) / 'comparison.md'}")
+    if result.site is not None:
+        print(f"site written: {result.site}")
+    return 0
+
+
 def cmd_create_component(ns: argparse.Namespace) -> int:
     from openpert.config.scaffold import create_component
 
@@ -503,6 +522,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "changes a method")
     p.add_argument("--approved", action="store_true", help="with --rules: a maintainer approved rules and methods together")
 
+    p = sub.add_parser("preview", help="a change's ranks before merging: its tasks' bundled benchmark beside its base's")
+    p.add_argument("--base", help="git ref the change is compared with, at its merge-base with HEAD "
+                                  "(default: origin/main, else main)")
+    p.add_argument("-o", "--output", default="preview", help="folder of the change's results, the comparison and the site")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="jobs run at once in each benchmark")
+    p.add_argument("--no-site", action="store_true", help="compare only, do not render the website")
+
     p = sub.add_parser("create-component", help="scaffold a component from the task's API")
     p.add_argument("--task", required=True)
     p.add_argument("--type", required=True, choices=["method", "control_method", "metric", "dataset"])
@@ -527,6 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "lint": lambda: cmd_lint(ns),
         "create-component": lambda: cmd_create_component(ns),
         "changed": lambda: cmd_changed(ns),
+        "preview": lambda: cmd_preview(ns),
         "images": lambda: run_images(ns),
         "data": lambda: run_data(ns),
         "archive": lambda: run_archive(ns),

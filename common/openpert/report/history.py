@@ -107,6 +107,8 @@ def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResul
                        ("Metrics added", "metrics_added"), ("Metrics removed", "metrics_removed")):
         if comparison[key]:
             facts.append(f"{title}: {', '.join(comparison[key])}.")
+    if comparison["methods_displaced"]:
+        facts.append(f"Methods displaced (same code, rank moved): {', '.join(comparison['methods_displaced'])}.")
     if comparison["components"]["changed"]:
         facts.append(f"Components whose code changed: {', '.join(comparison['components']['changed'])}.")
     elif not comparison["components"]["recorded"]:
@@ -149,7 +151,8 @@ def _rank_cell(m: dict[str, Any]) -> str:
 def _status(m: dict[str, Any]) -> str:
     status = {"added": "new", "removed": "removed", "kept": ""}[m["status"]]
     code = "code changed" if m["digest_changed"] else ""
-    return ", ".join(p for p in (status, code) if p) or "same code"
+    moved = "displaced" if m.get("displaced") else ""
+    return ", ".join(p for p in (status, code, moved) if p) or "same code"
 
 
 def _history(runs: list[tuple[str, RunTask]], results: TaskResults) -> Markup:

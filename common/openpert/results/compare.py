@@ -41,7 +41,7 @@ def compare_runs(old: dict[str, RunTask], new: dict[str, RunTask], *, old_label:
         How the runs are named in the output (a path or a record id).
     focus
         ``"all"`` methods, or only those ``"changed"``: added, removed or whose component digest changed
-        (what a pull request touches).
+        (what a pull request touches), with the methods they displaced (same code, rank moved).
     alpha
         A change with a p-value under it is beyond noise.
     n_permutations
@@ -72,7 +72,8 @@ def compare_task(old: RunTask, new: RunTask, *, focus: str = "all", alpha: float
     -------
     dict
         ``task``, ``label``, ``old``/``new`` (commit and time), ``methods_added``/``_removed``,
-        ``datasets_added``/``_removed``, ``metrics_added``/``_removed``, ``components`` (digests
+        ``datasets_added``/``_removed``, ``metrics_added``/``_removed``, ``methods_displaced`` (methods
+        whose code is the same and whose rank moved: moved by the changes), ``components`` (digests
         ``changed``/``added``/``removed``, ``recorded``), ``datasets_changed`` (dataset digests),
         ``methods`` (one row per method: status, ranks, overall scores and their test) and ``scores``
         (one row per dataset, method and metric of a method shown: values and their test).
@@ -86,8 +87,9 @@ def compare_task(old: RunTask, new: RunTask, *, focus: str = "all", alpha: float
     datasets_changed = _digest_changes((o.get("provenance") or {}).get("dataset_digests") or {},
                                        (n.get("provenance") or {}).get("dataset_digests") or {})["changed"]
     changed = set(components["changed"]) | (set(new_methods) ^ set(old_methods))
+    displaced = set(_displaced(o, n, changed))
     shown = [m for m in [*new_methods, *[m for m in old_methods if m not in new_methods]]
-             if focus == "all" or m in changed]
+             if focus == "all" or m in changed or m in displaced]
     maximize = {m["id"]: bool(m.get("maximize", True)) for m in [*(o.get("metrics") or []), *(n.get("metrics") or [])]}
     items = _ItemSource(old, new)
     return {
@@ -100,11 +102,21 @@ def compare_task(old: RunTask, new: RunTask, *, focus: str = "all", alpha: float
         "datasets_removed": _added(n.get("datasets"), o.get("datasets"), "dataset_id"),
         "metrics_added": _added(o.get("metrics"), n.get("metrics"), "id"),
         "metrics_removed": _added(n.get("metrics"), o.get("metrics"), "id"),
+        "methods_displaced": sorted(displaced),
         "components": components,
         "datasets_changed": datasets_changed,
-        "methods": [_method_row(mid, old_methods, new_methods, o, n, components, alpha, n_permutations) for mid in shown],
+        "methods": [{**_method_row(mid, old_methods, new_methods, o, n, components, alpha, n_permutations),
+                     "displaced": mid in displaced} for mid in shown],
         "scores": _score_rows(o, n, set(shown), maximize, items, alpha, n_permutations),
     }
+
+
+def _displaced(o: dict[str, Any], n: dict[str, Any], changed: set[str]) -> list[str]:
+    """Methods in both runs, their code unchanged, whose overall rank moved: the changed methods moved them."""
+    old_ranks = {k: _number(r.get("rank")) for k, r in _by_id(o.get("overall"), "method_id").items()}
+    new_ranks = {k: _number(r.get("rank")) for k, r in _by_id(n.get("overall"), "method_id").items()}
+    return [m for m in (set(old_ranks) & set(new_ranks)) - changed
+            if old_ranks[m] is not None and new_ranks[m] is not None and old_ranks[m] != new_ranks[m]]
 
 
 def _by_id(rows: Any, key: str) -> dict[str, dict[str, Any]]:
@@ -292,6 +304,8 @@ def _method_status(row: dict[str, Any]) -> str:
     parts = [row["status"]] if row["status"] != "kept" else []
     if row["digest_changed"]:
         parts.append("code changed")
+    if row.get("displaced"):
+        parts.append("displaced")
     return ", ".join(parts) or "same code"
 
 
@@ -300,6 +314,7 @@ def _lists(task: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("Methods added", "methods_added"), ("Methods removed", "methods_removed"),
         ("Datasets added", "datasets_added"), ("Datasets removed", "datasets_removed"),
         ("Metrics added", "metrics_added"), ("Metrics removed", "metrics_removed"),
+        ("Methods displaced (same code, rank moved)", "methods_displaced"),
         ("Components whose code changed", "components_changed"),
         ("Datasets whose files changed", "datasets_changed")]]
 
@@ -358,7 +373,8 @@ def format_markdown(comparison: dict[str, Any]) -> str:
     """The comparison as GitHub-flavoured Markdown (a job summary)."""
     lines = [f"## What changed: `{_md(comparison['old'])}` → `{_md(comparison['new'])}`", ""]
     if comparison["focus"] == "changed":
-        lines += ["Methods added, removed or whose code changed, with their scores on both sides.", ""]
+        lines += ["Methods added, removed or whose code changed, and the methods whose rank they moved (displaced), "
+                  "with their scores on both sides.", ""]
     for title, key in (("Tasks added", "tasks_added"), ("Tasks removed", "tasks_removed")):
         if comparison[key]:
             lines.append(f"- {title}: {', '.join(f'`{_md(t)}`' for t in comparison[key])}")

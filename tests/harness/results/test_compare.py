@@ -73,11 +73,25 @@ def test_change_within_noise_is_not_called_real(comparison: dict) -> None:
     assert (gamma["old_rank"], gamma["new_rank"]) == (3, 4)  # pushed down by delta, not by its own change
 
 
-def test_focus_on_changed_methods_keeps_only_what_a_pull_request_touches(runs: tuple[Path, Path]) -> None:
+def test_focus_on_changed_methods_keeps_what_a_pull_request_touches_and_whom_it_displaced(runs: tuple[Path, Path]) -> None:
     result = compare_runs(read_run(runs[0]), read_run(runs[1]), focus="changed", n_permutations=500)
     task = _task(result)
-    assert [m["method_id"] for m in task["methods"]] == ["alpha", "delta"]
-    assert {r["method_id"] for r in task["scores"]} == {"alpha", "delta"}
+    # alpha's code changed and delta is new; beta (1 -> 2) and gamma (3 -> 4) moved because of them.
+    assert sorted(m["method_id"] for m in task["methods"]) == ["alpha", "beta", "delta", "gamma"]
+    assert task["methods_displaced"] == ["beta", "gamma"]
+    assert {m["method_id"]: m["displaced"] for m in task["methods"]} == {
+        "alpha": False, "beta": True, "delta": False, "gamma": True}
+    assert {r["method_id"] for r in task["scores"]} == {"alpha", "beta", "delta", "gamma"}
+    beta_line = next(line for line in format_text(result).splitlines() if line.startswith("beta "))
+    assert "displaced" in beta_line and "1 → 2 (down 1)" in beta_line
+    assert "Methods displaced (same code, rank moved): `beta`, `gamma`" in format_markdown(result)
+
+
+def test_a_method_whose_rank_did_not_move_is_not_displaced(runs: tuple[Path, Path]) -> None:
+    same = compare_runs(read_run(runs[0]), read_run(runs[0]), focus="changed", n_permutations=100)
+    assert _task(same)["methods_displaced"] == [] and _task(same)["methods"] == []
+    everyone = compare_runs(read_run(runs[0]), read_run(runs[0]), n_permutations=100)
+    assert not any(m["displaced"] for m in _task(everyone)["methods"])
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:

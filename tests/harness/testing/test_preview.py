@@ -1,0 +1,61 @@
+"""A change's preview on a git checkout of the fixture project: ranks that moved, whom they displaced, the base cached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from preview_fixture import change_checkout
+from preview_fixture import git as _git
+
+from openpert.cli import main
+from openpert.testing.preview import preview
+
+
+@pytest.fixture
+def change(project_copy, tmp_path, monkeypatch) -> Path:
+    """A checkout whose branch makes group_mean fall below shrunk_mean, with a private cache."""
+    change_checkout(project_copy)
+    monkeypatch.setenv("OPENPERT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(project_copy)
+    return project_copy
+
+
+def _methods(result) -> dict[str, dict]:
+    (task,) = result.comparison["tasks"]
+    return {m["method_id"]: m for m in task["methods"]}
+
+
+def test_preview_shows_the_move_and_whom_it_displaced_then_reuses_the_base(change, tmp_path):
+    first = preview(change, tmp_path / "out", base="main", jobs=1)
+    assert first.tasks == ["tiny"] and first.base_ran == ["tiny"]
+    assert first.base_commit == _git(change, "rev-parse", "main").strip()
+    assert first.site is not None and first.site.is_file()
+    methods = _methods(first)
+    group, shrunk = methods["group_mean"], methods["shrunk_mean"]
+    assert group["digest_changed"] and group["rank_move"] < 0 and not group["displaced"]
+    assert shrunk["displaced"] and shrunk["rank_move"] > 0 and not shrunk["digest_changed"]
+    summary = (tmp_path / "out/comparison.md").read_text()
+    assert "`shrunk_mean`" in next(line for line in summary.splitlines() if line.startswith("- Methods displaced"))
+    page = (tmp_path / "out/site").rglob("*.html")
+    task_page = next(p for p in page if "What changed" in p.read_text() and "what-changed-ranks" in p.read_text())
+    assert "displaced" in task_page.read_text()
+    assert _git(change, "worktree", "list").count("\n") == 1  # the base's worktree is gone
+
+    cached = first.base_results / "tiny" / "results.json"
+    stamp = cached.stat().st_mtime_ns
+    second = preview(change, tmp_path / "out", base="main", jobs=1, site=False)
+    assert second.base_ran == [] and cached.stat().st_mtime_ns == stamp and second.site is None
+    assert _methods(second)["shrunk_mean"]["displaced"]
+
+
+def test_no_touched_task_is_said_and_nothing_runs(change, tmp_path, capsys, monkeypatch):
+    _git(change, "checkout", "-q", "main")
+    assert main(["preview", "--base", "main", "-o", str(tmp_path / "out")]) == 0
+    assert "touches no component of a task" in capsys.readouterr().out
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_unknown_base_is_one_error_naming_git(change, tmp_path, capsys):
+    assert main(["preview", "--base", "nope", "-o", str(tmp_path / "out")]) == 2
+    assert "git merge-base nope HEAD failed" in capsys.readouterr().err

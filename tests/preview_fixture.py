@@ -1,0 +1,37 @@
+"""A git checkout of the fixture project on a branch that changes a method: group_mean predicts zeros and falls."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+#: Methods of the fixture that fail, wait or need a server: left out so that a preview stays small.
+LEFT_OUT = ["fail_invalid", "fail_memory", "fail_raise", "fail_timeout", "llm_constant", "reads_solution", "spy_workdir"]
+
+
+def git(root: Path, *args: str) -> str:
+    """Run git in ``root`` (as a test committer) and return its output."""
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
+                          capture_output=True, text=True).stdout
+
+
+def change_checkout(root: Path) -> Path:
+    """Make ``root`` (a copy of the fixture project) a checkout: ``main``, and a branch ``change`` checked out.
+
+    On ``change`` group_mean predicts zeros, so it falls below shrunk_mean. ``origin/main`` names ``main``,
+    as on a CI runner.
+    """
+    for name in LEFT_OUT:
+        shutil.rmtree(root / "src/tiny/methods" / name)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    git(root, "update-ref", "refs/remotes/origin/main", "main")
+    git(root, "checkout", "-q", "-b", "change")
+    script = root / "src/tiny/methods/group_mean/script.py"
+    text = script.read_text()
+    assert "pred = means.loc" in text, f"{script}: the line the change edits is gone"
+    script.write_text(text.replace("pred = means.loc", "pred = 0 * means.loc"))
+    git(root, "commit", "-qam", "group_mean predicts zeros")
+    return root
