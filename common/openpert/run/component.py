@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from openpert.config.formats import FormatError
+from openpert.config.formats import FormatError, compared_attribute
 from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError
 from openpert.engines.resource_labels import label_advice, parse_label_resources
 from openpert.files import read_tail
@@ -336,6 +336,34 @@ def missing_output_reason(name: str, given: str, start_dir: Path) -> str:
     return reason
 
 
+def claimed_identity_problem(config: ComponentConfig, output: Path, inputs: Mapping[str, Path]) -> str:
+    """What a method's output says of whose it is that is not so, or ``""``.
+
+    A prediction's ``uns['method_id']`` is the method's name, and its ``uns['dataset_id']`` the id
+    its dataset's files (``inputs``, the job's staged inputs, by argument) hold: a method cannot pass itself off as a control (whose score sets the
+    scale) nor file its prediction under another dataset. Only h5ad outputs of methods and control
+    methods that carry these keys are checked; the values are read alone, not the file.
+    """
+    if config.type not in ("method", "control_method") or output.suffix != ".h5ad":
+        return ""
+
+    def claim(path: Path, key: str) -> str | None:
+        try:
+            value = compared_attribute(path, f"uns:{key}")
+        except KeyError:
+            return None
+        return str(value) if isinstance(value, (str, bytes, int)) or hasattr(value, "item") else None
+
+    claimed = claim(output, "method_id")
+    if claimed is not None and claimed != config.name:
+        return f"uns['method_id'] is {claimed!r}, but the job ran {config.name!r}"
+    claimed = claim(output, "dataset_id")
+    datasets = {d for d in (claim(p, "dataset_id") for p in inputs.values() if p.suffix == ".h5ad") if d is not None}
+    if claimed is not None and datasets and claimed not in datasets:
+        return f"uns['dataset_id'] is {claimed!r}, but its inputs are of dataset {', '.join(sorted(datasets))}"
+    return ""
+
+
 def output_file_problem(path: Path) -> str:
     """Why an output may not be read, or ``""``: only regular files (and folders of them) are outputs.
 
@@ -448,6 +476,7 @@ def run_component(
     validation_context: dict[str, Path] = {k: Path(v) for k, v in (context or {}).items()}
     script_par = dict(par)
     used_names: set[str] = set()
+    input_files: dict[str, Path] = {}  # the staged inputs (validated below), by argument
     for arg in config.file_inputs:
         value = par.get(arg.name)
         if value is None:
@@ -466,6 +495,7 @@ def run_component(
                 box.read_only.append(work_dir / name)
             if arg.format_id:
                 validation_context.setdefault(arg.format_id, src)
+            input_files.setdefault(arg.name, src)
         script_par[arg.name] = staged if arg.multiple else staged[0]
     if validate:
         for arg in config.file_inputs:
@@ -631,6 +661,10 @@ def run_component(
                 arg.file_format.validate(out, validation_context, memory_mb=limits.memory_mb)
             except FormatError as err:
                 return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
+            claimed = claimed_identity_problem(config, out, input_files)
+            if claimed:
+                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {claimed}", duration, peak_mb, {}, log, mode,
+                                 llm_usage_counted=counted)
         produced[arg.name] = out
     for name, out in produced.items():
         _move(out, destinations[name])

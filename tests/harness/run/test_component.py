@@ -367,3 +367,20 @@ def test_a_missing_path_in_the_log_is_named_with_where_inputs_are_declared(tiny_
     assert hint.endswith("listed in src/tiny/methods/group_mean/config.vsh.yaml and src/tiny/api/comp_method.yaml)")
     log.write_text("ValueError: shapes (3,) and (4,) not aligned\n")
     assert undeclared_path_hint(config, log, "exited with code 1: ValueError") == ""
+
+
+@pytest.mark.parametrize(("claim", "reason"), [
+    ('"method_id": "truth"', "uns['method_id'] is 'truth', but the job ran 'group_mean'"),
+    ('"dataset_id": "elsewhere"', "uns['dataset_id'] is 'elsewhere', but its inputs are of dataset syn"),
+])
+def test_a_prediction_claiming_another_method_or_dataset_is_refused(project_copy, tmp_path, claim, reason):
+    """A method cannot pass itself off as the positive control, nor file its prediction under another dataset."""
+    script = project_copy / "src/tiny/methods/group_mean/script.py"
+    key = claim.split(":")[0]
+    script.write_text(script.read_text().replace("uns = {", "uns = {" + claim + ", ").replace(
+        f'{key}: test.uns["dataset_id"], ' if "dataset" in key else f'{key}: meta["name"]', ""))
+    config = read_config(script.parent / "config.vsh.yaml")
+    out = tmp_path / "out" / "prediction.h5ad"
+    result = run_component(config, method_args(project_copy, out), work_dir=tmp_path / "w")
+    assert result.exit_code == EXIT_INVALID and result.reason == f"invalid output --output: {reason}", result.reason
+    assert not out.exists()
