@@ -312,14 +312,15 @@ def schema_problems(config: ComponentConfig) -> list[str]:
 
 
 def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
-    """Problems of the project as a whole: ``_viash.yaml`` under Viash's schema, namespace clashes."""
+    """Problems of the project as a whole: ``_viash.yaml`` under Viash's schema and with a label for every
+    limit, namespace clashes, and each task's own problems."""
     from openpert.config.task import discover_tasks
     from openpert.config.viash_schema import namespace_collisions, validate_project_file
-
-    problems = namespace_collisions(configs)
     from openpert.engines.plan import label_resources
     from openpert.engines.resource_labels import LIMIT_KINDS, lowest_labels
 
+    problems = namespace_collisions(configs)
+    # No job runs without limits: every limit a component may leave unnamed has a lowest label.
     try:
         lowest = lowest_labels(label_resources(root))
     except (ValueError, ConfigError) as err:
