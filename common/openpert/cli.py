@@ -351,7 +351,7 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_changed(ns: argparse.Namespace) -> int:
-    from openpert.testing.changed_components import changed_files, changed_methods, rules_changes, touched_components
+    from openpert.testing.changed_components import changed_files, rules_changes, touched_components
 
     root = _root()
     paths = changed_files(root, ns.base)
@@ -359,7 +359,7 @@ def cmd_changed(ns: argparse.Namespace) -> int:
         for folder in touched_components(root, paths):
             print(folder.relative_to(root))
         return 0
-    rules, methods = rules_changes(root, paths), changed_methods(root, paths)
+    rules, methods = rules_changes(root, paths)
     if not rules:
         print("This change leaves the benchmark's rules as they are.")
         return 0

@@ -250,12 +250,11 @@ def label_advice(labels: list[str], resources: dict[str, dict[str, float]], key:
     larger = sorted((limits[key], name) for name, limits in resources.items() if limits.get(key, 0) > value)
     faster = {"time_s": "make the component faster", "memory_mb": "make the component use less memory",
               "disk_mb": "make the component write less"}[key]
-    where = "in" if label in labels else "to"
     if not larger:
         return (f"label {label} ({limit_text(key, value)}) set the limit, the highest {kind} label of _viash.yaml: "
                 f"{faster}")
     bigger, name = larger[0]
-    action = (f"replace it with {name} ({limit_text(key, bigger)}) {where} the nextflow runner's label list of {config}"
-              if label in labels else f"add {name} ({limit_text(key, bigger)}) {where} the nextflow runner's label list "
-              f"of {config} (a component naming no {kind} label runs with the lowest)")
+    runner = f"the nextflow runner's label list of {config}"
+    action = (f"replace it with {name} ({limit_text(key, bigger)}) in {runner}" if label in labels else
+              f"add {name} ({limit_text(key, bigger)}) to {runner} (a component naming no {kind} label runs with the lowest)")
     return f"label {label} ({limit_text(key, value)}) set the limit: {action}, or {faster}"

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
+
 from openpert.config.formats import FormatError, compared_attribute
 from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError
 from openpert.engines.resource_labels import label_advice, parse_label_resources
@@ -352,7 +354,7 @@ def claimed_identity_problem(config: ComponentConfig, output: Path, inputs: Mapp
             value = compared_attribute(path, f"uns:{key}")
         except KeyError:
             return None
-        return str(value) if isinstance(value, (str, bytes, int)) or hasattr(value, "item") else None
+        return str(value) if np.isscalar(value) else None  # an id is a scalar; anything else claims nothing
 
     claimed = claim(output, "method_id")
     if claimed is not None and claimed != config.name:

@@ -30,6 +30,14 @@ from openpert.config.viash import ComponentConfig, ConfigError, config_files, re
 from openpert.images.components import image_files
 
 
+def git(root: Path, *args: str) -> str:
+    """The output of ``git <args>`` in ``root`` (stripped); a failure is a :class:`ConfigError` with git's message."""
+    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ConfigError(f"{root}: git {' '.join(args)} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
 def changed_files(root: Path, base: str) -> list[Path]:
     """Files that differ between ``base`` (a git ref) and the working tree, plus untracked ones.
 
@@ -38,15 +46,10 @@ def changed_files(root: Path, base: str) -> list[Path]:
     ConfigError
         When git cannot compare (not a checkout, unknown ref), with git's own message.
     """
-    def git(*args: str) -> list[str]:
-        proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise ConfigError(f"{root}: git {' '.join(args)} failed: {proc.stderr.strip()}")
-        return [line for line in proc.stdout.splitlines() if line]
-
-    merge_base = git("merge-base", base, "HEAD")[0]
-    names = git("diff", "--name-only", merge_base) + git("ls-files", "--others", "--exclude-standard")
-    return sorted({(root / name).resolve() for name in names})
+    merge_base = git(root, "merge-base", base, "HEAD")
+    names = (git(root, "diff", "--name-only", merge_base).splitlines()
+             + git(root, "ls-files", "--others", "--exclude-standard").splitlines())
+    return sorted({(root / name).resolve() for name in names if name})
 
 
 def _within(path: Path, folder: Path) -> bool:
@@ -105,29 +108,31 @@ RULES_FOLDERS = ("src/*/api", "resources_test", "scripts/create_test_resources")
 RULES_COMPONENT_TYPES = ("dataset", "metric", "control_method")
 
 
-def rules_changes(root: Path, paths: Iterable[Path]) -> list[str]:
-    """What in ``paths`` (changed files) changes the benchmark's rules, one line each, sorted.
+def rules_changes(root: Path, paths: Iterable[Path]) -> tuple[list[str], list[str]]:
+    """What in ``paths`` (changed files) changes the benchmark's rules, and the methods the change adds or edits.
 
-    A file of :data:`RULES_FOLDERS`, and every dataset loader, metric and control method the change touches
-    (:func:`touched_components`: its own files, its task library, the shared science, its image),
-    named with its type. Paths are relative to ``root``.
+    Returns
+    -------
+    rules
+        One line each, sorted: a file of :data:`RULES_FOLDERS`, and every dataset loader, metric and
+        control method the change touches (:func:`touched_components`: its own files, its task
+        library, the shared science, its image), named with its type.
+    methods
+        Method folders with a changed file of their own.
+
+    Paths are relative to ``root``.
     """
     root = Path(root).resolve()
     paths = [Path(p).resolve() for p in paths]
-    lines = {str(p.relative_to(root)) for p in paths if p.is_relative_to(root) and _in_rules_folder(p.relative_to(root))}
+    rules = {str(p.relative_to(root)) for p in paths if p.is_relative_to(root) and _in_rules_folder(p.relative_to(root))}
+    methods = []
     for folder in touched_components(root, paths):
         comp_type = _component_type(folder)
         if comp_type in RULES_COMPONENT_TYPES:
-            lines.add(f"{folder.relative_to(root)} ({comp_type.replace('_', ' ')})")
-    return sorted(lines)
-
-
-def changed_methods(root: Path, paths: Iterable[Path]) -> list[str]:
-    """Method folders (relative to ``root``) with a changed file of their own: methods a change adds or edits."""
-    root = Path(root).resolve()
-    paths = [Path(p).resolve() for p in paths]
-    return [str(folder.relative_to(root)) for folder in touched_components(root, paths)
-            if _component_type(folder) == "method" and any(_within(p, folder) for p in paths)]
+            rules.add(f"{folder.relative_to(root)} ({comp_type.replace('_', ' ')})")
+        elif comp_type == "method" and any(_within(p, folder) for p in paths):
+            methods.append(str(folder.relative_to(root)))
+    return sorted(rules), methods
 
 
 def _in_rules_folder(relative: Path) -> bool:

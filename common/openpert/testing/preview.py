@@ -26,7 +26,7 @@ from typing import Any
 from openpert.config.viash import ConfigError
 from openpert.results.archive import add_record, read_run
 from openpert.results.compare import compare_runs
-from openpert.testing.changed_components import changed_files, touched_components
+from openpert.testing.changed_components import changed_files, git, touched_components
 
 #: The environment variable naming the cache folder (its ``preview/`` sub-folder holds the base runs).
 CACHE_ENV = "OPENPERT_CACHE"
@@ -53,13 +53,6 @@ def cache_dir() -> Path:
     if given:
         return Path(given) / "preview"
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "openpert" / "preview"
-
-
-def _git(root: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ConfigError(f"{root}: git {' '.join(args)} failed: {proc.stderr.strip()}")
-    return proc.stdout.strip()
 
 
 def default_base(root: Path) -> str:
@@ -120,7 +113,7 @@ def base_run(root: Path, commit: str, tasks: list[str], *, jobs: int = 1) -> tup
         return cached, []
     worktree = Path(tempfile.mkdtemp(prefix=f"openpert-base-{commit[:7]}-"))
     worktree.rmdir()  # git makes the folder itself
-    _git(root, "worktree", "add", "--detach", "--quiet", str(worktree), commit)
+    git(root, "worktree", "add", "--detach", "--quiet", str(worktree), commit)
     try:
         to_run = [t for t in missing if (worktree / "src" / t / "api").is_dir()]
         if not to_run:
@@ -143,7 +136,7 @@ def base_run(root: Path, commit: str, tasks: list[str], *, jobs: int = 1) -> tup
             shutil.rmtree(staging, ignore_errors=True)
         return cached, to_run
     finally:
-        _git(root, "worktree", "remove", "--force", str(worktree))
+        git(root, "worktree", "remove", "--force", str(worktree))
 
 
 def preview(root: Path, output: Path, *, base: str | None = None, jobs: int = 1, site: bool = True) -> Preview | None:
@@ -182,7 +175,7 @@ def preview(root: Path, output: Path, *, base: str | None = None, jobs: int = 1,
     tasks = touched_tasks(root, base)
     if not tasks:
         return None
-    commit = _git(root, "merge-base", base, "HEAD")
+    commit = git(root, "merge-base", base, "HEAD")
     base_results, base_ran = base_run(root, commit, tasks, jobs=jobs)
     output = Path(output).resolve()
     branch = output / "branch"

@@ -81,10 +81,9 @@ def test_an_unknown_base_is_an_error_naming_git(checkout):
 
 
 def _rules(root: Path) -> tuple[list[str], list[str]]:
-    from openpert.testing.changed_components import changed_methods, rules_changes
+    from openpert.testing.changed_components import rules_changes
 
-    paths = changed_files(root, "main")
-    return rules_changes(root, paths), changed_methods(root, paths)
+    return rules_changes(root, changed_files(root, "main"))
 
 
 def test_a_method_alone_changes_no_rule(checkout):
