@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Refresh requirements/dev-lock.txt: the exact version of every package the development and CI
 # environment installs (openpert with every extra of `all`), resolved by pip-tools' pip-compile from
-# pyproject.toml. scripts/setup_env.sh installs the project under these pins (`pip install -c`), so a
+# pyproject.toml; and requirements/llm-server-lock.txt, the language-model server's
+# (requirements/llm-server.in, scripts/serve_llm.sh). scripts/setup_env.sh installs the project under these pins (`pip install -c`), so a
 # fresh clone runs the test suite with exactly the versions it last passed with.
 #
 #   bash scripts/lock_dependencies.sh              # resolve the newest versions pyproject.toml allows
@@ -25,3 +26,7 @@ python="${PYTHON:-python3}"
 "$tools/venv/bin/pip-compile" --quiet --extra all --strip-extras --no-emit-index-url --no-emit-find-links \
   --unsafe-package torch --unsafe-package openpert --output-file requirements/dev-lock.txt "$@" pyproject.toml
 echo "openpert: wrote requirements/dev-lock.txt ($(grep -c '==' requirements/dev-lock.txt) pins)" >&2
+# The language-model server of scripts/serve_llm.sh, in an environment of its own.
+"$tools/venv/bin/pip-compile" --quiet --strip-extras --no-emit-index-url --no-emit-find-links \
+  --output-file requirements/llm-server-lock.txt "$@" requirements/llm-server.in
+echo "openpert: wrote requirements/llm-server-lock.txt ($(grep -c '==' requirements/llm-server-lock.txt) pins)" >&2

@@ -205,13 +205,8 @@ def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots:
                          controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
                          engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
                          include_large=ns.include_large, profile=ns.profile, work_dir=ns.work_dir,
-                         nextflow_args=ns.nextflow_args, user_configs=ns.nextflow_config)
-    # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
-    progress = False if ns.quiet else ("lines" if slots is not None else None)
-    return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
-                         controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                         engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
-                         include_large=ns.include_large)
+                         nextflow_args=ns.nextflow_args, user_configs=ns.nextflow_config,
+                         llm_datasets=ns.llm_datasets)
 
 
 def _benchmark_tasks_at_once(ns: argparse.Namespace, tasks: list[Task]) -> int:
@@ -453,6 +448,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", nargs="+", required=True, help="task name(s) under src/, or 'all'")
     p.add_argument("--input", help="folder of processed datasets, or of one such folder per task (resources_test/); default: run the task's dataset components")
     p.add_argument("--datasets", nargs="+", help="dataset ids to keep")
+    p.add_argument("--llm-datasets", nargs="+", metavar="PATTERN",
+                   help="run the language-model components only on the datasets whose id matches one of these "
+                        "shell patterns (e.g. '*llm*', the small datasets that check the path on a small model; "
+                        "docs/llm.md); the other components run on every dataset")
     p.add_argument("--methods", nargs="+", help="methods to keep (controls are kept)")
     p.add_argument("--controls", nargs="+", help="control methods to keep")
     p.add_argument("--metrics", nargs="+", help="metric components to keep")

@@ -73,6 +73,7 @@ def run_benchmark(
     work_dir: str | Path | None = None,
     nextflow_args: Sequence[str] | str = (),
     user_configs: Sequence[str | Path] = (),
+    llm_datasets: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
 
@@ -104,6 +105,9 @@ def run_benchmark(
     profile, work_dir, nextflow_args, user_configs
         The Nextflow engine's profiles, work directory, more ``nextflow run`` arguments and config
         files of one's own (:class:`~openpert.engines.nextflow.NextflowEngine`).
+    llm_datasets
+        Shell patterns of the datasets the language-model components run on (``--llm-datasets``,
+        :func:`~openpert.engines.plan.runs_on`); ``None``: every dataset.
 
     Raises
     ------
@@ -140,7 +144,8 @@ def run_benchmark(
         stage = dataset_stage(task, outdir, label_resources(task.root), datasets, include_large=include_large, jobs=jobs)
         if not stage:
             raise ConfigError(f"{task.dir}: no dataset component declares info.datasets; pass a folder of processed datasets with --input")
-    plan = make_plan(task, ready, outdir, methods=methods, controls=controls, metrics=metrics, dataset_stage=stage)
+    plan = make_plan(task, ready, outdir, methods=methods, controls=controls, metrics=metrics, dataset_stage=stage,
+                     llm_datasets=llm_datasets)
     write_text_atomic(outdir / "plan.json", json.dumps(plan, indent=2))
     records += runner.run_plan(plan, plan_jobs(plan, task.config_at))
     made = produced_datasets(plan, records)

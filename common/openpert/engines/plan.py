@@ -9,6 +9,7 @@ of a seed replicate is made by :func:`replicate_name` alone.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import sys
@@ -67,6 +68,47 @@ def llm_configured() -> bool:
                 or os.environ.get("OPENPERT_LLM_BACKEND", "").lower() == "dry_run")
 
 
+def llm_settings(llm_datasets: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """What a run tells its language-model components, as the plan records it (``None`` without a model).
+
+    Parameters
+    ----------
+    llm_datasets
+        Shell patterns of the dataset ids the language-model components run on (``--llm-datasets``);
+        ``None``: every dataset.
+
+    Returns
+    -------
+    dict or None
+        ``model`` (``$OPENPERT_LLM_MODEL``; ``None``: the server's first), ``model_sha256``
+        (``$OPENPERT_LLM_MODEL_SHA256``), ``max_tokens`` (``$OPENPERT_LLM_MAX_TOKENS``, the cap on
+        each completion of a check of the path on a small model) and ``datasets``. The website
+        shows them beside the language-model use, so that a small model's scores are never read as
+        a result of the method's own model.
+    """
+    if not llm_configured():
+        return None
+    cap = os.environ.get("OPENPERT_LLM_MAX_TOKENS") or None
+    if cap is not None and not (cap.isdigit() and int(cap) > 0):
+        raise ConfigError(f"$OPENPERT_LLM_MAX_TOKENS must be a positive whole number of tokens, got {cap!r}")
+    return {"model": os.environ.get("OPENPERT_LLM_MODEL") or None,
+            "model_sha256": os.environ.get("OPENPERT_LLM_MODEL_SHA256") or None,
+            "max_tokens": None if cap is None else int(cap),
+            "datasets": None if llm_datasets is None else list(llm_datasets)}
+
+
+def runs_on(plan: dict[str, Any], entry: dict[str, Any], dataset_id: str) -> bool:
+    """Whether a plan's method or metric entry runs on a dataset.
+
+    Every component runs on every dataset, but a language-model component of a run given
+    ``--llm-datasets`` runs only on the datasets whose id matches one of its patterns.
+    """
+    patterns = (plan.get("llm") or {}).get("datasets")
+    if not entry.get("needs_llm") or patterns is None:
+        return True
+    return any(fnmatch.fnmatchcase(dataset_id, pattern) for pattern in patterns)
+
+
 def _component_image(config: ComponentConfig) -> str:
     """The image a component runs in on container executors (as ``openpert images`` names it)."""
     try:
@@ -114,6 +156,7 @@ def make_plan(
     controls: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
     dataset_stage: Sequence[Job] = (),
+    llm_datasets: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The plan of a benchmark run (see ``docs/plan_json.md``).
 
@@ -130,6 +173,10 @@ def make_plan(
         because scaling needs them.
     dataset_stage
         Dataset jobs (:func:`dataset_jobs`); the methods run on what they make too.
+    llm_datasets
+        Shell patterns of the dataset ids the language-model components run on (``--llm-datasets``;
+        :func:`runs_on`); ``None``: every dataset. Patterns that match no dataset of a task with
+        such components are an error, as is giving them with no model configured.
 
     Returns
     -------
@@ -155,6 +202,16 @@ def make_plan(
         scorers = [c for c in scorers if not needs_llm(c)]
     if not chosen:
         raise ConfigError(f"{task.dir}: no methods or control methods to run")
+    llm = llm_settings(llm_datasets)
+    if llm_datasets is not None:
+        if llm is None:
+            raise ConfigError("--llm-datasets chooses where the language-model components run, but no model is "
+                              "configured: set OPENPERT_LLM_BASE_URL (scripts/serve_llm.sh, docs/llm.md)")
+        ids = [d.id for d in datasets] + [j.dataset_id for j in dataset_stage if j.stage == "dataset"]
+        if any(needs_llm(c) for c in [*chosen, *scorers]) and not any(
+                runs_on({"llm": llm}, {"needs_llm": True}, i) for i in ids):
+            raise ConfigError(f"{task.dir}: no dataset matches --llm-datasets {' '.join(llm_datasets)} "
+                              f"(the datasets: {', '.join(ids)}), so its language-model components would run nowhere")
     if not scorers:
         raise ConfigError(f"{task.dir}: no metrics")
     # A method that declares an input it may not read stays in the plan: its job is refused by the
@@ -174,6 +231,7 @@ def make_plan(
         "prediction_format": task.prediction_format,
         "method_formats": sorted(task.method_formats),
         "resources": label_resources(task.root),
+        "llm": llm,
     }
     configs = {str(c.path): c for c in [*chosen, *scorers]}
     plan["jobs"] = [job.entry() for job in expand_jobs(plan, configs, dataset_stage)]
@@ -567,7 +625,7 @@ def expand_jobs(plan: dict[str, Any], configs: dict[str, ComponentConfig], stage
         made = {a.format_id: Output(job.job_id, a.name) for a in job.config.file_outputs if a.format_id}
         datasets.append((job.dataset_id, made, job.job_id))
     for dataset_id, files, loader in datasets:
-        for entry in plan["methods"]:
+        for entry in [e for e in plan["methods"] if runs_on(plan, e, dataset_id)]:
             for seed in entry.get("seeds") or [None]:
                 name = replicate_name(entry["id"], seed)
                 job_id = f"{dataset_id}/{name}"
@@ -579,7 +637,7 @@ def expand_jobs(plan: dict[str, Any], configs: dict[str, ComponentConfig], stage
                              publish_dir=outdir / "outputs" / dataset_id / name, seed=seed, after=loader)
                 jobs.append(method)
                 scored = {**files, **{fmt: Output(job_id, arg) for arg, fmt in entry["outputs"].items()}}
-                for metric in plan["metrics"]:
+                for metric in [m for m in plan["metrics"] if runs_on(plan, m, dataset_id)]:
                     metric_id = f"{job_id}/{metric['id']}"
                     jobs.append(Job(job_id=metric_id, stage="metric", config=configs[metric["config"]],
                                     dataset_id=dataset_id, method_id=entry["id"], inputs=wire(metric_id, metric, scored),

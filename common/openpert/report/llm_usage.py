@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from markupsafe import Markup
@@ -12,7 +12,7 @@ from openpert.report.fragments import code, fragment, label, table
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import render
 
-__all__ = ["llm_usage_table"]
+__all__ = ["llm_usage_table", "llm_model_sentence"]
 
 _COUNTS = ("questions", "samples", "abstentions")
 _CALLS = ("requests", "retries", "cache_hits")
@@ -65,6 +65,35 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
         table_id=table_id,
     )
     return render("sections/llm_usage.html", table=view, unmetered=any(r.get("unmetered") for r in rows))
+
+
+def llm_model_sentence(llm: Mapping[str, Any] | None) -> str:
+    """What answered the language-model components, from the run's ``provenance.llm``.
+
+    Parameters
+    ----------
+    llm
+        ``provenance["llm"]`` of ``results.json`` (model, its file's sha256, the cap on completions,
+        the ``--llm-datasets`` patterns).
+
+    Returns
+    -------
+    str
+        One sentence; a run whose completions were capped says that its scores check the path and
+        are no result of the methods' models. Empty when the run recorded nothing.
+    """
+    if not llm:
+        return ""
+    model = llm.get("model") or "the first model its server lists"
+    digest = f" (GGUF sha256 {str(llm['model_sha256'])[:12]}…)" if llm.get("model_sha256") else ""
+    parts = [f"Answers came from {model}{digest}"]
+    if llm.get("datasets"):
+        parts.append(f"on the datasets matching {', '.join(str(p) for p in llm['datasets'])}")
+    sentence = " ".join(parts)
+    if llm.get("max_tokens"):
+        return (f"{sentence}, with every completion capped at {int(llm['max_tokens'])} tokens: these scores check "
+                "that the components run end to end on a real model; they are no result of the methods' own models.")
+    return f"{sentence}."
 
 
 def _count(value: Any, mark: str = "") -> tuple[str, str]:

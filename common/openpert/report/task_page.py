@@ -26,7 +26,7 @@ from openpert.report.formatting import (
 )
 from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
-from openpert.report.llm_usage import llm_usage_table
+from openpert.report.llm_usage import llm_model_sentence, llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.overview import overview, overview_legend_text
 from openpert.report.paths import TaskPaths
@@ -155,7 +155,8 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
                              "cache hits and the tokens the model server reported. An abstention rate above "
                              f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'} is a "
                              "quality-control flag, marked beside the method on the dataset's leaderboard: its "
-                             "score there is partly, or mostly, the fallback's."))
+                             "score there is partly, or mostly, the fallback's. "
+                             + llm_model_sentence((results.data.get("provenance") or {}).get("llm"))))
     add("resources", "Resource use", _resources(results, jobs_inline=datasets_inline))
     add("components", "Components", _components(results, paths))
     add("provenance", "Provenance", provenance_section(results))

@@ -25,6 +25,7 @@ from openpert.config.formats import IN_PROCESS_BYTES, declared_of
 from openpert.config.task import Task
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
+from openpert.engines.plan import runs_on
 from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
 from openpert.results.item_scores import ITEM_SCORES, write_item_scores
 from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
@@ -310,8 +311,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     scaled, flags = scale_scores(averaged, controls, maximize, chance)
     flags = headline_flags + flags
     dataset_ids = [d["id"] for d in plan["datasets"]]
+    not_run = [(d, e["id"]) for d in dataset_ids for e in plan["methods"] if not runs_on(plan, e, d)]
     dataset_scores, overall = aggregate_scores(scaled, [m["id"] for m in methods], dataset_ids, failed_methods,
-                                               headline=headline)
+                                               headline=headline, not_run=not_run)
     method_types = {m["id"]: m["type"] for m in methods}
     gameability = gameability_table(scaled, controls, method_types, headline,
                                     targets={m["id"]: m.get("games") for m in methods})

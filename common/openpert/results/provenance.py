@@ -85,7 +85,8 @@ def run_provenance(task: Task, plan: Mapping[str, Any]) -> dict[str, Any]:
             continue  # an unreadable dataset is reported as a failed dataset job; it has no digest
     env = environment_provenance(Path(task.root))
     return {"code_version": env["code_version"], "commit": commit, "dirty": dirty, "packages": env["packages"],
-            "host": env["host"], "component_digests": components, "dataset_digests": datasets}
+            "host": env["host"], "component_digests": components, "dataset_digests": datasets,
+            "llm": plan.get("llm")}
 
 
 @functools.lru_cache(maxsize=8)

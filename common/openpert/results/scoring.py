@@ -246,6 +246,7 @@ def aggregate_scores(
     datasets: Iterable[str],
     failed: Iterable[tuple[str, str]] = (),
     headline: Iterable[str] | None = None,
+    not_run: Iterable[tuple[str, str]] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Mean scaled score of the headline metrics per method and dataset, and overall.
 
@@ -262,6 +263,9 @@ def aggregate_scores(
         and shown but never averaged in. A method with score rows on a dataset but no raw value on
         any of its scalable headline metrics does not address that dataset: its score there is NaN
         with status :data:`NOT_APPLICABLE`, and its overall score averages the datasets it addresses.
+    not_run
+        ``(dataset_id, method_id)`` pairs the plan did not cross (a language-model method outside
+        ``--llm-datasets``): :data:`NOT_APPLICABLE` as well, never a 0.
 
     Returns
     -------
@@ -273,7 +277,7 @@ def aggregate_scores(
         Columns ``method_id, score, status``: the mean over datasets, best first.
     """
     methods, datasets = list(methods), list(datasets)
-    failed = set(failed)
+    failed, not_run = set(failed), set(not_run)
     if headline is not None:
         scaled = scaled[scaled["metric_id"].isin(set(headline))]
     rows = []
@@ -287,6 +291,9 @@ def aggregate_scores(
         for method_id in methods:
             if (dataset_id, method_id) in failed:
                 rows.append((dataset_id, method_id, 0.0, "failed"))
+                continue
+            if (dataset_id, method_id) in not_run:
+                rows.append((dataset_id, method_id, np.nan, NOT_APPLICABLE))
                 continue
             if not scalable:
                 rows.append((dataset_id, method_id, np.nan, "succeeded"))

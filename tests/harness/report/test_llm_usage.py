@@ -9,7 +9,7 @@ from report_fixture import HOSTILE, build_results
 from test_site import norm, parse
 
 from openpert.report.formatting import MISSING
-from openpert.report.llm_usage import llm_usage_table
+from openpert.report.llm_usage import llm_model_sentence, llm_usage_table
 from openpert.report.task_results import TaskResults
 
 
@@ -54,3 +54,13 @@ def test_no_note_without_unmetered_responses() -> None:
     rows = [{"dataset_id": "k562", "method_id": "mlp", "component": "mlp", "stage": "method", "prompt_tokens": 3}]
     html = llm_usage_table(_results(), rows, "usage")
     assert 'class="note"' not in html and "lower bounds" not in html and "flagged" not in html
+
+
+def test_the_model_sentence_names_the_model_its_digest_and_the_cap() -> None:
+    assert llm_model_sentence(None) == ""
+    capped = llm_model_sentence({"model": "smollm2-135m", "model_sha256": "b179c9523d0e" + "0" * 52, "max_tokens": 32,
+                                 "datasets": ["*llm*"]})
+    assert capped.startswith("Answers came from smollm2-135m (GGUF sha256 b179c9523d0e…) on the datasets matching *llm*")
+    assert "capped at 32 tokens" in capped and "no result of the methods' own models" in capped
+    full = llm_model_sentence({"model": None, "model_sha256": None, "max_tokens": None, "datasets": None})
+    assert full == "Answers came from the first model its server lists."

@@ -268,3 +268,18 @@ def test_a_method_without_any_headline_value_on_a_dataset_is_not_applicable_ther
     # A failed job is still a 0, never "not applicable".
     dataset_scores, _ = aggregate_scores(scaled, ["m2"], ["d1"], failed=[("d1", "m2")])
     assert dataset_scores.iloc[0]["status"] == "failed" and dataset_scores.iloc[0]["score"] == 0.0
+
+
+def test_a_method_the_plan_did_not_run_on_a_dataset_is_not_applicable_there_not_zero():
+    # m2 (a language-model method kept to d2 by --llm-datasets) has no rows at all on d1.
+    raw = table([("d1", "pos", "acc", 0.9), ("d1", "neg", "acc", 0.5), ("d1", "m1", "acc", 0.7),
+                 ("d2", "pos", "acc", 0.9), ("d2", "neg", "acc", 0.5), ("d2", "m1", "acc", 0.7), ("d2", "m2", "acc", 0.8)])
+    scaled, _ = scale_scores(raw, CONTROLS, {"acc": True})
+    unplanned, overall_unplanned = aggregate_scores(scaled, ["pos", "neg", "m1", "m2"], ["d1", "d2"])
+    # Without being told, a method without rows scores 0 there (a method that wrote nothing).
+    assert unplanned.set_index(["dataset_id", "method_id"]).loc[("d1", "m2"), "score"] == 0.0
+    dataset_scores, overall = aggregate_scores(scaled, ["pos", "neg", "m1", "m2"], ["d1", "d2"], not_run=[("d1", "m2")])
+    ds = dataset_scores.set_index(["dataset_id", "method_id"])
+    assert np.isnan(ds.loc[("d1", "m2"), "score"]) and ds.loc[("d1", "m2"), "status"] == NOT_APPLICABLE
+    assert overall.set_index("method_id").loc["m2", "score"] == pytest.approx(0.75)
+    assert overall_unplanned.set_index("method_id").loc["m2", "score"] == pytest.approx(0.375)

