@@ -104,6 +104,10 @@ SERVED_IDENTITY_FIELDS = ("root", "parent", "meta")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 #: Model name of a dry run given none (it only enters the log lines).
 DRY_RUN_MODEL = "dry-run"
+#: The header each request carries with the generation requests this client has planned so far
+#: (uncached prompts of its ``generate`` calls): a benchmark's harness shows answers out of it while
+#: the job runs, and does not pass it on to the server.
+PLANNED_HEADER = "X-Openpert-Planned"
 
 #: The counters of :attr:`LLMClient.stats`:
 #:
@@ -388,6 +392,7 @@ class LLMClient:
         self._token_counter: TokenCounter | None = None
         #: Counters of what this client did (see :data:`STATS_KEYS`).
         self.stats = dict.fromkeys(STATS_KEYS, 0)
+        self._planned_requests = 0  # sent as PLANNED_HEADER
 
     # -- configuration -----------------------------------------------------
 
@@ -573,6 +578,8 @@ class LLMClient:
 
         # Prompts sharing a prefix are sent together (and answers put back by index).
         pending = sorted(todo.items(), key=lambda item: prompt_key(conversations[item[1][0]]))
+        with self._lock:
+            self._planned_requests += len(pending)
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
             texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
@@ -731,7 +738,8 @@ class LLMClient:
     # -- HTTP --------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   PLANNED_HEADER: str(self._planned_requests)}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers

@@ -144,6 +144,19 @@ def test_cache_deduplicates_within_a_call(tmp_path):
     assert server.n_requests == 2
 
 
+def test_each_request_says_how_many_requests_the_client_has_planned_so_far(tmp_path):
+    # The count is of requests (one per uncached distinct prompt, whatever n), summed over generate calls.
+    with OpenAIStubServer(fail_first=1) as server:
+        client = fast_client(server, cache_dir=tmp_path, max_concurrency=2)
+        client.generate(["a", "b", "a"], SamplingParams(n=2))
+        first = len(server.headers)
+        client.generate(["a", "c", "d"], SamplingParams(n=2))  # "a" is cached
+        client.generate(["a", "c"], SamplingParams(n=2))  # nothing to send
+        planned = [h.get(llm.PLANNED_HEADER) for h in server.headers]
+    # The first request failed once and was sent again, with the same count.
+    assert first == 3 and planned == ["2", "2", "2", "4", "4"]
+
+
 def test_corrupt_cache_entry_is_regenerated(tmp_path):
     with OpenAIStubServer() as server:
         client = fast_client(server, cache_dir=tmp_path)

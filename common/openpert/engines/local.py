@@ -26,6 +26,12 @@ resource label asks for: parallel jobs whose thread pools together exceed the co
 each other. Several tasks may run at once in one process (``openpert benchmark --task all``);
 they then draw on one pool of job slots (:class:`JobSlots`), so that while one task collects its
 results or waits for its last job, the others keep every slot busy.
+
+A job that talks to a language model through the harness's proxy (:mod:`openpert.run.llm_proxy`,
+which lives in this process, in the thread that runs the job) shows how far it is in the progress
+output: the answers received out of the requests its client has planned so far, and the completion
+tokens per second (:func:`llm_progress_text`). The redrawn line shows it beside the job; the plain
+lines give a line per such job every :data:`LLM_LINE_INTERVAL_S` seconds.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from openpert.engines.plan import Job, build_failed
 from openpert.files import copy_head_and_tail, hash_file
 from openpert.results.provenance import dataset_digest, environment_provenance
 from openpert.run.component import run_component, sandbox_mode
+from openpert.run.llm_proxy import LLMProgress, LLMProxy
 from openpert.run.process import Limits, kill_active_jobs
 from openpert.run.records import EXIT_INVALID, JobRecord
 from openpert.run.sandbox import needs_llm
@@ -59,6 +66,31 @@ from openpert.run.sandbox import needs_llm
 #: Bytes of a job's output kept at the start and at the end of its published log (the rest is left out).
 LOG_HEAD_BYTES = 512 * 1024
 LOG_TAIL_BYTES = 512 * 1024
+#: Seconds between two redraws of the progress line while jobs run (its clock and LLM counts move on).
+PROGRESS_TICK_S = 1.0
+#: Seconds between two plain progress lines of one running language-model job.
+LLM_LINE_INTERVAL_S = 30.0
+
+
+def llm_progress_text(progress: LLMProgress) -> str:
+    """How far a language-model job is, for the progress output: ``37/120 answers, 41 tokens/s``.
+
+    The planned count is left out when the job's client stated none, or fewer than the answers
+    already received (then it is no bound); the rate when the server reported no tokens yet.
+
+    Parameters
+    ----------
+    progress
+        The job's proxy's :attr:`~openpert.run.llm_proxy.LLMProxy.progress`.
+    """
+    answers = f"{progress.answered:,}"
+    if progress.planned >= progress.answered and progress.planned > 0:
+        answers += f"/{progress.planned:,}"
+    text = f"{answers} answers"
+    rate = progress.tokens_per_second
+    if rate is not None:
+        text += f", {rate:.1f} tokens/s" if rate < 10 else f", {rate:,.0f} tokens/s"
+    return text
 
 
 class RunStopped(KeyboardInterrupt):
@@ -199,6 +231,9 @@ class LocalEngine:
         self._done = 0
         self._total = 0
         self._running: set[str] = set()
+        # The language-model proxies of running jobs, and when each job's last plain LLM line was written.
+        self._llm_proxies: dict[str, LLMProxy] = {}
+        self._llm_lines: dict[str, float] = {}
         self._start = time.perf_counter()
 
     # -- one job -----------------------------------------------------------------------------------------
@@ -266,7 +301,8 @@ class LocalEngine:
                 record.limits = dataclasses.asdict(limits)
                 result = run_component(job.config, args, work_dir=attempt / "run", limits=limits,
                                        log=attempt / "output.log", sandbox=self.sandbox,
-                                       context=job.context, allowed_input_formats=job.allowed)
+                                       context=job.context, allowed_input_formats=job.allowed,
+                                       on_llm_proxy=lambda proxy: self._watch_llm(job.job_id, proxy))
         except ConfigError as err:
             # The call itself is wrong (e.g. a method that asks for the solution): nothing ran.
             record.exit_code, record.reason = EXIT_INVALID, str(err)
@@ -280,6 +316,8 @@ class LocalEngine:
         finally:
             with self._lock:
                 self._running.discard(job.job_id)
+                self._llm_proxies.pop(job.job_id, None)
+                self._llm_lines.pop(job.job_id, None)
         _write_log(log_dest, note, source=result.log)
         _trim_log(result.log)
         record.exit_code = result.exit_code
@@ -443,7 +481,8 @@ class LocalEngine:
                     submit(job)
             try:
                 while futures:
-                    done, _ = cf.wait(futures, return_when=cf.FIRST_COMPLETED)
+                    done, _ = cf.wait(futures, timeout=PROGRESS_TICK_S, return_when=cf.FIRST_COMPLETED)
+                    self._tick()
                     for fut in done:
                         job = futures.pop(fut)
                         record = fut.result()
@@ -501,15 +540,46 @@ class LocalEngine:
                 sys.stderr.flush()
             self._show()
 
+    def _watch_llm(self, job_id: str, proxy: LLMProxy) -> None:
+        """Follow a running job's language-model proxy in the progress output (until the job ends)."""
+        with self._lock:
+            self._llm_proxies[job_id] = proxy
+            self._llm_lines[job_id] = time.monotonic()
+
+    def _llm_progress(self) -> dict[str, LLMProgress]:
+        """The progress of each running language-model job that has sent a request, by job id."""
+        with self._lock:
+            proxies = dict(self._llm_proxies)
+        shown = {job_id: proxy.progress for job_id, proxy in proxies.items()}
+        return {job_id: progress for job_id, progress in shown.items() if progress.seconds is not None}
+
+    def _tick(self) -> None:
+        """While jobs run: redraw the progress line, or write the plain LLM progress lines that are due."""
+        if self.mode == "bar":
+            self._show()
+        elif self.mode == "lines":
+            now = time.monotonic()
+            for job_id, progress in sorted(self._llm_progress().items()):
+                with self._lock:
+                    last = self._llm_lines.get(job_id)
+                    due = last is not None and now - last >= LLM_LINE_INTERVAL_S
+                    if due:
+                        self._llm_lines[job_id] = now
+                if due:
+                    self._log_line(f"{'llm':8} {self._named(job_id)} {llm_progress_text(progress)}")
+
     def _show(self, final: bool = False) -> None:
         """Redraw the progress line on a terminal."""
         if self.mode != "bar":
             return
+        llm = self._llm_progress()
         with self._lock:
-            running = sorted(self._running)
+            # Language-model jobs first, with their answers and speed: the others show only their ids.
+            running = sorted(self._running, key=lambda job_id: (job_id not in llm, job_id))
+            shown = [f"{job_id} ({llm_progress_text(llm[job_id])})" if job_id in llm else job_id for job_id in running]
             line = f"[{self._done}/{self._total}] {time.perf_counter() - self._start:6.1f}s"
             if running:
-                line += f"  running: {', '.join(running[:3])}" + (f" +{len(running) - 3}" if len(running) > 3 else "")
+                line += f"  running: {', '.join(shown[:3])}" + (f" +{len(running) - 3}" if len(running) > 3 else "")
         width = shutil.get_terminal_size((100, 20)).columns
         sys.stderr.write("\r" + line[: width - 1].ljust(width - 1) + ("\n" if final else ""))
         sys.stderr.flush()

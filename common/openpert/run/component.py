@@ -25,7 +25,7 @@ import shutil
 import stat
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -401,6 +401,7 @@ def run_component(
     allowed_input_formats: set[str] | None = None,
     validate: bool = True,
     sandbox: bool | None = None,
+    on_llm_proxy: Callable[[LLMProxy], None] | None = None,
 ) -> RunResult:
     """Run a component on the given arguments.
 
@@ -428,6 +429,10 @@ def run_component(
     sandbox
         ``None`` (the default): run in a bubblewrap sandbox when bubblewrap works here, else
         without one, with a warning; ``True``: require the sandbox; ``False``: run without.
+    on_llm_proxy
+        Called with the job's language-model proxy once it serves, before the job starts (not
+        called for a job without one): a caller may read its :attr:`~LLMProxy.progress` from
+        another thread while the job runs.
 
     Returns
     -------
@@ -632,6 +637,8 @@ def run_component(
         except OSError as err:
             return failed(EXIT_INVALID, f"cannot start the language-model proxy at {proxy.socket_path}: {err}")
     try:
+        if proxy is not None and on_llm_proxy is not None:
+            on_llm_proxy(proxy)
         code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
                                                   sandboxed=box is not None, header=header, peak_report=report, disk=disk)
     finally:

@@ -24,6 +24,14 @@ retry included, as :attr:`pertsci.llm.LLMClient.stats` counts them), ``prompt_to
 events of a streamed one), and ``unmetered`` (successful POST responses without ``usage``). These
 counts are the harness's, not the component's: the component's own account in its output
 (``uns["llm_usage"]``) can be checked against them.
+
+While the job runs, :attr:`LLMProxy.progress` tells how far it is (:class:`LLMProgress`): the
+answers received (successful POST responses, counted by the proxy), the requests the job says it
+will send (the largest ``X-Openpert-Planned`` header of its requests, :data:`PLANNED_HEADER`,
+which :class:`pertsci.llm.LLMClient` sends; a claim of the component, shown in the progress output
+and never used for a score or a record) and the completion tokens per second since its first
+request. The header is not forwarded: the server sees the request as the job's client would send
+it to any server.
 """
 
 from __future__ import annotations
@@ -37,8 +45,10 @@ import os
 import socketserver
 import ssl
 import threading
+import time
 import urllib.parse
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +70,54 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 MAX_REQUEST_BYTES = 64 * 2**20
 #: Longest path ``bind`` takes for a Unix socket (``sun_path`` holds 108 bytes, the final NUL included).
 MAX_SOCKET_PATH = 107
+#: The request header in which a job's client says how many generation requests it has planned so
+#: far (``pertsci.llm.PLANNED_HEADER``, the same name: the harness does not import the science package).
+PLANNED_HEADER = "X-Openpert-Planned"
+#: Largest planned count believed: a larger or malformed header is ignored (it only feeds the display).
+MAX_PLANNED = 10**9
+
+
+@dataclass(frozen=True)
+class LLMProgress:
+    """How far a job's language-model work is, as its proxy saw it so far.
+
+    Attributes
+    ----------
+    answered
+        Successful (2xx) POST responses received from the server.
+    planned
+        The most generation requests the job's client said it had planned (``0``: it said nothing).
+    completion_tokens
+        Completion tokens the server reported (its ``usage``).
+    seconds
+        Seconds since the job's first POST request; ``None`` before it.
+    """
+
+    answered: int
+    planned: int
+    completion_tokens: int
+    seconds: float | None
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Completion tokens per second since the first request (``None`` before any token was counted)."""
+        if not self.seconds or not self.completion_tokens:
+            return None
+        return self.completion_tokens / self.seconds
+
+
+def planned_claim(value: str | None) -> int | None:
+    """The planned request count a :data:`PLANNED_HEADER` value states, or ``None`` when it states none.
+
+    Only plain decimal digits up to :data:`MAX_PLANNED` are read: the value comes from the job.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not (value.isascii() and value.isdigit()) or len(value) > len(str(MAX_PLANNED)):
+        return None
+    number = int(value)
+    return number if number <= MAX_PLANNED else None
 
 
 class LLMProxyError(ValueError):
@@ -194,6 +252,11 @@ class LLMProxy:
         self.timeout = float(timeout)
         self._api_key = api_key or None
         self._counts = dict.fromkeys(COUNT_KEYS, 0)
+        # For the progress output only (LLMProgress): not part of the counts a record keeps.
+        self._answered = 0
+        self._planned = 0
+        self._first_request: float | None = None
+        self._bad_planned_seen = False
         self._lock = threading.Lock()
         self._server: _UnixHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -237,10 +300,36 @@ class LLMProxy:
         with self._lock:
             return dict(self._counts)
 
+    @property
+    def progress(self) -> LLMProgress:
+        """Answers received, requests planned and tokens so far (:class:`LLMProgress`)."""
+        with self._lock:
+            seconds = None if self._first_request is None else time.monotonic() - self._first_request
+            return LLMProgress(self._answered, self._planned, self._counts["completion_tokens"], seconds)
+
     def _count(self, **amounts: int) -> None:
         with self._lock:
             for key, value in amounts.items():
                 self._counts[key] += value
+
+    def _note_request(self, planned_header: str | None) -> None:
+        """Count a POST request and keep the largest planned count its header states."""
+        planned = planned_claim(planned_header)
+        with self._lock:
+            self._counts["requests"] += 1
+            if self._first_request is None:
+                self._first_request = time.monotonic()
+            if planned is not None:
+                self._planned = max(self._planned, planned)
+            warn = planned is None and planned_header is not None and not self._bad_planned_seen
+            self._bad_planned_seen = self._bad_planned_seen or warn
+        if warn:
+            log.warning("llm proxy: ignoring %s %r (not a whole number up to %d); the progress output shows "
+                        "no planned count for it", PLANNED_HEADER, planned_header[:40], MAX_PLANNED)
+
+    def _note_answer(self) -> None:
+        with self._lock:
+            self._answered += 1
 
     # -- forwarding ------------------------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
@@ -293,8 +382,10 @@ class LLMProxy:
                     self._refuse(403, f"the language-model proxy forwards {proxy.path}/... only, not {path}")
                     return
                 if body is not None:
-                    proxy._count(requests=1)
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP and k.lower() != "host"}
+                    proxy._note_request(self.headers.get(PLANNED_HEADER))
+                # The planned count is for the harness: the server gets the request without it.
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in HOP_BY_HOP and k.lower() not in ("host", PLANNED_HEADER.lower())}
                 headers["Host"] = proxy.host_header
                 if proxy._api_key is not None:
                     headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
@@ -347,6 +438,7 @@ class LLMProxy:
                     self.wfile.write(data)
 
             def _meter(self, data: bytes, content_type: str, encoding: str) -> None:
+                proxy._note_answer()
                 usage = usage_of(data, content_type, encoding)
                 if usage is None:
                     proxy._count(unmetered=1)

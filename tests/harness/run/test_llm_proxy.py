@@ -9,12 +9,13 @@ import json
 import os
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from openpert.run.llm_proxy import LLMProxy, LLMProxyError, usage_of
-from openpert.testing.llm_server import OpenAIStubServer
+from openpert.run.llm_proxy import MAX_PLANNED, PLANNED_HEADER, LLMProgress, LLMProxy, LLMProxyError, planned_claim, usage_of
+from openpert.testing.llm_server import OpenAIStubServer, StubHTTPError
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -30,11 +31,11 @@ class UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.unix_path)
 
 
-def ask(path: Path, method: str, target: str, body: dict | None = None) -> tuple[int, dict]:
+def ask(path: Path, method: str, target: str, body: dict | None = None, headers: dict | None = None) -> tuple[int, dict]:
     connection = UnixHTTPConnection(path)
     try:
         data = None if body is None else json.dumps(body).encode()
-        connection.request(method, target, body=data, headers={"Content-Type": "application/json"})
+        connection.request(method, target, body=data, headers={"Content-Type": "application/json", **(headers or {})})
         response = connection.getresponse()
         return response.status, json.loads(response.read())
     finally:
@@ -180,3 +181,55 @@ def test_the_proxy_sends_its_own_api_key_in_place_of_the_jobs(tmp_path):
         seen = {k.lower(): v for k, v in server.headers[0].items()}
     assert seen["authorization"] == "Bearer sk-harness"
     assert seen["host"] == server.base_url.split("/")[2]  # the configured host, not the job's relay
+
+
+def test_the_planned_header_is_recorded_and_never_reaches_the_server(tmp_path, caplog):
+    answers = iter(["ok", "ok", StubHTTPError(500, "busy"), "ok"])
+
+    def responder(request: dict) -> str:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with OpenAIStubServer(responder) as server, LLMProxy(server.base_url, tmp_path / "llm.sock") as proxy:
+        assert proxy.progress == LLMProgress(answered=0, planned=0, completion_tokens=0, seconds=None)
+        assert ask(proxy.socket_path, "GET", "/v1/models", headers={PLANNED_HEADER: "7"})[0] == 200
+        # A GET is no generation request: neither its claim nor its time counts.
+        assert proxy.progress == LLMProgress(answered=0, planned=0, completion_tokens=0, seconds=None)
+        sent = ["3", "5", "4", "nine"]  # requests in flight may carry an older count: the largest is kept
+        statuses = [ask(proxy.socket_path, "POST", "/v1/chat/completions", chat(f"q{i}"), {PLANNED_HEADER: value})[0]
+                    for i, value in enumerate(sent)]
+        time.sleep(0.05)
+        progress = proxy.progress
+        seen = [{k.lower() for k in headers} for headers in server.headers]
+    assert statuses == [200, 200, 500, 200]
+    # Answers are the successful responses; the failed one counts as a request only.
+    assert progress.answered == 3 and proxy.counts["requests"] == 4
+    assert progress.planned == 5  # "nine" is ignored, with a warning
+    assert progress.completion_tokens == proxy.counts["completion_tokens"] == 3 * 2 * 1
+    assert progress.seconds is not None and progress.seconds >= 0.05
+    assert progress.tokens_per_second == pytest.approx(progress.completion_tokens / progress.seconds)
+    assert all(PLANNED_HEADER.lower() not in headers for headers in seen) and len(seen) == 4
+    assert [r.getMessage() for r in caplog.records if PLANNED_HEADER in r.getMessage()] == [
+        f"llm proxy: ignoring {PLANNED_HEADER} 'nine' (not a whole number up to {MAX_PLANNED}); the progress output "
+        "shows no planned count for it"]
+
+
+@pytest.mark.parametrize(("value", "claim"), [("120", 120), (" 120 ", 120), ("0", 0), (str(MAX_PLANNED), MAX_PLANNED),
+                                              (str(MAX_PLANNED + 1), None), ("9" * 400, None), ("-3", None),
+                                              ("1e3", None), ("١٢", None), ("", None), (None, None)])
+def test_a_planned_claim_is_a_bounded_whole_number(value, claim):
+    assert planned_claim(value) == claim
+
+
+def test_the_client_and_the_proxy_name_the_same_header():
+    from pertsci.llm import PLANNED_HEADER as CLIENT_HEADER
+
+    assert CLIENT_HEADER == PLANNED_HEADER
+
+
+def test_no_rate_without_tokens():
+    assert LLMProgress(answered=2, planned=4, completion_tokens=0, seconds=3.0).tokens_per_second is None
+    assert LLMProgress(answered=0, planned=4, completion_tokens=0, seconds=None).tokens_per_second is None
+    assert LLMProgress(answered=2, planned=4, completion_tokens=30, seconds=3.0).tokens_per_second == 10.0

@@ -18,10 +18,13 @@ import pytest
 from sandbox_marks import needs_sandbox, reset_sandbox_probe
 
 from openpert.config.viash import ConfigError, read_config
-from openpert.engines.plan import label_resources, limits_for
+from openpert.engines import local
+from openpert.engines.local import LocalEngine
+from openpert.engines.plan import Job, label_resources, limits_for
 from openpert.run import component as component_module
 from openpert.run import sandbox as sandboxing
 from openpert.run.component import run_component
+from openpert.run.llm_proxy import PLANNED_HEADER
 from openpert.run.records import EXIT_MEMORY, EXIT_TIME
 from openpert.testing.llm_server import OpenAIStubServer
 
@@ -248,9 +251,12 @@ def test_llm_job_reaches_its_model_through_the_proxy_and_nothing_else(project_co
         other.bind(("127.0.0.1", 0))
         other.listen(8)
         config = probe(project_copy, LLM_PROBE.format(other_port=other.getsockname()[1]), llm=True)
+        proxies = []
         result = run(project_copy, config, tmp_path / "w" / ("deep" * 30),  # a socket path beyond sun_path's 107 bytes
-                     args={"llm_base_url": model.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"})
+                     args={"llm_base_url": model.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"},
+                     on_llm_proxy=proxies.append)
         served = list(model.requests)
+        served_headers = [{name.lower() for name in headers} for headers in model.headers]
     assert result.succeeded, result.reason
     seen = report_of(result)
     assert seen["answers"] == [["echo: name one gene"] * 2, ["echo: name two genes please"] * 2]
@@ -262,6 +268,42 @@ def test_llm_job_reaches_its_model_through_the_proxy_and_nothing_else(project_co
     expected = {"requests": 2, "prompt_tokens": 3 + 4, "completion_tokens": 2 * (4 + 5), "unmetered": 0}
     assert result.llm_usage_counted == expected
     assert {k: seen["stats"][k] for k in expected} == expected
+    # The client said it planned two requests; the proxy kept it for the progress output, not for the server.
+    assert len(proxies) == 1 and (proxies[0].progress.answered, proxies[0].progress.planned) == (2, 2)
+    assert all(PLANNED_HEADER.lower() not in headers for headers in served_headers)
+
+
+@needs_bwrap
+def test_the_local_engine_shows_a_running_llm_jobs_answers_and_speed(project_copy, tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENPERT_LLM_BASE_URL", raising=False)
+    monkeypatch.setattr(local, "PROGRESS_TICK_S", 0.05)
+    monkeypatch.setattr(local, "LLM_LINE_INTERVAL_S", 0.0)
+    body = """
+    import time
+    from pertsci.llm import SamplingParams, client_from_arguments
+    client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
+    client.generate(["name one gene", "name two genes please", "and three"], SamplingParams(n=2, max_tokens=8))
+    time.sleep(1)  # the engine shows the answers while the job still runs
+    """
+    config = read_config(probe(project_copy, body, llm=True))
+    engine = LocalEngine(tmp_path / "out", progress="lines", sandbox=True)
+    with OpenAIStubServer() as model:
+        job = Job(job_id="syn/probe", stage="method", config=config, dataset_id="syn", method_id="probe",
+                  inputs={"input_train": data(project_copy, "train.h5ad"), "input_test": data(project_copy, "test.h5ad")},
+                  outputs={"output": "prediction.h5ad"},
+                  params={"llm_base_url": model.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"},
+                  limits=limits_for(config.labels, label_resources(project_copy), where=config.name), context={},
+                  allowed=None, publish_dir=tmp_path / "out" / "outputs" / "syn" / "probe")
+        [record] = engine.run([job])
+    assert record.succeeded, record.reason
+    lines = capsys.readouterr().err.splitlines()
+    progress = [line for line in lines if line.startswith("llm ")]
+    # 3 prompts, 2 samples each, of 4 + 5 + 3 words: the stub's completion tokens
+    assert record.llm_usage_counted["completion_tokens"] == 2 * (4 + 5 + 3)
+    assert progress and all(re.fullmatch(r"llm      syn/probe [0-3]/3 answers(, [\d,.]+ tokens/s)?", line) for line in progress)
+    assert re.fullmatch(r"llm      syn/probe 3/3 answers, [\d,.]+ tokens/s", progress[-1])
+    assert lines[-1].startswith("end      syn/probe succeeded")
+    assert engine._llm_progress() == {}  # the job's end ends its display
 
 
 @needs_bwrap
