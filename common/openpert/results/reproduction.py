@@ -538,7 +538,25 @@ def _run_context(results: dict) -> dict[str, Any]:
         "skipped": {s.get("id"): s.get("reason") for s in results.get("skipped") or []},
         "config_errors": {e.get("component"): e.get("reason") for e in results.get("config_errors") or []},
         "failures": results.get("failures") or [],
+        # The model this run's language-model components asked (None: no model was configured).
+        "llm": (results.get("provenance") or {}).get("llm"),
     }
+
+
+def _other_model_values(ctx: dict, method_id: str, metric_id: str | None) -> dict[str, Any] | None:
+    """What this run measured for a method whose published value is another model's, if it ran.
+
+    A reported value is a language model the benchmark cannot be; when the run asked a model of its
+    own (a small one that checks the path, say), its values of the same metric are shown beside the
+    paper's, named as another model's and never compared.
+    """
+    if not ctx["llm"] or metric_id is None:
+        return None
+    values = [{"dataset_id": d, "measured": float(s["raw"])} for (d, m, k), s in sorted(ctx["scores"].items(), key=str)
+              if m == method_id and k == metric_id and s.get("raw") is not None]
+    if not values:
+        return None
+    return {"model": ctx["llm"].get("model"), "max_tokens": ctx["llm"].get("max_tokens"), "values": values}
 
 
 def _absence(ctx: dict, dataset_id: str, method_id: str, metric_id: str) -> str:
@@ -571,7 +589,7 @@ def compare_value(source: Source, value: PublishedValue, ctx: dict,
         "measured": None, "ci_low": None, "ci_high": None, "n_seeds": None, "raw_sd": None,
         "difference": None, "within_spread": None, "within_ci": None, "status": "not_run", "reason": "",
         "note": " ".join(t for t in (value.note, dmap.note if dmap else "") if t),
-        "method_differences": mmap.differences if mmap else "", "items": None,
+        "method_differences": mmap.differences if mmap else "", "items": None, "other_model": None,
     }
 
     def not_run(reason: str) -> dict[str, Any]:
@@ -582,6 +600,8 @@ def compare_value(source: Source, value: PublishedValue, ctx: dict,
         return not_run(source.unmapped_method or "no counterpart of this method in the benchmark")
     if mmap.reported:
         row["status"], row["reason"] = "reported", mmap.reported
+        if mmap.method_id is not None:
+            row["other_model"] = _other_model_values(ctx, mmap.method_id, metric_id)
         return row
     if mmap.method_id is None:
         return not_run(mmap.not_run)

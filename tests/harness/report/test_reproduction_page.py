@@ -8,10 +8,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from report_fixture import HOSTILE, write_results_dir
+from report_fixture import HOSTILE, build_results, write_results_dir
 from test_site import parse
 
 from openpert.report import MISSING, render_site
+from openpert.report.reproduction import reproduction_section
+from openpert.report.task_results import TaskResults
 from openpert.results.reproduction import report_amendment
 
 
@@ -168,3 +170,20 @@ def test_the_section_in_chromium(site, tmp_path):
             assert watched.problems == []
         finally:
             context.close()
+
+
+def test_a_reported_method_run_here_with_another_model_shows_those_values_in_a_column_of_their_own(tmp_path):
+    data = build_results()
+    reported = {"source_id": "t2", "published_dataset": "Paper set", "published_method": "Qwen3-14B",
+                "published_metric": "Acc", "method_id": "big_llm", "metric_id": "macro_auroc", "published": 0.47,
+                "status": "reported", "reason": "An open-weights model.", "spread": None,
+                "other_model": {"model": "smollm2-135m", "max_tokens": 32,
+                                "values": [{"dataset_id": "k562", "measured": 0.3125}]}}
+    data["reproduction"] = {"sources": [{"id": "t2", "label": "Table 2", "citation": "", "where": ""}],
+                            "rows": [reported, {**reported, "published_method": "GPT", "other_model": None}],
+                            "counts": {"reported": 2}}
+    page = tmp_path / "page.html"
+    page.write_text(f"<html><body>{reproduction_section(TaskResults(data, tmp_path))}</body></html>")
+    rows = _rows(parse(page), "table-reproduction-0-reported")
+    assert rows["Qwen3-14B"][3] == "K562 essential 0.312 (another model: smollm2-135m, completions capped at 32 tokens)"
+    assert rows["GPT"][3] == MISSING and rows["GPT"][4] == "An open-weights model."

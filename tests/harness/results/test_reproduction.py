@@ -170,6 +170,16 @@ def test_language_model_rows_are_reported_without_a_measurement(section):
     row = _row(section, "A", "Talker")
     assert row["status"] == "reported" and row["measured"] is None and row["published"] == 0.60
     assert row["reason"] == "A language model: shown as the paper reports it."
+    assert row["other_model"] is None  # the run asked no model of its own
+
+
+def test_a_reported_method_run_with_another_model_shows_that_models_values_beside_never_compared(tmp_path):
+    results = _results({("ds_c", "talker"): 0.31, ("ds_a", "inside"): 0.55},
+                       provenance={"llm": {"model": "smollm2-135m", "max_tokens": 32, "datasets": ["*c"]}})
+    row = _row(reproduction_section(results, _task(tmp_path)), "A", "Talker")
+    assert row["status"] == "reported" and row["measured"] is None and row["difference"] is None
+    assert row["other_model"] == {"model": "smollm2-135m", "max_tokens": 32,
+                                  "values": [{"dataset_id": "ds_c", "measured": 0.31}]}
 
 
 def test_counts_and_order(section):
