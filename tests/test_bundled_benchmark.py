@@ -45,3 +45,22 @@ def test_no_job_failed(task):
     # The bundled resources are small and every component's test passes on them: a failure here is a bug.
     failures = [f"{f['job_id']}: {f['reason'][:200]}" for f in _results(task)["failures"]]
     assert failures == [], f"{task}:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_language_model_component_answered_by_the_model_ran(task):
+    # scripts/run_benchmark_with_llm.sh: a real model answers every language-model method and judge.
+    results = _results(task)
+    needs_model = sorted(s["id"] for s in results["skipped"] if "language model" in str(s.get("reason")))
+    llm = (results.get("provenance") or {}).get("llm")
+    if llm is None:
+        if os.environ.get("OPENPERT_REQUIRE_REAL_LLM") and needs_model:
+            pytest.fail(f"{task}: the bundled run had no model, so {', '.join(needs_model)} did not run "
+                        "(run scripts/run_benchmark_with_llm.sh)")
+        pytest.skip(f"{task}: the bundled run had no language model")
+    assert needs_model == [], f"{task}: skipped with a model configured: {needs_model}"
+    usage = {row["component"] for row in results["llm_usage"]}
+    task_dir = ROOT / "src" / task
+    expected = {p.parent.name for p in task_dir.glob("*/*/config.vsh.yaml") if "llm_base_url" in p.read_text()}
+    assert expected <= usage, f"{task}: no language-model use recorded for {sorted(expected - usage)}"
+    assert all(row["requests"] > 0 or row["cache_hits"] > 0 for row in results["llm_usage"]), results["llm_usage"]
