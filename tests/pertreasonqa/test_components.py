@@ -268,7 +268,7 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
             return format_response("no path", "unchanged", []) + "\nThanks!"  # text outside the blocks
         return llm_test_responder.respond(request)
 
-    with OpenAIStubServer(responder) as server:
+    with OpenAIStubServer(responder, model="stub") as server:
         llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
         pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(folder), **llm}, tmp_path)).obs
         requests = list(server.requests)
@@ -332,7 +332,7 @@ def test_methods_on_chemical_items(tmp_path):
     lgbm = scores(run("methods/lightgbm", dataset_args(CHEMICAL), tmp_path), CHEMICAL)
     assert lgbm["path_connectivity"] == 1.0 and 0 <= lgbm["balanced_accuracy"] <= 1
 
-    with OpenAIStubServer(llm_test_responder.respond) as server:
+    with OpenAIStubServer(llm_test_responder.respond, model="stub") as server:
         llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
         pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(CHEMICAL), **llm}, tmp_path)).obs
         summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(CHEMICAL), **llm, "gene_descriptions": "false"},
