@@ -24,6 +24,28 @@ returned in the caller's order: prompts that share a prefix (the same
 perturbation, the same retrieved context) then follow each other, which
 vLLM's automatic prefix caching rewards.
 
+What the ``openai`` backend does where servers differ:
+
+* The model. A configured model name must be one the server lists
+  (``GET /models``); otherwise :class:`LLMConfigError` names what it serves,
+  before anything is generated (llama-cpp-python's server would answer any name
+  with its one model, silently). A server without the listing (HTTP 404) is
+  used as configured, with a warning.
+* Fewer choices than ``n``. llama-cpp-python's server ignores ``n`` and answers
+  one choice. The client then asks for each missing sample with a further
+  request of ``n=1`` (seeds ``seed + 1``, ``seed + 2``, ... when a seed is set,
+  none otherwise), so every caller gets its ``n`` samples; those requests count
+  in :attr:`LLMClient.stats` as requests.
+* A prompt longer than the model's context window. The server's HTTP 400
+  (code ``context_length_exceeded``, or vLLM's "maximum context length is N
+  tokens" wordings) is not an error of the run: the prompt is answered with
+  ``n`` empty texts, which every task parses as an abstention, and recorded as a
+  :class:`PromptTooLong` in :attr:`LLMClient.failures` (and counted as
+  ``failed``). Such answers are never cached, so a rerun asks again.
+* A server that stops mid-run. Every answer is written to the cache as soon as
+  it arrives; when retries are exhausted, the error says how many of the
+  call's answers are in the cache, which a rerun does not ask again.
+
 ``backend="auto"`` picks ``vllm`` when a model is given, ``vllm`` is importable
 and no base URL is set; otherwise ``openai``.
 
@@ -41,8 +63,14 @@ the cache.
 
 Configuration comes from arguments or, when an argument is ``None``, from the
 environment variables ``OPENPERT_LLM_BASE_URL``, ``OPENPERT_LLM_MODEL``,
-``OPENPERT_LLM_MODEL_SHA256``, ``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND``
-and ``OPENPERT_LLM_CACHE``.
+``OPENPERT_LLM_MODEL_SHA256``, ``OPENPERT_LLM_API_KEY``, ``OPENPERT_LLM_BACKEND``,
+``OPENPERT_LLM_CACHE`` and ``OPENPERT_LLM_MAX_TOKENS``.
+
+``OPENPERT_LLM_MAX_TOKENS`` (``max_tokens_cap``) caps the tokens generated per
+completion: each request asks for ``min(sampling.max_tokens, cap)``, and that is
+the value its cache key holds. It is for checking a benchmark's path end to end
+on a small model with a short context window, not for results: answers cut short
+are not the method's answers.
 
 Examples
 --------
@@ -66,7 +94,7 @@ import sys
 import threading
 import time
 import urllib.error
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +108,7 @@ __all__ = [
     "LLMError",
     "LLMConfigError",
     "LLMRequestError",
+    "PromptTooLong",
     "client_from_arguments",
     "normalize_prompt",
     "ENV_CACHE",
@@ -93,6 +122,7 @@ ENV_MODEL = "OPENPERT_LLM_MODEL"
 ENV_MODEL_SHA256 = "OPENPERT_LLM_MODEL_SHA256"
 ENV_API_KEY = "OPENPERT_LLM_API_KEY"
 ENV_BACKEND = "OPENPERT_LLM_BACKEND"
+ENV_MAX_TOKENS = "OPENPERT_LLM_MAX_TOKENS"
 
 BACKENDS = ("auto", "openai", "vllm", "dry_run")
 #: Fields of a server's ``GET /models`` entry that tell the weights apart, as they enter the model's
@@ -120,9 +150,16 @@ PLANNED_HEADER = "X-Openpert-Planned"
 #: ``prompt_tokens``, ``completion_tokens``  tokens the backend reported (the server's ``usage``, or
 #:                  vLLM's token ids); cached answers cost none;
 #: ``unmetered``    answered requests whose response reported no ``usage``, so that missing token
-#:                  counts are visible rather than read as zero.
+#:                  counts are visible rather than read as zero;
+#: ``failed``       prompts the server refused as longer than the model's context window, answered
+#:                  with empty texts (:attr:`LLMClient.failures` names them);
+#: ``context_window``  the model's context window in tokens as the server stated it in those refusals
+#:                  (the largest stated; 0 when none was refused or none stated it). Not a count:
+#:                  combined by its largest value (:data:`LARGEST_KEYS`), never summed.
 STATS_KEYS = ("prompts", "samples", "generated", "cache_hits", "requests", "retries", "prompt_tokens",
-              "completion_tokens", "unmetered")
+              "completion_tokens", "unmetered", "failed", "context_window")
+#: Keys of :data:`STATS_KEYS` combined over clients (or jobs) by their largest value.
+LARGEST_KEYS = ("context_window",)
 
 
 Message = Mapping[str, str]
@@ -167,6 +204,61 @@ class LLMRequestError(LLMError):
         self.url = url
         self.status = status
         self.server_message = server_message
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptTooLong:
+    """A prompt the server refused as longer than the model's context window; it was answered with empty texts.
+
+    Attributes
+    ----------
+    item : str or None
+        The item the prompt was for, as the caller labelled it (``labels=`` of
+        :meth:`LLMClient.generate`); ``None`` when it gave no labels.
+    prompt_tokens : int or None
+        The prompt's length in tokens, as the server counted it (``None``: its message did not say).
+    context_window : int or None
+        The model's context window in tokens, as the server stated it.
+    completion_tokens : int or None
+        The completion tokens the request asked for, when the server's message names them.
+    server_message : str
+        What the server said.
+    """
+
+    item: str | None
+    prompt_tokens: int | None
+    context_window: int | None
+    completion_tokens: int | None = None
+    server_message: str = ""
+
+    def describe(self) -> str:
+        """One line for a log and for an output's ``uns["llm_failures"]``."""
+        item = f"item {self.item}" if self.item is not None else "a prompt without an item label"
+        tokens, window = self.prompt_tokens, self.context_window
+        if tokens is None or window is None:
+            said = f"prompt is longer than the model's context window (the server said: {self.server_message})"
+        elif tokens >= window:
+            said = f"prompt of {tokens} tokens is longer than the model's context window of {window} tokens"
+        else:
+            # vLLM refuses a prompt that leaves less room than max_tokens in the window.
+            asked = "the completion" if self.completion_tokens is None else f"the {self.completion_tokens} completion tokens asked"
+            said = (f"prompt of {tokens} tokens leaves no room for {asked} in the model's context window of "
+                    f"{window} tokens")
+        return f"{item}: {said}; answered as an abstention"
+
+
+class _ContextRefused(LLMRequestError):
+    """The server refused a request as longer than the model's context window (HTTP 400).
+
+    Attributes
+    ----------
+    refusal : PromptTooLong
+        What the server's message says (no item yet).
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None, server_message: str, refusal: PromptTooLong):
+        super().__init__(message, url=url, status=status, server_message=server_message)
+        self.refusal = refusal
 
 
 @dataclasses.dataclass
@@ -288,7 +380,8 @@ class LLMClient:
     model : str, optional
         Model name (served name for ``openai``, path or hub id for ``vllm``).
         Default ``$OPENPERT_LLM_MODEL``. With the ``openai`` backend and no
-        model, the first model listed by ``GET {base_url}/models`` is used.
+        model, the first model listed by ``GET {base_url}/models`` is used; a
+        model given must be one listed there.
     model_sha256 : str, optional
         SHA-256 (64 hexadecimal digits) of the model's file, e.g. the GGUF a
         llama.cpp server serves, which its ``GET /models`` does not identify.
@@ -318,15 +411,29 @@ class LLMClient:
     timeout : float
         Seconds to wait for one HTTP response (long generations are slow).
     batch_size : int
-        Prompts handed to the backend at once; the cache is written after each
-        batch, which bounds the work lost when a run is interrupted.
+        Prompts handed to the backend at once. A server's answers are cached
+        one by one as they arrive; in-process vLLM's after each batch, which
+        bounds the work lost when a run is interrupted.
+    max_tokens_cap : int, optional
+        Largest ``max_tokens`` sent (and keyed in the cache), whatever the
+        sampling asks. Default ``$OPENPERT_LLM_MAX_TOKENS``, else no cap. For
+        checking a benchmark's path on a small model, not for results.
     vllm_kwargs : dict, optional
         Extra arguments for ``vllm.LLM`` (``tensor_parallel_size``, ...).
+
+    Attributes
+    ----------
+    stats : dict
+        Counters of what the client did (:data:`STATS_KEYS`).
+    failures : list of PromptTooLong
+        The prompts refused as longer than the model's context window, call
+        by call, in the order of each call's prompts.
 
     Raises
     ------
     LLMConfigError
-        When neither a base URL nor a model usable with vLLM is configured.
+        When neither a base URL nor a model usable with vLLM is configured, or
+        the cap is not a positive whole number.
     """
 
     def __init__(
@@ -345,6 +452,7 @@ class LLMClient:
         retry_seed: int = 0,
         timeout: float = 600.0,
         batch_size: int = 256,
+        max_tokens_cap: int | None = None,
         vllm_kwargs: Mapping[str, Any] | None = None,
     ):
         self.base_url = _first_set(base_url, os.environ.get(ENV_BASE_URL))
@@ -375,6 +483,7 @@ class LLMClient:
         self.retry_max_delay = float(retry_max_delay)
         self.timeout = float(timeout)
         self.batch_size = int(batch_size)
+        self.max_tokens_cap = _checked_cap(_first_set(max_tokens_cap, os.environ.get(ENV_MAX_TOKENS)))
         self.vllm_kwargs = dict(vllm_kwargs or {})
         self._http = None if self.base_url is None else HTTPTransport(self.base_url)
 
@@ -383,16 +492,23 @@ class LLMClient:
         self._rng = random.Random(retry_seed)
         self._lock = threading.Lock()
         self._vllm_llm = None
-        # GET /models, asked once: the model's name when none is configured, and its identity.
+        # GET /models, asked once: the model's name when none is configured, whether the server
+        # serves the one configured, and its identity.
         self._served: list[dict[str, Any]] | None = None
+        self._model_checked = False
+        self._model_lock = threading.Lock()
         self._identity: dict[str, Any] | None = None
         self._identity_lock = threading.Lock()
+        # Said once per client: the server answers fewer choices than n.
+        self._topping_up_said = False
         # A dry run's prompts already "sent" (cache keys), and how it counts their tokens.
         self._dry_run_sent: set[str] = set()
         self._token_counter: TokenCounter | None = None
         #: Counters of what this client did (see :data:`STATS_KEYS`).
         self.stats = dict.fromkeys(STATS_KEYS, 0)
         self._planned_requests = 0  # sent as PLANNED_HEADER
+        #: Prompts refused as longer than the model's context window (see :class:`PromptTooLong`).
+        self.failures: list[PromptTooLong] = []
 
     # -- configuration -----------------------------------------------------
 
@@ -430,12 +546,24 @@ class LLMClient:
     def resolved_model(self) -> str:
         """The model name used in requests and cache keys.
 
-        With the ``openai`` backend and no configured model, asks the server
-        (``GET /models``) once and keeps the first id.
+        With the ``openai`` backend, asks the server (``GET /models``) once: without a configured
+        model, the first id it lists is used; a configured model must be one it lists.
+
+        Raises
+        ------
+        LLMConfigError
+            When the server lists models and not the configured one (the message names those it
+            serves), or lists none and no model is configured.
+        LLMRequestError
+            When the server cannot be reached.
         """
-        if self.model is None:
-            self.model = self._discover_model()
-        return self.model
+        with self._model_lock:
+            if self.model is None:
+                self.model = self._discover_model()
+            elif self.backend == "openai" and not self._model_checked:
+                self._check_served(self.model)
+            self._model_checked = True
+            return self.model
 
     def _served_models(self) -> list[dict[str, Any]]:
         """The entries of ``GET {base_url}/models`` that have an ``id``, asked once per client."""
@@ -452,6 +580,26 @@ class LLMClient:
         log.info("using model %s served at %s", ids[0], self.base_url)
         return ids[0]
 
+    def _check_served(self, model: str) -> None:
+        """Raise :class:`LLMConfigError` unless the server lists ``model`` (a server without the list passes)."""
+        url = f"{self.base_url}/models"
+        try:
+            entries = self._served_models()
+        except LLMRequestError as exc:
+            if exc.status is None or exc.status >= 500 or exc.status == 429:
+                raise
+            # A server without the list (HTTP 404): the name cannot be checked, and is all there is to key on.
+            log.warning("%s answered HTTP %s: the model %s cannot be checked, and its answers are cached under "
+                        "its name alone", url, exc.status, model)
+            self._served = []
+            return
+        ids = [str(m["id"]) for m in entries]
+        if model not in ids:
+            # A server may answer any name with the model it has (llama-cpp-python's does): never ask it.
+            raise LLMConfigError(f"the server at {self.base_url} does not serve the model {model!r}; it serves "
+                                 f"{', '.join(repr(i) for i in ids) or 'nothing'} (GET {url}). Set the model "
+                                 f"(--llm_model or ${ENV_MODEL}) to one of them.")
+
     def model_identity(self) -> dict[str, Any]:
         """What tells the model's weights apart beyond its name, as it enters the cache key.
 
@@ -460,8 +608,8 @@ class LLMClient:
         * ``sha256``: the configured ``model_sha256``; in process, the SHA-256 of a model that
           is a local file (a GGUF), or of the files of a local folder;
         * with a server, the :data:`SERVED_IDENTITY_FIELDS` of its ``GET /models`` entry for the
-          model (vLLM's ``root`` and ``parent``, llama.cpp's ``meta``); a server that lists no
-          such entry, or has no ``/models``, adds nothing, with a warning;
+          model (vLLM's ``root`` and ``parent``, llama.cpp's ``meta``); a server without
+          ``/models`` adds nothing (:meth:`resolved_model` warns);
         * in process, ``root`` (the model as given) and vLLM's ``revision`` when set.
 
         Returns
@@ -498,26 +646,16 @@ class LLMClient:
         return identity
 
     def _served_identity(self, model: str) -> dict[str, Any]:
-        url = f"{self.base_url}/models"
-        try:
-            entries = self._served_models()
-        except LLMRequestError as exc:
-            if exc.status is None or exc.status >= 500 or exc.status == 429:
-                raise
-            # A server without the list (HTTP 404): the name is all there is to key on.
-            log.warning("%s answered HTTP %s: answers of %s are cached under its name alone", url, exc.status, model)
-            self._served = []
-            return {}
-        entry = next((m for m in entries if m["id"] == model), None)
+        # resolved_model() has checked the model against the list; no entry: a server without the list.
+        entry = next((m for m in self._served or [] if m["id"] == model), None)
         if entry is None:
-            listed = ", ".join(str(m["id"]) for m in entries) or "nothing"
-            log.warning("%s lists %s, not %s: its answers are cached under its name alone", url, listed, model)
             return {}
         return {field: entry[field] for field in SERVED_IDENTITY_FIELDS if entry.get(field) is not None}
 
     # -- public API --------------------------------------------------------
 
-    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None) -> list[list[str]]:
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingParams | None = None, *,
+                 labels: Sequence[object] | None = None) -> list[list[str]]:
         """Generate ``sampling.n`` completions for each prompt.
 
         Parameters
@@ -525,18 +663,30 @@ class LLMClient:
         prompts : sequence of prompt
             Each a string (sent as one user message) or a list of chat messages.
         sampling : SamplingParams, optional
-            Default ``SamplingParams()``.
+            Default ``SamplingParams()``. Its ``max_tokens`` is capped at :attr:`max_tokens_cap`.
+        labels : sequence, optional
+            The item each prompt is for (e.g. the item ids of a task's test file), one per
+            prompt: a prompt the server refuses as too long is recorded under it
+            (:attr:`failures`).
 
         Returns
         -------
         list of list of str
-            One list of ``n`` texts per prompt, in input order.
+            One list of ``n`` texts per prompt, in input order; ``n`` empty texts for a prompt
+            longer than the model's context window.
+
+        Raises
+        ------
+        LLMRequestError
+            When a request fails for good; the message says how many of the call's answers are
+            in the cache, which a rerun does not ask again.
 
         Notes
         -----
         Cached prompts are not sent. With the cache on, identical prompts in
         one call are sent once and share the answer, exactly as they would on
-        a later call; with ``cache_dir=None`` every prompt is sent.
+        a later call; with ``cache_dir=None`` every prompt is sent. Each answer
+        is cached as soon as it arrives.
         """
         if isinstance(prompts, str) or (
             isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], Mapping)
@@ -545,8 +695,11 @@ class LLMClient:
                 "generate() takes a list of prompts; wrap a single prompt (string or message list) in a list "
                 "or use generate_one()"
             )
-        sampling = sampling or SamplingParams()
+        sampling = self.capped(sampling or SamplingParams())
         conversations = [normalize_prompt(p) for p in prompts]
+        items = [None] * len(conversations) if labels is None else [str(label) for label in labels]
+        if len(items) != len(conversations):
+            raise ValueError(f"generate() got {len(items)} labels for {len(conversations)} prompts")
         if not conversations:
             return []
         model = self.resolved_model()
@@ -557,18 +710,22 @@ class LLMClient:
             self.stats["samples"] += len(conversations) * sampling.n
         results: list[list[str] | None] = [None] * len(conversations)
         identity = self.model_identity() if self._cache is not None else None
+        key_dict = sampling.to_key_dict()
 
         # Work out what must be generated; indices sharing a key share a request.
         todo: dict[str, list[int]] = {}
+        cached: set[str] = set()  # keys of the call's answers in the cache: hits, then answers as they arrive
+        refused: dict[int, PromptTooLong] = {}  # index -> the refusal of its prompt as too long
         if self._cache is not None:
             for i, messages in enumerate(conversations):
-                key = cache_key(model, messages, sampling.to_key_dict(), identity)
+                key = cache_key(model, messages, key_dict, identity)
                 if key in todo:
                     todo[key].append(i)
                     continue
                 hit = self._cache.get(key, sampling.n)
                 if hit is not None:
                     results[i] = list(hit)
+                    cached.add(key)
                     with self._lock:
                         self.stats["cache_hits"] += 1
                 else:
@@ -576,21 +733,59 @@ class LLMClient:
         else:
             todo = {str(i): [i] for i in range(len(conversations))}
 
+        def keep(entry: tuple[str, list[int]], outcome: list[str] | PromptTooLong) -> None:
+            """File one prompt's outcome as it arrives (on a worker thread): cache its answer at once."""
+            key, indices = entry
+            if isinstance(outcome, PromptTooLong):
+                # Not cached: the same prompt to a model with a longer window gets an answer.
+                with self._lock:
+                    refused.update((j, dataclasses.replace(outcome, item=items[j])) for j in indices)
+                    self.stats["failed"] += len(indices)
+                    self.stats["context_window"] = max(self.stats["context_window"], outcome.context_window or 0)
+                for j in indices:
+                    results[j] = [""] * sampling.n
+                return
+            if self._cache is not None:
+                self._cache.put(key, model, conversations[indices[0]], key_dict, outcome, identity)
+                with self._lock:
+                    cached.add(key)
+            for j in indices:
+                results[j] = list(outcome)
+            with self._lock:
+                self.stats["generated"] += 1
+
         # Prompts sharing a prefix are sent together (and answers put back by index).
         pending = sorted(todo.items(), key=lambda item: prompt_key(conversations[item[1][0]]))
         with self._lock:
             self._planned_requests += len(pending)
-        for start in range(0, len(pending), self.batch_size):
-            batch = pending[start : start + self.batch_size]
-            texts = self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model)
-            for (key, indices), out in zip(batch, texts):
-                if self._cache is not None:
-                    self._cache.put(key, model, conversations[indices[0]], sampling.to_key_dict(), out, identity)
-                for j in indices:
-                    results[j] = list(out)
-            with self._lock:
-                self.stats["generated"] += len(batch)
+        distinct = len(cached) + len(todo)
+        try:
+            for start in range(0, len(pending), self.batch_size):
+                batch = pending[start : start + self.batch_size]
+                self._generate_uncached([conversations[idx[0]] for _, idx in batch], sampling, model,
+                                        lambda position, outcome, batch=batch: keep(batch[position], outcome))
+        except LLMRequestError as exc:
+            raise self._interrupted(exc, in_cache=len(cached), distinct=distinct) from exc
+        with self._lock:
+            # In the caller's order, whatever order the refusals arrived in: outputs listing them stay the same.
+            self.failures.extend(refused[j] for j in sorted(refused))
         return results  # type: ignore[return-value]
+
+    def capped(self, sampling: SamplingParams) -> SamplingParams:
+        """``sampling`` with ``max_tokens`` at most :attr:`max_tokens_cap`: what is sent and keyed in the cache."""
+        if self.max_tokens_cap is None or sampling.max_tokens <= self.max_tokens_cap:
+            return sampling
+        return dataclasses.replace(sampling, max_tokens=self.max_tokens_cap)
+
+    def _interrupted(self, exc: LLMRequestError, *, in_cache: int, distinct: int) -> LLMRequestError:
+        """``exc`` saying what of the call is kept: the answers in the cache, which a rerun does not ask again."""
+        if self._cache is None:
+            kept = (f"the generation cache is off, so a rerun asks all {distinct} prompts of this call again "
+                    "(set a cache folder to keep answers across runs)")
+        else:
+            kept = (f"{in_cache} of the {distinct} answers of this call are in the generation cache ({self.cache_dir}); "
+                    f"a rerun (openpert benchmark --resume) asks only the other {distinct - in_cache}")
+        return LLMRequestError(f"{exc}; {kept}", url=exc.url, status=exc.status, server_message=exc.server_message)
 
     def generate_one(self, prompt: Prompt, sampling: SamplingParams | None = None) -> list[str]:
         """:meth:`generate` for one prompt: its list of ``n`` texts."""
@@ -621,12 +816,14 @@ class LLMClient:
 
     # -- backends ----------------------------------------------------------
 
-    def _generate_uncached(
-        self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str
-    ) -> list[list[str]]:
+    def _generate_uncached(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str,
+                           on_answer: Callable[[int, list[str] | PromptTooLong], None]) -> None:
+        """Generate every conversation, calling ``on_answer(position, texts or refusal)`` as each is answered."""
         if self.backend == "vllm":
-            return self._generate_vllm(conversations, sampling)
-        return self._generate_openai(conversations, sampling, model)
+            for position, texts in enumerate(self._generate_vllm(conversations, sampling)):
+                on_answer(position, texts)
+            return
+        self._generate_openai(conversations, sampling, model, on_answer)
 
     def _generate_vllm(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams) -> list[list[str]]:
         vllm = _import_vllm()
@@ -665,30 +862,33 @@ class LLMClient:
                 self.stats["completion_tokens"] += sum(len(getattr(c, "token_ids", None) or ()) for c in output.outputs)
         return texts
 
-    def _generate_openai(
-        self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str
-    ) -> list[list[str]]:
+    def _generate_openai(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str,
+                         on_answer: Callable[[int, list[str] | PromptTooLong], None]) -> None:
         url = f"{self.base_url}/chat/completions"
+
+        def ask(position: int) -> None:
+            # On the worker thread, so that the answer is kept even if another request fails later.
+            on_answer(position, self._chat_once(url, conversations[position], sampling, model))
+
         if len(conversations) == 1 or self.max_concurrency == 1:
-            return [self._chat_once(url, messages, sampling, model) for messages in conversations]
-        out: list[list[str] | None] = [None] * len(conversations)
+            for position in range(len(conversations)):
+                ask(position)
+            return
         pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=min(self.max_concurrency, len(conversations)), thread_name_prefix="openpert-llm"
         )
         try:
-            futures = {
-                pool.submit(self._chat_once, url, messages, sampling, model): i
-                for i, messages in enumerate(conversations)
-            }
+            futures = [pool.submit(ask, position) for position in range(len(conversations))]
             for future in concurrent.futures.as_completed(futures):
-                # result() re-raises the first failure; the finally below drops
-                # the requests not yet started rather than waiting for them.
-                out[futures[future]] = future.result()
+                # result() re-raises the first failure; the finally below drops the requests not yet
+                # started, and waits for those in flight, whose answers are then cached too.
+                future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-        return out  # type: ignore[return-value]
 
-    def _chat_once(self, url: str, messages: list[dict[str, str]], sampling: SamplingParams, model: str) -> list[str]:
+    def _chat_once(self, url: str, messages: list[dict[str, str]], sampling: SamplingParams,
+                   model: str) -> list[str] | PromptTooLong:
+        """The ``n`` texts of one prompt, or the server's refusal of it as longer than the context window."""
         payload: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -703,6 +903,31 @@ class LLMClient:
             payload["seed"] = int(sampling.seed)
         if sampling.stop is not None:
             payload["stop"] = sampling.stop_list()
+        try:
+            texts = self._choices(url, payload)
+            if len(texts) > sampling.n or not texts:
+                raise LLMError(f"{url} returned {len(texts)} choices for n={sampling.n}")
+            if len(texts) < sampling.n:
+                self._say_topping_up(url, len(texts), sampling.n)
+                with self._lock:
+                    # The progress the harness shows counts these requests too (PLANNED_HEADER).
+                    self._planned_requests += sampling.n - len(texts)
+            # A server that ignores n (llama-cpp-python's) answers one choice: each missing sample is
+            # asked on its own, with the next seeds, so that the samples differ as n's would.
+            for extra in range(1, sampling.n - len(texts) + 1):
+                one = {**payload, "n": 1}
+                if sampling.seed is not None:
+                    one["seed"] = int(sampling.seed) + extra
+                more = self._choices(url, one)
+                if len(more) != 1:
+                    raise LLMError(f"{url} returned {len(more)} choices for n=1")
+                texts += more
+        except _ContextRefused as exc:
+            return exc.refusal
+        return texts
+
+    def _choices(self, url: str, payload: dict[str, Any]) -> list[str]:
+        """Send one chat request; the texts of its choices, in index order (its usage counted)."""
         body = self._send_with_retries(url, payload)
         self._count_usage(body)
         choices = body.get("choices") if isinstance(body, dict) else None
@@ -716,12 +941,13 @@ class LLMClient:
             # content is null for e.g. a refusal or a pure tool call; an empty
             # text is what a scorer can handle.
             texts.append("" if content is None else str(content))
-        if len(texts) != sampling.n:
-            raise LLMError(
-                f"{url} returned {len(texts)} choices for n={sampling.n}; the server may not support n>1 "
-                "(ask with n=1 several times, with different seeds)"
-            )
         return texts
+
+    def _say_topping_up(self, url: str, got: int, n: int) -> None:
+        with self._lock:
+            said, self._topping_up_said = self._topping_up_said, True
+        if not said:
+            log.info("%s answered %d choices for n=%d; the other samples are asked one request each", url, got, n)
 
     def _count_usage(self, body: Any) -> None:
         """Add the tokens of a response's ``usage`` to :attr:`stats` (or count it as unmetered)."""
@@ -775,14 +1001,14 @@ class LLMClient:
                     except json.JSONDecodeError as exc:
                         raise LLMError(f"response from {url} is not JSON: {response.body[:300]!r}") from exc
                 status = response.status
-                server_message = _server_message(response)
+                server_message, code = _server_error(response)
                 if status != 429 and not 500 <= status < 600:
-                    raise LLMRequestError(
-                        f"LLM request to {url} failed with HTTP {status}: {server_message}",
-                        url=url,
-                        status=status,
-                        server_message=server_message,
-                    )
+                    message = f"LLM request to {url} failed with HTTP {status}: {server_message}"
+                    refusal = _context_refusal(server_message, code)
+                    if refusal is not None:
+                        raise _ContextRefused(message, url=url, status=status, server_message=server_message,
+                                              refusal=refusal)
+                    raise LLMRequestError(message, url=url, status=status, server_message=server_message)
                 last_status, last_error = status, f"HTTP {status}: {server_message}"
                 retry_after = _retry_after(response)
             if attempt == self.max_retries:
@@ -824,6 +1050,20 @@ def _checked_sha256(value: str | None) -> str | None:
     return digest
 
 
+def _checked_cap(value: object) -> int | None:
+    """The cap on generated tokens as a positive int, or ``None``; anything else is an error."""
+    if value is None:
+        return None
+    try:
+        cap = int(str(value).strip())
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise LLMConfigError(f"the cap on generated tokens (llm_max_tokens or ${ENV_MAX_TOKENS}) must be a whole "
+                             f"number of at least 1, got {value!r}")
+    return cap
+
+
 def _local_model_sha256(model: str) -> str | None:
     """SHA-256 of a model that is a local file, or of a local folder's files; ``None`` for a hub id.
 
@@ -849,24 +1089,50 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _server_message(response: Response) -> str:
-    """The error text of an HTTP error response, preferring OpenAI's ``error.message``."""
+def _server_error(response: Response) -> tuple[str, str | None]:
+    """The error text of an HTTP error response (preferring OpenAI's ``error.message``) and its ``error.code``."""
     text = response.body.decode("utf-8", errors="replace")
     try:
         body = json.loads(text)
     except json.JSONDecodeError:
-        return text[:500] or http.client.responses.get(response.status, "")
+        return text[:500] or http.client.responses.get(response.status, ""), None
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])
+            code = error.get("code")
+            return str(error["message"]), None if code is None else str(code)
         if isinstance(error, str):
-            return error
-        if body.get("message"):
-            return str(body["message"])
-        if body.get("detail"):
-            return str(body["detail"])
-    return text[:500]
+            return error, None
+        for field in ("message", "detail"):
+            if body.get(field):
+                return str(body[field]), None
+    return text[:500], None
+
+
+#: How servers state a context window in their refusals: llama-cpp-python's and vLLM's
+#: "This model's maximum context length is N tokens".
+_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
+#: The prompt's tokens: "(P in the messages, ..." (llama-cpp-python, older vLLM), "your request has P input
+#: tokens" and "your prompt contains at least P input tokens" (vLLM).
+_PROMPT_TOKENS = re.compile(r"\((\d+) in the messages|(\d+) input tokens")
+#: The completion's tokens: "..., C in the completion)", "is too large: C." and "requested C output tokens".
+_COMPLETION_TOKENS = re.compile(r"(\d+) in the completion|is too large: (\d+)|requested (\d+) output tokens")
+
+
+def _context_refusal(message: str, code: str | None) -> PromptTooLong | None:
+    """What a client-error response says of a request longer than the context window; ``None`` if it is not one."""
+    window = _WINDOW.search(message)
+    if code != "context_length_exceeded" and window is None:
+        return None
+    prompt = _PROMPT_TOKENS.search(message)
+    completion = _COMPLETION_TOKENS.search(message)
+    return PromptTooLong(
+        item=None,
+        prompt_tokens=None if prompt is None else int(next(g for g in prompt.groups() if g is not None)),
+        context_window=None if window is None else int(window.group(1)),
+        completion_tokens=None if completion is None else int(next(g for g in completion.groups() if g is not None)),
+        server_message=message,
+    )
 
 
 def _retry_after(response: Response) -> float | None:
@@ -892,6 +1158,7 @@ def client_from_arguments(
     llm_backend: str | None = None,
     llm_cache_dir: str | None = None,
     llm_max_concurrency: int | None = None,
+    llm_max_tokens: int | None = None,
     **options: Any,
 ) -> LLMClient:
     """Build a client from the values of the shared LLM argument group (``--llm_*``).
@@ -909,6 +1176,8 @@ def client_from_arguments(
         keeps the default.
     llm_max_concurrency
         Requests in flight at once.
+    llm_max_tokens
+        As :class:`LLMClient`'s ``max_tokens_cap`` (``None``: ``$OPENPERT_LLM_MAX_TOKENS``, else no cap).
     **options
         Passed on to :class:`LLMClient` (``max_retries``, ``timeout``, ...).
 
@@ -927,5 +1196,7 @@ def client_from_arguments(
                                 "backend": llm_backend, "cache_dir": cache_dir}
     if llm_max_concurrency is not None:
         settings["max_concurrency"] = int(llm_max_concurrency)
+    if llm_max_tokens is not None:
+        settings["max_tokens_cap"] = llm_max_tokens
     settings.update(options)
     return LLMClient(**settings)

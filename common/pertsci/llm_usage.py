@@ -14,8 +14,13 @@ reads it back, checks it and shows it per method and dataset (``docs/results_jso
 
 and the client's counters (:data:`pertsci.llm.STATS_KEYS`): ``prompts``, ``generated``,
 ``cache_hits``, ``requests``, ``retries``, ``prompt_tokens``, ``completion_tokens``,
-``unmetered``. Summaries and other intermediate generations count in the client's counters, not in
-``questions``.
+``unmetered``, ``failed`` (prompts longer than the model's context window, answered with empty
+texts: their samples are abstentions) and ``context_window`` (the window the server stated when
+it refused them, 0 otherwise). Summaries and other intermediate generations count in the client's
+counters, not in ``questions``.
+
+A component also writes ``uns["llm_failures"]`` (:func:`failure_notes`): one line per prompt
+refused as too long, naming its item, also printed to the job's log.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
-from pertsci.llm import STATS_KEYS
+import numpy as np
 
-__all__ = ["ANSWER_KEYS", "USAGE_KEYS", "AnswerTally", "usage_record"]
+from pertsci.llm import LARGEST_KEYS, STATS_KEYS, PromptTooLong
+
+__all__ = ["ANSWER_KEYS", "USAGE_KEYS", "AnswerTally", "usage_record", "failure_notes"]
 
 #: Counts of the parsed answers, kept by :class:`AnswerTally`.
 ANSWER_KEYS = ("questions", "samples", "abstentions", "fallbacks")
@@ -85,7 +92,7 @@ def usage_record(stats: Mapping[str, int] | Iterable[Mapping[str, int]], tally: 
     ----------
     stats
         :attr:`pertsci.llm.LLMClient.stats` of the client the component used, or of each of its
-        clients (summed).
+        clients (summed; ``context_window`` the largest).
     tally
         The component's parsed answers.
 
@@ -104,9 +111,31 @@ def usage_record(stats: Mapping[str, int] | Iterable[Mapping[str, int]], tally: 
     totals = dict.fromkeys(STATS_KEYS, 0)
     for one in stats:
         for key in STATS_KEYS:
-            totals[key] += int(one.get(key, 0))
+            value = int(one.get(key, 0))
+            totals[key] = max(totals[key], value) if key in LARGEST_KEYS else totals[key] + value
     counts = dataclasses.asdict(tally)
     if not 0 <= counts["abstentions"] <= counts["samples"] or not 0 <= counts["fallbacks"] <= counts["questions"]:
         raise ValueError(f"inconsistent answer counts {counts}: abstentions must be at most the samples and "
                          "fallbacks at most the questions")
     return {key: int(counts[key] if key in counts else totals[key]) for key in USAGE_KEYS}
+
+
+def failure_notes(failures: Iterable[PromptTooLong]) -> np.ndarray:
+    """The ``uns["llm_failures"]`` entry of a component: one line per prompt refused as too long, each printed.
+
+    Parameters
+    ----------
+    failures
+        :attr:`pertsci.llm.LLMClient.failures` of the component's client (or of each, chained).
+
+    Returns
+    -------
+    numpy.ndarray
+        The lines (:meth:`pertsci.llm.PromptTooLong.describe`) as strings, empty when no prompt
+        was refused, ready for an h5ad's ``uns``.
+    """
+    lines = [failure.describe() for failure in failures]
+    for line in lines:
+        # In the job's log, so the items that took the task's default are named there too.
+        print(line, flush=True)
+    return np.asarray(lines, dtype=str)

@@ -19,7 +19,7 @@ from llm_test_responder import stub_responder
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
-from openpert.testing.llm_server import OpenAIStubServer
+from openpert.testing.llm_server import OpenAIStubServer, StubHTTPError
 from pertsci import llm
 
 ROOT = find_project_root(Path(__file__).resolve())
@@ -197,6 +197,46 @@ def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monke
                         input_prediction=reference)
     assert not result.succeeded
     assert "judge answers holds readable scores" in result.log.read_text()
+
+
+#: vLLM's refusal of a prompt longer than its context window (HTTP 400).
+TOO_LONG = ("This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens. Please "
+            "reduce the length of the input messages.")
+
+
+def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(monkeypatch, tmp_path):
+    test, _ = read_items(FILES["input_test"])
+    solution, _ = read_items(FILES["input_solution"])
+    relation_item = test.index[test["task"] == TASK_RELATION][0]
+    mech = solution[solution["task"] == TASK_MECHANISM]
+    mech_item = mech.index[0]
+
+    def refusing(request):
+        user = request["messages"][-1]["content"]
+        # The method's question of one item; the judge's grading and coverage of another's explanation.
+        if user == test.loc[relation_item, "prompt"] or mech.loc[mech_item, "mechanism"] in user:
+            raise StubHTTPError(400, TOO_LONG)
+        return stub_responder(request)
+
+    said = "prompt of 5000 tokens is longer than the model's context window of 4096 tokens; answered as an abstention"
+    reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
+    with OpenAIStubServer(refusing) as server:
+        use_server(monkeypatch, server)
+        method, pred = run("methods", "llm_zero_shot", tmp_path, input_train=FILES["input_train"],
+                           input_test=FILES["input_test"])
+        judge, score = run("metrics", "mechanism_judge", tmp_path, input_solution=FILES["input_solution"],
+                           input_prediction=reference)
+    assert method.succeeded and judge.succeeded, (method.log.read_text() + judge.log.read_text())[-3000:]
+    answers = ad.read_h5ad(pred["output"])
+    assert list(answers.uns["llm_failures"]) == [f"item {relation_item}: {said}"]
+    assert f"item {relation_item}: {said}" in method.log.read_text()
+    assert answers.obs.loc[relation_item, "answer"] == ""  # no relation named: scored as wrong
+    usage = dict(answers.uns["llm_usage"])
+    assert (usage["failed"], usage["context_window"]) == (1, 4096) and usage["abstentions"] >= 1
+    scored = ad.read_h5ad(score["output"])
+    assert sorted(scored.uns["llm_failures"]) == [f"item {mech_item} (coverage): {said}", f"item {mech_item}: {said}"]
+    assert np.isnan(scored.obs.loc[mech_item, "factuality"]) and scored.uns["n_unreadable_judge"] == 1
+    assert dict(scored.uns["llm_usage"])["failed"] == 2
 
 
 def test_judge_validity_separates_rewrites_from_perturbations(monkeypatch, tmp_path):

@@ -22,7 +22,7 @@ class ScriptedClient:
     def __init__(self, answer):
         self.answer, self.batches = answer, []
 
-    def generate(self, conversations, sampling):
+    def generate(self, conversations, sampling, labels=None):
         self.batches.append(conversations)
         return [[self.answer(c)] for c in conversations]
 

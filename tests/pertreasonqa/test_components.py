@@ -268,7 +268,7 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
             return format_response("no path", "unchanged", []) + "\nThanks!"  # text outside the blocks
         return llm_test_responder.respond(request)
 
-    with OpenAIStubServer(responder) as server:
+    with OpenAIStubServer(responder, model="stub") as server:
         llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
         pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(folder), **llm}, tmp_path)).obs
         requests = list(server.requests)
@@ -308,6 +308,38 @@ def test_llm_methods_end_to_end_with_stub_server(hand, tmp_path):
     assert summer["answer"].tolist() == pred["answer"].tolist()
 
 
+#: llama-cpp-python's refusal of a prompt longer than its context window (HTTP 400).
+TOO_LONG = ("This model's maximum context length is 8192 tokens. However, you requested 9290 tokens (9034 in the messages, "
+            "256 in the completion). Please reduce the length of the messages or completion.")
+
+
+def test_a_prompt_longer_than_the_context_window_is_an_invalid_answer_named_in_the_log(hand, tmp_path):
+    from openpert.testing.llm_server import OpenAIStubServer, StubHTTPError
+
+    folder, _ = hand
+
+    def responder(request):
+        if "Effect gene: G2 " in request["messages"][-1]["content"]:
+            raise StubHTTPError(400, TOO_LONG)
+        return llm_test_responder.respond(request)
+
+    config = read_config(TASK / "methods" / "llm_zero_shot" / "config.vsh.yaml")
+    out = tmp_path / "prediction.h5ad"
+    with OpenAIStubServer(responder, model="stub") as server:
+        args = {**{k: str(v) for k, v in dataset_args(folder).items()}, "output": str(out),
+                "llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
+        result = run_component(config, args, work_dir=tmp_path / "run")
+    assert result.succeeded, result.log.read_text()[-3000:]
+    pred = ad.read_h5ad(out)
+    line = ("item K562|P|G2: prompt of 9034 tokens is longer than the model's context window of 8192 tokens; "
+            "answered as an abstention")
+    assert list(pred.uns["llm_failures"]) == [line] and line in result.log.read_text()
+    # Not scored silently: an invalid answer (always wrong), an abstention and a fallback in the account.
+    assert pred.obs.loc["K562|P|G2", "answer"] == "invalid" and pred.obs.loc["K562|P|G2", "response"] == ""
+    usage = dict(pred.uns["llm_usage"])
+    assert (usage["failed"], usage["context_window"], usage["abstentions"], usage["fallbacks"]) == (1, 8192, 1, 1)
+
+
 def n_test_items(folder: Path) -> int:
     return ad.read_h5ad(folder / "test.h5ad").n_obs
 
@@ -332,7 +364,7 @@ def test_methods_on_chemical_items(tmp_path):
     lgbm = scores(run("methods/lightgbm", dataset_args(CHEMICAL), tmp_path), CHEMICAL)
     assert lgbm["path_connectivity"] == 1.0 and 0 <= lgbm["balanced_accuracy"] <= 1
 
-    with OpenAIStubServer(llm_test_responder.respond) as server:
+    with OpenAIStubServer(llm_test_responder.respond, model="stub") as server:
         llm = {"llm_base_url": server.base_url, "llm_model": "stub", "llm_cache_dir": "none"}
         pred = ad.read_h5ad(run("methods/llm_zero_shot", {**dataset_args(CHEMICAL), **llm}, tmp_path)).obs
         summer = ad.read_h5ad(run("methods/summer_retrieval", {**dataset_args(CHEMICAL), **llm, "gene_descriptions": "false"},

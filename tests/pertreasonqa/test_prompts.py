@@ -46,7 +46,7 @@ class ScriptedClient:
     def __init__(self, replies):
         self.replies, self.sent = replies, None
 
-    def generate(self, conversations, sampling):
+    def generate(self, conversations, sampling, labels=None):
         self.sent = conversations
         return [[r] for r in self.replies]
 

@@ -27,6 +27,15 @@ def _clean_env(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+#: The model names these tests ask a stub for: a client asks only for a model its server lists.
+SERVED = ("test-model", "other", "env-model")
+
+
+def stub(responder=None, **kwargs) -> OpenAIStubServer:
+    """A stub server listing :data:`SERVED`."""
+    return OpenAIStubServer(responder, model=SERVED, **kwargs)
+
+
 def fast_client(server: OpenAIStubServer, **kwargs) -> LLMClient:
     options = {"base_url": server.base_url, "model": "test-model", "cache_dir": None, "retry_base_delay": 0.001}
     options.update(kwargs)
@@ -38,7 +47,7 @@ def test_request_json_and_order():
         content = req["messages"][-1]["content"]
         return [f"{content}#{i}" for i in range(req["n"])]
 
-    with OpenAIStubServer(responder) as server:
+    with stub(responder) as server:
         client = fast_client(server, api_key="secret")
         sampling = SamplingParams(temperature=0.3, top_p=0.9, max_tokens=17, n=2, seed=42, stop=["\n\n"])
         out = client.generate(["alpha", [{"role": "system", "content": "be brief"}, {"role": "user", "content": "beta"}]],
@@ -55,14 +64,14 @@ def test_request_json_and_order():
 
 
 def test_seed_left_out_when_unset():
-    with OpenAIStubServer() as server:
+    with stub() as server:
         fast_client(server).generate(["x"], SamplingParams())
     assert "seed" not in server.requests[0] and "stop" not in server.requests[0]
 
 
 def test_many_prompts_concurrently_in_order():
     prompts = [f"p{i}" for i in range(40)]
-    with OpenAIStubServer(delay=0.02) as server:
+    with stub(delay=0.02) as server:
         client = fast_client(server, max_concurrency=8)
         out = client.generate(prompts, SamplingParams(n=1))
     assert out == [[f"echo: p{i}"] for i in range(40)]
@@ -71,7 +80,7 @@ def test_many_prompts_concurrently_in_order():
 
 
 def test_retry_after_server_errors():
-    with OpenAIStubServer(lambda req: "ok", fail_first=2) as server:
+    with stub(lambda req: "ok", fail_first=2) as server:
         client = fast_client(server)
         assert client.generate(["hi"]) == [["ok"]]
     assert server.n_requests == 3
@@ -79,7 +88,7 @@ def test_retry_after_server_errors():
 
 
 def test_retry_on_429_and_give_up():
-    with OpenAIStubServer(status=429, status_message="slow down") as server:
+    with stub(status=429, status_message="slow down") as server:
         client = fast_client(server, max_retries=2)
         with pytest.raises(LLMRequestError, match="after 3 attempts.*429.*slow down"):
             client.generate(["hi"])
@@ -87,7 +96,7 @@ def test_retry_on_429_and_give_up():
 
 
 def test_client_error_fails_at_once():
-    with OpenAIStubServer(status=400, status_message="model 'x' does not exist") as server:
+    with stub(status=400, status_message="model 'x' does not exist") as server:
         client = fast_client(server)
         with pytest.raises(LLMRequestError) as info:
             client.generate(["hi"])
@@ -101,13 +110,13 @@ def test_responder_can_raise_http_error():
     def responder(req):
         raise StubHTTPError(422, "bad field")
 
-    with OpenAIStubServer(responder) as server:
+    with stub(responder) as server:
         with pytest.raises(LLMRequestError, match="422: bad field"):
             fast_client(server).generate(["hi"])
 
 
 def test_connection_refused_is_retried_then_reported():
-    with OpenAIStubServer() as server:
+    with stub() as server:
         url = server.base_url
     # The server is stopped: nothing listens on the port any more.
     client = LLMClient(base_url=url, model="m", cache_dir=None, max_retries=1, retry_base_delay=0.001)
@@ -116,7 +125,7 @@ def test_connection_refused_is_retried_then_reported():
 
 
 def test_cache_hits_make_no_request(tmp_path):
-    with OpenAIStubServer(lambda req: f"seed={req.get('seed')}") as server:
+    with stub(lambda req: f"seed={req.get('seed')}") as server:
         client = fast_client(server, cache_dir=tmp_path)
         first = client.generate(["a", "b"], SamplingParams(seed=1))
         assert server.n_requests == 2
@@ -138,7 +147,7 @@ def test_cache_hits_make_no_request(tmp_path):
 
 
 def test_cache_deduplicates_within_a_call(tmp_path):
-    with OpenAIStubServer() as server:
+    with stub() as server:
         out = fast_client(server, cache_dir=tmp_path).generate(["same", "same", "other"])
     assert out == [["echo: same"], ["echo: same"], ["echo: other"]]
     assert server.n_requests == 2
@@ -158,7 +167,7 @@ def test_each_request_says_how_many_requests_the_client_has_planned_so_far(tmp_p
 
 
 def test_corrupt_cache_entry_is_regenerated(tmp_path):
-    with OpenAIStubServer() as server:
+    with stub() as server:
         client = fast_client(server, cache_dir=tmp_path)
         client.generate(["a"])
         (path,) = tmp_path.rglob("*.json")
@@ -176,7 +185,7 @@ def test_model_discovered_from_server():
 
 
 def test_configuration_from_environment(monkeypatch, tmp_path):
-    with OpenAIStubServer() as server:
+    with stub() as server:
         monkeypatch.setenv(llm.ENV_BASE_URL, server.base_url)
         monkeypatch.setenv(llm.ENV_MODEL, "env-model")
         monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path))
@@ -362,13 +371,33 @@ def test_a_local_model_file_in_process_is_identified_by_its_content(monkeypatch,
         "root": "org/name", "revision": "abc123"}
 
 
-def test_a_name_the_server_does_not_list_is_keyed_on_the_name_with_a_warning(tmp_path, caplog):
-    with OpenAIStubServer(model="served", model_card={"root": "/models/x"}) as server:
-        client = LLMClient(base_url=server.base_url, model="not-listed", cache_dir=tmp_path)
+def test_a_name_the_server_does_not_serve_is_one_error_naming_what_it_serves(tmp_path):
+    # llama-cpp-python's server would answer any name with its one model: the client never asks it.
+    with OpenAIStubServer(model=["served", "served-too"], model_card={"root": "/models/x"}) as server:
+        for cache in (tmp_path, None):
+            client = LLMClient(base_url=server.base_url, model="not-listed", cache_dir=cache)
+            with pytest.raises(LLMConfigError) as info:
+                client.generate(["q"])
+            assert str(info.value) == (
+                f"the server at {server.base_url} does not serve the model 'not-listed'; it serves 'served', "
+                f"'served-too' (GET {server.base_url}/models). Set the model (--llm_model or $OPENPERT_LLM_MODEL) to "
+                "one of them.")
+        with pytest.raises(LLMConfigError, match="does not serve the model 'not-listed'"):
+            LLMClient(base_url=server.base_url, model="not-listed", cache_dir=None).resolved_model()
+        # Any name it lists will do.
+        client = LLMClient(base_url=server.base_url, model="served-too", cache_dir=tmp_path)
+        assert client.generate(["q"]) == [["echo: q"]] and client.model_identity() == {"root": "/models/x"}
+    assert server.n_requests == 1
+
+
+def test_a_server_without_a_model_list_is_used_as_configured_with_a_warning(tmp_path, caplog):
+    with OpenAIStubServer(model="served", list_models=False) as server:
+        client = LLMClient(base_url=server.base_url, model="any-name", cache_dir=tmp_path)
         with caplog.at_level("WARNING", logger="pertsci.llm"):
             assert client.generate(["q"]) == [["echo: q"]]
         assert client.model_identity() == {}
-    assert "lists served, not not-listed: its answers are cached under its name alone" in caplog.text
+    assert "models answered HTTP 404: the model any-name cannot be checked" in caplog.text
+    assert server.requests[0]["model"] == "any-name"
 
 
 def test_auto_prefers_server_when_base_url_set(monkeypatch):
@@ -379,7 +408,7 @@ def test_auto_prefers_server_when_base_url_set(monkeypatch):
 
 def test_concurrent_generate_calls_share_a_client(tmp_path):
     # Components may call one client from several threads.
-    with OpenAIStubServer() as server:
+    with stub() as server:
         client = fast_client(server, cache_dir=tmp_path)
         results = {}
 
@@ -404,33 +433,37 @@ def test_loopback_server_bypasses_proxy(monkeypatch):
     # A proxy meant for the outside world must not swallow requests to a local server.
     monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    with OpenAIStubServer() as server:
+    with stub() as server:
         assert fast_client(server, max_retries=0).generate(["x"]) == [["echo: x"]]
 
 
 def test_stats_count_prompts_samples_and_the_servers_tokens(tmp_path):
-    with OpenAIStubServer(lambda req: "two words", fail_first=1) as server:
+    with stub(lambda req: "two words", fail_first=1) as server:
         client = fast_client(server, cache_dir=tmp_path, max_concurrency=1)
         client.generate(["one two three", "four five", "one two three"], SamplingParams(n=2))
         # Three prompts, two distinct: two answered requests (+1 failed and retried), the stub's word counts.
         assert client.stats == {"prompts": 3, "samples": 6, "generated": 2, "cache_hits": 0, "requests": 3,
-                                "retries": 1, "prompt_tokens": 3 + 2, "completion_tokens": 2 * 2 * 2, "unmetered": 0}
+                                "retries": 1, "prompt_tokens": 3 + 2, "completion_tokens": 2 * 2 * 2, "unmetered": 0,
+                                "failed": 0, "context_window": 0}
         again = fast_client(server, cache_dir=tmp_path)
         again.generate(["four five"], SamplingParams(n=2))
         # A cached answer costs no request and no token.
         assert again.stats == {"prompts": 1, "samples": 2, "generated": 0, "cache_hits": 1, "requests": 0,
-                               "retries": 0, "prompt_tokens": 0, "completion_tokens": 0, "unmetered": 0}
+                               "retries": 0, "prompt_tokens": 0, "completion_tokens": 0, "unmetered": 0, "failed": 0,
+                               "context_window": 0}
 
 
 @pytest.mark.parametrize("usage", [None, {"prompt_tokens": None, "completion_tokens": 3}, {"prompt_tokens": -1,
                                                                                           "completion_tokens": 3}])
 def test_a_response_without_usable_usage_is_unmetered_not_zero(monkeypatch, usage):
-    with OpenAIStubServer(lambda req: "x") as server:
+    with stub(lambda req: "x") as server:
         client = fast_client(server)
         real = client._send_with_retries
 
         def without_usage(url, payload):
             body = real(url, payload)
+            if payload is None:  # GET /models
+                return body
             if usage is None:
                 body.pop("usage")
             else:
@@ -464,7 +497,7 @@ def test_vllm_backend_counts_token_ids(monkeypatch):
 def test_prompts_sharing_a_prefix_are_sent_together_and_answered_in_order():
     # Two perturbations' questions interleaved, as a component builds them item by item.
     prompts = [f"Perturbation {p}. Context of {p}: {p * 200}. Gene {g}?" for g in "XYZ" for p in ("KRAS", "TP53")]
-    with OpenAIStubServer() as server:
+    with stub() as server:
         out = fast_client(server, max_concurrency=1).generate(prompts, SamplingParams(n=1))
     assert out == [[f"echo: {p}"] for p in prompts]
     sent = [r["messages"][-1]["content"] for r in server.requests]
@@ -475,7 +508,7 @@ def test_prompts_sharing_a_prefix_are_sent_together_and_answered_in_order():
 
 def test_ordering_keeps_deduplicated_answers_in_place(tmp_path):
     prompts = ["b question", "a question", "b question", "c question", "a question"]
-    with OpenAIStubServer(lambda req: req["messages"][-1]["content"].upper()) as server:
+    with stub(lambda req: req["messages"][-1]["content"].upper()) as server:
         out = fast_client(server, cache_dir=tmp_path, max_concurrency=1).generate(prompts)
     assert out == [[p.upper()] for p in prompts]
     assert [r["messages"][-1]["content"] for r in server.requests] == ["a question", "b question", "c question"]
@@ -525,3 +558,164 @@ def test_in_process_vllm_generates(monkeypatch):
     out = client.generate(["Answer yes.", "Answer no."], SamplingParams(n=2, max_tokens=8, temperature=0, seed=0))
     assert [len(samples) for samples in out] == [2, 2]
     assert all(isinstance(text, str) and text for samples in out for text in samples)
+
+
+# -- servers as they are: n ignored, a context window, a crash mid-run, a cap on tokens ----------------------------
+
+
+def test_a_server_that_ignores_n_is_asked_for_each_missing_sample():
+    # llama-cpp-python's server answers one choice whatever n asks.
+    def responder(req):
+        return f"{req['messages'][-1]['content']} seed={req.get('seed')}"
+
+    with stub(responder, ignore_n=True) as server:
+        client = fast_client(server, max_concurrency=1)
+        out = client.generate(["a", "b"], SamplingParams(n=3, seed=10))
+        assert out == [[f"{p} seed={s}" for s in (10, 11, 12)] for p in ("a", "b")]
+        assert [(r["n"], r["seed"]) for r in server.requests] == [(3, 10), (1, 11), (1, 12)] * 2
+        assert (client.stats["requests"], client.stats["samples"], client.stats["generated"]) == (6, 6, 2)
+        # Without a seed the further requests carry none either.
+        assert fast_client(server).generate(["c"], SamplingParams(n=2)) == [["c seed=None"] * 2]
+        assert ["seed" in r for r in server.requests[6:]] == [False, False]
+
+
+def test_more_choices_than_n_is_an_error():
+    with stub(lambda req: ["x", "y"]) as server:
+        with pytest.raises(llm.LLMError, match="returned 2 choices for n=1"):
+            fast_client(server).generate(["a"])
+
+
+@pytest.mark.parametrize("style, said", [
+    ("llama.cpp", "prompt of 12 tokens is longer than the model's context window of 10 tokens"),
+    ("vllm", "prompt of 12 tokens is longer than the model's context window of 10 tokens"),
+    ("vllm_total", "prompt of 12 tokens is longer than the model's context window of 10 tokens"),
+])
+def test_a_prompt_longer_than_the_context_window_is_answered_empty_and_recorded(tmp_path, style, said):
+    long_prompt = " ".join(["word"] * 12)
+    with stub(context_window=10, context_error=style) as server:
+        client = fast_client(server, cache_dir=tmp_path, max_concurrency=1)
+        sampling = SamplingParams(n=2, max_tokens=4)
+        out = client.generate(["short one", long_prompt, "short two", long_prompt], sampling,
+                              labels=["i1", "i2", "i3", "i4"])
+        assert out == [["echo: short one"] * 2, ["", ""], ["echo: short two"] * 2, ["", ""]]
+        # One request for the long prompt (asked once, shared), named for both items; no job failure.
+        assert [f.describe() for f in client.failures] == [f"item i2: {said}; answered as an abstention",
+                                                           f"item i4: {said}; answered as an abstention"]
+        assert (client.failures[0].prompt_tokens, client.failures[0].context_window) == (12, 10)
+        assert client.stats | {"prompt_tokens": 0, "completion_tokens": 0} == {
+            "prompts": 4, "samples": 8, "generated": 2, "cache_hits": 0, "requests": 3, "retries": 0, "prompt_tokens": 0,
+            "completion_tokens": 0, "unmetered": 0, "failed": 2, "context_window": 10}
+        # Refusals are never cached: a rerun asks again.
+        again = fast_client(server, cache_dir=tmp_path)
+        assert again.generate([long_prompt, "short one"], sampling) == [["", ""], ["echo: short one"] * 2]
+        assert again.stats["cache_hits"] == 1 and again.stats["failed"] == 1 and server.n_requests == 4
+        assert again.failures[0].item is None and again.failures[0].describe().startswith("a prompt without an item")
+    assert len(list(tmp_path.rglob("*.json"))) == 2
+
+
+def test_a_prompt_leaving_no_room_for_the_completion_is_recorded_as_such():
+    # vLLM refuses a prompt shorter than the window when max_tokens does not fit beside it.
+    with stub(context_window=10, context_error="vllm") as server:
+        client = fast_client(server)
+        assert client.generate(["one two three four five six"], SamplingParams(max_tokens=8), labels=["x"]) == [[""]]
+    (failure,) = client.failures
+    assert (failure.prompt_tokens, failure.context_window, failure.completion_tokens) == (6, 10, 8)
+    assert failure.describe() == ("item x: prompt of 6 tokens leaves no room for the 8 completion tokens asked in the "
+                                  "model's context window of 10 tokens; answered as an abstention")
+
+
+@pytest.mark.parametrize("message, code, expected", [
+    ("This model's maximum context length is 8192 tokens. However, you requested 9290 tokens (9034 in the messages, "
+     "256 in the completion). Please reduce the length of the messages or completion.", "context_length_exceeded",
+     (9034, 8192, 256)),
+    ("This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens. Please reduce "
+     "the length of the input messages.", "400", (5000, 4096, None)),
+    ("'max_tokens' or 'max_completion_tokens' is too large: 1000. This model's maximum context length is 4096 tokens "
+     "and your request has 3500 input tokens (1000 > 4096 - 3500).", None, (3500, 4096, 1000)),
+    ("This model's maximum context length is 131072 tokens. However, you requested 4096 output tokens and your prompt "
+     "contains at least 126977 input tokens. Please reduce the length of the input prompt.", None, (126977, 131072, 4096)),
+    ("prompt too long", "context_length_exceeded", (None, None, None)),
+])
+def test_context_refusals_of_llama_cpp_and_vllm_are_read(message, code, expected):
+    refusal = llm._context_refusal(message, code)
+    assert (refusal.prompt_tokens, refusal.context_window, refusal.completion_tokens) == expected
+    assert refusal.server_message == message
+    assert llm._context_refusal("model 'x' does not exist", None) is None
+
+
+def test_other_client_errors_still_fail_the_call():
+    with stub(status=400, status_message="'messages' is a required property") as server:
+        with pytest.raises(LLMRequestError, match="HTTP 400: 'messages' is a required property"):
+            fast_client(server).generate(["a"], labels=["i1"])
+
+
+def test_labels_must_match_the_prompts():
+    with stub() as server:
+        with pytest.raises(ValueError, match="2 labels for 1 prompts"):
+            fast_client(server).generate(["a"], labels=["x", "y"])
+
+
+def test_answers_are_cached_as_they_arrive_and_a_rerun_asks_only_the_rest(tmp_path):
+    prompts = [f"question {i}" for i in range(12)]
+    with stub(die_after=5) as dying:
+        port = dying.bound_port
+        client = fast_client(dying, cache_dir=tmp_path, max_concurrency=4, max_retries=2)
+        with pytest.raises(LLMRequestError) as info:
+            client.generate(prompts)
+    message = str(info.value)
+    assert "failed after 3 attempts" in message
+    assert (f"5 of the 12 answers of this call are in the generation cache ({tmp_path}); a rerun (openpert benchmark "
+            "--resume) asks only the other 7") in message
+    kept = {json.loads(p.read_text())["messages"][-1]["content"] for p in tmp_path.rglob("*.json")}
+    assert dying.answered == 5 and len(kept) == 5
+    # The same server restarted on its port: only the prompts not answered are asked.
+    with stub(port=port) as restarted:
+        again = fast_client(restarted, cache_dir=tmp_path, max_concurrency=4)
+        assert again.generate(prompts) == [[f"echo: {p}"] for p in prompts]
+    assert restarted.n_requests == 7 and again.stats["cache_hits"] == 5 and again.stats["generated"] == 7
+    assert sorted(r["messages"][-1]["content"] for r in restarted.requests) == sorted(set(prompts) - kept)
+
+
+def test_without_a_cache_the_error_says_a_rerun_asks_all():
+    with stub(die_after=1) as dying:
+        with pytest.raises(LLMRequestError, match="the generation cache is off, so a rerun asks all 3 prompts"):
+            fast_client(dying, max_retries=0, max_concurrency=1).generate(["a", "b", "c"])
+
+
+def test_the_cap_on_generated_tokens_is_what_is_sent_and_keyed(monkeypatch, tmp_path):
+    with stub() as server:
+        capped = fast_client(server, cache_dir=tmp_path, max_tokens_cap=16)
+        capped.generate(["a"], SamplingParams(max_tokens=1024, seed=0))
+        capped.generate(["b"], SamplingParams(max_tokens=8, seed=0))
+        assert [r["max_tokens"] for r in server.requests] == [16, 8]
+        # Asked for 16 without a cap, "a" is the same request: answered from the cache.
+        plain = fast_client(server, cache_dir=tmp_path)
+        plain.generate(["a"], SamplingParams(max_tokens=16, seed=0))
+        assert plain.stats["cache_hits"] == 1 and server.n_requests == 2
+        plain.generate(["a"], SamplingParams(max_tokens=1024, seed=0))
+        assert server.n_requests == 3 and server.requests[-1]["max_tokens"] == 1024
+        monkeypatch.setenv(llm.ENV_MAX_TOKENS, "32")
+        assert fast_client(server).max_tokens_cap == 32
+        assert client_from_arguments(llm_base_url=server.base_url, llm_model="test-model", llm_max_tokens=4,
+                                     llm_cache_dir="none").max_tokens_cap == 4
+    for bad in ("0", "many", "-3"):
+        monkeypatch.setenv(llm.ENV_MAX_TOKENS, bad)
+        with pytest.raises(LLMConfigError, match="OPENPERT_LLM_MAX_TOKENS.* at least 1, got"):
+            LLMClient(base_url="http://127.0.0.1:9/v1", model="m", cache_dir=None)
+
+
+def test_a_dry_run_plans_with_the_capped_tokens(capsys):
+    from pertsci.llm_plan import PLAN_MARK
+
+    LLMClient(backend="dry_run", cache_dir=None, max_tokens_cap=5).generate(["q"], SamplingParams(n=2, max_tokens=100))
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith(PLAN_MARK)]
+    assert json.loads(line[len(PLAN_MARK):])["max_completion_tokens"] == 10
+
+
+def test_refusals_are_listed_in_the_order_of_the_prompts_whatever_order_they_arrive_in():
+    prompts = [" ".join([f"w{i}"] * (5 + i % 7)) for i in range(30)]
+    with stub(context_window=8, delay=0.005) as server:
+        client = fast_client(server, max_concurrency=8)
+        client.generate(prompts, labels=[f"q{i}" for i in range(30)])
+    expected = [f"q{i}" for i in range(30) if 5 + i % 7 >= 8]
+    assert [f.item for f in client.failures] == expected and client.stats["failed"] == len(expected) == 16

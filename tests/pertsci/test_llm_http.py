@@ -50,7 +50,7 @@ def test_a_proxy_the_environment_names_carries_requests_to_other_hosts(monkeypat
 
 
 def test_connections_are_kept_alive_one_per_request_in_flight():
-    with OpenAIStubServer(delay=0.01) as server:
+    with OpenAIStubServer(delay=0.01, model="test-model") as server:
         client = fast_client(server, max_concurrency=4)
         for round_ in range(2):
             prompts = [f"p{round_}-{i}" for i in range(40)]
@@ -62,7 +62,7 @@ def test_connections_are_kept_alive_one_per_request_in_flight():
 
 
 def test_a_connection_the_server_closed_while_idle_is_opened_again_without_a_retry():
-    with OpenAIStubServer(idle_timeout=0.1) as server:
+    with OpenAIStubServer(idle_timeout=0.1, model="test-model") as server:
         client = fast_client(server)
         assert client.generate(["a"]) == [["echo: a"]]
         time.sleep(0.4)  # the server closes the idle connection
@@ -72,7 +72,7 @@ def test_a_connection_the_server_closed_while_idle_is_opened_again_without_a_ret
 
 
 def test_a_stopped_server_fails_the_request_on_its_reused_connection():
-    server = OpenAIStubServer().start()
+    server = OpenAIStubServer(model="test-model").start()
     client = fast_client(server, max_retries=1)
     assert client.generate(["a"]) == [["echo: a"]]
     server.stop()

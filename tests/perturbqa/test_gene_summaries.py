@@ -16,7 +16,7 @@ class EchoClient:
         self.batches: list[list[str]] = []
         self.description_answer = description_answer
 
-    def generate(self, prompts, sampling):
+    def generate(self, prompts, sampling, labels=None):
         self.batches.append(list(prompts))
         out = []
         for prompt in prompts:

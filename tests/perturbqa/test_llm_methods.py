@@ -27,7 +27,7 @@ from perturbqa_lib.training_prevalence import gene_prevalence
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import run_component
-from openpert.testing.llm_server import OpenAIStubServer
+from openpert.testing.llm_server import OpenAIStubServer, StubHTTPError
 
 ROOT = find_project_root(Path(__file__).resolve())
 RESOURCES = ROOT / "resources_test" / "perturbqa"
@@ -176,3 +176,38 @@ def test_stub_answers_parse_as_planned():
             assert parse_summer_answer(stub.summer_answer(label, subtask, "P1", "G1"), subtask, "P1", "G1") == want
             for sections in (True, False):
                 assert parse_option_answer(stub.option_answer(label, subtask, sections), subtask) == want
+
+
+def test_questions_longer_than_the_context_window_fall_back_and_are_named(tmp_path):
+    d = RESOURCES / "k562_dir"
+    train, test = read_dataset(d / "train.h5ad", d / "test.h5ad")
+    pert = str(test.obs["pert"].iloc[0])
+    refused = test.obs.index[(test.obs["pert"] == pert) | (test.obs["gene"] == pert)]
+    too_long = ("This model's maximum context length is 8192 tokens. However, you requested 9290 tokens (9034 in the "
+                "messages, 256 in the completion). Please reduce the length of the messages or completion.")
+
+    def responder(request):
+        prompt = request["messages"][-1]["content"]
+        if stub.kind(prompt) == "no_retrieval" and f"Summary of {pert}:" in prompt:
+            raise StubHTTPError(400, too_long)
+        return stub.respond(request)
+
+    config = read_config(ROOT / "src" / "perturbqa" / "methods" / "llm_no_retrieval" / "config.vsh.yaml")
+    out = tmp_path / "prediction.h5ad"
+    with OpenAIStubServer(responder) as server:
+        args = {"input_train": d / "train.h5ad", "input_test": d / "test.h5ad", "input_kg_edges": d / "kg_edges.parquet",
+                "input_gene_descriptions": d / "gene_descriptions.parquet", "output": out,
+                "llm_base_url": server.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"}
+        result = run_component(config, args, work_dir=tmp_path / "work", context={"file_test": d / "test.h5ad"})
+    assert result.succeeded, result.log.read_text()[-3000:]
+    pred = ad.read_h5ad(out)
+    said = "prompt of 9034 tokens is longer than the model's context window of 8192 tokens; answered as an abstention"
+    expected = sorted(f"item {i} (hypothesis {h}): {said}" for i in refused for h in (0, 1))
+    assert sorted(pred.uns["llm_failures"]) == expected and all(line in result.log.read_text() for line in expected)
+    # Both hypotheses of those questions were refused: every sample abstained, and the gene's prevalence scores them.
+    per_gene, overall = gene_prevalence(train.obs, "dir")
+    for item in refused:
+        assert pred.obs.loc[item, "score"] == pytest.approx(per_gene.get(test.obs.loc[item, "gene"], overall))
+    usage = dict(pred.uns["llm_usage"])
+    assert (usage["failed"], usage["context_window"]) == (2 * len(refused), 8192)
+    assert usage["fallbacks"] >= len(refused) and usage["abstentions"] >= 6 * len(refused)

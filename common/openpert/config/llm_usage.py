@@ -12,6 +12,11 @@ integers (written by ``pertsci.llm_usage.usage_record``; documented in ``docs/re
     sent (retries included) and retries.
 ``prompt_tokens``, ``completion_tokens``, ``unmetered``
     Tokens the model server reported, and answered requests whose response reported none.
+``failed``, ``context_window``
+    Prompts the server refused as longer than the model's context window (answered with empty
+    texts, so their items took the task's default), and the window in tokens the server stated
+    then (0 when none was refused or none stated it; not a count: combined over jobs by its
+    largest value, :data:`LARGEST_KEYS`).
 
 A file format declares it as a ``uns`` slot of type ``llm_usage``; the format's validation then
 checks it (:func:`usage_problems`) like any other slot of a component's output.
@@ -24,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["USAGE_KEYS", "usage_problems", "read_usage"]
+__all__ = ["USAGE_KEYS", "LARGEST_KEYS", "usage_problems", "read_usage"]
 
 #: The keys of an ``llm_usage`` record, every one required.
 USAGE_KEYS = ("questions", "samples", "abstentions", "fallbacks", "prompts", "generated", "cache_hits", "requests",
-              "retries", "prompt_tokens", "completion_tokens", "unmetered")
+              "retries", "prompt_tokens", "completion_tokens", "unmetered", "failed", "context_window")
+#: Keys combined over jobs by their largest value rather than summed.
+LARGEST_KEYS = ("context_window",)
 
 
 def _as_count(value: Any) -> int | None:
@@ -57,7 +64,8 @@ def usage_problems(value: Any, where: str = "uns['llm_usage']") -> list[str]:
     list of str
         Missing or unknown keys, values that are not non-negative integers, and counts that
         contradict each other (more abstentions than samples, more fallbacks than questions,
-        fewer samples than questions, more cache hits or generated prompts than prompts).
+        fewer samples than questions, more cache hits, generated or failed prompts than prompts,
+        failed prompts without a request, a context window without a failed prompt).
     """
     if not isinstance(value, Mapping):
         return [f"{where} should be a mapping of counts, found {type(value).__name__}"]
@@ -77,9 +85,14 @@ def usage_problems(value: Any, where: str = "uns['llm_usage']") -> list[str]:
             else:
                 counts[key] = count
     for small, large in (("abstentions", "samples"), ("fallbacks", "questions"), ("questions", "samples"),
-                         ("cache_hits", "prompts"), ("generated", "prompts")):
+                         ("cache_hits", "prompts"), ("generated", "prompts"), ("failed", "prompts")):
         if small in counts and large in counts and counts[small] > counts[large]:
             problems.append(f"{where}: {small} ({counts[small]}) exceeds {large} ({counts[large]})")
+    if counts.get("failed") and "requests" in counts and not counts["requests"]:
+        problems.append(f"{where}: {counts['failed']} failed prompts without any request")
+    if counts.get("context_window") and counts.get("failed") == 0:
+        problems.append(f"{where}: a context window ({counts['context_window']}) is stated only by refused prompts, "
+                        "and failed is 0")
     return problems
 
 

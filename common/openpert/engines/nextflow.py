@@ -41,7 +41,8 @@ __all__ = [
 BUNDLES_DIR = "nextflow_components"
 #: Settings of LLM components passed as plan params (never the API key: that is a Nextflow secret).
 LLM_PARAMS = {"llm_base_url": "OPENPERT_LLM_BASE_URL", "llm_model": "OPENPERT_LLM_MODEL",
-              "llm_model_sha256": "OPENPERT_LLM_MODEL_SHA256", "llm_backend": "OPENPERT_LLM_BACKEND"}
+              "llm_model_sha256": "OPENPERT_LLM_MODEL_SHA256", "llm_backend": "OPENPERT_LLM_BACKEND",
+              "llm_max_tokens": "OPENPERT_LLM_MAX_TOKENS"}
 
 #: Name of the trace file that ``nextflow.config`` writes into the plan's ``outdir``.
 TRACE_FILE_NAME = "nextflow_trace.tsv"

@@ -115,6 +115,7 @@ class DatasetRowView:
     rank: int | None
     method: MethodCellView
     abstention: AbstentionView | None
+    too_long: AbstentionView | None
     score_sort: str
     score_text: str
     score_failed: bool
@@ -251,6 +252,16 @@ def abstention_view(results: TaskResults, dataset_id: str | None, method_id: str
     return AbstentionView(word, message)
 
 
+def too_long_view(results: TaskResults, dataset_id: str | None, method_id: str | None) -> AbstentionView | None:
+    """The tag of a method whose prompts the model server refused as too long on a dataset (``llm_prompt_too_long``).
+
+    Those items were answered as abstentions; its title is the flag's message (the count and the
+    model's context window). ``None`` when the method was not flagged there.
+    """
+    flag = results.abstention_flag(dataset_id, method_id, "llm_prompt_too_long")
+    return None if flag is None else AbstentionView("prompts too long", str(flag.get("message") or ""))
+
+
 def abstention_tag(results: TaskResults, dataset_id: str | None, method_id: str | None) -> Markup:
     """The tag of :func:`abstention_view` as HTML (with a leading space), empty when not flagged."""
     view = abstention_view(results, dataset_id, method_id)
@@ -296,6 +307,7 @@ def _row_view(r: DatasetRow, order: list[int], heads: list[MetricHeadView], resu
         rank=None if r.control else r.rank,
         method=method_cell_view(r.method, paths),
         abstention=abstention_view(results, dataset_id, r.method.get("id")),
+        too_long=too_long_view(results, dataset_id, r.method.get("id")),
         score_sort="" if r.score is None else repr(float(r.score)),
         score_text=format_number(r.score),
         score_failed=bool(r.failures),

@@ -42,6 +42,8 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
         judge = r.get("stage") == "metric"
         flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
                                        "llm_judge_abstentions" if judge else "llm_abstentions")
+        too_long = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
+                                           "llm_judge_prompt_too_long" if judge else "llm_prompt_too_long")
         rate = r.get("abstention_rate")
         shown = MISSING if rate is None else f"{100 * float(rate):.1f}%"
         mark = " *" if r.get("unmetered") else ""
@@ -53,6 +55,8 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
                 *[_count(r.get(k)) for k in _COUNTS],
                 (fragment("flagged_rate")(shown, None if flag is None else flag.get("message")), _key(rate)),
                 _count(r.get("fallbacks")),
+                (fragment("flagged_rate")(format_count(r.get("failed")), None if too_long is None else too_long.get("message")),
+                 _key(r.get("failed"))),
                 *[_count(r.get(k)) for k in _CALLS],
                 *[_count(r.get(k), mark) for k in _TOKENS],
             ]
@@ -60,7 +64,7 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
     view = table(
         f"Language-model use per method and dataset ({len(body)})",
         ["Method", "Dataset", "Component", "Questions", "Samples", "Abstained", "Abstention rate", "Fallbacks",
-         "Requests", "Retries", "Cache hits", "Prompt tokens", "Completion tokens"],
+         "Too long", "Requests", "Retries", "Cache hits", "Prompt tokens", "Completion tokens"],
         body,
         table_id=table_id,
     )

@@ -96,7 +96,7 @@ class TestCellView:
 
 @dataclass(frozen=True)
 class OverviewRowView:
-    """A method's row: its id, rank text (``None`` for controls), link, abstentions and cells."""
+    """A method's row: its id, rank text (``None`` for controls), link, abstentions, prompts too long and cells."""
 
     method_id: str
     rank_text: str | None
@@ -104,6 +104,8 @@ class OverviewRowView:
     cells: Sequence[Any]
     abstains: int = 0
     abstains_title: str = ""
+    too_long: int = 0
+    too_long_title: str = ""
 
 
 @dataclass(frozen=True)
@@ -257,9 +259,12 @@ def _method_view(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = 
                           kind_class=badge_kind(str(method.get("control") or kind)) if kind else "")
     # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
     flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
+    # Items whose prompts the model could not take were answered as abstentions: said as such.
+    too_long = [q for q in results_qc if q.get("flag") == "llm_prompt_too_long" and q.get("method_id") == method.get("id")]
     rank = None if r.control else format_rank(r.row.rank) if r.row.rank is not None else MISSING
     return {"method_id": str(method.get("id")), "rank_text": rank, "method": link, "abstains": len(flagged),
-            "abstains_title": " | ".join(str(q.get("message") or "") for q in flagged)}
+            "abstains_title": " | ".join(str(q.get("message") or "") for q in flagged), "too_long": len(too_long),
+            "too_long_title": " | ".join(str(q.get("message") or "") for q in too_long)}
 
 
 def _row_view(r: OverviewRow, columns: list[ColumnView], results: TaskResults, paths: TaskPaths) -> OverviewRowView:

@@ -151,11 +151,12 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         add("llm-usage", "Language-model use", llm_usage_table(results, results.llm_usage, "table-llm-usage"),
             intro=paragraphs("What each language-model component asked and got back on each dataset: questions, "
                              "samples, answers without a usable label (abstained or unparseable) and questions "
-                             "scored by the task's fallback instead of the model's answer, requests, retries, "
+                             "scored by the task's fallback instead of the model's answer, prompts longer than the "
+                             "model's context window (too long: answered as abstentions), requests, retries, "
                              "cache hits and the tokens the model server reported. An abstention rate above "
-                             f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'} is a "
-                             "quality-control flag, marked beside the method on the dataset's leaderboard: its "
-                             "score there is partly, or mostly, the fallback's. "
+                             f"{f'{100 * float(threshold):.0f}%' if threshold is not None else 'the threshold'}, and "
+                             "any prompt too long, is a quality-control flag, marked beside the method on the "
+                             "dataset's leaderboard: its score there is partly, or mostly, the fallback's. "
                              + llm_model_sentence((results.data.get("provenance") or {}).get("llm"))))
     add("resources", "Resource use", _resources(results, jobs_inline=datasets_inline))
     add("components", "Components", _components(results, paths))

@@ -28,7 +28,7 @@ from openpert.data.manifest import DataFile, task_manifest
 from openpert.engines.plan import runs_on
 from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
 from openpert.results.item_scores import ITEM_SCORES, write_item_scores
-from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
+from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, prompt_too_long_flags, usage_table
 from openpert.results.model import SCHEMA_VERSION, complete, is_ranked
 from openpert.results.provenance import run_provenance
 from openpert.results.reproduction import collect_reproduction
@@ -322,7 +322,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     flags += gameability_flags(gameability) + dynamic_range_flags(dynamic_range)
     # What the language-model components asked and got back; answers without a label are flagged.
     llm_usage, usage_problems = usage_table(records)
-    flags += usage_problems + abstention_flags(llm_usage)
+    flags += usage_problems + abstention_flags(llm_usage) + prompt_too_long_flags(llm_usage)
     provenance = run_provenance(task, plan)
     components_metrics: dict[str, list[str]] = {}
     for row in metric_rows:

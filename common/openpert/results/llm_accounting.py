@@ -4,7 +4,9 @@ Every component that calls a language model writes an ``llm_usage`` record into 
 ``uns`` (:mod:`openpert.config.llm_usage`): a method into its prediction, a judge metric into
 its score file. :func:`usage_table` sums them over seeds per (dataset, method, component);
 :func:`abstention_flags` raises a QC flag wherever too many answers carried no usable label, so
-that a method scored mostly by its task's fallback is never ranked without saying so. A judge
+that a method scored mostly by its task's fallback is never ranked without saying so;
+:func:`prompt_too_long_flags` raises one wherever the model server refused prompts as longer than
+the model's context window (those items were answered as abstentions). A judge
 metric may also count the graded outputs that address the grader (``uns["n_instruction_like"]`` of
 its score file): :func:`usage_table` then raises a QC flag on the method that wrote them.
 
@@ -22,11 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from openpert.config.llm_usage import USAGE_KEYS, read_usage
+from openpert.config.llm_usage import LARGEST_KEYS, USAGE_KEYS, read_usage
 from openpert.results.scoring import QCFlag
 from openpert.run.records import JobRecord
 
-__all__ = ["ABSTENTION_THRESHOLD", "MOSTLY_FALLBACK", "INSTRUCTION_COUNT", "usage_table", "abstention_flags"]
+__all__ = ["ABSTENTION_THRESHOLD", "MOSTLY_FALLBACK", "INSTRUCTION_COUNT", "usage_table", "abstention_flags",
+           "prompt_too_long_flags", "PROMPT_TOO_LONG_FLAGS"]
 
 #: Abstention rate (abstaining or unparseable answers / answers) above which a QC flag is raised.
 ABSTENTION_THRESHOLD = 0.10
@@ -34,6 +37,9 @@ ABSTENTION_THRESHOLD = 0.10
 MOSTLY_FALLBACK = 0.5
 #: The score file's ``uns`` entry where a judge metric counts graded outputs addressed to the grader.
 INSTRUCTION_COUNT = "n_instruction_like"
+#: The QC flag of prompts refused as longer than the context window, by stage: a method's own
+#: prompts, or a judge metric's prompts about a method's outputs.
+PROMPT_TOO_LONG_FLAGS = {"method": "llm_prompt_too_long", "metric": "llm_judge_prompt_too_long"}
 
 
 def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], list[QCFlag]]:
@@ -49,7 +55,8 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
     -------
     rows
         Dicts with ``dataset_id``, ``method_id``, ``component``, ``stage`` (``method`` or
-        ``metric``), ``n_jobs``, every count of :data:`openpert.config.llm_usage.USAGE_KEYS`,
+        ``metric``), ``n_jobs``, every count of :data:`openpert.config.llm_usage.USAGE_KEYS`
+        (summed; ``context_window`` the largest),
         ``abstention_rate`` (abstentions / samples, ``None`` without samples) and
         ``fallback_rate`` (fallbacks / questions). Requests and tokens are the harness's own count
         where its proxy counted them, the component's claim otherwise.
@@ -86,7 +93,7 @@ def usage_table(records: Sequence[JobRecord]) -> tuple[list[dict[str, Any]], lis
             total = sums.setdefault(key, dict.fromkeys(("n_jobs", *USAGE_KEYS), 0))
             total["n_jobs"] += 1
             for name in USAGE_KEYS:
-                total[name] += usage[name]
+                total[name] = max(total[name], usage[name]) if name in LARGEST_KEYS else total[name] + usage[name]
     rows = []
     for (dataset_id, method_id, component, stage), total in sorted(sums.items()):
         rows.append({"dataset_id": dataset_id, "method_id": method_id, "component": component, "stage": stage, **total,
@@ -149,6 +156,33 @@ def abstention_flags(rows: Sequence[dict[str, Any]], threshold: float = ABSTENTI
         # A judge's unreadable gradings are the judge's problem, not the judged method's: another flag.
         name = "llm_judge_abstentions" if row["stage"] == "metric" else "llm_abstentions"
         flags.append(QCFlag(name, message, dataset_id=row["dataset_id"], method_id=row["method_id"] or None))
+    return flags
+
+
+def prompt_too_long_flags(rows: Sequence[dict[str, Any]]) -> list[QCFlag]:
+    """A QC flag per usage row with prompts the model server refused as longer than the context window.
+
+    Such a prompt is answered with empty texts, which the task parses as an abstention: its item
+    takes the task's default (a judge's, no value). ``llm_prompt_too_long`` for a method's own
+    prompts, ``llm_judge_prompt_too_long`` for a judge metric's prompts about a method's outputs.
+    The message names the method, the dataset, the count and the window; the job's log and its
+    output's ``uns["llm_failures"]`` name the items.
+    """
+    flags = []
+    for row in rows:
+        failed = row.get("failed") or 0
+        if not failed:
+            continue
+        window = row.get("context_window") or 0
+        within = f"the model's context window of {window:,} tokens" if window else "the model's context window"
+        said = (f"{failed} of {row['prompts']} prompts were longer than {within} and were answered as abstentions "
+                "(the job's log names their items)")
+        if row["stage"] == "metric":
+            message = f"The judge {row['component']} on {row['method_id']}'s outputs, dataset {row['dataset_id']}: {said}"
+        else:
+            message = f"{row['method_id']} on {row['dataset_id']}: {said}; those items took the task's default"
+        flags.append(QCFlag(PROMPT_TOO_LONG_FLAGS[row["stage"]], message, dataset_id=row["dataset_id"],
+                            method_id=row["method_id"] or None))
     return flags
 
 

@@ -71,7 +71,7 @@ the thread-count variables (``OMP_NUM_THREADS`` ...: the job's CPU count, whatev
 :func:`thread_environment`), the host's OpenBLAS kernel settings (``OPENBLAS_CORETYPE``,
 ``OPENBLAS_L2_SIZE``: some processors need them for correct results),
 ``HF_HUB_OFFLINE=1`` and ``TRANSFORMERS_OFFLINE=1``, and for LLM components the
-``OPENPERT_LLM_*`` settings (model, backend; the cache as a sandbox path; with a server, the
+``OPENPERT_LLM_*`` settings (model, backend, cap on generated tokens; the cache as a sandbox path; with a server, the
 base URL of the job's relay to the harness's proxy and no API key: :mod:`openpert.run.component`,
 :mod:`openpert.run.llm_proxy`), and
 for components that embed text ``OPENPERT_EMBED_CACHE`` (a sandbox path). Nothing else passes, credentials included (a dataset loader's ``KAGGLE_USERNAME``/``KAGGLE_KEY``
@@ -160,6 +160,7 @@ BLAS_KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 #: Settings of :mod:`pertsci.llm` passed to LLM components (the cache is handled on its own). The API
 #: key is not one: it stays with the harness's proxy (:mod:`openpert.run.llm_proxy`).
 LLM_VARIABLES = ("OPENPERT_LLM_BASE_URL", "OPENPERT_LLM_MODEL", "OPENPERT_LLM_MODEL_SHA256", "OPENPERT_LLM_BACKEND",
+                 "OPENPERT_LLM_MAX_TOKENS",
                  # a dry run's token counting (pertsci.llm_plan); the tokenizer file is bound read-only
                  "OPENPERT_LLM_TOKENIZER", "OPENPERT_LLM_DRY_RUN_ANSWER_CHARS")
 #: Values of ``--llm_cache_dir`` that disable the cache (as in :func:`pertsci.llm.client_from_arguments`).

@@ -6,6 +6,12 @@ chosen by a Python function. Task and method component tests point
 :class:`pertsci.llm.LLMClient` (or ``OPENPERT_LLM_BASE_URL``) at it, so they
 exercise the real HTTP path without a model or a network.
 
+It can also behave as real servers do where they differ from the OpenAI API: list several served
+names (``model``), have no ``GET /v1/models`` (``list_models=False``), answer one choice whatever
+``n`` asks (``ignore_n``, as llama-cpp-python's server does), refuse a prompt longer than a context
+window with the HTTP 400 of llama-cpp-python or vLLM (``context_window``, ``context_error``), and
+stop for good after a number of answers (``die_after``), as a server that crashes mid-run.
+
 It only ever listens on 127.0.0.1.
 
 Examples
@@ -25,12 +31,19 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["OpenAIStubServer", "StubHTTPError", "echo_responder"]
+__all__ = ["OpenAIStubServer", "StubHTTPError", "echo_responder", "CONTEXT_ERRORS"]
 
 _LOOPBACK = "127.0.0.1"
+#: How a server words its refusal of a request longer than its context window (``context_error``):
+#: ``llama.cpp`` (llama-cpp-python's server: a prompt of at least the window; code
+#: ``context_length_exceeded``), ``vllm`` (a prompt of at least the window: "your request has N input
+#: tokens"; else a prompt and ``max_tokens`` that together exceed it: "'max_tokens' ... is too
+#: large"), ``vllm_total`` (vLLM's older wording of both: "you requested T tokens (P in the messages,
+#: C in the completion)").
+CONTEXT_ERRORS = ("llama.cpp", "vllm", "vllm_total")
 
 #: A responder gets the decoded request body and returns the text of each
 #: choice: one string (repeated ``n`` times) or a list of strings (used as is).
@@ -88,8 +101,25 @@ class OpenAIStubServer:
     delay : float
         Seconds to wait before answering each chat request, so tests can see
         requests overlap.
-    model : str
-        Id listed by ``GET /v1/models``.
+    model : str or sequence of str
+        Id listed by ``GET /v1/models``, or several (vLLM lists every
+        ``--served-model-name``). Whatever name a request gives is answered,
+        as llama-cpp-python's server answers any name with its one model.
+    list_models : bool
+        ``False``: ``GET /v1/models`` answers HTTP 404, as a server without
+        the listing.
+    ignore_n : bool
+        Answer one choice whatever ``n`` the request asks for, as
+        llama-cpp-python's server does.
+    context_window : int, optional
+        The model's context window in tokens (the stub counts whitespace
+        words). A longer request gets HTTP 400 worded as ``context_error``.
+    context_error : str
+        One of :data:`CONTEXT_ERRORS`.
+    die_after : int, optional
+        After this many answered chat requests the server stops: requests in
+        flight or arriving later get their connection closed without an
+        answer, and the port refuses connections, as a crashed server's would.
     idle_timeout : float, optional
         Seconds a kept-alive connection may stay idle before the server closes
         it (as llama.cpp and vLLM do); default: until the client closes it.
@@ -122,21 +152,39 @@ class OpenAIStubServer:
         status: int | None = None,
         status_message: str = "stub error",
         delay: float = 0.0,
-        model: str = "stub-model",
+        model: str | Sequence[str] = "stub-model",
         model_card: dict[str, Any] | None = None,
         idle_timeout: float | None = None,
+        list_models: bool = True,
+        ignore_n: bool = False,
+        context_window: int | None = None,
+        context_error: str = "llama.cpp",
+        die_after: int | None = None,
     ):
         if host not in (_LOOPBACK, "localhost"):
             raise ValueError(f"OpenAIStubServer only binds {_LOOPBACK}, not {host!r}")
+        if context_error not in CONTEXT_ERRORS:
+            raise ValueError(f"context_error must be one of {CONTEXT_ERRORS}, got {context_error!r}")
         self.responder = responder or echo_responder
         self.port = int(port)
         self.fail_first = int(fail_first)
         self.status = status
         self.status_message = status_message
         self.delay = float(delay)
-        self.model = model
+        self.models = [model] if isinstance(model, str) else [str(m) for m in model]
+        if not self.models:
+            raise ValueError("the stub serves at least one model name")
+        self.model = self.models[0]
         self.model_card = dict(model_card or {})
         self.idle_timeout = idle_timeout
+        self.list_models = bool(list_models)
+        self.ignore_n = bool(ignore_n)
+        self.context_window = None if context_window is None else int(context_window)
+        self.context_error = context_error
+        self.die_after = None if die_after is None else int(die_after)
+        #: Chat requests answered with their choices (HTTP 200).
+        self.answered = 0
+        self._stop_lock = threading.Lock()
         self.connections = 0
         self._open: set[socket.socket] = set()
         self.requests: list[dict[str, Any]] = []
@@ -162,6 +210,13 @@ class OpenAIStubServer:
             raise RuntimeError("the stub server was never started; use it as a context manager or call start()")
         return f"http://{_LOOPBACK}:{self._bound_port}/v1"
 
+    @property
+    def bound_port(self) -> int:
+        """The port it listens (or listened) on: a server restarted there is ``OpenAIStubServer(port=...)``."""
+        if self._bound_port is None:
+            raise RuntimeError("the stub server was never started; use it as a context manager or call start()")
+        return self._bound_port
+
     def start(self) -> OpenAIStubServer:
         """Bind and serve in a daemon thread."""
         if self._httpd is not None:
@@ -179,21 +234,23 @@ class OpenAIStubServer:
 
     def stop(self) -> None:
         """Stop serving and close the socket and every open connection, as a stopped server would."""
-        if self._httpd is None:
-            return
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        with self._lock:
-            open_connections = list(self._open)
-        for connection in open_connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # the client closed it meanwhile: nothing left to close
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = None
-        self._thread = None
+        # A server dying on its own (die_after) stops from a thread of its own while a test may stop it too.
+        with self._stop_lock:
+            if self._httpd is None:
+                return
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            with self._lock:
+                open_connections = list(self._open)
+            for connection in open_connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # the client closed it meanwhile: nothing left to close
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self._httpd = None
+            self._thread = None
 
     def __enter__(self) -> OpenAIStubServer:
         return self.start()
@@ -209,29 +266,45 @@ class OpenAIStubServer:
 
     # -- request handling --------------------------------------------------
 
-    def _answer_chat(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """Status, JSON body and extra headers for one chat request."""
+    @property
+    def dead(self) -> bool:
+        """Whether it has given its ``die_after`` answers: it answers nothing more."""
+        with self._lock:
+            return self.die_after is not None and self.answered >= self.die_after
+
+    def _answer_chat(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any], dict[str, str]] | None:
+        """Status, JSON body and extra headers for one chat request; ``None``: no answer (the server is dead)."""
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
             number = len(self.requests)
         if self.delay:
             time.sleep(self.delay)
+        if self.dead:
+            return None
         if number <= self.fail_first:
             return 500, _error_body(f"{self.status_message} (planned failure {number}/{self.fail_first})"), {}
         if self.status is not None:
             return int(self.status), _error_body(self.status_message), {}
+        prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        too_long = self._context_refusal(prompt_words, int(body.get("max_tokens") or 16))
+        if too_long is not None:
+            return 400, too_long, {}
         try:
             texts = self.responder(body)
         except StubHTTPError as exc:
             return exc.status, _error_body(exc.message), exc.headers
         except Exception as exc:  # noqa: BLE001 - a broken responder must answer, not hang the client
             return 500, _error_body(f"responder raised {type(exc).__name__}: {exc}"), {}
-        n = int(body.get("n") or 1)
+        n = 1 if self.ignore_n else int(body.get("n") or 1)
         if isinstance(texts, str):
             texts = [texts] * n
-        texts = [str(t) for t in texts]
-        prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        texts = [str(t) for t in texts][: 1 if self.ignore_n else None]
+        with self._lock:
+            # Decided with the count, so that exactly die_after requests are answered however many overlap.
+            if self.die_after is not None and self.answered >= self.die_after:
+                return None
+            self.answered += 1
         completion_words = sum(len(t.split()) for t in texts)
         response = {
             "id": f"chatcmpl-stub-{next(self._ids)}",
@@ -256,6 +329,36 @@ class OpenAIStubServer:
             },
         }
         return 200, response, {}
+
+    def _context_refusal(self, prompt_tokens: int, max_tokens: int) -> dict[str, Any] | None:
+        """The 400 body of a request that does not fit :attr:`context_window`, worded as :attr:`context_error`."""
+        window = self.context_window
+        if window is None:
+            return None
+        total = prompt_tokens + max_tokens
+        if self.context_error == "llama.cpp":
+            # llama-cpp-python refuses a prompt of the window or more, and shortens max_tokens otherwise.
+            if prompt_tokens < window:
+                return None
+            message = (f"This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+                       f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length "
+                       "of the messages or completion.")
+            return {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                              "code": "context_length_exceeded"}}
+        if total <= window:
+            return None
+        if self.context_error == "vllm_total":
+            message = (f"This model's maximum context length is {window} tokens. However, you requested {total} tokens "
+                       f"({prompt_tokens} in the messages, {max_tokens} in the completion). Please reduce the length "
+                       "of the messages or completion.")
+        elif prompt_tokens >= window:
+            message = (f"This model's maximum context length is {window} tokens. However, your request has "
+                       f"{prompt_tokens} input tokens. Please reduce the length of the input messages.")
+        else:
+            message = (f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's maximum "
+                       f"context length is {window} tokens and your request has {prompt_tokens} input tokens "
+                       f"({max_tokens} > {window} - {prompt_tokens}).")
+        return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
 
     def _handler_class(self) -> type[http.server.BaseHTTPRequestHandler]:
         server = self
@@ -295,13 +398,13 @@ class OpenAIStubServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802 - name required by BaseHTTPRequestHandler
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/v1/models" and server.list_models:
                     self._send_json(
                         200,
                         {
                             "object": "list",
-                            "data": [{"id": server.model, "object": "model", "created": 0, "owned_by": "openpert",
-                                      **server.model_card}],
+                            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "openpert",
+                                      **server.model_card} for name in server.models],
                         },
                     )
                 else:
@@ -325,11 +428,18 @@ class OpenAIStubServer:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
                 try:
-                    status, payload, headers = server._answer_chat(body, dict(self.headers.items()))
+                    answer = server._answer_chat(body, dict(self.headers.items()))
                 finally:
                     with server._lock:
                         server._in_flight -= 1
-                self._send_json(status, payload, headers)
+                if answer is None:
+                    # Dead: the connection closes without an answer, as a crashed server's does.
+                    self.close_connection = True
+                    return
+                self._send_json(*answer)
+                if server.dead:
+                    # The last answer is on its way; then the server goes, and takes every connection with it.
+                    threading.Thread(target=server.stop, name="openpert-llm-stub-death", daemon=True).start()
 
         return Handler
 

@@ -3,6 +3,8 @@
 Each function sends all its chats in one ``client.generate`` call (the client batches, caches and
 runs them concurrently) and reads the answers with :mod:`biome_bench_lib.answer_extraction`. The
 client is a :class:`pertsci.llm.LLMClient`; the sampling a :class:`pertsci.llm.SamplingParams`.
+Each takes the item ids of its chats (``items``): a chat longer than the model's context window
+is answered with an empty text (unreadable, so an abstention) and recorded under its item.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ["answers_usage", "generate_answers", "judge_explanations", "kg_covera
 
 
 def generate_answers(client: Any, conversations: Sequence[Sequence[Mapping[str, str]]], tasks: Sequence[str],
-                     sampling: Any) -> list[str]:
+                     sampling: Any, items: Sequence[str] | None = None) -> list[str]:
     """One answer per conversation; reasoning blocks are removed from Task B explanations.
 
     Task A answers are kept whole: the metric extracts the label from the text, as the reference
@@ -39,6 +41,8 @@ def generate_answers(client: Any, conversations: Sequence[Sequence[Mapping[str, 
         per conversation.
     sampling
         :class:`pertsci.llm.SamplingParams` (``n`` must be 1).
+    items
+        The item id of each conversation.
 
     Returns
     -------
@@ -52,7 +56,8 @@ def generate_answers(client: Any, conversations: Sequence[Sequence[Mapping[str, 
     """
     if getattr(sampling, "n", 1) != 1:
         raise ValueError("one answer per item: sampling.n must be 1")
-    texts = [out[0] for out in client.generate([list(c) for c in conversations], sampling)] if conversations else []
+    texts = [out[0] for out in client.generate([list(c) for c in conversations], sampling, labels=items)] \
+        if conversations else []
     return [t if task == TASK_RELATION else strip_think(t) for t, task in zip(texts, tasks)]
 
 
@@ -68,7 +73,8 @@ def answers_usage(client: Any, answers: Sequence[str], tasks: Sequence[str]) -> 
 
 
 def judge_explanations(client: Any, queries: Sequence[str], phenotypes: Sequence[str], references: Sequence[str],
-                       explanations: Sequence[str], sampling: Any) -> tuple[pd.DataFrame, int]:
+                       explanations: Sequence[str], sampling: Any,
+                       items: Sequence[str] | None = None) -> tuple[pd.DataFrame, int]:
     """The four judge scores of each explanation (section 3.4.2).
 
     Parameters
@@ -85,6 +91,8 @@ def judge_explanations(client: Any, queries: Sequence[str], phenotypes: Sequence
         The texts to grade; reasoning blocks are removed before the judge sees them.
     sampling
         :class:`pertsci.llm.SamplingParams` of the judge.
+    items
+        The item id of each explanation.
 
     Returns
     -------
@@ -96,7 +104,7 @@ def judge_explanations(client: Any, queries: Sequence[str], phenotypes: Sequence
         How many judge answers had no readable score.
     """
     conversations = [judge_messages(q, p, r, strip_think(e)) for q, p, r, e in zip(queries, phenotypes, references, explanations)]
-    texts = [out[0] for out in client.generate(conversations, sampling)] if conversations else []
+    texts = [out[0] for out in client.generate(conversations, sampling, labels=items)] if conversations else []
     parsed = [parse_judge_answer(t) for t in texts]
     nan = dict.fromkeys(JUDGE_DIMENSIONS, float("nan"))
     frame = pd.DataFrame([p if p is not None else nan for p in parsed], columns=list(JUDGE_DIMENSIONS), dtype=float)
@@ -104,7 +112,7 @@ def judge_explanations(client: Any, queries: Sequence[str], phenotypes: Sequence
 
 
 def kg_coverage(client: Any, explanations: Sequence[str], triples: Sequence[Sequence[Mapping[str, str]]],
-                sampling: Any) -> tuple[np.ndarray, int]:
+                sampling: Any, items: Sequence[str] | None = None) -> tuple[np.ndarray, int]:
     """Knowledge-graph coverage of each explanation: supported reference triples / all (section 3.4.2).
 
     The extraction model may only select among the numbered reference triples (closed set). An
@@ -121,6 +129,8 @@ def kg_coverage(client: Any, explanations: Sequence[str], triples: Sequence[Sequ
         The paper's knowledge-graph edges per item (empty: no reference graph).
     sampling
         :class:`pertsci.llm.SamplingParams` of the extraction model.
+    items
+        The item id of each explanation.
 
     Returns
     -------
@@ -135,7 +145,9 @@ def kg_coverage(client: Any, explanations: Sequence[str], triples: Sequence[Sequ
     for i, (t, kg) in enumerate(zip(texts, triples)):
         if kg and not t.strip():
             coverage[i] = 0.0
-    answers = [out[0] for out in client.generate([kg_messages(texts[i], triples[i]) for i in ask], sampling)] if ask else []
+    labels = None if items is None else [f"{items[i]} (coverage)" for i in ask]
+    answers = [out[0] for out in client.generate([kg_messages(texts[i], triples[i]) for i in ask], sampling,
+                                                 labels=labels)] if ask else []
     n_unreadable = 0
     for i, answer in zip(ask, answers):
         ids = parse_kg_answer(answer, len(triples[i]))

@@ -15,7 +15,7 @@ import pandas as pd
 from pertreasonqa_lib.answer_parsing import ResponseFormatError, parse_response
 from pertreasonqa_lib.path_serialisation import serialize_paths
 from pertsci.llm import LLMClient, SamplingParams
-from pertsci.llm_usage import AnswerTally, usage_record
+from pertsci.llm_usage import AnswerTally, failure_notes, usage_record
 
 #: Short description of each cell line, for prompts.
 CELL_DESCRIPTIONS = {
@@ -105,8 +105,12 @@ def perturbation_phrase(perturbation: str, perturbation_type: str) -> str:
     return f"{kind} {perturbation}" if perturbation_type.lower() == "chemical" else f"{kind} of {perturbation}"
 
 
-def answer_with_llm(client: LLMClient, prompts: Sequence[str], sampling: SamplingParams) -> pd.DataFrame:
+def answer_with_llm(client: LLMClient, prompts: Sequence[str], sampling: SamplingParams,
+                    items: Sequence[str] | None = None) -> pd.DataFrame:
     """Send every prompt (with :data:`SYSTEM_PROMPT`) and parse each response strictly.
+
+    ``items`` (one per prompt, the test item ids) name the prompts longer than the model's context
+    window; those are answered with an empty response, which breaks the format (``invalid``).
 
     Returns
     -------
@@ -115,7 +119,7 @@ def answer_with_llm(client: LLMClient, prompts: Sequence[str], sampling: Samplin
         ``response``, ``parse_error`` ('' when parsed), one row per prompt.
     """
     conversations = [[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": p}] for p in prompts]
-    texts = client.generate(conversations, sampling)
+    texts = client.generate(conversations, sampling, labels=items)
     rows = []
     for completions in texts:
         text = completions[0]
@@ -128,12 +132,13 @@ def answer_with_llm(client: LLMClient, prompts: Sequence[str], sampling: Samplin
     return pd.DataFrame(rows)
 
 
-def answers_usage(client: LLMClient, table: pd.DataFrame) -> dict[str, int]:
-    """The ``uns["llm_usage"]`` record of :func:`answer_with_llm`'s answers.
+def answers_uns(client: LLMClient, table: pd.DataFrame) -> dict:
+    """The ``uns`` entries of :func:`answer_with_llm`'s answers: ``llm_usage`` and ``llm_failures``.
 
     One sample per question; a response that breaks the format (a ``parse_error``) is an
-    abstention, and its question falls back to ``invalid``, which scores as wrong.
+    abstention, and its question falls back to ``invalid``, which scores as wrong. The prompts
+    the model could not take are printed and listed (:func:`pertsci.llm_usage.failure_notes`).
     """
     tally = AnswerTally()
     tally.add_questions([[error != ""] for error in table["parse_error"]], abstained=True)
-    return usage_record(client.stats, tally)
+    return {"llm_usage": usage_record(client.stats, tally), "llm_failures": failure_notes(client.failures)}

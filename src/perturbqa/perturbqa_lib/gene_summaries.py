@@ -53,7 +53,8 @@ def summarise_entities(client, entities: Sequence[str], role: str, descriptions:
     Returns
     -------
     dict
-        Entity -> summary text (stripped).
+        Entity -> summary text (stripped); empty for a prompt longer than the model's context
+        window, which the client records under the entity's name (``"KRAS (pert summary)"``).
     """
     if role not in ("pert", "gene"):
         raise ValueError(f"role must be 'pert' or 'gene', got {role!r}")
@@ -67,31 +68,33 @@ def summarise_entities(client, entities: Sequence[str], role: str, descriptions:
         raise ValueError(f"gene sets are downstream entities; cannot summarise {set_names[:3]} as perturbations")
     todo = list(dict.fromkeys(genes + members))
     desc = dict(zip(descriptions["gene"].astype(str), descriptions["description"].astype(str)))
-    first = client.generate([node_summary_prompt(g, describe_gene(g, desc.get(g)), role) for g in todo], sampling)
+    first = client.generate([node_summary_prompt(g, describe_gene(g, desc.get(g)), role) for g in todo], sampling,
+                            labels=[f"{g} ({role} summary)" for g in todo])
     node = {g: texts[0].strip() for g, texts in zip(todo, first)}
     local = local_edges(edges, todo)
     second = client.generate([neighbourhood_summary_prompt(g, node[g], relations_text(g, local[g]), role) for g in todo],
-                             sampling)
+                             sampling, labels=[f"{g} ({role} neighbourhood summary)" for g in todo])
     out = {g: texts[0].strip() for g, texts in zip(todo, second)}
     if set_names:
         answers = client.generate([gene_set_summary_prompt(set_annotation(s), [f"{g}: {out[str(g)]}" for g in sets[s]])
-                                   for s in set_names], sampling)
+                                   for s in set_names], sampling, labels=[f"{s} (gene-set summary)" for s in set_names])
         out.update({s: texts[0].strip() for s, texts in zip(set_names, answers)})
     return {e: out[e] for e in entities}
 
 
 def describe_clusters(client, clusters: Sequence[Sequence[str]], cluster_type: str, summaries: dict[str, str],
-                      sampling) -> list[str]:
+                      sampling, items: Sequence[str] | None = None) -> list[str]:
     """Gene-set enrichment texts of clusters: the C.1 gene-set description prompt, parsed.
 
     Each cluster's members enter the prompt as ``<gene>: <summary>`` (their summaries as
     downstream genes for gene clusters, as perturbations for perturbation clusters). The text
     is the parsed "Name of gene set" and "Brief overview of gene set" (the two parts the paper
-    evaluates) joined by ". "; an answer with neither section keeps its raw text.
+    evaluates) joined by ". "; an answer with neither section keeps its raw text. ``items`` (one
+    per cluster, e.g. the test item ids) name the prompts the model could not take.
     """
     prompts = [gene_set_description_prompt([f"{g}: {summaries[g]}" for g in members], cluster_type) for members in clusters]
     out = []
-    for texts in client.generate(prompts, sampling):
+    for texts in client.generate(prompts, sampling, labels=items):
         parsed = parse_gene_set_description(texts[0])
         parts = [p.rstrip(".") for p in (parsed["name"], parsed["description"]) if p]
         out.append(". ".join(parts) + "." if parts else texts[0].split("[End of Output]")[0].strip())

@@ -14,7 +14,8 @@ from pertsci.llm_usage import USAGE_KEYS as WRITTEN_KEYS
 
 def record(**changes) -> dict:
     base = {"questions": 10, "samples": 30, "abstentions": 4, "fallbacks": 1, "prompts": 25, "generated": 20,
-            "cache_hits": 5, "requests": 21, "retries": 1, "prompt_tokens": 9000, "completion_tokens": 700, "unmetered": 0}
+            "cache_hits": 5, "requests": 21, "retries": 1, "prompt_tokens": 9000, "completion_tokens": 700, "unmetered": 0,
+            "failed": 2, "context_window": 4096}
     base.update(changes)
     return {k: v for k, v in base.items() if v is not None}
 
@@ -39,6 +40,10 @@ def test_a_valid_record_has_no_problem():
     (record(abstentions=31), "abstentions (31) exceeds samples (30)"),
     (record(fallbacks=11), "fallbacks (11) exceeds questions (10)"),
     (record(cache_hits=26), "cache_hits (26) exceeds prompts (25)"),
+    (record(failed=None), "lacks failed"),
+    (record(failed=26), "failed (26) exceeds prompts (25)"),
+    (record(requests=0), "2 failed prompts without any request"),
+    (record(failed=0), "a context window (4096) is stated only by refused prompts, and failed is 0"),
 ])
 def test_malformed_records_are_named(value, expected):
     problems = usage_problems(value)

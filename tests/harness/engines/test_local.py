@@ -158,6 +158,40 @@ def test_llm_components_are_skipped_without_a_model(tiny_task, tiny_project, tmp
     assert "llm_constant" in [m["id"] for m in plan["methods"]] and plan["skipped"] == []
 
 
+@pytest.mark.slow
+def test_a_model_server_that_dies_mid_run_is_resumed_asking_only_the_rest(project_copy, tmp_path, monkeypatch):
+    from openpert.testing.llm_server import OpenAIStubServer
+
+    # Six questions, one request each; the server dies after two answers.
+    script = project_copy / "src/tiny/methods/llm_constant/script.py"
+    one = ('(answers,) = client.generate([f"Give one number for {test.n_obs} rows."], SamplingParams(temperature=0, n=1, seed=0))\n'
+           "value = float(answers[0].strip())")
+    assert one in script.read_text()
+    script.write_text(script.read_text().replace(one, (
+        'answers = client.generate([f"Give one number for part {i} of {test.n_obs} rows." for i in range(6)], '
+        "SamplingParams(temperature=0, n=1, seed=0))\n"
+        "value = sum(float(a[0].strip()) for a in answers) / len(answers)")))
+    task, inputs, out = Task(project_copy / "src" / "tiny"), project_copy / "resources_test" / "tiny", tmp_path / "out"
+    monkeypatch.setenv("OPENPERT_LLM_CACHE", str(tmp_path / "llm_cache"))
+    monkeypatch.setenv("OPENPERT_LLM_MODEL", "stub-model")
+
+    def respond(request: dict) -> str:
+        return "0.25"
+
+    with OpenAIStubServer(respond, die_after=2) as dying:
+        monkeypatch.setenv("OPENPERT_LLM_BASE_URL", dying.base_url)
+        first = run_benchmark(task, out, input_dir=inputs, methods=["llm_constant"], metrics=["errors"], progress=False,
+                              sandbox=False)
+    # The job fails (the client retried first, with its backoff), saying what a rerun will not ask again.
+    (failure,) = [f for f in first["failures"] if f["method_id"] == "llm_constant"]
+    assert "LLMRequestError" in failure["reason"]
+    assert ("2 of the 6 answers of this call are in the generation cache" in (out / failure["log"]).read_text())
+    with OpenAIStubServer(respond, port=dying.bound_port) as restarted:
+        again = run_benchmark(task, out, input_dir=inputs, methods=["llm_constant"], metrics=["errors"], progress=False,
+                              sandbox=False, resume=True)
+    assert again["failures"] == [] and restarted.n_requests == 4
+
+
 def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
     from openpert.results.collect import run_task_analysis
 

@@ -320,6 +320,8 @@ def test_llm_settings_travel_as_params_and_the_key_does_not():
     assert llm_params(env) == {"llm_base_url": "http://vllm:8000/v1"}
     env["OPENPERT_LLM_MODEL_SHA256"] = "a" * 64  # the model's identity in the generation cache
     assert llm_params(env) == {"llm_base_url": "http://vllm:8000/v1", "llm_model_sha256": "a" * 64}
+    env["OPENPERT_LLM_MAX_TOKENS"] = "64"  # a path check on a small model: every LLM component gets the cap
+    assert llm_params(env)["llm_max_tokens"] == "64"
     assert llm_params({}) == {}
 
 

@@ -69,3 +69,20 @@ def test_metric_tags_are_escaped_and_empty_for_a_plain_headline_metric() -> None
     compact = str(metric_tags(results, None, "x", compact=True))
     assert 'class="tag tag-diagnostic tag-mark"' in compact and "(diagnostic)" in compact
     assert HOSTILE not in compact and HOSTILE_URL not in compact
+
+
+def test_prompts_too_long_are_marked_beside_the_method_on_its_dataset_and_in_the_overview() -> None:
+    from openpert.report.overview import overview
+
+    message = "b on d1: 3 of 40 prompts were longer than the context window of 4,096 tokens"
+    results = small_results(qc=[{"flag": "llm_prompt_too_long", "dataset_id": "d1", "method_id": "b", "message": message},
+                                {"flag": "llm_judge_prompt_too_long", "dataset_id": "d1", "method_id": "c",
+                                 "message": "the judge's prompts"}])
+    d1 = str(dataset_table(results, TaskPaths(results, "t"), "d1", "table-d1"))
+    assert f'<span class="tag tag-abstains" title="{message}">prompts too long</span>' in _row(d1, "b")
+    d2 = str(dataset_table(results, TaskPaths(results, "t"), "d2", "table-d2"))
+    # Only where it was flagged, and never for a judge's prompts about the method's outputs.
+    assert "prompts too long" not in _row(d2, "b") and "prompts too long" not in _row(d1, "c")
+    html = str(overview(results, TaskPaths(results, "t")))
+    assert f'title="{message}">prompts too long on 1 dataset</span>' in _row(html, "b")
+    assert "prompts too long" not in _row(html, "c")

@@ -16,7 +16,9 @@ from openpert.report.task_results import TaskResults
 def _results() -> TaskResults:
     data = build_results()
     data["qc"] = [{"flag": "llm_abstentions", "dataset_id": "k562", "method_id": "big_llm", "metric_id": None,
-                   "message": f"75% abstained {HOSTILE}"}]
+                   "message": f"75% abstained {HOSTILE}"},
+                  {"flag": "llm_prompt_too_long", "dataset_id": "k562", "method_id": "big_llm", "metric_id": None,
+                   "message": "big_llm on k562: 3 of 1810 prompts were longer than the model's context window"}]
     return TaskResults(data, Path("."))
 
 
@@ -30,7 +32,8 @@ def test_rows_counts_flags_and_hostile_text(tmp_path: Path) -> None:
     rows = [
         {"dataset_id": "k562", "method_id": "big_llm", "component": f"llm{HOSTILE}", "stage": "method",
          "questions": 40, "samples": 120, "abstentions": 90, "abstention_rate": 0.75, "fallbacks": 30,
-         "requests": 1810, "retries": 1, "cache_hits": 20, "prompt_tokens": 123456, "completion_tokens": 7890},
+         "requests": 1810, "retries": 1, "cache_hits": 20, "prompt_tokens": 123456, "completion_tokens": 7890,
+         "failed": 3, "context_window": 4096},
         {"dataset_id": "rpe1", "method_id": None, "component": "judge", "stage": "metric", "abstention_rate": None,
          "prompt_tokens": 5, "unmetered": 2},
     ]
@@ -40,11 +43,12 @@ def test_rows_counts_flags_and_hostile_text(tmp_path: Path) -> None:
     doc = _table(tmp_path, html)
     body = [[norm(c.text()) for c in r.elements()] for r in doc.find("table", id="usage").find("tbody").find_all("tr")]
     assert body[0][2:8] == [f"llm{HOSTILE}", "40", "120", "90", "75.0% flagged", "30"]
-    assert body[0][8] == "1,810"
-    assert body[1][0] == MISSING and body[1][2] == "judge (judge)" and body[1][6] == MISSING
-    assert body[1][11] == "5 *"
-    flag = doc.find("span", class_="tag-abstains")
+    assert body[0][8:10] == ["3 flagged", "1,810"]
+    assert body[1][0] == MISSING and body[1][2] == "judge (judge)" and body[1][6] == MISSING and body[1][8] == MISSING
+    assert body[1][12] == "5 *"
+    flag, too_long = doc.find_all("span", class_="tag-abstains")
     assert flag.attrs["title"] == f"75% abstained {HOSTILE}"  # the attribute holds the text, escaped in the markup
+    assert too_long.attrs["title"].startswith("big_llm on k562: 3 of 1810 prompts were longer")
     assert "lower bounds" in norm(doc.find("p", class_="note").text())
     rate = doc.find("table", id="usage").find("tbody").find_all("tr")[0].elements()[6]
     assert rate.attrs["data-sort"] == "0.75"

@@ -891,10 +891,12 @@ def test_language_model_use_and_its_flags(tmp_path: Path) -> None:
     folder = write_results_dir(tmp_path / "results" / "perturbqa")
     data = json.loads((folder / "results.json").read_text())
     counts = {"questions": 40, "samples": 120, "prompts": 200, "generated": 180, "cache_hits": 20, "requests": 181,
-              "retries": 1, "prompt_tokens": 123456, "completion_tokens": 7890, "unmetered": 0}
+              "retries": 1, "prompt_tokens": 123456, "completion_tokens": 7890, "unmetered": 0, "failed": 0,
+              "context_window": 0}
     data["llm_usage"] = [
         {"dataset_id": "k562", "method_id": "big_llm", "component": "big_llm", "stage": "method", "n_jobs": 1, **counts,
-         "abstentions": 90, "fallbacks": 30, "abstention_rate": 0.75, "fallback_rate": 0.75},
+         "abstentions": 90, "fallbacks": 30, "abstention_rate": 0.75, "fallback_rate": 0.75, "failed": 3,
+         "context_window": 4096},
         {"dataset_id": "rpe1", "method_id": "mlp", "component": "judge", "stage": "metric", "n_jobs": 1, **counts,
          "abstentions": 60, "fallbacks": 20, "abstention_rate": 0.5, "fallback_rate": 0.5, "unmetered": 3},
     ]
@@ -904,6 +906,8 @@ def test_language_model_use_and_its_flags(tmp_path: Path) -> None:
          "message": f"big_llm on k562: 90 of 120 answers (75.0%) {HOSTILE}; its score is mostly the fallback's, not the model's"},
         {"flag": "llm_judge_abstentions", "dataset_id": "rpe1", "method_id": "mlp", "metric_id": None,
          "message": "The judge judge on mlp's outputs, dataset rpe1: 60 of 120 answers (50.0%)"},
+        {"flag": "llm_prompt_too_long", "dataset_id": "k562", "method_id": "big_llm", "metric_id": None,
+         "message": "big_llm on k562: 3 of 200 prompts were longer than the model's context window of 4,096 tokens"},
     ]
     (folder / "results.json").write_text(json.dumps(data))
     render_site([folder], tmp_path / "site")
@@ -911,13 +915,15 @@ def test_language_model_use_and_its_flags(tmp_path: Path) -> None:
     assert HOSTILE not in (tmp_path / "site" / "perturbqa" / "index.html").read_text()
     usage = doc.find("table", id="table-llm-usage")
     rows = [[norm(c.text()) for c in r.elements()] for r in usage.find("tbody").find_all("tr")]
-    assert rows[0] == ["Big LLM & co", "K562 essential", "big_llm", "40", "120", "90", "75.0% flagged", "30", "181", "1",
-                       "20", "123,456", "7,890"]
-    assert rows[1][2:] == ["judge (judge)", "40", "120", "60", "50.0% flagged", "20", "181", "1", "20", "123,456 *", "7,890 *"]
+    assert rows[0] == ["Big LLM & co", "K562 essential", "big_llm", "40", "120", "90", "75.0% flagged", "30", "3 flagged",
+                       "181", "1", "20", "123,456", "7,890"]
+    assert rows[1][2:] == ["judge (judge)", "40", "120", "60", "50.0% flagged", "20", "0", "181", "1", "20", "123,456 *",
+                           "7,890 *"]
     assert "lower bounds" in norm(doc.find("section", id="llm-usage").text()) and "above 10%" in norm(doc.text())
     # Beside the method on its dataset's leaderboard; a judge's unreadable gradings do not mark the judged method.
     big = doc.find("table", id="table-k562").find("tr", data_method="big_llm")
-    assert norm(big.find("span", class_="tag-abstains").text()) == "score mostly fallback"
+    assert [norm(t.text()) for t in big.find_all("span", class_="tag-abstains")] == ["score mostly fallback",
+                                                                                      "prompts too long"]
     assert not doc.find("table", id="table-rpe1").find("tr", data_method="mlp").find_all("span", class_="tag-abstains")
     assert not doc.find("table", id="table-k562").find("tr", data_method="mlp").find_all("span", class_="tag-abstains")
     # Each method's page shows its own rows (the judge's row of mlp on mlp's page).

@@ -6,13 +6,14 @@ import anndata as ad
 import pandas as pd
 import pytest
 
-from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, usage_table
+from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, prompt_too_long_flags, usage_table
 from openpert.run.records import JobRecord
 
 
 def usage(**changes) -> dict:
     base = {"questions": 10, "samples": 30, "abstentions": 0, "fallbacks": 0, "prompts": 20, "generated": 20,
-            "cache_hits": 0, "requests": 20, "retries": 0, "prompt_tokens": 5000, "completion_tokens": 300, "unmetered": 0}
+            "cache_hits": 0, "requests": 20, "retries": 0, "prompt_tokens": 5000, "completion_tokens": 300, "unmetered": 0,
+            "failed": 0, "context_window": 0}
     return base | changes
 
 
@@ -71,6 +72,30 @@ def test_flags_above_the_threshold_only_and_say_when_the_score_is_the_fallbacks(
     assert judge.message.startswith("The judge judge on summer's outputs, dataset k562_dir: 20 of 30 answers")
     assert judge.flag == "llm_judge_abstentions" and judge.method_id == "summer"
     assert abstention_flags([{**row(), "samples": 0, "abstention_rate": None}]) == []
+
+
+def test_prompts_longer_than_the_context_window_are_flagged_with_the_count_and_the_window(tmp_path):
+    records = [
+        job(tmp_path, "k562/summer@seed0", "method", {"llm_usage": usage(failed=2, context_window=4096)}),
+        job(tmp_path, "k562/summer@seed1", "method", {"llm_usage": usage(failed=1, context_window=8192)}),
+        job(tmp_path, "k562/summer/judge", "metric", {"llm_usage": usage(failed=3, context_window=4096)}),
+        job(tmp_path, "k562/other", "method", {"llm_usage": usage()}, method="other"),
+    ]
+    rows, problems = usage_table(records)
+    assert problems == []
+    summed = {(r["method_id"], r["stage"]): r for r in rows}
+    # Counted over seeds; the window is a size, not a count: the largest.
+    assert (summed["summer", "method"]["failed"], summed["summer", "method"]["context_window"]) == (3, 8192)
+    judge, method = prompt_too_long_flags(rows)  # rows in (dataset, method, component) order
+    assert (method.flag, method.method_id, method.dataset_id) == ("llm_prompt_too_long", "summer", "k562")
+    assert method.message == ("summer on k562: 3 of 40 prompts were longer than the model's context window of 8,192 "
+                              "tokens and were answered as abstentions (the job's log names their items); those items "
+                              "took the task's default")
+    assert (judge.flag, judge.method_id) == ("llm_judge_prompt_too_long", "summer")
+    assert judge.message.startswith("The judge judge on summer's outputs, dataset k562: 3 of 20 prompts were longer "
+                                    "than the model's context window of 4,096 tokens")
+    assert prompt_too_long_flags([{**summed["summer", "method"], "context_window": 0}])[0].message.startswith(
+        "summer on k562: 3 of 40 prompts were longer than the model's context window and")
 
 
 def test_a_judge_that_counted_text_addressed_to_it_flags_the_method(tmp_path):

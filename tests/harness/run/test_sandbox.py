@@ -575,7 +575,7 @@ def test_a_jobs_threads_are_its_labels_and_its_blas_kernel_the_hosts(project_cop
 
 def test_environment_keeps_only_what_a_job_needs(monkeypatch):
     host = {"OPENPERT_TEST_SECRET": "x", "OMP_NUM_THREADS": "3", "OPENPERT_LLM_MODEL": "m", "PATH": "/work/bin",
-            "OPENBLAS_CORETYPE": "Haswell", "OPENPERT_LLM_MODEL_SHA256": "a" * 64}
+            "OPENBLAS_CORETYPE": "Haswell", "OPENPERT_LLM_MODEL_SHA256": "a" * 64, "OPENPERT_LLM_MAX_TOKENS": "64"}
     env = sandboxing.job_environment(cpus=2, llm=False, llm_cache=False, host_env=host)
     # The label's threads, not the host's; the host's BLAS kernel choice passes.
     assert {var: env[var] for var in sandboxing.THREAD_VARIABLES} == dict.fromkeys(sandboxing.THREAD_VARIABLES, "2")
@@ -584,6 +584,7 @@ def test_environment_keeps_only_what_a_job_needs(monkeypatch):
     env = sandboxing.job_environment(cpus=None, llm=True, llm_cache=True, host_env=host)
     assert env["OPENPERT_LLM_MODEL"] == "m" and env["OPENPERT_LLM_CACHE"] == "/cache/llm"
     assert env["OPENPERT_LLM_MODEL_SHA256"] == "a" * 64  # the model's identity in the generation cache
+    assert env["OPENPERT_LLM_MAX_TOKENS"] == "64"  # the cap of a path check on a small model
     assert env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert sandboxing.llm_cache_folder("none", "t/c", host_env={}) is None
     assert sandboxing.llm_cache_folder(None, "t/c", host_env={"OPENPERT_LLM_CACHE": "/c"}) == Path("/c/t/c")

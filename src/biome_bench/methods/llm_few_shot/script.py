@@ -2,6 +2,7 @@ import sys
 
 from pertsci.embeddings import embed
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
+from pertsci.llm_usage import failure_notes
 
 ## VIASH START
 par = {
@@ -45,8 +46,8 @@ for task, answer_column in ((TASK_RELATION, "relation"), (TASK_MECHANISM, "mecha
         examples = [(prompts[j], solved[j]) for j in picks[::-1]]
         conversations[row] = few_shot_messages(test["prompt"].iloc[row], examples)
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
-answers = generate_answers(client, conversations, test["task"].tolist(), sampling)
+answers = generate_answers(client, conversations, test["task"].tolist(), sampling, test.index)
 usage = answers_usage(client, answers, test["task"].tolist())
 print(f"{len(answers)} answers from {client.resolved_model()}; LLM usage: {usage}")
 write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"],
-                 uns={"llm_usage": usage})
+                 uns={"llm_usage": usage, "llm_failures": failure_notes(client.failures)})

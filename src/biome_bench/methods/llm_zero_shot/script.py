@@ -1,6 +1,7 @@
 import sys
 
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
+from pertsci.llm_usage import failure_notes
 
 ## VIASH START
 par = {
@@ -24,8 +25,8 @@ except LLMConfigError as err:
     raise SystemExit(f"{meta['name']} needs a language model: {err}") from None
 sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_tokens"], seed=par["seed"])
 conversations = [[{"role": "user", "content": prompt}] for prompt in test["prompt"]]
-answers = generate_answers(client, conversations, test["task"].tolist(), sampling)
+answers = generate_answers(client, conversations, test["task"].tolist(), sampling, test.index)
 usage = answers_usage(client, answers, test["task"].tolist())
 print(f"{len(answers)} answers from {client.resolved_model()}; LLM usage: {usage}")
 write_prediction(par["output"], test.index, answers, dataset_id=uns["dataset_id"], method_id=meta["name"],
-                 uns={"llm_usage": usage})
+                 uns={"llm_usage": usage, "llm_failures": failure_notes(client.failures)})

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
+from pertsci.llm_usage import AnswerTally, failure_notes, usage_record
 
 ## VIASH START
 par = {
@@ -43,16 +43,17 @@ perturbed = [perturb_mechanism(text, swappable_entities(observed, json.loads(kg)
 usable = np.array([n_entities + n_words > 0 for _, n_entities, n_words in perturbed], dtype=bool)
 checked = items[usable]
 rewrites = generate_answers(client, [rewrite_messages(t) for t in checked["mechanism"]],
-                            [TASK_MECHANISM] * len(checked), sampling)
+                            [TASK_MECHANISM] * len(checked), sampling, [f"{i} (rewrite)" for i in checked.index])
 corrupted = [p[0] for p, keep in zip(perturbed, usable) if keep]
 
 
 tally = AnswerTally()
 
 
-def judge(texts: list[str]) -> pd.DataFrame:
+def judge(texts: list[str], version: str) -> pd.DataFrame:
     scores, n_bad = judge_explanations(client, checked["prompt"].tolist(), checked["target_phenotypes"].tolist(),
-                                       checked["mechanism"].tolist(), texts, sampling)
+                                       checked["mechanism"].tolist(), texts, sampling,
+                                       [f"{i} (judging the {version})" for i in checked.index])
     # An unreadable grading leaves that item out of the validity scores.
     tally.add_counts(questions=len(texts), samples=len(texts), abstentions=n_bad, fallbacks=n_bad)
     if len(texts) and n_bad == len(texts):
@@ -60,10 +61,11 @@ def judge(texts: list[str]) -> pd.DataFrame:
     return scores.set_axis(checked.index)
 
 
-values, per_item, per_dimension = validity_scores(judge(rewrites), judge(corrupted))
+values, per_item, per_dimension = validity_scores(judge(rewrites, "rewrite"), judge(corrupted, "perturbed reference"))
 print(f"{len(checked)} of {len(items)} references perturbed "
       f"({sum(p[1] for p in perturbed)} entity swaps, {sum(p[2] for p in perturbed)} inverted words); {values}; "
       f"per dimension [rewrite, perturb, drop]: {per_dimension}")
 write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values, per_item=per_item,
-            extra_uns={"llm_usage": usage_record(client.stats, tally), "n_items": int(len(items)), "n_checked": int(len(checked)), "dimensions": list(JUDGE_DIMENSIONS),
+            extra_uns={"llm_usage": usage_record(client.stats, tally), "llm_failures": failure_notes(client.failures),
+                       "n_items": int(len(items)), "n_checked": int(len(checked)), "dimensions": list(JUDGE_DIMENSIONS),
                        **{f"{dim}_rewrite_perturb_drop": v for dim, v in per_dimension.items()}})

@@ -4,7 +4,7 @@ import sys
 import numpy as np
 
 from pertsci.llm import LLMConfigError, SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
+from pertsci.llm_usage import AnswerTally, failure_notes, usage_record
 from pertsci.text_metrics import cosine_similarity_texts
 
 ## VIASH START
@@ -39,7 +39,7 @@ sampling = SamplingParams(temperature=par["temperature"], max_tokens=par["max_to
 items = solution[solution["task"] == TASK_MECHANISM]
 explanations = prediction.loc[items.index, "answer"].tolist()
 judged, n_bad_judge = judge_explanations(client, items["prompt"].tolist(), items["target_phenotypes"].tolist(),
-                                         items["mechanism"].tolist(), explanations, sampling)
+                                         items["mechanism"].tolist(), explanations, sampling, items.index)
 if len(items) and n_bad_judge == len(items):
     raise SystemExit(f"none of the {len(items)} judge answers holds readable scores: check the judge model")
 # Text addressed to the grader rather than explaining biology: the items are still graded, and counted, so
@@ -48,7 +48,8 @@ suspect = {item: found for item, e in zip(items.index, explanations) if (found :
 if suspect:
     print(f"QC: {len(suspect)} of {len(items)} explanations of {pred_uns['method_id']} hold instruction-like text "
           f"addressed to the grader: " + "; ".join(f"{item} ({', '.join(found)})" for item, found in list(suspect.items())[:5]))
-coverage, n_bad_kg = kg_coverage(client, explanations, [json.loads(s) for s in items["reference_kg"]], sampling)
+coverage, n_bad_kg = kg_coverage(client, explanations, [json.loads(s) for s in items["reference_kg"]], sampling,
+                                 items.index)
 similarity = cosine_similarity_texts([strip_think(e) for e in explanations], items["mechanism"].tolist())
 # Task A, for the paper's average over both tasks.
 relation = solution[solution["task"] == TASK_RELATION]
@@ -70,7 +71,8 @@ n_asked = int(sum(1 for e, kg in zip(explanations, items["reference_kg"]) if jso
 tally.add_counts(questions=n_asked, samples=n_asked, abstentions=n_bad_kg, fallbacks=n_bad_kg)
 write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values,
             per_item=judged.set_axis(items.index).assign(kg_coverage=coverage),
-            extra_uns={"llm_usage": usage_record(client.stats, tally), "n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
+            extra_uns={"llm_usage": usage_record(client.stats, tally), "llm_failures": failure_notes(client.failures),
+                       "n_items": int(len(items)), "n_unreadable_judge": int(n_bad_judge),
                        "n_unreadable_coverage": int(n_bad_kg), "judge_model": client.resolved_model(),
                        "n_instruction_like": len(suspect), "instruction_like_items": np.asarray(list(suspect), dtype=str),
                        "similarity": finite_mean(similarity), "accuracy": task_a["accuracy"], "macro_f1": task_a["macro_f1"]})

@@ -20,7 +20,7 @@ sys.path.append(meta["resources_dir"])
 from pertreasonqa_lib.cell_state import gene_states  # noqa: E402
 from pertreasonqa_lib.dataset_files import read_context, read_graph  # noqa: E402
 from pertreasonqa_lib.prediction_files import write_prediction  # noqa: E402
-from pertreasonqa_lib.prompts import answer_with_llm, answers_usage, question_prompt  # noqa: E402
+from pertreasonqa_lib.prompts import answer_with_llm, answers_uns, question_prompt  # noqa: E402
 from pertreasonqa_lib.reference_paths import candidate_triplets  # noqa: E402
 from pertreasonqa_lib.signed_graph import compound_targets  # noqa: E402
 
@@ -44,9 +44,10 @@ for item in test.obs.itertuples():
 
 sampling = SamplingParams(temperature=par["temperature"], top_p=par["top_p"], max_tokens=par["max_tokens"], seed=par["seed"])
 client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})
-table = answer_with_llm(client, prompts, sampling)
-usage = answers_usage(client, table)
+table = answer_with_llm(client, prompts, sampling, test.obs_names)
+uns = answers_uns(client, table)
+usage = uns["llm_usage"]
 print(f"{usage['abstentions']} of {len(table)} responses could not be parsed; LLM usage: {usage}")
 write_prediction(par["output"], test, table["answer"], table["triplets"], meta["name"],
                     extra={"response": table["response"], "parse_error": table["parse_error"]},
-                    uns={"llm_usage": usage})
+                    uns=uns)

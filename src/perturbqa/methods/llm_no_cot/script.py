@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from pertsci.llm import SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
+from pertsci.llm_usage import AnswerTally, failure_notes, usage_record
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -56,7 +56,8 @@ for subtask in ("de", "dir"):
     # Ask for option A or B directly, without chain of thought (C.2), and parse each sample.
     prompts = [no_cot_prompt(subtask, s_p[p], s_g[g], context, [(s_p[e.pert], s_g[e.gene], e.label) for e in ex])
                for p, g, ex in zip(perts, genes, examples)]
-    labels = [[parse_option_answer(t, subtask) for t in samples] for samples in client.generate(prompts, sampling)]
+    labels = [[parse_option_answer(t, subtask) for t in samples]
+              for samples in client.generate(prompts, sampling, labels=items.index)]
     values, stats = question_scores(labels, genes, *gene_prevalence(train.obs, subtask))
     scores.update(zip(items.index, values))
     tally.add_questions(labels, ABSTAIN)
@@ -64,4 +65,4 @@ for subtask in ("de", "dir"):
 usage = usage_record(client.stats, tally)
 print(f"LLM usage: {usage}")
 write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float),
-                 uns={"llm_usage": usage})
+                 uns={"llm_usage": usage, "llm_failures": failure_notes(client.failures)})

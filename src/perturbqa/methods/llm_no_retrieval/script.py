@@ -4,7 +4,7 @@ import sys
 import pandas as pd
 
 from pertsci.llm import SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
+from pertsci.llm_usage import AnswerTally, failure_notes, usage_record
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -44,7 +44,8 @@ for subtask in ("de", "dir"):
     # Each answer option in turn as the hypothesis to support or refute (C.2); a question's samples are both.
     prompts = [no_retrieval_prompt(subtask, s_p[p], s_g[g], context, hypothesis)
                for p, g in zip(perts, genes) for hypothesis in (0, 1)]
-    answers = client.generate(prompts, sampling)
+    answers = client.generate(prompts, sampling,
+                              labels=[f"{item} (hypothesis {h})" for item in items.index for h in (0, 1)])
     labels = [[parse_option_answer(t, subtask) for samples in answers[2 * i : 2 * i + 2] for t in samples]
               for i in range(len(perts))]
     values, stats = question_scores(labels, genes, *gene_prevalence(train.obs, subtask))
@@ -54,4 +55,4 @@ for subtask in ("de", "dir"):
 usage = usage_record(client.stats, tally)
 print(f"LLM usage: {usage}")
 write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float),
-                 uns={"llm_usage": usage})
+                 uns={"llm_usage": usage, "llm_failures": failure_notes(client.failures)})

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from pertsci.llm import SamplingParams, client_from_arguments
-from pertsci.llm_usage import AnswerTally, usage_record
+from pertsci.llm_usage import AnswerTally, failure_notes, usage_record
 
 ## VIASH START
 par = {"input_train": "resources_test/perturbqa/k562/train.h5ad", "input_test": "resources_test/perturbqa/k562/test.h5ad",
@@ -55,7 +55,7 @@ for subtask in ("de", "dir"):
     prompts = [summer_prompt(subtask, p, g, s_p[p], s_g[g], cell_line, context,
                              [(e.pert, e.gene, s_p[e.pert], s_g[e.gene], e.label) for e in ex])
                for p, g, ex in zip(perts, genes, examples)]
-    answers = client.generate(prompts, sampling)
+    answers = client.generate(prompts, sampling, labels=items.index)
     labels = [[parse_summer_answer(t, subtask, p, g, cell_line) for t in samples]
               for p, g, samples in zip(perts, genes, answers)]
     values, stats = question_scores(labels, genes, *gene_prevalence(train.obs, subtask))
@@ -69,10 +69,10 @@ for subtask, role in (("gse_gene", "gene"), ("gse_pert", "pert")):
         continue
     clusters = cluster_members(items["members"])
     summaries = summarise_entities(client, [m for c in clusters for m in c], role, descriptions, edges, summary_sampling)
-    texts.update(zip(items.index, describe_clusters(client, clusters, role, summaries, summary_sampling)))
+    texts.update(zip(items.index, describe_clusters(client, clusters, role, summaries, summary_sampling, items.index)))
     print(f"{subtask}: {len(clusters)} clusters")
 usage = usage_record(client.stats, tally)
 print(f"LLM usage: {usage}")
 write_prediction(par["output"], test.obs, test.uns["dataset_id"], meta["name"], scores=pd.Series(scores, dtype=float),
                  texts=texts or None,
-                 uns={"llm_usage": usage})
+                 uns={"llm_usage": usage, "llm_failures": failure_notes(client.failures)})
