@@ -155,7 +155,7 @@ def test_cache_deduplicates_within_a_call(tmp_path):
 
 def test_each_request_says_how_many_requests_the_client_has_planned_so_far(tmp_path):
     # The count is of requests (one per uncached distinct prompt, whatever n), summed over generate calls.
-    with OpenAIStubServer(fail_first=1) as server:
+    with stub(fail_first=1) as server:
         client = fast_client(server, cache_dir=tmp_path, max_concurrency=2)
         client.generate(["a", "b", "a"], SamplingParams(n=2))
         first = len(server.headers)
