@@ -26,8 +26,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from openpert.config.viash import ConfigError, read_config
 from openpert.engines.plan import build_failed
 from openpert.engines.resource_labels import MEMORY_UNITS_MB, TIME_UNITS_S
+from openpert.run.component import limit_hint
 from openpert.run.records import EXIT_INVALID, EXIT_MEMORY, EXIT_TIME, JobRecord
 
 #: Exit status Nextflow records when a task was stopped without one (``Integer.MAX_VALUE``).
@@ -183,6 +185,15 @@ def _log_path(row: dict[str, Any]) -> str | None:
     return str(log) if log.exists() else None
 
 
+def _label_hint(entry: Mapping[str, Any], code: int) -> str:
+    """The label that set a limit the job hit and the next one up, as the local engine says it."""
+    try:
+        config = read_config(entry["config"])
+    except (ConfigError, OSError, KeyError):
+        return ""  # a config that cannot be read again names no label; the limit's reason stands
+    return limit_hint(config, code)
+
+
 def _record(entry: Mapping[str, Any], rows: list[dict[str, Any]]) -> JobRecord:
     """The record of a job of the plan from its trace rows (none: it never ran)."""
     record = JobRecord(job_id=entry["id"], stage=entry["stage"], component=entry["component"],
@@ -206,6 +217,7 @@ def _record(entry: Mapping[str, Any], rows: list[dict[str, Any]]) -> JobRecord:
         record.exit_code, record.reason = _failure(row, limits)
         if attempt > 1:
             record.reason += f" on attempt {attempt}"
+        record.reason += _label_hint(entry, record.exit_code)
         return record
     outputs = {arg: str(Path(entry["publish_dir"]) / name) for arg, name in entry["outputs"].items()}
     # An optional output the job did not write is no failure; a required one is (the component's

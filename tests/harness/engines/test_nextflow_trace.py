@@ -342,3 +342,17 @@ def test_collect_records_round_trip_as_json(collected, tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
+
+
+def test_a_time_out_names_the_label_that_set_the_limit_and_the_next_one_up(collected, tmp_path):
+    # As the local engine says it: rerunning the same job runs out of time again; a larger label is the fix.
+    outdir, _, _ = collected
+    jobs = example_jobs(outdir)
+    config = Path(__file__).resolve().parents[3] / "src" / "perturbqa" / "control_methods" / "gene_prevalence" / "config.vsh.yaml"
+    for job in jobs:
+        if job["id"] == "k562/slow":
+            job["config"] = str(config)
+    records = {r.job_id: r for r in collect_job_records(jobs, parse_trace(tmp_path / TRACE_FILE_NAME))}
+    reason = records["k562/slow"].reason
+    assert reason.startswith("time limit exceeded (limit 600 s); label lowtime")
+    assert "midtime" in reason and "gene_prevalence/config.vsh.yaml" in reason
