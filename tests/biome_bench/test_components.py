@@ -195,8 +195,13 @@ def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monke
         monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / "fresh-cache"))  # the answers above must not be reused
         result, _ = run("metrics", "mechanism_judge", tmp_path / "broken", input_solution=FILES["input_solution"],
                         input_prediction=reference)
-    assert not result.succeeded
-    assert "judge answers holds readable scores" in result.log.read_text()
+    # A judge that never answers readably leaves its dimensions missing, every grading a judge abstention
+    # (flagged beside the method in the results): the judge model's failure, never a score of the method's.
+    assert result.succeeded and "judge answers holds readable scores" in result.log.read_text()
+    broken = ad.read_h5ad(result.outputs["output"])
+    assert broken.uns["n_unreadable_judge"] == len(mech)
+    assert all(np.isnan(score_values(result.outputs["output"])[dim]) for dim in JUDGE_DIMENSIONS)
+    assert dict(broken.uns["llm_usage"])["abstentions"] >= len(mech)
 
 
 #: vLLM's refusal of a prompt longer than its context window (HTTP 400).

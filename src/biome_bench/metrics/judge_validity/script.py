@@ -57,7 +57,9 @@ def judge(texts: list[str], version: str) -> pd.DataFrame:
     # An unreadable grading leaves that item out of the validity scores.
     tally.add_counts(questions=len(texts), samples=len(texts), abstentions=n_bad, fallbacks=n_bad)
     if len(texts) and n_bad == len(texts):
-        raise SystemExit(f"none of the {len(texts)} judge answers holds readable scores: check the judge model")
+        # The validity then stays missing (never a score) and every grading counts as a judge abstention.
+        print(f"none of the {len(texts)} judge answers on the {version} holds readable scores: the validity is "
+              f"missing (check the judge model, {client.resolved_model()})")
     return scores.set_axis(checked.index)
 
 

@@ -41,7 +41,10 @@ explanations = prediction.loc[items.index, "answer"].tolist()
 judged, n_bad_judge = judge_explanations(client, items["prompt"].tolist(), items["target_phenotypes"].tolist(),
                                          items["mechanism"].tolist(), explanations, sampling, items.index)
 if len(items) and n_bad_judge == len(items):
-    raise SystemExit(f"none of the {len(items)} judge answers holds readable scores: check the judge model")
+    # The judge model's failure, not the method's: its dimensions stay missing (never a score), and every
+    # grading counts as a judge abstention, which the results flag beside the method.
+    print(f"none of the {len(items)} judge answers holds readable scores: the judge's dimensions are missing "
+          f"(check the judge model, {client.resolved_model()})")
 # Text addressed to the grader rather than explaining biology: the items are still graded, and counted, so
 # that a score the answer may have talked up is reported as such.
 suspect = {item: found for item, e in zip(items.index, explanations) if (found := instruction_like(strip_think(e)))}
