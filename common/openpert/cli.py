@@ -135,6 +135,12 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
         missing = [n for n, t in zip(ns.task, tasks) if t is None]
         raise ConfigError(f"{root / 'src'}: no task {', '.join(missing)}; known: {', '.join(t.name for t in discover_tasks(root))}")
     install_signal_handlers()
+    shares = _datasets_per_task(ns, tasks)
+    for task in tasks:
+        if shares[task.dir.name] == []:
+            print(f"openpert: {task.name} has none of --datasets {' '.join(ns.datasets)}: left out", file=sys.stderr)
+    tasks = [task for task in tasks if shares[task.dir.name] != []]
+    ns.datasets_per_task = shares  # what each task's run reads, rather than --datasets itself
     if ns.dry_run:
         return _dry_run_tasks(ns, tasks)
     given = [flag for flag, value in (("--tokenizer", ns.tokenizer), ("--throughput", ns.throughput),
@@ -147,6 +153,36 @@ def cmd_benchmark(ns: argparse.Namespace) -> int:
     for task in tasks:
         status = _report_task(ns, task, _benchmark_task(ns, task, several=len(tasks) > 1)) or status
     return status
+
+
+def _datasets_per_task(ns: argparse.Namespace, tasks: list[Task]) -> dict[str, list[str] | None]:
+    """Each task's share of ``--datasets``, by task folder name: with several tasks, the ids it has.
+
+    One command can then name the datasets of several tasks (``--task perturbqa biome_bench
+    --datasets k562_llm mmu_llm``); a task holding none of them gets ``[]`` (left out of the run).
+    With one task, or without ``--datasets``, every task gets ``--datasets`` as given.
+
+    Raises
+    ------
+    ConfigError
+        Naming the ids that none of the tasks has.
+    """
+    if ns.datasets is None or len(tasks) == 1:
+        return {task.dir.name: ns.datasets for task in tasks}
+    from openpert.engines.plan import dataset_entries
+
+    shares = {}
+    for task in tasks:
+        input_dir = _task_input(ns, task, several=True)
+        if input_dir is None:
+            ids = {entry["id"] for _, entry in dataset_entries(task, include_large=True)[0]}
+        else:
+            ids = {d.id for d in task.find_datasets(input_dir)} if input_dir.is_dir() else set()
+        shares[task.dir.name] = [name for name in ns.datasets if name in ids]
+    unknown = [name for name in ns.datasets if not any(name in share for share in shares.values())]
+    if unknown:
+        raise ConfigError(f"--datasets: no dataset {', '.join(unknown)} in any of the tasks {', '.join(shares)}")
+    return shares
 
 
 def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
@@ -168,7 +204,8 @@ def _dry_run_tasks(ns: argparse.Namespace, tasks: list[Task]) -> int:
             continue
         out = Path(ns.output) / task.dir.name
         input_dir = _task_input(ns, task, several=len(tasks) > 1)
-        plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, throughput=throughput, input_dir=input_dir, datasets=ns.datasets,
+        plan = dry_run_benchmark(task, out, tokenizer=ns.tokenizer, throughput=throughput, input_dir=input_dir,
+                                 datasets=ns.datasets_per_task[task.dir.name],
                                  methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs,
                                  progress=False if ns.quiet else None, sandbox=_sandbox(ns),
                                  include_large=ns.include_large)
@@ -201,8 +238,8 @@ def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots:
     out = Path(ns.output) / task.dir.name
     # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
     progress = False if ns.quiet else ("lines" if slots is not None else None)
-    return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets, methods=ns.methods,
-                         controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
+    return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets_per_task[task.dir.name],
+                         methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
                          engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
                          include_large=ns.include_large, profile=ns.profile, work_dir=ns.work_dir,
                          nextflow_args=ns.nextflow_args, user_configs=ns.nextflow_config,

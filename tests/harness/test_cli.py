@@ -213,3 +213,35 @@ def test_the_console_shows_a_failure_s_reason_in_full(fixture_runs, tiny_task, t
     _report_task(argparse.Namespace(output=str(tmp_path)), tiny_task, results)
     out = capsys.readouterr().out
     assert " ".join(out.split()).count(reason) == 1
+
+
+def test_datasets_of_several_tasks_go_each_to_its_task(project_copy, tmp_path, capsys, monkeypatch):
+    import argparse
+    import shutil
+
+    from openpert.cli import _datasets_per_task
+    from openpert.config.task import Task
+
+    # A second task, a copy of the first, whose only dataset is named otherwise.
+    shutil.copytree(project_copy / "src" / "tiny", project_copy / "src" / "tiny2")
+    shutil.copytree(project_copy / "resources_test" / "tiny" / "syn", project_copy / "resources_test" / "tiny2" / "other")
+    tasks = [Task(project_copy / "src" / name) for name in ("tiny", "tiny2")]
+    ns = argparse.Namespace(datasets=["other", "syn"], input=str(project_copy / "resources_test"))
+    assert _datasets_per_task(ns, tasks) == {"tiny": ["syn"], "tiny2": ["other"]}
+    ns.datasets = ["syn"]
+    assert _datasets_per_task(ns, tasks) == {"tiny": ["syn"], "tiny2": []}
+    ns.datasets = ["syn", "nowhere"]
+    with pytest.raises(ConfigError, match="no dataset nowhere in any of the tasks tiny, tiny2"):
+        _datasets_per_task(ns, tasks)
+    # Without --input, the ids are those the dataset components declare (syn_a, syn_b in both copies).
+    ns.input, ns.datasets = None, ["syn_b"]
+    assert _datasets_per_task(ns, tasks) == {"tiny": ["syn_b"], "tiny2": ["syn_b"]}
+
+    # The command runs only the task that has the dataset named.
+    monkeypatch.chdir(project_copy)
+    out = tmp_path / "out"
+    code = main(["benchmark", "--task", "tiny", "tiny2", "--input", "resources_test", "--datasets", "other",
+                 "--methods", "group_mean", "-o", str(out), "--sandbox", "off", "--quiet"])
+    assert code == 0
+    assert "has none of --datasets other: left out" in capsys.readouterr().err
+    assert (out / "tiny2" / "results.json").is_file() and not (out / "tiny").exists()

@@ -79,12 +79,20 @@ def test_plan_counts_samples_tokens_and_what_ordering_saves():
     assert (plan["requests"], plan["repeated"], plan["samples"]) == (6, 2, 18)
     assert plan["max_completion_tokens"] == 1800
     assert plan["prompt_tokens"] == sum(-(-len(f"user\n{t}\n") // 4) for t in texts)
+    assert plan["max_prompt_tokens"] == -(-len(f"user\n{texts[0]}\n") // 4)
     # Interleaved, consecutive prompts share only "user\n"; sorted, each perturbation's three
     # prompts share its context.
     assert plan["shared_prefix_tokens_caller_order"] == 5 * (len("user\n") // 4)
     shared = len("user\n") + len(context["KRAS"]) + len("gene ")
     # (the last KRAS prompt and the first TP53 one share "user\n" only)
     assert plan["shared_prefix_tokens_prefix_order"] == 4 * (shared // 4) + len("user\n") // 4
+
+
+def test_plan_names_its_longest_prompt():
+    texts = ["short", "a much longer prompt " * 10, "medium length"]
+    plan = plan_requests([user(t) for t in texts], 1, TokenCounter(None))
+    assert plan["max_prompt_tokens"] == -(-len(f"user\n{texts[1]}\n") // 4)
+    assert plan_requests([], 1, TokenCounter(None))["max_prompt_tokens"] == 0
 
 
 def test_plan_line_is_the_mark_then_json():

@@ -120,8 +120,9 @@ def summarise_plans(results: dict[str, Any], run_dir: Path) -> list[dict[str, An
     -------
     list of dict
         One row per (component, dataset, method judged or ``None``): ``jobs`` (seeds run), the
-        :data:`SUMMED` counters, ``calls`` (each ``generate`` call's plan, in order, of the first
-        job) and ``status`` of the jobs (a failed job's row holds what it logged before failing).
+        :data:`SUMMED` counters, ``max_prompt_tokens`` (the longest prompt of any call), ``calls``
+        (each ``generate`` call's plan, in order, of the first job) and ``status`` of the jobs (a
+        failed job's row holds what it logged before failing).
 
     Raises
     ------
@@ -140,12 +141,14 @@ def summarise_plans(results: dict[str, Any], run_dir: Path) -> list[dict[str, An
         judged = job.get("method_id") if job.get("stage") == "metric" else None
         key = (job["component"], job["dataset_id"], judged)
         row = rows.setdefault(key, {"component": job["component"], "dataset_id": job["dataset_id"], "method_id": judged,
-                                    "jobs": 0, **{name: 0 for name in SUMMED}, "calls": calls, "status": []})
+                                    "jobs": 0, **{name: 0 for name in SUMMED}, "max_prompt_tokens": 0, "calls": calls,
+                                    "status": []})
         row["jobs"] += 1
         row["status"].append(job.get("status"))
         for call in calls:
             for name in SUMMED:
                 row[name] += int(call.get(name) or 0)
+            row["max_prompt_tokens"] = max(row["max_prompt_tokens"], int(call.get("max_prompt_tokens") or 0))
         row["token_count"] = calls[0].get("token_count")
     return sorted(rows.values(), key=lambda r: (r["component"], r["dataset_id"], r["method_id"] or ""))
 
@@ -156,7 +159,7 @@ def format_plan_table(rows: Sequence[dict[str, Any]]) -> str:
     A ``GPU-hours`` column is added when the rows carry ``gpu_hours`` (a dry run given a throughput).
     """
     hours = bool(rows) and all("gpu_hours" in r for r in rows)
-    header = ("component", "dataset", "judged", "jobs", "requests", "samples", "prompt tokens",
+    header = ("component", "dataset", "judged", "jobs", "requests", "samples", "prompt tokens", "longest prompt",
               "shared before", "shared after", "max completion") + (("GPU-hours",) if hours else ())
     lines = [header]
     incomplete = False
@@ -166,7 +169,7 @@ def format_plan_table(rows: Sequence[dict[str, Any]]) -> str:
         more = "" if all(s == "succeeded" for s in r["status"]) else "+"
         incomplete = incomplete or bool(more)
         lines.append((r["component"], r["dataset_id"], r["method_id"] or "-", str(r["jobs"]), f"{r['requests']:,}{more}",
-                      f"{r['samples']:,}{more}", f"{r['prompt_tokens']:,}{more}",
+                      f"{r['samples']:,}{more}", f"{r['prompt_tokens']:,}{more}", f"{r['max_prompt_tokens']:,}",
                       f"{r['shared_prefix_tokens_caller_order']:,}", f"{r['shared_prefix_tokens_prefix_order']:,}",
                       f"{r['max_completion_tokens']:,}{more}") + ((f"{r['gpu_hours']:,.1f}{more}",) if hours else ()))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]

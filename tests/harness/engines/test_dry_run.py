@@ -80,9 +80,10 @@ def test_plans_sum_over_calls_and_seeds_per_judged_method(tmp_path):
     logs.mkdir()
     call = {"requests": 3, "repeated": 1, "samples": 9, "prompt_tokens": 300, "max_completion_tokens": 900,
             "shared_prefix_tokens_caller_order": 10, "shared_prefix_tokens_prefix_order": 40, "token_count": "x"}
+    longer = {**call, "max_prompt_tokens": 250}
     for job in ("d/m@seed1", "d/m@seed2", "d/a/judge", "d/b/judge"):
         (logs / f"{job}.log").parent.mkdir(parents=True, exist_ok=True)
-        (logs / f"{job}.log").write_text(f"noise\n{plan_line(call)}\n{plan_line(call)}\n")
+        (logs / f"{job}.log").write_text(f"noise\n{plan_line({**call, 'max_prompt_tokens': 120})}\n{plan_line(longer)}\n")
     results = {"resources": [
         {"job_id": "d/m@seed1", "stage": "method", "component": "m", "dataset_id": "d", "method_id": "m", "status": "succeeded"},
         {"job_id": "d/m@seed2", "stage": "method", "component": "m", "dataset_id": "d", "method_id": "m", "status": "succeeded"},
@@ -94,7 +95,10 @@ def test_plans_sum_over_calls_and_seeds_per_judged_method(tmp_path):
     method = rows[2]
     assert (method["requests"], method["samples"], method["prompt_tokens"]) == (12, 36, 1200)
     assert (method["shared_prefix_tokens_caller_order"], method["shared_prefix_tokens_prefix_order"]) == (40, 160)
+    # The longest prompt is the longest of any call, not a sum.
+    assert [r["max_prompt_tokens"] for r in rows] == [250, 250, 250]
     table = format_plan_table(rows)
+    assert "longest prompt" in table.splitlines()[0]
     assert "1,200" in table and table.count("+") == 5  # the failed judge's four summed counts, and the note
 
 
@@ -132,7 +136,8 @@ def test_gpu_hours_count_the_uncached_prefill_and_the_generated_tokens():
     with pytest.raises(ConfigError, match="must be positive"):
         Throughput(0, 10)
     table = format_plan_table([{"component": "c", "dataset_id": "d", "method_id": None, "jobs": 1, "requests": 3_000,
-                                "samples": 3_000, "prompt_tokens": 9_000_000, "shared_prefix_tokens_caller_order": 0,
+                                "samples": 3_000, "prompt_tokens": 9_000_000, "max_prompt_tokens": 4_000,
+                                "shared_prefix_tokens_caller_order": 0,
                                 "shared_prefix_tokens_prefix_order": 1_800_000, "max_completion_tokens": 3_072_000,
                                 "status": ["succeeded"], "gpu_hours": 1.8333}])
     assert table.splitlines()[0].endswith("GPU-hours") and table.splitlines()[1].endswith("1.8")
