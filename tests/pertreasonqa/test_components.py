@@ -379,3 +379,19 @@ def test_methods_on_chemical_items(tmp_path):
     assert any("Example 1: treatment with the compound " in p for p in prompts[len(pred):])
     s = scores(tmp_path / "out" / "methods_llm_zero_shot" / "prediction.h5ad", CHEMICAL)
     assert s["path_connectivity"] == 1.0
+
+
+def test_lightgbm_learns_from_a_training_portion_of_two_classes(tmp_path):
+    # A small fold may train on two of the three answers: LightGBM's multiclass objective refuses that.
+    folder = tmp_path / "two_classes"
+    folder.mkdir()
+    for name in FILES.values():
+        (folder / name).symlink_to(RESOURCES / name)
+    (folder / "train.h5ad").unlink()
+    train = ad.read_h5ad(RESOURCES / "train.h5ad")
+    labels = train.obs["label"].astype(str)
+    assert labels.nunique() == 3
+    keep = labels.isin(sorted(labels.unique())[:2]).to_numpy()
+    train[keep].copy().write_h5ad(folder / "train.h5ad")
+    answers = ad.read_h5ad(run("methods/lightgbm", dataset_args(folder), tmp_path)).obs["answer"].astype(str)
+    assert set(answers) <= set(sorted(labels.unique())[:2]) and len(answers) == ad.read_h5ad(RESOURCES / "test.h5ad").n_obs

@@ -34,10 +34,13 @@ x_test = x_test.join(gene_priors(train, test.obs))
 y = train["label"].astype(str).map({c: i for i, c in enumerate(CLASSES)}).to_numpy()
 
 is_valid = (train["split"].astype(str) == "valid").to_numpy()
-model = lgb.LGBMClassifier(objective="multiclass", n_estimators=par["n_estimators"], learning_rate=par["learning_rate"],
+early_stop = is_valid.any() and (~is_valid).any() and len(np.unique(y[is_valid])) > 1
+# LightGBM's multiclass objective refuses a fit on two classes: a small fold may hold only two.
+n_fit_classes = len(np.unique(y[~is_valid] if early_stop else y))
+model = lgb.LGBMClassifier(objective="multiclass" if n_fit_classes > 2 else None, n_estimators=par["n_estimators"], learning_rate=par["learning_rate"],
                            num_leaves=par["num_leaves"], class_weight="balanced", random_state=par["seed"],
                            n_jobs=int(meta.get("cpus") or 1), verbose=-1)
-if is_valid.any() and (~is_valid).any() and len(np.unique(y[is_valid])) > 1:
+if early_stop:
     # LightGBM >= 4.6 names the validation data eval_X/eval_y; older versions take eval_set.
     valid = ({"eval_X": (x_train[is_valid],), "eval_y": (y[is_valid],)}
              if "eval_X" in inspect.signature(model.fit).parameters else {"eval_set": [(x_train[is_valid], y[is_valid])]})
