@@ -92,8 +92,9 @@ def test_pull_request_failures_reach_the_job_summary_with_their_fixes():
         summary = next(i for i, step in enumerate(steps) if "python tests/tooling/ci_summary.py" in step.get("run", ""))
         assert "always()" in steps[summary]["if"] and '-o "$GITHUB_STEP_SUMMARY"' in steps[summary]["run"]
         earlier = "\n".join(step.get("run", "") for step in steps[:summary])
-        if "scripts/run_benchmark.sh" in earlier:  # the script the step runs writes results/
-            earlier += "\n" + (ROOT / "scripts" / "run_benchmark.sh").read_text()
+        for script in ("run_benchmark_with_llm.sh", "run_benchmark.sh"):
+            if f"scripts/{script}" in earlier:  # the script the step runs (and the one it calls) writes results/
+                earlier += "\n" + (ROOT / "scripts" / script).read_text()
         for option in inputs:
             assert option in steps[summary]["run"], (name, option)
             written = option.split()[1]

@@ -58,7 +58,9 @@ def test_the_engine_shows_a_running_jobs_proxy_counts(tmp_path, capsys, monkeypa
         line = capsys.readouterr().err
         assert re.fullmatch(r"llm      k562_llm/summer 2/5 answers, [\d,.]+ tokens/s\n", line), line
 
-        # On a terminal: beside the job's id in the running list, language-model jobs first.
+        # On a terminal: beside the job's id in the running list, language-model jobs first (on a
+        # terminal wide enough for the whole line: a narrower one cuts it).
+        monkeypatch.setenv("COLUMNS", "200")
         engine.mode = "bar"
         engine._running |= {"k562_llm/summer", "k562_llm/mean"}
         engine._show()
