@@ -104,8 +104,10 @@ def runs_on(plan: dict[str, Any], entry: dict[str, Any], dataset_id: str) -> boo
     ``--llm-datasets`` runs only on the datasets whose id matches one of its patterns.
     """
     patterns = (plan.get("llm") or {}).get("datasets")
-    if not entry.get("needs_llm") or patterns is None:
-        return True
+    return not entry.get("needs_llm") or patterns is None or _matches(patterns, dataset_id)
+
+
+def _matches(patterns: Sequence[str], dataset_id: str) -> bool:
     return any(fnmatch.fnmatchcase(dataset_id, pattern) for pattern in patterns)
 
 
@@ -208,8 +210,7 @@ def make_plan(
             raise ConfigError("--llm-datasets chooses where the language-model components run, but no model is "
                               "configured: set OPENPERT_LLM_BASE_URL (scripts/serve_llm.sh, docs/llm.md)")
         ids = [d.id for d in datasets] + [j.dataset_id for j in dataset_stage if j.stage == "dataset"]
-        if any(needs_llm(c) for c in [*chosen, *scorers]) and not any(
-                runs_on({"llm": llm}, {"needs_llm": True}, i) for i in ids):
+        if any(needs_llm(c) for c in [*chosen, *scorers]) and not any(_matches(llm_datasets, i) for i in ids):
             raise ConfigError(f"{task.dir}: no dataset matches --llm-datasets {' '.join(llm_datasets)} "
                               f"(the datasets: {', '.join(ids)}), so its language-model components would run nowhere")
     if not scorers:
