@@ -239,8 +239,8 @@ def _benchmark_task(ns: argparse.Namespace, task: Task, *, several: bool, slots:
     # Tasks sharing the job slots print plain lines naming the task: progress bars would overwrite each other.
     progress = False if ns.quiet else ("lines" if slots is not None else None)
     return run_benchmark(task, out, input_dir=input_dir, datasets=ns.datasets_per_task[task.dir.name],
-                         methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, resume=ns.resume,
-                         engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
+                         methods=ns.methods, controls=ns.controls, metrics=ns.metrics, jobs=ns.jobs, llm_jobs=ns.llm_jobs,
+                         resume=ns.resume, engine=ns.engine, progress=progress, sandbox=_sandbox(ns), slots=slots,
                          include_large=ns.include_large, profile=ns.profile, work_dir=ns.work_dir,
                          nextflow_args=ns.nextflow_args, user_configs=ns.nextflow_config,
                          llm_datasets=ns.llm_datasets)
@@ -257,7 +257,7 @@ def _benchmark_tasks_at_once(ns: argparse.Namespace, tasks: list[Task]) -> int:
     from openpert.engines.local import JobSlots
     from openpert.run.process import kill_active_jobs
 
-    slots = JobSlots(ns.jobs)
+    slots = JobSlots(ns.jobs, ns.llm_jobs)
     status = 0
     with cf.ThreadPoolExecutor(max_workers=len(tasks)) as pool:
         futures = [pool.submit(_benchmark_task, ns, task, several=True, slots=slots) for task in tasks]
@@ -493,6 +493,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--controls", nargs="+", help="control methods to keep")
     p.add_argument("--metrics", nargs="+", help="metric components to keep")
     p.add_argument("-j", "--jobs", type=int, default=1, help="jobs run at once (local engine)")
+    p.add_argument("--llm-jobs", type=int, default=1, metavar="N",
+                   help="language-model jobs run at once, beside --jobs (local engine; default 1: they wait on "
+                        "the model's server, and llama.cpp's answers one request at a time; raise it for a "
+                        "server that batches, such as vLLM)")
     p.add_argument("--resume", action="store_true", help="reuse finished jobs of an earlier run")
     p.add_argument("-o", "--output", default="results", help="results folder (one sub-folder per task)")
     p.add_argument("--engine", choices=["local", "nextflow"], default="local")

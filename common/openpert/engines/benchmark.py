@@ -63,6 +63,7 @@ def run_benchmark(
     controls: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
     jobs: int = 1,
+    llm_jobs: int = 1,
     resume: bool = False,
     progress: bool | str | None = None,
     engine: str = "local",
@@ -89,6 +90,8 @@ def run_benchmark(
         Names to keep (``None``: all).
     jobs
         Parallel jobs (local engine), and datasets checked or fetched at once.
+    llm_jobs
+        Parallel language-model jobs, beside ``jobs`` (local engine; :class:`~openpert.engines.local.JobSlots`).
     resume
         Reuse finished jobs of an earlier run into ``outdir`` (Nextflow: ``-resume``).
     progress
@@ -123,8 +126,8 @@ def run_benchmark(
     if engine == "local":
         from openpert.engines.local import LocalEngine
 
-        runner = LocalEngine(outdir, jobs=jobs, resume=resume, progress=progress, sandbox=sandbox, slots=slots,
-                             label=task.dir.name if slots is not None else "")
+        runner = LocalEngine(outdir, jobs=jobs, llm_jobs=llm_jobs, resume=resume, progress=progress,
+                             sandbox=sandbox, slots=slots, label=task.dir.name if slots is not None else "")
     elif engine == "nextflow":
         from openpert.engines.nextflow import NextflowEngine
 

@@ -25,7 +25,9 @@ Each job gets its share of the machine's cores (:func:`machine_share`), never mo
 resource label asks for: parallel jobs whose thread pools together exceed the cores only wait on
 each other. Several tasks may run at once in one process (``openpert benchmark --task all``);
 they then draw on one pool of job slots (:class:`JobSlots`), so that while one task collects its
-results or waits for its last job, the others keep every slot busy.
+results or waits for its last job, the others keep every slot busy. Jobs that talk to a language
+model wait on its server rather than work: they run in a lane of their own, one at a time by
+default (``--llm-jobs``), beside the slots.
 
 A job that talks to a language model through the harness's proxy (:mod:`openpert.run.llm_proxy`,
 which lives in this process, in the thread that runs the job) shows how far it is in the progress
@@ -100,15 +102,25 @@ class RunStopped(KeyboardInterrupt):
 class JobSlots:
     """How many job processes run at once across the engines of one run, and a stop for them all.
 
+    Jobs that talk to a language model (:func:`~openpert.run.sandbox.needs_llm`) run in a lane of
+    their own, beside the ``jobs`` slots: they spend their time waiting on the model's server, which
+    does the work, so that they would otherwise hold slots while cores sit idle; and one at a time
+    (the default) they reach a server that answers one request at a time in turn, each job's
+    requests after each other, so that a prompt prefix stays in the server's cache and a gene
+    summary another job wrote comes from the generation cache.
+
     Parameters
     ----------
     jobs
-        Job processes that may run at once.
+        Job processes that may run at once, language-model jobs aside.
+    llm_jobs
+        Language-model jobs that may run at once (``--llm-jobs``).
     """
 
-    def __init__(self, jobs: int):
+    def __init__(self, jobs: int, llm_jobs: int = 1):
         self.jobs = max(1, int(jobs))
-        self._free = threading.BoundedSemaphore(self.jobs)
+        self.llm_jobs = max(1, int(llm_jobs))
+        self._free = {False: threading.BoundedSemaphore(self.jobs), True: threading.BoundedSemaphore(self.llm_jobs)}
         self._stopped = threading.Event()
 
     def stop(self) -> None:
@@ -116,10 +128,11 @@ class JobSlots:
         self._stopped.set()
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        """Hold one slot while a job's process runs."""
+    def slot(self, llm: bool = False) -> Iterator[None]:
+        """Hold one slot (of the language-model lane when ``llm``) while a job's process runs."""
+        free = self._free[llm]
         # A timeout, so that a stop reaches a thread waiting here.
-        while not self._free.acquire(timeout=0.2):
+        while not free.acquire(timeout=0.2):
             if self._stopped.is_set():
                 raise RunStopped("the run was stopped")
         try:
@@ -127,7 +140,7 @@ class JobSlots:
                 raise RunStopped("the run was stopped")
             yield
         finally:
-            self._free.release()
+            free.release()
 
 
 def machine_share(limits: Limits, jobs: int, cores: int | None = None) -> Limits:
@@ -205,15 +218,17 @@ class LocalEngine:
         running; ``None`` (the default): the progress line on a terminal, else the plain lines.
     slots
         Job slots shared with the engines of other tasks running at once (default: this
-        engine's own, ``jobs`` of them).
+        engine's own, ``jobs`` of them and ``llm_jobs`` in the language-model lane).
+    llm_jobs
+        Language-model jobs run at once, beside ``jobs`` (:class:`JobSlots`).
     label
         Put before each job id in the plain lines (the task's name when several run at once).
     """
 
     def __init__(self, outdir: Path, *, jobs: int = 1, resume: bool = False, progress: bool | str | None = None,
-                 sandbox: bool | None = None, slots: JobSlots | None = None, label: str = ""):
+                 sandbox: bool | None = None, slots: JobSlots | None = None, llm_jobs: int = 1, label: str = ""):
         self.outdir = Path(outdir).resolve()
-        self.slots = slots if slots is not None else JobSlots(jobs)
+        self.slots = slots if slots is not None else JobSlots(jobs, llm_jobs)
         self.jobs = self.slots.jobs
         self.resume = resume
         self.sandbox = sandbox
@@ -292,7 +307,7 @@ class LocalEngine:
         args.update({name: str(out_dir / filename) for name, filename in job.outputs.items()})
         args.update(job.params)
         try:
-            with self.slots.slot():
+            with self.slots.slot(llm=needs_llm(job.config)):
                 with self._lock:
                     self._running.add(job.job_id)
                 self._show()
@@ -465,16 +480,19 @@ class LocalEngine:
         by_id: dict[str, JobRecord] = {}
         with self._lock:
             self._total += len(pending)
-        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        # One pool a lane (JobSlots), so that language-model jobs waiting for theirs hold no thread another job needs.
+        with cf.ThreadPoolExecutor(max_workers=self.jobs) as pool, \
+                cf.ThreadPoolExecutor(max_workers=self.slots.llm_jobs) as llm_pool:
             futures: dict[cf.Future, Job] = {}
 
             def submit(job: Job) -> None:
+                lane = llm_pool if needs_llm(job.config) else pool
                 try:
                     job = job.resolved(lambda job_id: by_id[job_id].outputs)
                 except ConfigError as err:
-                    futures[pool.submit(self._refused, job, str(err))] = job
+                    futures[lane.submit(self._refused, job, str(err))] = job
                 else:
-                    futures[pool.submit(self.run_job, job)] = job
+                    futures[lane.submit(self.run_job, job)] = job
 
             for job in pending:
                 if job.after is None:

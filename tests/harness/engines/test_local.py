@@ -490,3 +490,52 @@ def test_one_task_reads_its_own_folder_of_a_resources_tree(project_copy, tmp_pat
     assert main(args) == 0
     results = json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())
     assert {d["dataset_id"] for d in results["datasets"]} == {"syn"}
+
+
+def test_language_model_jobs_run_in_a_lane_beside_the_job_slots(tmp_path):
+    import threading
+    from types import SimpleNamespace
+
+    from openpert.engines.local import JobSlots, LocalEngine, RunStopped
+    from openpert.run.records import JobRecord
+
+    # The slots: the lane holds llm_jobs at a time, and holding it takes no job slot.
+    slots, second = JobSlots(1, llm_jobs=1), []
+
+    def second_llm_job():
+        with pytest.raises(RunStopped):
+            with slots.slot(llm=True):
+                second.append("ran")
+        second.append("stopped")
+
+    with slots.slot(), slots.slot(llm=True):
+        waiter = threading.Thread(target=second_llm_job)
+        waiter.start()
+        waiter.join(timeout=0.5)
+        assert waiter.is_alive() and not second  # a second language-model job waits for the lane
+        slots.stop()
+        waiter.join(timeout=5)
+    assert second == ["stopped"]
+
+    # The engine: with one job slot, a language-model job waiting on its server leaves the slot to
+    # the other jobs (it would hold it, and this run would never end, in the slots' pool).
+    cpu_started = threading.Event()
+
+    def job(job_id: str, llm: bool):
+        arguments = [SimpleNamespace(name="llm_base_url")] if llm else []
+        return SimpleNamespace(job_id=job_id, after=None, stage="method", config=SimpleNamespace(arguments=arguments),
+                               resolved=lambda outputs, self_id=job_id, llm=llm: job(self_id, llm))
+
+    def run_job(self, job):
+        with self.slots.slot(llm=bool(job.config.arguments)):
+            if job.config.arguments:
+                assert cpu_started.wait(timeout=10), "the job slot stayed with the language-model job"
+            else:
+                cpu_started.set()
+        return JobRecord(job_id=job.job_id, stage="method", component="c", component_type="method", dataset_id="a",
+                         exit_code=0)
+
+    engine = LocalEngine(tmp_path, jobs=1, progress=False)
+    engine.run_job = run_job.__get__(engine)
+    records = engine.run([job("a/summer", llm=True), job("a/summer2", llm=True), job("a/mean", llm=False)])
+    assert sorted(r.job_id for r in records) == ["a/mean", "a/summer", "a/summer2"]
