@@ -41,7 +41,9 @@ What the ``openai`` backend does where servers differ:
   tokens" wordings) is not an error of the run: the prompt is answered with
   ``n`` empty texts, which every task parses as an abstention, and recorded as a
   :class:`PromptTooLong` in :attr:`LLMClient.failures` (and counted as
-  ``failed``). Such answers are never cached, so a rerun asks again.
+  ``failed``). Such answers are never cached, so a rerun asks again. In-process
+  vLLM, which would refuse the whole batch, gets only the prompts that fit its
+  ``max_model_len`` in its chat template; the others are refused alike.
 * A server that stops mid-run. Every answer is written to the cache as soon as
   it arrives; when retries are exhausted, the error says how many of the
   call's answers are in the cache, which a rerun does not ask again.
@@ -820,12 +822,12 @@ class LLMClient:
                            on_answer: Callable[[int, list[str] | PromptTooLong], None]) -> None:
         """Generate every conversation, calling ``on_answer(position, texts or refusal)`` as each is answered."""
         if self.backend == "vllm":
-            for position, texts in enumerate(self._generate_vllm(conversations, sampling)):
-                on_answer(position, texts)
+            self._generate_vllm(conversations, sampling, on_answer)
             return
         self._generate_openai(conversations, sampling, model, on_answer)
 
-    def _generate_vllm(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams) -> list[list[str]]:
+    def _generate_vllm(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams,
+                       on_answer: Callable[[int, list[str] | PromptTooLong], None]) -> None:
         vllm = _import_vllm()
         if vllm is None:
             raise LLMConfigError("the 'vllm' package is no longer importable")
@@ -842,17 +844,24 @@ class LLMClient:
             seed=sampling.seed,
             stop=sampling.stop_list(),
         )
-        outputs = self._vllm_llm.chat(conversations, sampling_params=params, use_tqdm=False)
-        if len(outputs) != len(conversations):
-            raise LLMError(f"vLLM returned {len(outputs)} outputs for {len(conversations)} prompts")
-        texts = []
+        # vLLM refuses a whole batch for one prompt longer than the model's window: such a prompt is
+        # refused here, alone, as a server refuses it (the other prompts are answered).
+        refused = self._vllm_refusals(conversations)
+        for position, refusal in refused.items():
+            on_answer(position, refusal)
+        positions = [i for i in range(len(conversations)) if i not in refused]
+        if not positions:
+            return
+        outputs = self._vllm_llm.chat([conversations[i] for i in positions], sampling_params=params, use_tqdm=False)
+        if len(outputs) != len(positions):
+            raise LLMError(f"vLLM returned {len(outputs)} outputs for {len(positions)} prompts")
         with self._lock:
             self.stats["requests"] += 1
-        for output in outputs:
+        for position, output in zip(positions, outputs):
             got = [completion.text for completion in output.outputs]
             if len(got) != sampling.n:
                 raise LLMError(f"vLLM returned {len(got)} completions, expected n={sampling.n}")
-            texts.append(got)
+            on_answer(position, got)
             prompt_ids = getattr(output, "prompt_token_ids", None)
             with self._lock:
                 if prompt_ids is None:
@@ -860,7 +869,19 @@ class LLMClient:
                 else:
                     self.stats["prompt_tokens"] += len(prompt_ids)
                 self.stats["completion_tokens"] += sum(len(getattr(c, "token_ids", None) or ()) for c in output.outputs)
-        return texts
+
+    def _vllm_refusals(self, conversations: list[list[dict[str, str]]]) -> dict[int, PromptTooLong]:
+        """The conversations whose prompt, in the model's chat template, is longer than its window."""
+        window = self._vllm_llm.llm_engine.model_config.max_model_len
+        tokenizer = self._vllm_llm.get_tokenizer()
+        refused = {}
+        for position, messages in enumerate(conversations):
+            tokens = len(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True))
+            if tokens > window:
+                refused[position] = PromptTooLong(
+                    item=None, prompt_tokens=tokens, context_window=window,
+                    server_message=f"prompt of {tokens} tokens is longer than max_model_len {window} (vLLM in process)")
+        return refused
 
     def _generate_openai(self, conversations: list[list[dict[str, str]]], sampling: SamplingParams, model: str,
                          on_answer: Callable[[int, list[str] | PromptTooLong], None]) -> None:

@@ -244,14 +244,24 @@ def make_fake_vllm():
     """A stand-in for the vllm package that records what it is asked."""
     module = types.ModuleType("vllm")
     module.calls = {"init": [], "chat": []}
+    module.max_model_len = 4096
 
     class FakeSamplingParams:
         def __init__(self, **kwargs):
             self.kwargs = kwargs
 
+    class FakeTokenizer:
+        def apply_chat_template(self, messages, tokenize=True, add_generation_prompt=True):
+            # A word a token, and two for the template's turn markers.
+            return list(range(2 + sum(len(m["content"].split()) for m in messages)))
+
     class FakeLLM:
         def __init__(self, model, **kwargs):
             module.calls["init"].append({"model": model, **kwargs})
+            self.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=module.max_model_len))
+
+        def get_tokenizer(self):
+            return FakeTokenizer()
 
         def chat(self, conversations, sampling_params=None, use_tqdm=True):
             module.calls["chat"].append((conversations, sampling_params.kwargs))
@@ -283,6 +293,32 @@ def test_vllm_backend_with_fake_module(monkeypatch, tmp_path):
     # Cached: no second chat call, and the engine is loaded once.
     assert client.generate(["a", "b"], sampling) == out
     assert len(fake.calls["chat"]) == 1
+
+
+def test_in_process_vllm_refuses_a_too_long_prompt_alone(monkeypatch, tmp_path):
+    # vLLM raises for a batch holding one prompt over max_model_len: that prompt is refused and
+    # recorded, named by its item, and the others are answered.
+    fake = make_fake_vllm()
+    fake.max_model_len = 6
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    client = LLMClient(model="/models/tiny", cache_dir=tmp_path)
+    out = client.generate(["a b", "one two three four five", "c"], SamplingParams(n=2), labels=["x", "y", "z"])
+    assert out == [["a b/0", "a b/1"], ["", ""], ["c/0", "c/1"]]
+    (conversations, _), = fake.calls["chat"]
+    assert [c[-1]["content"] for c in conversations] == ["a b", "c"]
+    (failure,) = client.failures
+    assert (failure.item, failure.prompt_tokens, failure.context_window) == ("y", 7, 6)
+    assert failure.describe() == ("item y: prompt of 7 tokens is longer than the model's context window of 6 tokens; "
+                                  "answered as an abstention")
+    assert client.stats["failed"] == 1
+    # Not cached: a model with a longer window is asked again.
+    fake.max_model_len = 4096
+    client = LLMClient(model="/models/tiny", cache_dir=tmp_path)
+    assert client.generate(["one two three four five"], SamplingParams(n=1)) == [["one two three four five/0"]]
+    # Every prompt too long: vLLM is not called at all.
+    fake.max_model_len = 1
+    client = LLMClient(model="/models/tiny", cache_dir=None)
+    assert client.generate(["d"], SamplingParams(n=1)) == [[""]] and len(fake.calls["chat"]) == 2
 
 
 def test_cache_is_shared_between_backends(monkeypatch, tmp_path):
@@ -558,6 +594,12 @@ def test_in_process_vllm_generates(monkeypatch):
     out = client.generate(["Answer yes.", "Answer no."], SamplingParams(n=2, max_tokens=8, temperature=0, seed=0))
     assert [len(samples) for samples in out] == [2, 2]
     assert all(isinstance(text, str) and text for samples in out for text in samples)
+    # A prompt over the window is refused alone, as the fake vLLM of the tests above assumes vLLM counts it.
+    short = LLMClient(model=model, backend="vllm", cache_dir=None, vllm_kwargs={"max_model_len": 64})
+    out = short.generate(["Answer yes.", "word " * 200], SamplingParams(n=1, max_tokens=4, temperature=0, seed=0),
+                         labels=["fits", "too_long"])
+    assert out[0][0] and out[1] == [""]
+    assert [(f.item, f.context_window) for f in short.failures] == [("too_long", 64)]
 
 
 # -- servers as they are: n ignored, a context window, a crash mid-run, a cap on tokens ----------------------------
