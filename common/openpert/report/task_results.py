@@ -109,6 +109,11 @@ def control_kind(method: dict[str, Any]) -> str | None:
     return "control"
 
 
+def _entry(key: str, doc: str) -> Any:
+    """A read-only property of one top-level entry of ``results.json`` (``complete`` made sure it is there)."""
+    return property(lambda self: self.data[key], doc=doc)
+
+
 class TaskResults:
     """One task's results with lookups by dataset, method and metric.
 
@@ -154,10 +159,21 @@ class TaskResults:
 
     # -- plain fields ---------------------------------------------------------------------------
 
-    @property
-    def task(self) -> dict[str, Any]:
-        """The ``task`` block."""
-        return self.data["task"]
+    task = _entry("task", "The ``task`` block.")
+    datasets = _entry("datasets", "Datasets in the order of ``results.json``.")
+    metrics = _entry("metrics", "Metrics in the order of ``results.json``.")
+    all_methods = _entry("methods", "Methods and control methods in the order of ``results.json``.")
+    failures = _entry("failures", "Every failed job.")
+    qc = _entry("qc", "Quality-control flags.")
+    llm_usage = _entry("llm_usage", "What each language-model component asked and got back, per dataset and method.")
+    skipped = _entry("skipped", "Components left out of the run, with the reason.")
+    config_errors = _entry("config_errors", "Components left out because their config could not be used, with the reason.")
+    resources = _entry("resources", "Resource use of every job.")
+    provenance = _entry("provenance", "The ``provenance`` block (commit, digests).")
+    gameability = _entry("gameability", "Rows of the ``gameability`` table (best adversarial scaled score per dataset and metric).")
+    dynamic_range = _entry("dynamic_range",
+                           "Rows of the ``dynamic_range`` table (ceiling to strongest negative, in standard errors).")
+    scale = _entry("scale", "The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``.")
 
     @property
     def name(self) -> str:
@@ -170,85 +186,20 @@ class TaskResults:
         return str(self.task.get("label") or self.name)
 
     @property
-    def datasets(self) -> list[dict[str, Any]]:
-        """Datasets in the order of ``results.json``."""
-        return self.data["datasets"]
+    def reproduction(self) -> dict[str, Any]:
+        """The ``reproduction`` block (published results beside the run's); an empty dict when absent."""
+        return self.data.get("reproduction") or {}
 
     @property
-    def metrics(self) -> list[dict[str, Any]]:
-        """Metrics in the order of ``results.json``."""
-        return self.data["metrics"]
-
-    @property
-    def all_methods(self) -> list[dict[str, Any]]:
-        """Methods and control methods in the order of ``results.json``."""
-        return self.data["methods"]
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        """Every failed job."""
-        return self.data["failures"]
-
-    @property
-    def qc(self) -> list[dict[str, Any]]:
-        """Quality-control flags."""
-        return self.data["qc"]
-
-    @property
-    def llm_usage(self) -> list[dict[str, Any]]:
-        """What each language-model component asked and got back, per dataset and method."""
-        return self.data["llm_usage"]
+    def scale_sentence(self) -> str:
+        """The scale explained in one sentence."""
+        return str(self.scale.get("description") or DEFAULT_SCALE_SENTENCE)
 
     def abstention_flag(self, dataset_id: str | None, method_id: str | None,
                         flag: str = "llm_abstentions") -> dict[str, Any] | None:
         """The QC flag of a method's answers on a dataset (``llm_judge_abstentions``: a judge's gradings of them)."""
         return next((q for q in self.qc if q.get("flag") == flag and q.get("dataset_id") == dataset_id
                      and q.get("method_id") == method_id), None)
-
-    @property
-    def skipped(self) -> list[dict[str, Any]]:
-        """Components left out of the run, with the reason."""
-        return self.data["skipped"]
-
-    @property
-    def config_errors(self) -> list[dict[str, Any]]:
-        """Components left out because their config could not be used, with the reason."""
-        return self.data["config_errors"]
-
-    @property
-    def resources(self) -> list[dict[str, Any]]:
-        """Resource use of every job."""
-        return self.data["resources"]
-
-    @property
-    def provenance(self) -> dict[str, Any]:
-        """The ``provenance`` block (commit, digests)."""
-        return self.data["provenance"]
-
-    @property
-    def gameability(self) -> list[dict[str, Any]]:
-        """Rows of the ``gameability`` table (best adversarial scaled score per dataset and metric)."""
-        return self.data["gameability"]
-
-    @property
-    def dynamic_range(self) -> list[dict[str, Any]]:
-        """Rows of the ``dynamic_range`` table (ceiling to strongest negative, in standard errors)."""
-        return self.data["dynamic_range"]
-
-    @property
-    def reproduction(self) -> dict[str, Any]:
-        """The ``reproduction`` block (published results beside the run's); an empty dict when absent."""
-        return self.data.get("reproduction") or {}
-
-    @property
-    def scale(self) -> dict[str, Any]:
-        """The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``."""
-        return self.data["scale"]
-
-    @property
-    def scale_sentence(self) -> str:
-        """The scale explained in one sentence."""
-        return str(self.scale.get("description") or DEFAULT_SCALE_SENTENCE)
 
     def is_headline(self, metric_id: str | None) -> bool:
         """Tell whether a metric enters the aggregate scores (every metric does in older files)."""
