@@ -13,7 +13,7 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.templating import macro
-from openpert.report.views import Cell, Column, Table
+from openpert.report.views import Column, Table, cell
 
 CELLS = "sections/cells.html"
 
@@ -147,14 +147,39 @@ def table(
     """
     flags = list(numeric or [])
     columns = [Column(str(t), bool(flags[i]) if i < len(flags) else False) for i, t in enumerate(titles)]
-    body = [[_cell(c) for c in row] for row in rows]
+    body = [[cell(c) for c in row] for row in rows]
     return Table(caption, columns, body, table_id=table_id, sortable=sortable, row_headers=row_headers,
                  css_class=css_class, label=str(caption))
 
 
-def _cell(value: Any) -> Cell:
-    if isinstance(value, Cell):
-        return value
-    if isinstance(value, tuple):
-        return Cell(value[0], value[1])
-    return Cell(value)
+
+def sort_key(value: Any) -> str:
+    """What a number's cell sorts by (``data-sort``): its exact value, empty when missing.
+
+    Parameters
+    ----------
+    value
+        A number, or ``None``.
+
+    Returns
+    -------
+    str
+        ``repr`` of the value as a float (it round-trips), ``""`` for ``None``.
+    """
+    return "" if value is None else repr(float(value))
+
+
+def paragraphs(text: str) -> Markup:
+    """The report's own text as paragraphs, split on blank lines (a section's intro).
+
+    Parameters
+    ----------
+    text
+        Plain text (escaped when rendered).
+
+    Returns
+    -------
+    Markup
+        One ``<p>`` per paragraph (the ``paragraphs`` macro).
+    """
+    return macro("paragraphs")(text)

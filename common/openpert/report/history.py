@@ -15,9 +15,9 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.formatting import MISSING, format_number, format_p_value
-from openpert.report.fragments import table
+from openpert.report.fragments import paragraphs, table
 from openpert.report.task_results import TaskResults, is_ranked
-from openpert.report.templating import macro, render
+from openpert.report.templating import render
 from openpert.results.archive import ArchiveRecord, RunTask
 from openpert.results.compare import compare_task, interesting_scores, signed, verdict
 from openpert.results.item_scores import ITEM_SCORES
@@ -86,18 +86,14 @@ def archive_sections(records: Sequence[ArchiveRecord], results: TaskResults) -> 
         record_id, previous = earlier[-1]
         changed = _what_changed(compare_task(previous, current), record_id, results)
     else:
-        changed = _paragraphs("No earlier run of this task is archived: nothing to compare with yet.")
-    intro = _paragraphs("This run against the previous archived run of the task: methods that entered or left, how "
+        changed = paragraphs("No earlier run of this task is archived: nothing to compare with yet.")
+    intro = paragraphs("This run against the previous archived run of the task: methods that entered or left, how "
                        "ranks and overall scores moved, and whether each score moved beyond noise (a paired "
                        "sign-flip permutation test over the items both runs scored, p < 0.05).")
     sections: list[Section] = [("what-changed", "What changed", changed, intro)]
     sections.append(("history", "History", _history([*earlier, ("this run", current)], results),
-                     _paragraphs("Each method's overall score in the archived runs of the task and this one.")))
+                     paragraphs("Each method's overall score in the archived runs of the task and this one.")))
     return sections
-
-
-def _paragraphs(text: str) -> Markup:
-    return macro("paragraphs")(text)
 
 
 def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResults) -> Markup:

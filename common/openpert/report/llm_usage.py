@@ -8,7 +8,7 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.formatting import MISSING, format_count
-from openpert.report.fragments import code, fragment, label, table
+from openpert.report.fragments import code, fragment, label, sort_key, table
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import render
 
@@ -53,10 +53,10 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
                 label(results.dataset_label(r.get("dataset_id"))),
                 code(r.get("component"), after=" (judge)" if judge else ""),
                 *[_count(r.get(k)) for k in _COUNTS],
-                (fragment("flagged_rate")(shown, None if flag is None else flag.get("message")), _key(rate)),
+                (fragment("flagged_rate")(shown, None if flag is None else flag.get("message")), sort_key(rate)),
                 _count(r.get("fallbacks")),
                 (fragment("flagged_rate")(format_count(r.get("failed")), None if too_long is None else too_long.get("message")),
-                 _key(r.get("failed"))),
+                 sort_key(r.get("failed"))),
                 *[_count(r.get(k)) for k in _CALLS],
                 *[_count(r.get(k), mark) for k in _TOKENS],
             ]
@@ -101,8 +101,4 @@ def llm_model_sentence(llm: Mapping[str, Any] | None) -> str:
 
 
 def _count(value: Any, mark: str = "") -> tuple[str, str]:
-    return format_count(value) + mark, _key(value)
-
-
-def _key(value: Any) -> str:
-    return "" if value is None else repr(float(value))
+    return format_count(value) + mark, sort_key(value)
