@@ -185,7 +185,6 @@ class BarPanelView:
     x: str
     name: str
     unit: str
-    tick_y: str
     ticks: list[Text]
     grid_x: list[str]
     grid_top: str
@@ -194,15 +193,16 @@ class BarPanelView:
 
 @dataclasses.dataclass(frozen=True)
 class BarView:
-    """A bar, its value label and tooltip."""
+    """A bar with its value label, or a legend swatch with its name; ``tooltip`` holds the full text."""
 
     tooltip: str
     x: str
     y: str
-    width: str
     fill: str
     failed: bool
     text: Text
+    #: A bar's length (a swatch's size is the template's).
+    width: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,18 +211,6 @@ class BarRowView:
 
     label: Label
     bars: list[BarView]
-
-
-@dataclasses.dataclass(frozen=True)
-class LegendEntry:
-    """A legend swatch and its text; ``tooltip`` holds the full name."""
-
-    tooltip: str
-    x: str
-    y: str
-    fill: str
-    failed: bool
-    text: Text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +223,7 @@ class BarChartView:
     stripe_width: str
     stripes: list[tuple[str, str]]
     rows: list[BarRowView]
-    legend: list[LegendEntry]
+    legend: list[BarView]
 
 
 def score_colour(value: float | None) -> str:
@@ -616,7 +604,6 @@ def bar_chart_view(
             x=_f(x0),
             name=name,
             unit=unit,
-            tick_y=_f(top - 10),
             ticks=[Text(_f(x0 + t * span), _f(top - 10), f"{t:g}") for t in ticks],
             grid_x=[_f(x0 + t * span) for t in ticks],
             grid_top=_f(top - 4),
@@ -651,7 +638,7 @@ def bar_chart_view(
         step = 18 + len(shown) * _CHAR_W + 22
         if x > 0 and x + step - 22 > width:
             x, y = 0.0, y + 20
-        legend.append(LegendEntry(tooltip=full, x=_f(x), y=_f(y - 10), fill=colour, failed=failed,
+        legend.append(BarView(tooltip=full, x=_f(x), y=_f(y - 10), fill=colour, failed=failed,
                                   text=Text(_f(x + 18), _f(y), shown)))
         x += step
     return BarChartView(

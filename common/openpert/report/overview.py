@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from typing import Any
 
 from markupsafe import Markup
@@ -28,8 +29,8 @@ from openpert.report.formatting import (
     format_rank,
     format_score,
 )
-from openpert.report.leaderboard_html import MethodCellView, TagView, badge_kind, method_cell_view, metric_tag_views
-from openpert.report.leaderboards import OverviewRow, overview_rows
+from openpert.report.leaderboard_html import MethodCellView, TagView, method_cell_view, metric_tag_views
+from openpert.report.leaderboards import OverviewRow, failures_text, overview_rows
 from openpert.report.markdown import plain_text
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, control_kind
@@ -182,12 +183,7 @@ def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table
     has_tests = any(r.tests for r in rows)
     has_resources = any(r.max_duration_s is not None or r.max_memory_mb is not None for r in rows)
     columns = _columns(results, has_tests, has_resources, list_tests=tests_href is None)
-    groups: list[tuple[str, int]] = []
-    for c in columns:
-        if groups and groups[-1][0] == c.group:
-            groups[-1] = (c.group, groups[-1][1] + 1)
-        else:
-            groups.append((c.group, 1))
+    groups = [(group, len(list(members))) for group, members in groupby(c.group for c in columns)]
     methods = [r for r in rows if not r.control]
     controls = [r for r in rows if r.control]
 
@@ -253,10 +249,7 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_te
 
 def _method_view(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = ()) -> dict[str, Any]:
     method = r.method
-    base = method_cell_view(method, paths, with_badge=False)
-    kind = control_kind(method)
-    link = MethodCellView(base.label, base.short, base.href, base.hover, kind=kind or "",
-                          kind_class=badge_kind(str(method.get("control") or kind)) if kind else "")
+    link = method_cell_view(method, paths, kind=control_kind(method) or "")
     # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
     flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
     # Items whose prompts the model could not take were answered as abstentions: said as such.
@@ -340,13 +333,8 @@ def _status_cell(r: OverviewRow, results: TaskResults) -> CellView:
     failures = r.row.failures
     if not failures:
         return CellView("st ok", str(r.row.status), mark="✓", hidden=str(r.row.status))
-    lines = []
-    for f in failures:
-        stage = f.get("stage")
-        what = f"metric {f.get('component')}" if stage == "metric" else str(stage or "job")
-        lines.append(f"{results.dataset_label(f.get('dataset_id'))}: {what} {failure_label(f.get('exit_code'), f.get('reason'))}")
     n = len(failures)
-    return CellView("st bad", "; ".join(lines), mark=f"✕ {n}", hidden=f"{n} failed job{'s' if n != 1 else ''}")
+    return CellView("st bad", failures_text(results, failures), mark=f"✕ {n}", hidden=f"{n} failed job{'s' if n != 1 else ''}")
 
 
 def _test_text(t: TestOutcome, results: TaskResults, *, with_method: bool, method_label: str = "") -> str:
@@ -422,12 +410,7 @@ def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[Overview
     shown = [r for r in rows if any(t.outcome != UNTESTED and kept(t) for t in r.tests)]
     if not pairs or not shown:
         return None
-    spans: list[tuple[str, int]] = []
-    for did, _ in pairs:
-        if spans and spans[-1][0] == did:
-            spans[-1] = (did, spans[-1][1] + 1)
-        else:
-            spans.append((did, 1))
+    spans = [(did, len(list(members))) for did, members in groupby(did for did, _ in pairs)]
     groups = [(str(results.dataset_label(did)), span, min(LABEL_MAX, 8 * span + 4)) for did, span in spans]
     body = []
     for r in shown:

@@ -107,10 +107,6 @@ class TaskPaths:
         """Page of a metric, e.g. ``metrics/macro_auroc.html``."""
         return self.prefix + self._components[(METRICS_DIR, str(metric_id))]
 
-    def component_pages(self) -> dict[tuple[str, str], str]:
-        """Every component page as ``(folder, id) -> path``."""
-        return dict(self._components)
-
     def dataset_page(self, dataset_id: Any) -> str:
         """The page of a dataset's section when the task page lists datasets instead, e.g. ``datasets/norman.html``."""
         return f"{self.prefix}{DATASETS_DIR}/{self.dataset_slug(dataset_id)}.html"
