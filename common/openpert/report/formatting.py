@@ -6,6 +6,8 @@ from ``results.json`` the same way and find it on the page.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import re
@@ -381,6 +383,41 @@ def format_parameter(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A CSV download: a header line, then one line per row, numbers at full precision.
+
+    Parameters
+    ----------
+    header
+        The column names.
+    rows
+        The values of each row, in column order.
+
+    Returns
+    -------
+    str
+        The CSV text: floats as ``repr`` (it round-trips), booleans ``true``/``false``, ``None``
+        empty, lists and objects as JSON (:func:`format_parameter`).
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([_csv_value(v) for v in row] for row in rows)
+    return buf.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        return format_parameter(value)
+    return value
 
 
 def format_timestamp(value: Any) -> str:

@@ -7,12 +7,10 @@ status. Ranks, tiers and per-metric means are read from the results
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 from typing import Any
 
-from openpert.report.formatting import failure_label
+from openpert.report.formatting import csv_text, failure_label
 from openpert.report.task_results import TaskResults, control_kind, is_ranked
 from openpert.results.model import Standing
 
@@ -38,15 +36,13 @@ class MetricCell:
 
 
 @dataclasses.dataclass
-class DatasetRow:
-    """One method's line in a dataset's leaderboard."""
+class MethodRow:
+    """One method's line in a leaderboard: its rank, score and status."""
 
     method: dict[str, Any]
     rank: int | None
     score: float | None
     status: str
-    failures: list[dict[str, Any]]
-    cells: list[MetricCell]
 
     @property
     def control(self) -> bool:
@@ -55,23 +51,22 @@ class DatasetRow:
 
 
 @dataclasses.dataclass
-class OverallRow:
+class DatasetRow(MethodRow):
+    """One method's line in a dataset's leaderboard."""
+
+    failures: list[dict[str, Any]]
+    cells: list[MetricCell]
+
+
+@dataclasses.dataclass
+class OverallRow(MethodRow):
     """One method's line in the task's overall leaderboard."""
 
-    method: dict[str, Any]
-    rank: int | None
-    score: float | None
-    status: str
     #: dataset_id -> the method's score on that dataset (None when absent).
     dataset_scores: dict[str, float | None]
     #: dataset_id -> ``dataset_scores.status``.
     dataset_status: dict[str, str | None]
     failures: list[dict[str, Any]]
-
-    @property
-    def control(self) -> bool:
-        """True for controls that do not rank, which sit in their own band."""
-        return not is_ranked(self.method)
 
 
 #: The fields an overview row reads from its standing.
@@ -240,10 +235,10 @@ def overall_csv(results: TaskResults) -> str:
                 o.tier,
                 o.top_group if o.tests else None,
                 o.n_tests if o.tests else None,
-                _failures_text(results, r.failures),
+                failures_text(results, r.failures),
             ]
         )
-    return _to_csv(header, lines)
+    return csv_text(header, lines)
 
 
 def dataset_csv(results: TaskResults, dataset_id: str) -> str:
@@ -286,12 +281,12 @@ def dataset_csv(results: TaskResults, dataset_id: str) -> str:
             r.method.get("control"),
             r.score,
             r.status,
-            _failures_text(results, failures),
+            failures_text(results, failures),
         ]
         for c in r.cells:
             line += [c.raw, c.ci_low, c.ci_high, c.scaled, c.n_items, c.p_value, c.tied_with_best]
         lines.append(line)
-    return _to_csv(header, lines)
+    return csv_text(header, lines)
 
 
 def method_kind(method: dict[str, Any]) -> str:
@@ -339,7 +334,21 @@ def _row_status(
     return "succeeded"
 
 
-def _failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
+def failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
+    """Failed jobs in one line, each as ``<dataset>: <stage or metric> <failure label>``.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    failures
+        Entries of ``failures``.
+
+    Returns
+    -------
+    str
+        The failures joined by ``"; "``.
+    """
     parts = []
     for f in failures:
         where = results.dataset_label(f.get("dataset_id"))
@@ -348,21 +357,3 @@ def _failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
             what = f"metric {f.get('component')}"
         parts.append(f"{where}: {what} {failure_label(f.get('exit_code'), f.get('reason'))}")
     return "; ".join(parts)
-
-
-def _to_csv(header: list[str], lines: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    for line in lines:
-        writer.writerow(["" if v is None else _csv_value(v) for v in line])
-    return buf.getvalue()
-
-
-def _csv_value(value: Any) -> Any:
-    # repr() round-trips floats exactly; str(True) would be fine but lower-case reads better.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return value
