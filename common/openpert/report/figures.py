@@ -292,6 +292,24 @@ def nice_ticks(vmax: float, target: int = 4) -> list[float]:
     return [round(i * step, 10) for i in range(count + 1)]
 
 
+def figure_svg(view: HeatmapView | BarChartView) -> Markup:
+    """Draw a figure from its geometry.
+
+    Parameters
+    ----------
+    view
+        A heatmap's (:func:`heatmap_view`) or a resource chart's (:func:`bar_chart_view`).
+
+    Returns
+    -------
+    Markup
+        An inline ``<svg>`` rendered from ``figures/heatmap.svg`` or ``figures/bar_chart.svg``.
+    """
+    template = "figures/heatmap.svg" if isinstance(view, HeatmapView) else "figures/bar_chart.svg"
+    # Templates put one element a line for reading; the page gets them without the indentation.
+    return Markup(_BETWEEN_TAGS.sub("><", render(template, view=view)).strip())
+
+
 # -- heatmap ----------------------------------------------------------------------------------
 
 
@@ -349,17 +367,17 @@ def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> Marku
         "prints its value; hatched cells mark failed jobs. The same numbers are in the "
         "leaderboard table."
     )
-    return heatmap_svg(fig_id, title, desc, columns, groups)
+    return figure_svg(heatmap_view(fig_id, title, desc, columns, groups))
 
 
-def heatmap_svg(
+def heatmap_view(
     fig_id: str,
     title: str,
     desc: str,
     columns: Sequence[str],
     groups: Sequence[tuple[str, Sequence[HeatRow]]],
-) -> Markup:
-    """Draw a heatmap whose last column is set apart as a summary.
+) -> HeatmapView:
+    """The geometry of a heatmap whose last column is set apart as a summary: where every header, label, cell and legend entry goes.
 
     Parameters
     ----------
@@ -374,30 +392,8 @@ def heatmap_svg(
 
     Returns
     -------
-    Markup
-        An inline ``<svg>`` rendered from ``figures/heatmap.svg``.
-    """
-    return _render("figures/heatmap.svg", heatmap_view(fig_id, title, desc, columns, groups))
-
-
-def heatmap_view(
-    fig_id: str,
-    title: str,
-    desc: str,
-    columns: Sequence[str],
-    groups: Sequence[tuple[str, Sequence[HeatRow]]],
-) -> HeatmapView:
-    """The geometry of a heatmap: where every header, label, cell and legend entry goes.
-
-    Parameters
-    ----------
-    fig_id, title, desc, columns, groups
-        As for :func:`heatmap_svg`.
-
-    Returns
-    -------
     HeatmapView
-        What ``figures/heatmap.svg`` draws.
+        What ``figures/heatmap.svg`` draws (:func:`figure_svg`).
     """
     cell_w, cell_h, gap = 86, 30, 12
     label_w = _label_width([r.label for _, rows in groups for r in rows], 110, 260)
@@ -508,14 +504,9 @@ def resource_chart(results: TaskResults, fig_id: str) -> Markup:
             note = f" · failed, {failure_label(job.get('exit_code'), None)}" if failed else ""
             cached = " (cached)" if job.get("cached") else ""
             dur, mem = job.get("duration_s"), job.get("peak_memory_mb")
-            times.append(
-                Bar(series[did], dur, _bar_text(format_duration(dur), job, failed),
-                    f"{label} on {dname}: {format_duration(dur)}{cached}{note}", failed)
-            )
-            mems.append(
-                Bar(series[did], mem, _bar_text(format_memory(mem), job, failed),
-                    f"{label} on {dname}: peak {format_memory(mem)}{cached}{note}", failed)
-            )
+            for bars, value, text, what in ((times, dur, format_duration(dur), ""), (mems, mem, format_memory(mem), "peak ")):
+                bars.append(Bar(series[did], value, _bar_text(text, job, failed), f"{label} on {dname}: {what}{text}{cached}{note}",
+                                failed))
         if times:
             kind = method_kind(method)
             rows.append(BarRow(label if kind == "method" else f"{label} ({kind})", times, mems))
@@ -529,13 +520,13 @@ def resource_chart(results: TaskResults, fig_id: str) -> Markup:
         f"and controls, one bar per dataset ({', '.join(names)}). Bars outlined in red are "
         "failed jobs, labelled with their exit code. The same numbers are in the resource table."
     )
-    return bar_chart_svg(fig_id, title, desc, rows, names)
+    return figure_svg(bar_chart_view(fig_id, title, desc, rows, names))
 
 
-def bar_chart_svg(
+def bar_chart_view(
     fig_id: str, title: str, desc: str, rows: Sequence[BarRow], series_names: Sequence[str]
-) -> Markup:
-    """Draw two grouped horizontal bar charts (time, memory) sharing their row labels.
+) -> BarChartView:
+    """The geometry of two grouped horizontal bar charts (time, memory) sharing their row labels.
 
     Parameters
     ----------
@@ -550,26 +541,8 @@ def bar_chart_svg(
 
     Returns
     -------
-    Markup
-        An inline ``<svg>`` rendered from ``figures/bar_chart.svg``.
-    """
-    return _render("figures/bar_chart.svg", bar_chart_view(fig_id, title, desc, rows, series_names))
-
-
-def bar_chart_view(
-    fig_id: str, title: str, desc: str, rows: Sequence[BarRow], series_names: Sequence[str]
-) -> BarChartView:
-    """The geometry of the resource chart: panels, axes, stripes, bars and legend.
-
-    Parameters
-    ----------
-    fig_id, title, desc, rows, series_names
-        As for :func:`bar_chart_svg`.
-
-    Returns
-    -------
     BarChartView
-        What ``figures/bar_chart.svg`` draws.
+        Its panels, axes, stripes, bars and legend: what ``figures/bar_chart.svg`` draws (:func:`figure_svg`).
     """
     label_w = _label_width([r.label for r in rows], 110, 250)
     panel_w, panel_gap, bar_h, bar_gap, row_pad = 300, 40, 10, 3, 10
@@ -658,11 +631,6 @@ def bar_chart_view(
 def _frame(fig_id: str, kind: str, title: str, desc: str, width: float, height: float) -> FrameView:
     return FrameView(fig_id=fig_id, kind=kind, title=title, desc=desc, width=_f(width), height=_f(height),
                      font_size=_FONT)
-
-
-def _render(template: str, view: HeatmapView | BarChartView) -> Markup:
-    # Templates put one element a line for reading; the page gets them without the indentation.
-    return Markup(_BETWEEN_TAGS.sub("><", render(template, view=view)).strip())
 
 
 def _cell_text(value: float | None) -> str:

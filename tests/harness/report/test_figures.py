@@ -16,10 +16,9 @@ from openpert.report.figures import (
     BarRow,
     HeatCell,
     HeatRow,
-    bar_chart_svg,
     bar_chart_view,
     dataset_heatmap,
-    heatmap_svg,
+    figure_svg,
     heatmap_view,
     nice_ticks,
     resource_chart,
@@ -201,7 +200,7 @@ def test_long_legends_wrap_to_the_chart_width() -> None:
 
 
 def test_heatmap_svg_is_one_compact_well_formed_svg() -> None:
-    markup = heatmap_svg("fig-1", "Scaled scores", "A description.", ["Metric", "Dataset score"], _groups())
+    markup = figure_svg(heatmap_view("fig-1", "Scaled scores", "A description.", ["Metric", "Dataset score"], _groups()))
     assert not re.search(r">\s*\n\s*<", markup)
     root = _svg(markup)
     assert root.tag == f"{SVG}svg" and root.get("class") == "figure-svg fig-heatmap"
@@ -224,7 +223,7 @@ def test_every_figure_class_has_a_rule_in_the_stylesheet() -> None:
 
 def test_hostile_labels_land_inert_in_the_heatmap() -> None:
     groups = [("Methods", [HeatRow(HOSTILE, [HeatCell(0.5, f"{HOSTILE} · tooltip")])])]
-    markup = heatmap_svg("fig-x", f"title {HOSTILE}", f"desc {HOSTILE}", [HOSTILE], groups)
+    markup = figure_svg(heatmap_view("fig-x", f"title {HOSTILE}", f"desc {HOSTILE}", [HOSTILE], groups))
     assert "<script" not in markup and 'onload="x"' not in markup
     root = _svg(markup)
     assert not any(el.tag.endswith("script") for el in root.iter())
@@ -238,7 +237,7 @@ def test_hostile_labels_land_inert_in_the_heatmap() -> None:
 
 def test_hostile_labels_land_inert_in_the_bar_chart() -> None:
     rows = [BarRow(HOSTILE, [Bar(0, 5.0, HOSTILE, f"tip {HOSTILE}")], [Bar(0, 50.0, "50 MB", "m")])]
-    markup = bar_chart_svg('fig-"r"', HOSTILE, HOSTILE, rows, [HOSTILE])
+    markup = figure_svg(bar_chart_view('fig-"r"', HOSTILE, HOSTILE, rows, [HOSTILE]))
     assert "<script" not in markup
     root = _svg(markup)
     assert not any(el.tag.endswith("script") for el in root.iter())
