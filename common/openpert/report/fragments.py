@@ -34,22 +34,20 @@ def fragment(name: str) -> Callable[..., Markup]:
     return macro(name, CELLS)
 
 
-def label(text: Any, tooltip: Any = None) -> Markup:
+def label(text: Any) -> Markup:
     """A short label with its full text on hover (the ``label_span`` macro).
 
     Parameters
     ----------
     text
         The full label.
-    tooltip
-        A longer description for the hover text.
 
     Returns
     -------
     Markup
         The label.
     """
-    return macro("label_span")(text, tooltip)
+    return macro("label_span")(text)
 
 
 def badge(text: Any, kind: Any = "") -> Markup:

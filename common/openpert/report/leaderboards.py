@@ -215,29 +215,11 @@ def overall_csv(results: TaskResults) -> str:
     """
     dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
     metric_ids = [str(m.get("id")) for m in results.metrics]
-    header = ["rank", "method_id", "method_label", "type", "control", "score", "status"]
-    header += [f"score_{d}" for d in dataset_ids] + [f"metric_{m}" for m in metric_ids]
-    header += ["tier", "tests_in_top_group", "tests", "failures"]
-    lines = []
-    for o in overview_rows(results):
-        r = o.row
-        lines.append(
-            [
-                r.rank,
-                r.method.get("id"),
-                r.method.get("label"),
-                r.method.get("type"),
-                r.method.get("control"),
-                r.score,
-                r.status,
-                *[r.dataset_scores.get(d) for d in dataset_ids],
-                *[o.metric_scores.get(m) for m in metric_ids],
-                o.tier,
-                o.top_group if o.tests else None,
-                o.n_tests if o.tests else None,
-                failures_text(results, r.failures),
-            ]
-        )
+    header = [*_CSV_ROW, *[f"score_{d}" for d in dataset_ids], *[f"metric_{m}" for m in metric_ids],
+              "tier", "tests_in_top_group", "tests", "failures"]
+    lines = [[*_csv_row(o.row), *[o.row.dataset_scores.get(d) for d in dataset_ids], *[o.metric_scores.get(m) for m in metric_ids],
+              o.tier, o.top_group if o.tests else None, o.n_tests if o.tests else None, failures_text(results, o.row.failures)]
+             for o in overview_rows(results)]
     return csv_text(header, lines)
 
 
@@ -258,34 +240,11 @@ def dataset_csv(results: TaskResults, dataset_id: str) -> str:
         per metric, ``<metric>_raw, <metric>_ci_low, <metric>_ci_high, <metric>_scaled,
         <metric>_n_items, <metric>_p_value_vs_best, <metric>_tied_with_best``.
     """
-    metric_ids = [str(m.get("id")) for m in results.metrics]
-    header = ["rank", "method_id", "method_label", "type", "control", "score", "status", "failures"]
-    for m in metric_ids:
-        header += [
-            f"{m}_raw",
-            f"{m}_ci_low",
-            f"{m}_ci_high",
-            f"{m}_scaled",
-            f"{m}_n_items",
-            f"{m}_p_value_vs_best",
-            f"{m}_tied_with_best",
-        ]
-    lines = []
-    for r in dataset_rows(results, dataset_id):
-        failures = r.failures + [c.failure for c in r.cells if c.failure]
-        line: list[Any] = [
-            r.rank,
-            r.method.get("id"),
-            r.method.get("label"),
-            r.method.get("type"),
-            r.method.get("control"),
-            r.score,
-            r.status,
-            failures_text(results, failures),
-        ]
-        for c in r.cells:
-            line += [c.raw, c.ci_low, c.ci_high, c.scaled, c.n_items, c.p_value, c.tied_with_best]
-        lines.append(line)
+    header = [*_CSV_ROW, "failures", *[f"{m.get('id')}_{part}" for m in results.metrics for part in
+                                       ("raw", "ci_low", "ci_high", "scaled", "n_items", "p_value_vs_best", "tied_with_best")]]
+    lines = [[*_csv_row(r), failures_text(results, r.failures + [c.failure for c in r.cells if c.failure]),
+              *[v for c in r.cells for v in (c.raw, c.ci_low, c.ci_high, c.scaled, c.n_items, c.p_value, c.tied_with_best)]]
+             for r in dataset_rows(results, dataset_id)]
     return csv_text(header, lines)
 
 
@@ -295,6 +254,14 @@ def method_kind(method: dict[str, Any]) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+#: The columns both leaderboards' CSVs open with (:func:`_csv_row`).
+_CSV_ROW = ("rank", "method_id", "method_label", "type", "control", "score", "status")
+
+
+def _csv_row(r: MethodRow) -> list[Any]:
+    return [r.rank, r.method.get("id"), r.method.get("label"), r.method.get("type"), r.method.get("control"), r.score, r.status]
 
 
 def _metric_cell(

@@ -134,25 +134,23 @@ def _parser() -> MarkdownIt:
     return md
 
 
-def render_markdown(text: Any, css_class: str = "md") -> Markup:
+def render_markdown(text: Any) -> Markup:
     """Render a description's Markdown as block HTML.
 
     Parameters
     ----------
     text
         Markdown; ``None`` or empty gives ``""``.
-    css_class
-        Class of the wrapping ``<div>`` (the browser tests find descriptions by it).
 
     Returns
     -------
     Markup
-        ``<div class="md">...</div>``, or ``""`` for empty text.
+        ``<div class="md">...</div>`` (the browser tests find descriptions by its class), or ``""`` for empty text.
     """
     if text is None or not str(text).strip():
         return Markup("")
     body = _parser().render(str(text)).strip()
-    return Markup(f'<div class="{html.escape(css_class, quote=True)}">{body}</div>')
+    return Markup(f'<div class="md">{body}</div>')
 
 
 def render_inline(text: Any) -> Markup:

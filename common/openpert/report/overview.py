@@ -148,8 +148,7 @@ class OverviewView:
     tests_href: str | None = None
 
 
-def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
-             tests_href: str | None = None) -> Markup:
+def overview(results: TaskResults, paths: TaskPaths, *, tests_href: str | None = None) -> Markup:
     """The overview of a task: the heatmap table, its legend and the tests behind its tiers.
 
     Parameters
@@ -158,8 +157,6 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         The task's results.
     paths
         Where the task's pages and downloads are.
-    table_id
-        The table's id (the controls toggle points at it).
     tests_href
         Where the test matrix is when each dataset's page holds its part (a task page over its
         weight limit): the overview then links there instead of holding it, and the Top group
@@ -171,12 +168,11 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         HTML: tools, the table in its scrolling box, the legend, and the test matrix in a
         collapsed ``<details>``.
     """
-    return render("leaderboard/overview.html", view=overview_view(results, paths, table_id, tests_href=tests_href))
+    return render("leaderboard/overview.html", view=overview_view(results, paths, tests_href=tests_href))
 
 
-def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
-                  tests_href: str | None = None) -> OverviewView | None:
-    """The view model of :func:`overview` (``None`` when no method was run)."""
+def overview_view(results: TaskResults, paths: TaskPaths, *, tests_href: str | None = None) -> OverviewView | None:
+    """The view model of :func:`overview` (``None`` when no method was run); its table's id is ``table-overview``."""
     rows = overview_rows(results)
     if not rows:
         return None
@@ -203,7 +199,7 @@ def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table
                           "positive and negative controls bound the scale; baselines are simple reference methods",
                           controls, data_band="controls"))
     return OverviewView(
-        table_id=table_id,
+        table_id="table-overview",
         task_label=str(results.label),
         csv_href=str(paths.overall_csv()),
         has_controls=bool(controls),

@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from openpert.report.formatting import MISSING, format_count, format_number
+from openpert.report.formatting import MISSING, format_ci, format_count, format_number
 from openpert.report.fragments import badge, fragment, table
 from openpert.report.markdown import render_inline
 from openpert.report.task_results import TaskResults
@@ -114,9 +114,7 @@ def _plain(value: Any) -> str:
 def _measured(row: dict[str, Any]) -> str:
     if row.get("measured") is None:
         return MISSING
-    text = format_number(row["measured"], 3)
-    if row.get("ci_low") is not None and row.get("ci_high") is not None:
-        text += f" [{format_number(row['ci_low'], 3)}, {format_number(row['ci_high'], 3)}]"
+    text = format_ci(row["measured"], row.get("ci_low"), row.get("ci_high"))
     if (row.get("n_seeds") or 0) > 1 and row.get("raw_sd") is not None:
         text += f" (sd {format_number(row['raw_sd'], 2)} over {row['n_seeds']} seeds)"
     return text
