@@ -1,9 +1,9 @@
 """A task page's Reproduction section: the papers' published numbers beside the benchmark's own.
 
 Reads ``results.json``'s ``reproduction`` (``openpert.results.reproduction`` writes it; the format
-is in ``docs/results_json.md``). Rows are first turned into view models of plain strings
-(:func:`reproduction_view`), then rendered by ``templates/sections/reproduction.html``: what reproduces and what does not is
-told by a badge per row and a count per status above the tables.
+is in ``docs/results_json.md``). Each source's facts are first gathered into a view model
+(:func:`reproduction_view`), its rows made into tables, then rendered by ``templates/sections/reproduction.html``:
+what reproduces and what does not is told by a badge per row and a count per status above the tables.
 """
 
 from __future__ import annotations
@@ -37,29 +37,6 @@ _CSV_FIELDS = ("source_id", "published_dataset", "dataset_id", "published_method
 
 
 @dataclass(frozen=True)
-class RowView:
-    """One compared row of a Reproduction table, every cell as text (escaped when rendered)."""
-
-    dataset: str
-    our_dataset: str
-    method: str
-    our_method: str
-    metric: str
-    our_metric: str
-    published: str
-    measured: str
-    difference: str
-    within_spread: str
-    status: str
-    status_text: str
-    status_kind: str
-    explanation: str
-    items: str
-    sort_difference: str
-    see_method: bool
-
-
-@dataclass(frozen=True)
 class GroupView:
     """Published values of one method that were not compared, for one reason: shown together."""
 
@@ -85,7 +62,8 @@ class SourceView:
     file: str
     problem: str
     metric: str
-    rows: tuple[RowView, ...]
+    #: The compared rows (``rows`` entries that reproduced or differ), as ``results.json`` holds them.
+    rows: tuple[dict[str, Any], ...]
     not_run: tuple[GroupView, ...]
     reported: tuple[GroupView, ...]
     differences: tuple[tuple[str, str, str], ...]
@@ -219,24 +197,6 @@ def reproduction_view(results: TaskResults) -> list[SourceView]:
         own = [r for r in rows if r.get("source_id") == source.get("id")]
         metrics = {str(r.get("published_metric")) for r in own}
         one_metric = len(metrics) == 1
-        views = []
-        for r in own:
-            if r.get("status") not in ("reproduced", "differs"):
-                continue
-            text, kind, _ = STATUS_BADGES[str(r["status"])]
-            diff = r.get("difference")
-            views.append(RowView(
-                dataset=str(r.get("published_dataset")),
-                our_dataset=_ours(r.get("published_dataset"), results.dataset_label(r.get("dataset_id"))),
-                method=str(r.get("published_method")),
-                our_method=_ours(r.get("published_method"), results.method_label(r.get("method_id"))),
-                metric=str(r.get("published_metric")),
-                our_metric=_ours(r.get("published_metric"), results.metric_label(r.get("metric_id"))),
-                published=_published(r), measured=_measured(r), difference=_difference(r), within_spread=_within(r),
-                status=str(r["status"]), status_text=text, status_kind=kind, explanation=_explanation(r),
-                items=_items(r), sort_difference="" if diff is None else repr(abs(float(diff))),
-                see_method=r["status"] == "differs" and bool(r.get("method_differences")),
-            ))
         differences: dict[str, tuple[str, str, str]] = {}
         for r in own:
             if r.get("status") in ("reproduced", "differs") and r.get("method_differences"):
@@ -250,7 +210,7 @@ def reproduction_view(results: TaskResults) -> list[SourceView]:
             where=str(source.get("where") or ""), spread=str(source.get("spread") or ""),
             file=" — ".join(x for x in (file.get("path"), file.get("source")) if x) if isinstance(file, dict) else "",
             problem=str(source.get("problem") or ""), metric=next(iter(metrics)) if one_metric else "",
-            rows=tuple(views),
+            rows=tuple(r for r in own if r.get("status") in ("reproduced", "differs")),
             not_run=_groups([r for r in own if r.get("status") == "not_run"], results, not one_metric),
             reported=_groups([r for r in own if r.get("status") == "reported"], results, not one_metric),
             differences=tuple(differences.values()),
@@ -292,7 +252,7 @@ def reproduction_section(results: TaskResults) -> Markup:
                     ["Method", "Values", "Published", *(["This run, another model"] if measured_here else []), "Reason"],
                     rows, table_id=f"table-reproduction-{i}-{kind}",
                     numeric=[False, True, False, *([False] if measured_here else []), False]))
-        sources.append({"view": source, "compared": _compared_table(source, i) if source.rows else None,
+        sources.append({"view": source, "compared": _compared_table(results, source, i) if source.rows else None,
                         "differences": differences, "groups": groups})
     return render("sections/reproduction.html", summary=summary_line(results),
                   description=results.reproduction.get("description") or "", sources=sources)
@@ -307,19 +267,23 @@ def _method_anchor(source_index: int, method_index: int) -> str:
     return f"reproduction-{source_index}-method-{method_index}"
 
 
-def _compared_table(source: SourceView, index: int) -> Table:
+def _compared_table(results: TaskResults, source: SourceView, index: int) -> Table:
     metric_column = not source.metric
     anchors = {method: _method_anchor(index, k) for k, (method, _, _) in enumerate(source.differences)}
     rows = []
     for r in source.rows:
-        anchor = anchors.get(r.method) if r.see_method else None
-        explanation = fragment("explanation")(Markup(render_inline(r.explanation)) if r.explanation else "", anchor,
-                                              r.our_method or r.method, r.items)
-        cells = [_named(r.dataset, r.our_dataset), _named(r.method, r.our_method)]
+        status, method, diff = str(r["status"]), str(r.get("published_method")), r.get("difference")
+        text, kind, _ = STATUS_BADGES[status]
+        ours = _ours(method, results.method_label(r.get("method_id")))
+        anchor = anchors.get(method) if status == "differs" and r.get("method_differences") else None
+        explanation = _explanation(r)
+        cells = [_named(str(r.get("published_dataset")), _ours(r.get("published_dataset"), results.dataset_label(r.get("dataset_id")))),
+                 _named(method, ours)]
         if metric_column:
-            cells.append(_named(r.metric, r.our_metric))
-        cells += [r.published, r.measured, (r.difference, r.sort_difference), r.within_spread,
-                  (badge(r.status_text, r.status_kind), r.status), explanation]
+            cells.append(_named(str(r.get("published_metric")), _ours(r.get("published_metric"), results.metric_label(r.get("metric_id")))))
+        cells += [_published(r), _measured(r), (_difference(r), "" if diff is None else repr(abs(float(diff)))), _within(r),
+                  (badge(text, kind), status),
+                  fragment("explanation")(Markup(render_inline(explanation)) if explanation else "", anchor, ours or method, _items(r))]
         rows.append(cells)
     header = ["Dataset", "Method", *(["Metric"] if metric_column else []), "Published", "Measured [95% CI]", "Difference",
               "Within spread", "Status", "Cause of a difference"]
