@@ -14,6 +14,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -131,11 +132,11 @@ class HeatCellView:
 
 
 @dataclasses.dataclass(frozen=True)
-class HeatRowView:
-    """A heatmap row: its label and cells."""
+class RowView:
+    """A row of a figure: its label and its marks (a heatmap's cells, or a method's bars across both panels)."""
 
     label: Label
-    cells: list[HeatCellView]
+    marks: list[Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +144,7 @@ class HeatGroupView:
     """A group of heatmap rows under a heading."""
 
     heading: Text
-    rows: list[HeatRowView]
+    rows: list[RowView]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,14 +207,6 @@ class BarView:
 
 
 @dataclasses.dataclass(frozen=True)
-class BarRowView:
-    """One method's label and bars, across both panels."""
-
-    label: Label
-    bars: list[BarView]
-
-
-@dataclasses.dataclass(frozen=True)
 class BarChartView:
     """Everything ``figures/bar_chart.svg`` draws."""
 
@@ -222,7 +215,7 @@ class BarChartView:
     panels: list[BarPanelView]
     stripe_width: str
     stripes: list[tuple[str, str]]
-    rows: list[BarRowView]
+    rows: list[RowView]
     legend: list[BarView]
 
 
@@ -430,7 +423,7 @@ def heatmap_view(
                     tooltip=cell.tooltip, x=_f(x + 1), y=_f(y + 1), fill=fill,
                     text=Text(_f(x + cell_w / 2), _f(y + cell_h / 2 + 4), text), text_class=text_class,
                 ))
-            row_views.append(HeatRowView(label, cells))
+            row_views.append(RowView(label, cells))
             y += cell_h
         group_views.append(HeatGroupView(heading, row_views))
         y += 6
@@ -598,7 +591,7 @@ def bar_chart_view(
                     fill=_CATEGORY[bar.series % len(_CATEGORY)], failed=bar.failed,
                     text=Text(_f(x0 + length + 5), _f(by + bar_h - 1), bar.text),
                 ))
-        row_views.append(BarRowView(label, bar_views))
+        row_views.append(RowView(label, bar_views))
 
     # Legend: short dataset labels (full names in their tooltips), wrapped to the chart's width.
     width = label_w + 2 * panel_w + panel_gap + 12

@@ -348,23 +348,30 @@ def describe_failure(exit_code: int | None, reason: str | None = None) -> str:
     return f"exited with code {exit_code}"
 
 
-def failure_label(exit_code: int | None, reason: str | None = None) -> str:
+def failure_label(exit_code: int | None, reason: str | None = None, limit: int | None = None) -> str:
     """Describe a failure with its exit code, as shown in table cells.
 
     Parameters
     ----------
     exit_code, reason
         See :func:`describe_failure`.
+    limit
+        Longest reason kept, in characters, for a label short enough for a table cell: absolute
+        paths (work folders of the run) are then also cut to their file name. The cell's tooltip
+        and the failures list carry the full text.
 
     Returns
     -------
     str
-        E.g. ``"memory limit exceeded (exit 137)"``.
+        E.g. ``"memory limit exceeded (exit 137)"``; with a limit, e.g.
+        ``"invalid output --output: …/prediction.h5ad (file_prediction): layers[… (exit -1)"``.
     """
     text = describe_failure(exit_code, reason)
-    if exit_code is None:
-        return text
-    return f"{text} (exit {exit_code})"
+    if limit is not None:
+        text = re.sub(r"(?:/[^/\s:'\"()]+)+/([^/\s:'\"()]+)", r"…/\1", text)
+        if len(text) > limit:
+            text = text[: limit - 1].rstrip() + "…"
+    return text if exit_code is None else f"{text} (exit {exit_code})"
 
 
 def format_parameter(value: Any) -> str:
@@ -443,28 +450,3 @@ def format_timestamp(value: Any) -> str:
     if moment.tzinfo is None:
         return moment.strftime("%Y-%m-%d %H:%M")
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def brief_failure_label(exit_code: int | None, reason: str | None = None, limit: int = 72) -> str:
-    """A failure label short enough for a table cell.
-
-    Absolute paths (work folders of the run) are cut to their file name and the reason is
-    truncated; the cell's tooltip and the failures list carry the full text.
-
-    Parameters
-    ----------
-    exit_code, reason
-        See :func:`describe_failure`.
-    limit
-        Longest reason kept, in characters.
-
-    Returns
-    -------
-    str
-        E.g. ``"invalid output --output: …/prediction.h5ad (file_prediction): layers[…"`` with
-        ``" (exit -1)"`` appended.
-    """
-    text = re.sub(r"(?:/[^/\s:'\"()]+)+/([^/\s:'\"()]+)", r"…/\1", describe_failure(exit_code, reason))
-    if len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
-    return text if exit_code is None else f"{text} (exit {exit_code})"

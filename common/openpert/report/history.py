@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from markupsafe import Markup
@@ -188,16 +189,8 @@ def _sparkline(fig_id: str, label: str, values: list[float | None]) -> Markup:
         y = height - pad - min(max(v, 0.0), 1.0) * (height - 2 * pad)
         return f"{pad + i * step:.1f}", f"{y:.1f}"
 
-    segments: list[list[tuple[str, str]]] = []
-    current: list[tuple[str, str]] = []
-    for i, v in enumerate(values):
-        if v is None:
-            if current:
-                segments.append(current)
-            current = []
-        else:
-            current.append(point(i, v))
-    if current:
-        segments.append(current)
+    # One line per run of consecutive values.
+    segments = [[point(i, v) for i, v in run]
+                for present, run in groupby(enumerate(values), key=lambda item: item[1] is not None) if present]
     return render("figures/sparkline.svg", fig_id=fig_id, label=label, width=f"{width:.0f}", height=f"{height:.0f}",
                   segments=segments, values=[format_number(v) for v in values])

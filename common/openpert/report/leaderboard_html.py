@@ -13,7 +13,6 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.formatting import (
-    brief_failure_label,
     failure_label,
     format_ci,
     format_count,
@@ -310,7 +309,7 @@ def _status_view(status: str, failures: list[dict[str, Any]], results: TaskResul
     for f in failures:
         stage = f.get("stage")
         what = f"metric {f.get('component')}: " if stage == "metric" else ("dataset: " if stage == "dataset" else "")
-        label = what + brief_failure_label(f.get("exit_code"), f.get("reason"))
+        label = what + failure_label(f.get("exit_code"), f.get("reason"), limit=72)
         if label not in lines:
             lines.append(label)
         full.append(f"{results.dataset_label(f.get('dataset_id'))}: {what}{failure_label(f.get('exit_code'), f.get('reason'))}")

@@ -24,7 +24,7 @@ from openpert.report.formatting import (
     format_memory,
     format_number,
 )
-from openpert.report.fragments import badge, badge_kind, label, paragraphs, sort_key, table
+from openpert.report.fragments import badge, badge_kind, code, fragment, label, paragraphs, sort_key, table
 from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
 from openpert.report.llm_usage import llm_model_sentence, llm_usage_table
@@ -415,7 +415,7 @@ def _source_files(files: list[dict[str, Any]]) -> Table | None:
         origins = f.get("origin") if isinstance(f.get("origin"), list) else [f.get("origin")]
         size = f"{f['size'] / 1e6:.1f} MB" if isinstance(f.get("size"), int) else "unpinned"
         rows.append([
-            _cell("code", f.get("path")),
+            code(_text(f.get("path"))),
             _cell("origin", [str(o) for o in origins if o], f.get("derived_by")),
             size,
             _cell("checksum", str(f["sha256"]) if f.get("sha256") else ""),
@@ -446,7 +446,7 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
         detail = str(f.get("reason") or "")
         log = f.get("log")
         rows.append([
-            _cell("code", f.get("job_id")),
+            code(_text(f.get("job_id"))),
             label(results.dataset_label(f.get("dataset_id"))),
             _text(f.get("stage")),
             _text(f.get("component")),
@@ -467,12 +467,12 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
 def _skipped(results: TaskResults) -> Markup:
     tables = []
     if results.skipped:
-        rows = [[_cell("code", s.get("id")), s.get("type") or MISSING, _text(s.get("reason"))] for s in results.skipped]
+        rows = [[code(_text(s.get("id"))), s.get("type") or MISSING, _text(s.get("reason"))] for s in results.skipped]
         tables.append(table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
                              table_id="table-skipped"))
     if results.config_errors:
-        rows = [[_cell("code", e.get("component")), e.get("type") or MISSING,
-                 _cell("code", e.get("config") or MISSING), _cell("reason", e.get("reason"))]
+        rows = [[code(_text(e.get("component"))), e.get("type") or MISSING,
+                 code(e.get("config") or MISSING), _cell("reason", e.get("reason"))]
                 for e in results.config_errors]
         tables.append(table(f"Components left out for config errors ({len(rows)})",
                              ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
@@ -485,7 +485,7 @@ def _qc(results: TaskResults) -> Markup:
     for q in flags:
         metric = results.metric(q.get("metric_id"))
         rows.append([
-            _cell("code", q.get("flag")),
+            code(_text(q.get("flag"))),
             label(results.dataset_label(q.get("dataset_id"))) if q.get("dataset_id") else MISSING,
             label((metric or {}).get("label") or q.get("metric_id") or MISSING),
             label(results.method_label(q.get("method_id"))) if q.get("method_id") else MISSING,
@@ -552,13 +552,13 @@ def job_table(results: TaskResults, jobs: list[dict[str, Any]], caption: str, *,
         dataset = label(results.dataset_label(r.get("dataset_id")))
         method = label(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING
         rows.append([
-            _cell("code", r.get("job_id")),
+            code(_text(r.get("job_id"))),
             *([_text(r.get("stage")), _text(r.get("component")), dataset, method] if whose else [dataset]),
             (badge(status, "ok" if status == "succeeded" else "failed"), status),
             (MISSING if exit_code is None else exit_code, "" if exit_code is None else str(exit_code)),
             (format_duration(r.get("duration_s")), sort_key(r.get("duration_s"))),
             (format_memory(r.get("peak_memory_mb")), sort_key(r.get("peak_memory_mb"))),
-            (macro("bool_mark", CELLS)(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
+            (fragment("bool_mark")(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
              "1" if r.get("cached") else "0"),
         ])
     titles = ["Job", *(["Stage", "Component", "Dataset", "Method"] if whose else ["Dataset"]), "Status", "Exit code",
@@ -605,7 +605,7 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
 
 
 def _cell(name: str, *args: Any) -> Markup:
-    """A cell's content made by a macro of ``task/cells.html`` (code, reason, log, origin, ...)."""
+    """A cell's content made by a macro of ``task/cells.html`` (reason, log, origin, licence, checksum)."""
     return macro(name, CELLS)(*(_text(a) for a in args))
 
 

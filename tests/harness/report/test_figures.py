@@ -140,17 +140,17 @@ def _groups() -> list[tuple[str, list[HeatRow]]]:
 def test_heatmap_view_places_columns_and_rows_on_a_grid() -> None:
     view = heatmap_view("f", "T", "D", ["Macro AUROC", "Accuracy", "Dataset score"], _groups())
     rows = [row for group in view.groups for row in group.rows]
-    xs = [float(c.x) for c in rows[0].cells]
+    xs = [float(c.x) for c in rows[0].marks]
     # Cells are 86 apart, the summary column set 12 further off.
     assert xs[1] - xs[0] == 86 and xs[2] - xs[1] == 86 + 12
-    assert all(float(r.cells[0].x) == xs[0] for r in rows)
-    ys = [float(r.cells[0].y) for r in view.groups[0].rows]
+    assert all(float(r.marks[0].x) == xs[0] for r in rows)
+    ys = [float(r.marks[0].y) for r in view.groups[0].rows]
     assert ys[1] - ys[0] == 30
     # Whole-pixel label column: every coordinate prints without decimals.
-    assert all("." not in v for r in rows for c in r.cells for v in (c.x, c.y, c.text.x, c.text.y))
-    assert [c.text_class for c in rows[0].cells] == ["fig-dark", "", "fig-failed"]
-    assert [c.text.text for c in rows[0].cells] == ["0.90", "0.10", "failed"]
-    assert rows[0].cells[2].fill == "url(#f-hatch)"
+    assert all("." not in v for r in rows for c in r.marks for v in (c.x, c.y, c.text.x, c.text.y))
+    assert [c.text_class for c in rows[0].marks] == ["fig-dark", "", "fig-failed"]
+    assert [c.text.text for c in rows[0].marks] == ["0.90", "0.10", "failed"]
+    assert rows[0].marks[2].fill == "url(#f-hatch)"
     # The long label is cut to fit its column; its full text stays for the tooltip.
     long = rows[1].label
     assert long.shown.endswith("…") and len(long.shown) * 6.9 <= 260 and long.full.startswith(long.shown[:-1])
@@ -172,7 +172,7 @@ def test_bar_chart_view_scales_bars_to_their_panel() -> None:
     time, memory = view.panels
     assert (time.name, time.unit, memory.unit) == ("Run time", "minutes", "GB")
     assert [t.text for t in time.ticks] == ["0", "1", "2", "3", "4"]
-    bars = [b for row in view.rows for b in row.bars]
+    bars = [b for row in view.rows for b in row.marks]
     widths = {b.tooltip + str(i): float(b.width) for i, b in enumerate(bars)}
     # Time bars: 30 s, 60 s, 240 s on one scale; memory: 500 MB and 4000 MB on another.
     assert widths["Fast on B1"] == pytest.approx(2 * widths["Fast on A0"], abs=0.1)
