@@ -127,16 +127,10 @@ def table(
     rows
         Per row, its cells: text, ``Markup``, a :class:`~openpert.report.views.Cell`, or
         ``(content, sort key)``.
-    table_id
-        The table's id.
     numeric
         Per column, whether it holds numbers.
-    sortable
-        The page script sorts it by a click on a header.
-    row_headers
-        Each row's first cell is its header.
-    css_class
-        Extra classes of the table.
+    table_id, sortable, row_headers, css_class
+        As :class:`~openpert.report.views.Table` holds them.
 
     Returns
     -------

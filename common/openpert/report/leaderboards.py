@@ -267,16 +267,9 @@ def _csv_row(r: MethodRow) -> list[Any]:
 def _metric_cell(
     results: TaskResults, dataset_id: str, method_id: str, metric_id: str
 ) -> MetricCell:
-    cell = MetricCell(metric_id=metric_id)
     score = results.score(dataset_id, method_id, metric_id)
-    if score:
-        cell.raw = score.get("raw")
-        cell.ci_low = score.get("ci_low")
-        cell.ci_high = score.get("ci_high")
-        cell.scaled = score.get("scaled")
-        cell.n_items = score.get("n_items")
-    else:
-        cell.failure = results.metric_failure(dataset_id, method_id, metric_id)
+    cell = (MetricCell(metric_id, **{k: score.get(k) for k in ("raw", "ci_low", "ci_high", "scaled", "n_items")}) if score
+            else MetricCell(metric_id, failure=results.metric_failure(dataset_id, method_id, metric_id)))
     best = results.best_method_id(dataset_id, metric_id)
     cell.best_method_id = best
     cell.is_best = best is not None and best == method_id and score is not None

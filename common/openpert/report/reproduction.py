@@ -2,7 +2,7 @@
 
 Reads ``results.json``'s ``reproduction`` (``openpert.results.reproduction`` writes it; the format
 is in ``docs/results_json.md``). Each source's facts are first gathered into a view model
-(:func:`reproduction_view`), its rows made into tables, then rendered by ``templates/sections/reproduction.html``:
+(:class:`SourceView`), its rows made into tables, then rendered by ``templates/sections/reproduction.html``:
 what reproduces and what does not is told by a badge per row and a count per status above the tables.
 """
 
@@ -37,23 +37,9 @@ _CSV_FIELDS = ("source_id", "published_dataset", "dataset_id", "published_method
 
 
 @dataclass(frozen=True)
-class GroupView:
-    """Published values of one method that were not compared, for one reason: shown together."""
-
-    method: str
-    our_method: str
-    reason: str
-    values: str
-    count: int
-    #: This run's values of the method with a model of its own (``other_model``), as text ("" if none).
-    other_model: str = ""
-
-
-@dataclass(frozen=True)
 class SourceView:
-    """One source's heading facts, its compared rows, and the values not run here or only reported."""
+    """One source's heading facts, and the metric of all its rows ("" when they have several)."""
 
-    id: str
     label: str
     citation: str
     doi: str
@@ -62,11 +48,6 @@ class SourceView:
     file: str
     problem: str
     metric: str
-    #: The compared rows (``rows`` entries that reproduced or differ), as ``results.json`` holds them.
-    rows: tuple[dict[str, Any], ...]
-    not_run: tuple[GroupView, ...]
-    reported: tuple[GroupView, ...]
-    differences: tuple[tuple[str, str, str], ...]
 
 
 def _published(row: dict[str, Any]) -> str:
@@ -146,21 +127,30 @@ def _explanation(row: dict[str, Any]) -> str:
     return ""
 
 
-def _groups(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool) -> tuple[GroupView, ...]:
-    """Rows grouped by method and reason, their published values listed in order."""
+def _group_table(results: TaskResults, source: SourceView, rows: list[dict[str, Any]], title: str, table_id: str,
+                 with_metric: bool) -> Table | None:
+    """Published values that were not compared, one row per method and reason, their values listed in order."""
+    if not rows:
+        return None
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((str(r.get("published_method")), str(r.get("reason") or "")), []).append(r)
-    out = []
+    # This run's values of a method with a model of its own (``other_model``), in a column of their own if any.
+    other = {key: _other_model(members, results, with_metric) for key, members in groups.items()}
+    measured_here = any(other.values())
+    body = []
     for (method, reason), members in groups.items():
         method_id = members[0].get("method_id")
         values = "; ".join(
             f"{r.get('published_dataset')}{' ' + str(r.get('published_metric')) if with_metric else ''}: {_published(r)}"
             for r in members)
-        out.append(GroupView(method=method, our_method=results.method_label(method_id) if method_id else "",
-                             reason=reason, values=values, count=len(members),
-                             other_model=_other_model(members, results, with_metric)))
-    return tuple(out)
+        body.append([_named(method, results.method_label(method_id) if method_id else ""),
+                     (format_count(len(members)), str(len(members))), values,
+                     *([other[(method, reason)] or MISSING] if measured_here else []),
+                     fragment("span")(Markup(render_inline(reason)) or MISSING, "reason")])
+    return table(f"{source.label}: {title.lower()} ({len(rows)} values)",
+                 ["Method", "Values", "Published", *(["This run, another model"] if measured_here else []), "Reason"],
+                 body, table_id=table_id, numeric=[False, True, False, *([False] if measured_here else []), False])
 
 
 def _other_model(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool) -> str:
@@ -186,38 +176,6 @@ def _ours(published: Any, label: str) -> str:
     return "" if not label or label.casefold() == str(published).casefold() else label
 
 
-def reproduction_view(results: TaskResults) -> list[SourceView]:
-    """The sources of ``results.json``'s ``reproduction`` with their rows, as text."""
-    section = results.reproduction
-    rows = [r for r in section.get("rows") or [] if isinstance(r, dict)]
-    out = []
-    for source in section.get("sources") or []:
-        if not isinstance(source, dict):
-            continue
-        own = [r for r in rows if r.get("source_id") == source.get("id")]
-        metrics = {str(r.get("published_metric")) for r in own}
-        one_metric = len(metrics) == 1
-        differences: dict[str, tuple[str, str, str]] = {}
-        for r in own:
-            if r.get("status") in ("reproduced", "differs") and r.get("method_differences"):
-                method = str(r.get("published_method"))
-                differences.setdefault(method, (method, _ours(method, results.method_label(r.get("method_id"))),
-                                                str(r["method_differences"])))
-        file = source.get("file") or {}
-        out.append(SourceView(
-            id=str(source.get("id")), label=str(source.get("label") or source.get("id")),
-            citation=str(source.get("citation") or ""), doi=str(source.get("doi") or ""),
-            where=str(source.get("where") or ""), spread=str(source.get("spread") or ""),
-            file=" — ".join(x for x in (file.get("path"), file.get("source")) if x) if isinstance(file, dict) else "",
-            problem=str(source.get("problem") or ""), metric=next(iter(metrics)) if one_metric else "",
-            rows=tuple(r for r in own if r.get("status") in ("reproduced", "differs")),
-            not_run=_groups([r for r in own if r.get("status") == "not_run"], results, not one_metric),
-            reported=_groups([r for r in own if r.get("status") == "reported"], results, not one_metric),
-            differences=tuple(differences.values()),
-        ))
-    return out
-
-
 def summary_line(results: TaskResults) -> str:
     """What reproduces, in one sentence of counts (empty without rows)."""
     section = results.reproduction
@@ -234,28 +192,36 @@ def summary_line(results: TaskResults) -> str:
 
 
 def reproduction_section(results: TaskResults) -> Markup:
-    """The Reproduction section (``sections/reproduction.html``)."""
+    """The Reproduction section (``sections/reproduction.html``): per source, its facts and tables."""
+    section = results.reproduction
+    rows = [r for r in section.get("rows") or [] if isinstance(r, dict)]
     sources = []
-    for i, source in enumerate(reproduction_view(results)):
-        differences = [(_method_anchor(i, k), method, ours, Markup(render_inline(text)))
-                       for k, (method, ours, text) in enumerate(source.differences)]
-        groups = []
-        for views, title, kind in ((source.not_run, "Not run here", "not-run"),
-                                   (source.reported, "Reported only", "reported")):
-            if views:
-                measured_here = any(g.other_model for g in views)
-                rows = [[_named(g.method, g.our_method), (format_count(g.count), str(g.count)), g.values,
-                         *([g.other_model or MISSING] if measured_here else []),
-                         fragment("span")(Markup(render_inline(g.reason)) or MISSING, "reason")] for g in views]
-                groups.append(table(
-                    f"{source.label}: {title.lower()} ({sum(g.count for g in views)} values)",
-                    ["Method", "Values", "Published", *(["This run, another model"] if measured_here else []), "Reason"],
-                    rows, table_id=f"table-reproduction-{i}-{kind}",
-                    numeric=[False, True, False, *([False] if measured_here else []), False]))
-        sources.append({"view": source, "compared": _compared_table(results, source, i) if source.rows else None,
-                        "differences": differences, "groups": groups})
+    for i, source in enumerate(s for s in section.get("sources") or [] if isinstance(s, dict)):
+        own = [r for r in rows if r.get("source_id") == source.get("id")]
+        metrics = {str(r.get("published_metric")) for r in own}
+        file = source.get("file") or {}
+        view = SourceView(
+            label=str(source.get("label") or source.get("id")),
+            citation=str(source.get("citation") or ""), doi=str(source.get("doi") or ""),
+            where=str(source.get("where") or ""), spread=str(source.get("spread") or ""),
+            file=" — ".join(x for x in (file.get("path"), file.get("source")) if x) if isinstance(file, dict) else "",
+            problem=str(source.get("problem") or ""), metric=next(iter(metrics)) if len(metrics) == 1 else "")
+        compared = [r for r in own if r.get("status") in ("reproduced", "differs")]
+        # How the benchmark's method differs from a published one, said once per method.
+        differences: dict[str, tuple[str, str]] = {}
+        for r in compared:
+            if r.get("method_differences"):
+                method = str(r.get("published_method"))
+                differences.setdefault(method, (_ours(method, results.method_label(r.get("method_id"))), str(r["method_differences"])))
+        anchors = {method: f"reproduction-{i}-method-{k}" for k, method in enumerate(differences)}
+        groups = [_group_table(results, view, [r for r in own if r.get("status") == status], title, f"table-reproduction-{i}-{kind}",
+                               with_metric=len(metrics) != 1)
+                  for status, title, kind in (("not_run", "Not run here", "not-run"), ("reported", "Reported only", "reported"))]
+        sources.append({"view": view, "compared": _compared_table(results, view, compared, anchors, i) if compared else None,
+                        "differences": [(anchors[m], m, ours, Markup(render_inline(text))) for m, (ours, text) in differences.items()],
+                        "groups": [g for g in groups if g is not None]})
     return render("sections/reproduction.html", summary=summary_line(results),
-                  description=results.reproduction.get("description") or "", sources=sources)
+                  description=section.get("description") or "", sources=sources)
 
 
 def _named(published: str, ours: str) -> Markup:
@@ -263,15 +229,11 @@ def _named(published: str, ours: str) -> Markup:
     return fragment("named")(published, ours)
 
 
-def _method_anchor(source_index: int, method_index: int) -> str:
-    return f"reproduction-{source_index}-method-{method_index}"
-
-
-def _compared_table(results: TaskResults, source: SourceView, index: int) -> Table:
+def _compared_table(results: TaskResults, source: SourceView, compared: list[dict[str, Any]], anchors: dict[str, str],
+                    index: int) -> Table:
     metric_column = not source.metric
-    anchors = {method: _method_anchor(index, k) for k, (method, _, _) in enumerate(source.differences)}
     rows = []
-    for r in source.rows:
+    for r in compared:
         status, method, diff = str(r["status"]), str(r.get("published_method")), r.get("difference")
         text, kind, _ = STATUS_BADGES[status]
         ours = _ours(method, results.method_label(r.get("method_id")))

@@ -184,17 +184,16 @@ def _full_table(results: TaskResults, rows: list[dict[str, Any]], caption: str, 
     columns = _columns(rows)
     kinds = {c: value_kind(c, [r.get(c) for r in rows]) for c in columns}
     numeric = [kinds[c] in ("score", "count", "rank", "p_value") for c in columns]
+    # Id columns show the labels of what they name, sorted by the id.
+    labels = {"dataset_id": results.dataset_label, "metric_id": results.metric_label,
+              **dict.fromkeys(("method_id", "method_a", "method_b"), results.method_label)}
     body = []
     for r in rows:
         cells: list[Any] = []
         for c in columns:
             value = r.get(c)
-            if c == "dataset_id" and value is not None:
-                cells.append((label(results.dataset_label(value)), str(value)))
-            elif c in ("method_id", "method_a", "method_b") and value is not None:
-                cells.append((label(results.method_label(value)), str(value)))
-            elif c == "metric_id" and value is not None:
-                cells.append((label(results.metric_label(value)), str(value)))
+            if c in labels and value is not None:
+                cells.append((label(labels[c](value)), str(value)))
             elif kinds[c] == "bool":
                 cells.append(_bool_cell(value))
             elif kinds[c] == "text":

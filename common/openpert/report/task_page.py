@@ -330,17 +330,8 @@ def _dynamic_range(results: TaskResults) -> Markup:
     return render("task/tables.html", tables=[view], empty="")
 
 
-def _count(n: int, word: str) -> str:
-    return f"{format_count(n)} {word}{'' if n == 1 else 's'}"
-
-
 def _header(results: TaskResults) -> Markup:
-    chips = [
-        _count(len(results.datasets), "dataset"),
-        _count(len(results.methods), "method"),
-        _count(len(results.controls), "control"),
-        _count(len(results.metrics), "metric"),
-    ]
+    chips = [f"{format_count(n)} {word}{'' if n == 1 else 's'}" for word, n in results.sizes]
     return render("task/header.html", label=results.label, summary=Markup(render_inline(results.task.get("summary"))),
                   chips=chips, provenance=provenance_line(results))
 

@@ -222,10 +222,8 @@ class TaskResults:
 
     def gameable(self, dataset_id: str, metric_id: str) -> dict[str, Any] | None:
         """The gameability row of a dataset and metric when the metric is flagged gameable there."""
-        for row in self.gameability:
-            if row.get("dataset_id") == dataset_id and row.get("metric_id") == metric_id and row.get("gameable"):
-                return row
-        return None
+        return next((row for row in self.gameability
+                     if row.get("dataset_id") == dataset_id and row.get("metric_id") == metric_id and row.get("gameable")), None)
 
     @property
     def statistics(self) -> list[tuple[str, dict[str, Any]]]:
@@ -252,6 +250,12 @@ class TaskResults:
         """Controls that do not rank: positive, negative, ceiling, then adversarial controls, each by label."""
         controls = [m for m in self.all_methods if not is_ranked(m)]
         return sorted(controls, key=lambda m: (_CONTROL_ORDER.get(m.get("control"), 3), _label(m)))
+
+    @property
+    def sizes(self) -> list[tuple[str, int]]:
+        """How many datasets, methods, controls and metrics the task has, each after its noun."""
+        return [("dataset", len(self.datasets)), ("method", len(self.methods)), ("control", len(self.controls)),
+                ("metric", len(self.metrics))]
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -334,22 +338,13 @@ class TaskResults:
 
         A failed method job, or a failed dataset job (which no method on that dataset survives).
         """
-        out = []
-        for f in self._failures_by_dataset.get(dataset_id, []):
-            stage = f.get("stage")
-            if stage == "dataset" or (stage != "metric" and f.get("method_id") == method_id):
-                out.append(f)
-        return out
+        return [f for f in self._failures_by_dataset.get(dataset_id, [])
+                if f.get("stage") == "dataset" or (f.get("stage") != "metric" and f.get("method_id") == method_id)]
 
-    def metric_failure(
-        self, dataset_id: str, method_id: str, metric_id: str
-    ) -> dict[str, Any] | None:
+    def metric_failure(self, dataset_id: str, method_id: str, metric_id: str) -> dict[str, Any] | None:
         """The failed metric job that left one (dataset, method, metric) without a score."""
         names = self.metric_components(metric_id)
-        for f in self._metric_failures.get((dataset_id, method_id), []):
-            if f.get("component") in names:
-                return f
-        return None
+        return next((f for f in self._metric_failures.get((dataset_id, method_id), []) if f.get("component") in names), None)
 
     def scoring_failures(self, method_id: str | None) -> list[dict[str, Any]]:
         """Failed metric jobs that scored a method's predictions, in file order."""
@@ -371,12 +366,8 @@ class TaskResults:
     def metric_resources(self, metric_id: str) -> list[dict[str, Any]]:
         """Resource rows of the jobs that computed a metric."""
         names = self.metric_components(metric_id)
-        return [
-            r
-            for r in self.resources
-            if r.get("stage") == "metric"
-            and (r.get("metric_component") in names or r.get("component") in names)
-        ]
+        return [r for r in self.resources
+                if r.get("stage") == "metric" and (r.get("metric_component") in names or r.get("component") in names)]
 
 
 def load_results(path: Path) -> TaskResults:
