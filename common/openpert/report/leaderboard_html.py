@@ -19,7 +19,7 @@ from openpert.report.formatting import (
     format_number,
     format_p_value,
 )
-from openpert.report.fragments import badge_kind
+from openpert.report.fragments import badge_kind, sort_key
 from openpert.report.leaderboards import (
     DatasetRow,
     MetricCell,
@@ -160,16 +160,10 @@ def dataset_table_view(results: TaskResults, paths: TaskPaths, dataset_id: str, 
     """The view model of a dataset's leaderboard (see :func:`dataset_table`)."""
     # Headline metrics first (they make the score), diagnostic ones after, collapsed on a phone.
     order = sorted(range(len(results.metrics)), key=lambda k: not results.is_headline(results.metrics[k].get("id")))
-    heads = []
-    for k in order:
-        metric = results.metrics[k]
-        heads.append(MetricHeadView(
-            label=str(metric.get("label") or metric.get("id")),
-            tooltip=plain_text(metric.get("summary")) or None,
-            maximize=metric.get("maximize", True) is not False,
-            diagnostic=not results.is_headline(metric.get("id")),
-            tags=metric_tag_views(results, dataset_id, metric.get("id")),
-        ))
+    heads = [MetricHeadView(label=str(m.get("label") or m.get("id")), tooltip=plain_text(m.get("summary")) or None,
+                            maximize=m.get("maximize", True) is not False, diagnostic=not results.is_headline(m.get("id")),
+                            tags=metric_tag_views(results, dataset_id, m.get("id")))
+             for m in (results.metrics[k] for k in order)]
     rows = dataset_rows(results, dataset_id)
     views = [_row_view(r, order, heads, results, paths, dataset_id) for r in rows]
     return DatasetTableView(
@@ -264,7 +258,7 @@ def _row_view(r: DatasetRow, order: list[int], heads: list[MetricHeadView], resu
         method=method_cell_view(r.method, paths),
         abstention=abstention_view(results, dataset_id, r.method.get("id")),
         too_long=abstention_view(results, dataset_id, r.method.get("id"), "llm_prompt_too_long"),
-        score_sort="" if r.score is None else repr(float(r.score)),
+        score_sort=sort_key(r.score),
         score_text=format_number(r.score),
         score_failed=bool(r.failures),
         metrics=[_metric_cell_view(r.cells[k], r, results, head.diagnostic) for k, head in zip(order, heads)],
@@ -295,7 +289,7 @@ def _metric_cell_view(c: MetricCell, row: DatasetRow, results: TaskResults, diag
         n_items=format_count(c.n_items) if c.n_items is not None else None,
         best=bool(c.is_best) and c.raw is not None,
         tied_tip=tied_tip,
-        scaled_sort="" if c.scaled is None else repr(float(c.scaled)),
+        scaled_sort=sort_key(c.scaled),
         scaled_text=format_number(c.scaled),
     )
 

@@ -74,10 +74,9 @@ _STANDING_FIELDS = frozenset(f.name for f in dataclasses.fields(Standing)) - {"m
 
 
 @dataclasses.dataclass
-class OverviewRow:
+class OverviewRow(OverallRow):
     """One method's line in the task overview: its overall row, its standing, its resources."""
 
-    row: OverallRow
     #: Per-metric means, headline tests and tier, as the results model computed them.
     standing: Standing
     max_duration_s: float | None
@@ -88,16 +87,6 @@ class OverviewRow:
         if name in _STANDING_FIELDS:
             return getattr(self.standing, name)
         raise AttributeError(name)
-
-    @property
-    def method(self) -> dict[str, Any]:
-        """The method entry."""
-        return self.row.method
-
-    @property
-    def control(self) -> bool:
-        """True for control methods."""
-        return self.row.control
 
 
 def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
@@ -186,14 +175,8 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
         jobs = results.method_resources(mid)
         durations = [float(j["duration_s"]) for j in jobs if isinstance(j.get("duration_s"), (int, float))]
         memory = [float(j["peak_memory_mb"]) for j in jobs if isinstance(j.get("peak_memory_mb"), (int, float))]
-        out.append(
-            OverviewRow(
-                row=row,
-                standing=results.standing(mid) or Standing(mid, {}, {}, [], None, 0, 0),
-                max_duration_s=max(durations) if durations else None,
-                max_memory_mb=max(memory) if memory else None,
-            )
-        )
+        out.append(OverviewRow(**vars(row), standing=results.standing(mid) or Standing(mid, {}, {}, [], None, 0, 0),
+                               max_duration_s=max(durations) if durations else None, max_memory_mb=max(memory) if memory else None))
     return out
 
 
@@ -217,8 +200,8 @@ def overall_csv(results: TaskResults) -> str:
     metric_ids = [str(m.get("id")) for m in results.metrics]
     header = [*_CSV_ROW, *[f"score_{d}" for d in dataset_ids], *[f"metric_{m}" for m in metric_ids],
               "tier", "tests_in_top_group", "tests", "failures"]
-    lines = [[*_csv_row(o.row), *[o.row.dataset_scores.get(d) for d in dataset_ids], *[o.metric_scores.get(m) for m in metric_ids],
-              o.tier, o.top_group if o.tests else None, o.n_tests if o.tests else None, failures_text(results, o.row.failures)]
+    lines = [[*_csv_row(o), *[o.dataset_scores.get(d) for d in dataset_ids], *[o.metric_scores.get(m) for m in metric_ids],
+              o.tier, o.top_group if o.tests else None, o.n_tests if o.tests else None, failures_text(results, o.failures)]
              for o in overview_rows(results)]
     return csv_text(header, lines)
 

@@ -40,10 +40,9 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
     body = []
     for r in rows:
         judge = r.get("stage") == "metric"
-        flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
-                                       "llm_judge_abstentions" if judge else "llm_abstentions")
-        too_long = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
-                                           "llm_judge_prompt_too_long" if judge else "llm_prompt_too_long")
+        # A judge's gradings of the method's answers carry the judge's own flags.
+        names = ("llm_judge_abstentions", "llm_judge_prompt_too_long") if judge else ("llm_abstentions", "llm_prompt_too_long")
+        flag, too_long = (results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None, name) for name in names)
         rate = r.get("abstention_rate")
         shown = MISSING if rate is None else f"{100 * float(rate):.1f}%"
         mark = " *" if r.get("unmetered") else ""

@@ -246,38 +246,36 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_te
 def _method_view(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = ()) -> dict[str, Any]:
     method = r.method
     link = method_cell_view(method, paths, kind=control_kind(method) or "")
-    # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
-    flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
-    # Items whose prompts the model could not take were answered as abstentions: said as such.
-    too_long = [q for q in results_qc if q.get("flag") == "llm_prompt_too_long" and q.get("method_id") == method.get("id")]
-    rank = None if r.control else format_rank(r.row.rank) if r.row.rank is not None else MISSING
-    return {"method_id": str(method.get("id")), "rank_text": rank, "method": link, "abstains": len(flagged),
-            "abstains_title": " | ".join(str(q.get("message") or "") for q in flagged), "too_long": len(too_long),
-            "too_long_title": " | ".join(str(q.get("message") or "") for q in too_long)}
+    # Its language-model answers were flagged on some datasets (the rank must not read as the model's own), and
+    # items whose prompts the model could not take were answered as abstentions: the messages of each flag.
+    flagged, too_long = ([str(q.get("message") or "") for q in results_qc if q.get("flag") == flag and q.get("method_id") == method.get("id")]
+                         for flag in ("llm_abstentions", "llm_prompt_too_long"))
+    return {"method_id": str(method.get("id")), "rank_text": None if r.control else format_rank(r.rank), "method": link,
+            "abstains": len(flagged), "abstains_title": " | ".join(flagged), "too_long": len(too_long), "too_long_title": " | ".join(too_long)}
 
 
 def _row_view(r: OverviewRow, columns: list[ColumnView], results: TaskResults, paths: TaskPaths) -> OverviewRowView:
     label = str(r.method.get("label") or r.method.get("id"))
-    failed_datasets = [d for d, status in r.row.dataset_status.items() if status == "failed"]
+    failed_datasets = [d for d, status in r.dataset_status.items() if status == "failed"]
     cells: list[CellView] = []
     for c in columns:
         if c.kind == "overall":
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed_datasets)}"] if failed_datasets else []
-            cells.append(_score_cell(r.row.score, f"{label}: overall score", partial=bool(r.row.failures), notes=notes))
+            cells.append(_score_cell(r.score, f"{label}: overall score", partial=bool(r.failures), notes=notes))
         elif c.kind == "dataset":
             name = results.dataset_label(c.key)
-            if r.row.dataset_status.get(c.key) == NOT_APPLICABLE:
+            if r.dataset_status.get(c.key) == NOT_APPLICABLE:
                 title = f"{label} on {name}: not applicable (does not address this dataset's subtask; not ranked there)"
                 cells.append(CellView("sc none na", title, MISSING))
-            elif r.row.dataset_status.get(c.key) == "failed":
+            elif r.dataset_status.get(c.key) == "failed":
                 reasons = [failure_label(f.get("exit_code"), f.get("reason"))
-                           for f in r.row.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
+                           for f in r.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
                 title = f"{label} on {name}: failed, {'; '.join(reasons) or 'no result'}"
                 cells.append(CellView("sc failed", title, mark="✕", hidden="failed"))
             else:
-                partial = [f for f in r.row.failures if f.get("dataset_id") == c.key]
+                partial = [f for f in r.failures if f.get("dataset_id") == c.key]
                 notes = [f"metric job failed: {failure_label(f.get('exit_code'), f.get('reason'))}" for f in partial]
-                cells.append(_score_cell(r.row.dataset_scores.get(c.key), f"{label} on {name}", partial=bool(partial), notes=notes))
+                cells.append(_score_cell(r.dataset_scores.get(c.key), f"{label} on {name}", partial=bool(partial), notes=notes))
         elif c.kind == "metric":
             failed = r.metric_failed.get(c.key) or []
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed)} (counted as 0)"] if failed else []
@@ -326,9 +324,9 @@ def _tests_cell(r: OverviewRow, results: TaskResults, label: str, listed: bool =
 
 
 def _status_cell(r: OverviewRow, results: TaskResults) -> CellView:
-    failures = r.row.failures
+    failures = r.failures
     if not failures:
-        return CellView("st ok", str(r.row.status), mark="✓", hidden=str(r.row.status))
+        return CellView("st ok", str(r.status), mark="✓", hidden=str(r.status))
     n = len(failures)
     return CellView("st bad", failures_text(results, failures), mark=f"✕ {n}", hidden=f"{n} failed job{'s' if n != 1 else ''}")
 

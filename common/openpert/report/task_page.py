@@ -104,12 +104,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
             content, intro = render("task/moved_section.html", title=title, href=moved[section_id]), Markup("")
         sections.append(SectionView(section_id, title, content, intro))
 
-    add(
-        "overview",
-        "Overview",
-        overview(results, paths, tests_href=tests_href),
-        intro=scale_details(results) + coverage_note(results),
-    )
+    add("overview", "Overview", overview(results, paths, tests_href=tests_href), intro=scale_details(results) + coverage_note(results))
     for section_id, title, content, intro in extra_sections:
         add(section_id, title, content, intro=intro)
     if results.reproduction:
@@ -133,11 +128,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         add("about", "About the task", about)
     for i, dataset in enumerate(results.datasets if datasets_inline else []):
         did = str(dataset.get("dataset_id"))
-        add(
-            paths.dataset_anchor(did),
-            f"Dataset: {short_label(results.dataset_label(did))}",
-            dataset_section(results, paths, dataset, i),
-        )
+        add(paths.dataset_anchor(did), f"Dataset: {short_label(results.dataset_label(did))}", dataset_section(results, paths, dataset, i))
     if results.datasets and not datasets_inline:
         add("datasets", "Datasets", _dataset_links(results, paths))
     for key, entry in results.statistics:
@@ -422,11 +413,8 @@ def _reference(value: Any) -> dict[str, str] | None:
     if not value:
         return None
     text = str(value)
-    if text.lower().startswith(("10.", "doi:", "https://doi.org/")):
-        return {"kind": "doi", "value": text}
-    if safe_url(text):
-        return {"kind": "url", "value": text}
-    return {"kind": "text", "value": text}
+    kind = "doi" if text.lower().startswith(("10.", "doi:", "https://doi.org/")) else "url" if safe_url(text) else "text"
+    return {"kind": kind, "value": text}
 
 
 def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
