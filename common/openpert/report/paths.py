@@ -81,13 +81,8 @@ class TaskPaths:
         #: What leads from the page being written back to the task's folder ("" on the task page).
         self.prefix = ""
         self._components: dict[tuple[str, str], str] = {}
-        methods = [m for m in results.all_methods if not is_control(m)]
-        controls = [m for m in results.all_methods if is_control(m)]
-        for folder, entries in (
-            (METHODS_DIR, methods),
-            (CONTROLS_DIR, controls),
-            (METRICS_DIR, results.metrics),
-        ):
+        for folder, entries in ((METHODS_DIR, [m for m in results.all_methods if not is_control(m)]),
+                                (CONTROLS_DIR, [m for m in results.all_methods if is_control(m)]), (METRICS_DIR, results.metrics)):
             ids = [str(e.get("id")) for e in entries]
             for cid, slug_ in zip(ids, unique_slugs(ids)):
                 self._components.setdefault((folder, cid), f"{folder}/{slug_}.html")

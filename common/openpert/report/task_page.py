@@ -405,7 +405,7 @@ def _source_files(files: list[dict[str, Any]]) -> Table | None:
             _text(f.get("citation")),
         ])
     return table(f"{len(files)} file(s), fetched and verified by openpert data fetch",
-                  ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
+                 ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
 
 
 def _reference(value: Any) -> dict[str, str] | None:
@@ -448,13 +448,13 @@ def _skipped(results: TaskResults) -> Markup:
     if results.skipped:
         rows = [[code(_text(s.get("id"))), s.get("type") or MISSING, _text(s.get("reason"))] for s in results.skipped]
         tables.append(table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
-                             table_id="table-skipped"))
+                            table_id="table-skipped"))
     if results.config_errors:
         rows = [[code(_text(e.get("component"))), e.get("type") or MISSING,
                  code(e.get("config") or MISSING), _cell("reason", e.get("reason"))]
                 for e in results.config_errors]
         tables.append(table(f"Components left out for config errors ({len(rows)})",
-                             ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
+                            ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
     return render("task/tables.html", tables=tables, empty="")
 
 
@@ -477,12 +477,10 @@ def _qc(results: TaskResults) -> Markup:
 
 
 def _resources(results: TaskResults, *, jobs_inline: bool = True) -> Markup:
-    chart = resource_chart(results, "fig-resources")
-    if not jobs_inline:
-        return render("task/resources.html", chart=chart, table=None, jobs_elsewhere=bool(results.resources))
     jobs = results.resources
-    return render("task/resources.html", chart=chart, table=job_table(results, jobs, f"Resource use of every job ({len(jobs)})"),
-                  jobs_elsewhere=False)
+    listed = job_table(results, jobs, f"Resource use of every job ({len(jobs)})") if jobs_inline else None
+    return render("task/resources.html", chart=resource_chart(results, "fig-resources"), table=listed,
+                  jobs_elsewhere=not jobs_inline and bool(jobs))
 
 
 def dataset_jobs(results: TaskResults, dataset_id: str) -> Markup:
@@ -547,24 +545,20 @@ def job_table(results: TaskResults, jobs: list[dict[str, Any]], caption: str, *,
 
 
 def _components(results: TaskResults, paths: TaskPaths) -> Markup:
+    def entry(m: dict[str, Any], href: str, kind: tuple[str, str] | None = None, direction: str | None = None) -> dict[str, Any]:
+        return {"href": href, "label": str(m.get("label") or m.get("id")), "badge": kind, "direction": direction,
+                "summary": Markup(render_inline(str(m.get("summary") or "")))}
+
     def method_entry(m: dict[str, Any]) -> dict[str, Any]:
         kind = method_kind(m)
-        return {"href": paths.method_page(m), "label": str(m.get("label") or m.get("id")),
-                "badge": (kind, badge_kind(str(m.get("control") or kind))) if kind != "method" else None,
-                "direction": None, "summary": Markup(render_inline(str(m.get("summary") or "")))}
+        return entry(m, paths.method_page(m), (kind, badge_kind(str(m.get("control") or kind))) if kind != "method" else None)
 
-    metrics = [
-        {"href": paths.metric_page(m.get("id")), "label": str(m.get("label") or m.get("id")), "badge": None,
-         "direction": "↑ higher is better" if m.get("maximize", True) is not False else "↓ lower is better",
-         "summary": Markup(render_inline(str(m.get("summary") or "")))}
-        for m in results.metrics
-    ]
-    groups = [
-        ("Methods", [method_entry(m) for m in results.methods]),
-        ("Control methods", [method_entry(m) for m in results.controls]),
-        ("Metrics", metrics),
-    ]
-    return render("task/components.html", groups=groups)
+    metrics = [entry(m, paths.metric_page(m.get("id")),
+                     direction="↑ higher is better" if m.get("maximize", True) is not False else "↓ lower is better")
+               for m in results.metrics]
+    return render("task/components.html", groups=[("Methods", [method_entry(m) for m in results.methods]),
+                                                  ("Control methods", [method_entry(m) for m in results.controls]),
+                                                  ("Metrics", metrics)])
 
 
 def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
