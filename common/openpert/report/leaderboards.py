@@ -8,7 +8,8 @@ status. Ranks, tiers and per-metric means are read from the results
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from openpert.report.formatting import csv_text, failure_label
 from openpert.report.task_results import TaskResults, control_kind, is_ranked
@@ -69,6 +70,9 @@ class OverallRow(MethodRow):
     failures: list[dict[str, Any]]
 
 
+#: A leaderboard's row type.
+RowT = TypeVar("RowT", bound=MethodRow)
+
 #: The fields an overview row reads from its standing.
 _STANDING_FIELDS = frozenset(f.name for f in dataclasses.fields(Standing)) - {"method_id"}
 
@@ -113,9 +117,7 @@ def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
         status = _row_status(ds.get("status"), failures, cells)
         return DatasetRow(method, ds.get("rank"), ds.get("score"), status, failures, cells)
 
-    methods = [row(m) for m in results.methods]
-    methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
-    return methods + [row(m) for m in results.controls]
+    return _by_rank(results, row)
 
 
 def overall_rows(results: TaskResults) -> list[OverallRow]:
@@ -150,9 +152,7 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
             failures=failures,
         )
 
-    methods = [row(m) for m in results.methods]
-    methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
-    return methods + [row(m) for m in results.controls]
+    return _by_rank(results, row)
 
 
 def overview_rows(results: TaskResults) -> list[OverviewRow]:
@@ -237,6 +237,11 @@ def method_kind(method: dict[str, Any]) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
+
+def _by_rank(results: TaskResults, row: Callable[[dict[str, Any]], RowT]) -> list[RowT]:
+    """Every leaderboard's order: the methods' rows by rank (unranked last), then the controls'."""
+    return sorted(map(row, results.methods), key=lambda r: (r.rank is None, r.rank or 0)) + [row(m) for m in results.controls]
 
 
 #: The columns both leaderboards' CSVs open with (:func:`_csv_row`).
