@@ -239,9 +239,8 @@ class TaskResults:
 
         def key(m: dict[str, Any]) -> tuple[int, float, str]:
             score = self.overall(m.get("id")).get("score")
-            if isinstance(score, (int, float)):
-                return (0, -float(score), _label(m))
-            return (1, 0.0, _label(m))
+            scored = isinstance(score, (int, float))
+            return (not scored, -float(score) if scored else 0.0, _label(m))
 
         return sorted(ranked, key=key)
 
