@@ -14,20 +14,18 @@ from markupsafe import Markup
 from openpert.report.formatting import (
     MISSING,
     failure_label,
-    format_bool,
     format_ci,
-    format_duration,
-    format_memory,
     format_p_value,
     format_parameter,
     format_rank,
     format_score,
 )
-from openpert.report.fragments import badge, badge_kind, code, fragment, label, table
+from openpert.report.fragments import badge, badge_kind, code, fragment, label, sort_key, table
 from openpert.report.leaderboards import method_kind
 from openpert.report.llm_usage import llm_usage_table
 from openpert.report.markdown import plain_text, render_inline, render_markdown
 from openpert.report.paths import TaskPaths
+from openpert.report.task_page import job_table
 from openpert.report.task_results import TaskResults, is_control, is_ranked
 from openpert.report.templating import render
 from openpert.report.views import Table
@@ -108,7 +106,7 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
         no_scores="No score: every job of this method failed or was not scored.",
         parameters=_parameters(method.get("parameters")),
         engines=_engines(method.get("engines")),
-        resources=_resources(results, results.method_resources(mid)),
+        resources=_jobs(results, results.method_resources(mid)),
         # Beside its resources: what its model calls cost and how many answers it could not use.
         llm_usage=llm_usage_table(results, usage, "table-llm-usage") if usage else None,
         failures=_failures(results, results.component_failures(mid)),
@@ -151,7 +149,7 @@ def render_metric_page(results: TaskResults, paths: TaskPaths, metric: dict[str,
         no_scores="No method was scored on this metric.",
         parameters=_parameters(metric.get("parameters")) if "parameters" in metric else HIDDEN,
         engines=_engines(metric.get("engines")) if "engines" in metric else HIDDEN,
-        resources=_resources(results, results.metric_resources(metric_id)),
+        resources=_jobs(results, results.metric_resources(metric_id)),
         llm_usage=None,
         failures=_failures(results, results.component_failures(metric_id, metric=True)),
     )
@@ -218,34 +216,6 @@ def _setup(setup: Any) -> tuple[SetupStep, ...]:
     return tuple(steps)
 
 
-def _resources(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None:
-    if not jobs:
-        return None
-    rows = []
-    for r in jobs:
-        status = str(r.get("status") or MISSING)
-        exit_code = r.get("exit_code")
-        rows.append(
-            [
-                code(r.get("job_id")),
-                label(results.dataset_label(r.get("dataset_id"))),
-                (badge(status, "ok" if status == "succeeded" else "failed"), status),
-                (MISSING if exit_code is None else str(exit_code), "" if exit_code is None else str(exit_code)),
-                (format_duration(r.get("duration_s")), _key(r.get("duration_s"))),
-                (format_memory(r.get("peak_memory_mb")), _key(r.get("peak_memory_mb"))),
-                (fragment("bool_mark")(r.get("cached"), format_bool(bool(r.get("cached")))),
-                 "1" if r.get("cached") else "0"),
-            ]
-        )
-    return table(
-        f"Resource use ({len(rows)} jobs)",
-        ["Job", "Dataset", "Status", "Exit code", "Wall time", "Peak memory", "Cached"],
-        rows,
-        table_id="table-resources",
-        numeric=[False, False, False, True, True, True, False],
-    )
-
-
 def _failures(results: TaskResults, failures: list[dict[str, Any]]) -> list[FailureView]:
     return [
         FailureView(
@@ -258,65 +228,49 @@ def _failures(results: TaskResults, failures: list[dict[str, Any]]) -> list[Fail
     ]
 
 
+def _jobs(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None:
+    return job_table(results, jobs, f"Resource use ({len(jobs)} jobs)", whose=False)
+
+
 def _method_scores(results: TaskResults, paths: TaskPaths, method_id: str) -> Table | None:
-    rows = []
-    for d in results.datasets:
-        did = d.get("dataset_id")
-        for metric in results.metrics:
-            mid = metric.get("id")
-            score = results.score(did, method_id, mid)
-            if not score:
-                continue
-            rows.append(
-                [
-                    label(results.dataset_label(did)),
-                    fragment("label_link")(f"../{paths.metric_page(mid)}", metric.get("label") or mid),
-                    (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), _key(score.get("raw"))),
-                    (format_score(score.get("scaled")), _key(score.get("scaled"))),
-                    _versus_best(results, did, mid, method_id),
-                ]
-            )
-    if not rows:
-        return None
-    return table(
-        "Raw value with 95% CI and scaled score per dataset and metric",
-        ["Dataset", "Metric", "Raw [95% CI]", "Scaled", "Compared with the best method"],
-        rows,
-        table_id="table-scores",
-        numeric=[False, False, True, True, False],
-    )
+    rows = [_score_row(results, d.get("dataset_id"), method_id, m.get("id"),
+                       fragment("label_link")(f"../{paths.metric_page(m.get('id'))}", m.get("label") or m.get("id")))
+            for d in results.datasets for m in results.metrics if results.score(d.get("dataset_id"), method_id, m.get("id"))]
+    return _scores_table(rows, "metric", "Metric")
 
 
 def _metric_scores(results: TaskResults, paths: TaskPaths, metric_id: str) -> Table | None:
     rows = []
     for d in results.datasets:
-        did = d.get("dataset_id")
         for method in results.methods + results.controls:
             mid = method.get("id")
-            score = results.score(did, mid, metric_id)
-            if not score:
+            if not results.score(d.get("dataset_id"), mid, metric_id):
                 continue
             kind = method_kind(method)
             mark = (kind, badge_kind(method.get("control") or kind)) if kind != "method" else (None, "")
-            rows.append(
-                [
-                    label(results.dataset_label(did)),
-                    (fragment("label_link")(f"../{paths.method_page(method)}", method.get("label") or mid, *mark),
-                     str(method.get("label") or mid)),
-                    (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), _key(score.get("raw"))),
-                    (format_score(score.get("scaled")), _key(score.get("scaled"))),
-                    _versus_best(results, did, metric_id, mid),
-                ]
-            )
+            link = fragment("label_link")(f"../{paths.method_page(method)}", method.get("label") or mid, *mark)
+            rows.append(_score_row(results, d.get("dataset_id"), mid, metric_id, (link, str(method.get("label") or mid))))
+    return _scores_table(rows, "method", "Method")
+
+
+def _score_row(results: TaskResults, dataset_id: Any, method_id: Any, metric_id: Any, component: Any) -> list[Any]:
+    """A score's row: its dataset, the other component (linked), the raw and scaled values, the test against the best."""
+    score = results.score(dataset_id, method_id, metric_id) or {}
+    return [
+        label(results.dataset_label(dataset_id)),
+        component,
+        (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), sort_key(score.get("raw"))),
+        (format_score(score.get("scaled")), sort_key(score.get("scaled"))),
+        _versus_best(results, dataset_id, metric_id, method_id),
+    ]
+
+
+def _scores_table(rows: list[list[Any]], per: str, column: str) -> Table | None:
     if not rows:
         return None
-    return table(
-        "Raw value with 95% CI and scaled score per dataset and method",
-        ["Dataset", "Method", "Raw [95% CI]", "Scaled", "Compared with the best method"],
-        rows,
-        table_id="table-scores",
-        numeric=[False, False, True, True, False],
-    )
+    return table(f"Raw value with 95% CI and scaled score per dataset and {per}",
+                 ["Dataset", column, "Raw [95% CI]", "Scaled", "Compared with the best method"],
+                 rows, table_id="table-scores", numeric=[False, False, True, True, False])
 
 
 def _versus_best(results: TaskResults, dataset_id: Any, metric_id: Any, method_id: Any) -> str:
@@ -339,6 +293,3 @@ def _bound(value: Any, unbounded: str) -> str:
     # Bounds as written in the config (0, 1, -1), not as scores with three decimals.
     return unbounded if value is None else format_parameter(value)
 
-
-def _key(value: Any) -> str:
-    return "" if value is None else repr(float(value))

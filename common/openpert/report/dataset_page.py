@@ -51,21 +51,10 @@ def render_dataset_page(results: TaskResults, paths: TaskPaths, dataset: dict[st
     did = str(dataset.get("dataset_id"))
     label = results.dataset_label(did)
     here = paths.below(DATASETS_DIR)
-    return render(
-        "dataset_page.html",
-        title=f"{label} · {results.label}",
-        root="../../",
-        crumbs=[("All tasks", "../../index.html"), (results.label, "../index.html"), (label, None)],
-        description=plain_text(dataset.get("dataset_summary")),
-        task_label=results.label,
-        task_href="../index.html",
-        section_id=paths.dataset_anchor(did),
-        heading=f"Dataset: {label}",
-        page_heading=label,
-        content=dataset_section(results, here, dataset, index),
-        tests=test_matrix(results, here, rows, dataset_id=did),
-        jobs=dataset_jobs(results, did),
-    )
+    return _part_page("dataset_page.html", results, "../", section_id=paths.dataset_anchor(did), heading=f"Dataset: {label}",
+                      page_heading=label, description=plain_text(dataset.get("dataset_summary")),
+                      content=dataset_section(results, here, dataset, index), tests=test_matrix(results, here, rows, dataset_id=did),
+                      jobs=dataset_jobs(results, did))
 
 
 def render_section_page(results: TaskResults, section_id: str, heading: str, content: Markup) -> Markup:
@@ -87,19 +76,16 @@ def render_section_page(results: TaskResults, section_id: str, heading: str, con
     Markup
         The document.
     """
-    return render(
-        "section_page.html",
-        title=f"{heading} · {results.label}",
-        root="../",
-        crumbs=[("All tasks", "../index.html"), (results.label, "index.html"), (heading, None)],
-        description="",
-        task_label=results.label,
-        task_href="index.html",
-        section_id=section_id,
-        heading=heading,
-        page_heading=heading,
-        content=content,
-    )
+    return _part_page("section_page.html", results, "", section_id=section_id, heading=heading, page_heading=heading,
+                      description="", content=content)
+
+
+def _part_page(template: str, results: TaskResults, up: str, **context: Any) -> Markup:
+    """A page in the task's folder (``up`` is ``""``) or one below it (``"../"``), in the site's frame, under the task."""
+    heading = context["page_heading"]
+    return render(template, title=f"{heading} · {results.label}", root=f"{up}../",
+                  crumbs=[("All tasks", f"{up}../index.html"), (results.label, f"{up}index.html"), (heading, None)],
+                  task_label=results.label, task_href=f"{up}index.html", **context)
 
 
 def page_sections(document: str) -> dict[str, tuple[int, int]]:

@@ -14,6 +14,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -131,11 +132,11 @@ class HeatCellView:
 
 
 @dataclasses.dataclass(frozen=True)
-class HeatRowView:
-    """A heatmap row: its label and cells."""
+class RowView:
+    """A row of a figure: its label and its marks (a heatmap's cells, or a method's bars across both panels)."""
 
     label: Label
-    cells: list[HeatCellView]
+    marks: list[Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +144,7 @@ class HeatGroupView:
     """A group of heatmap rows under a heading."""
 
     heading: Text
-    rows: list[HeatRowView]
+    rows: list[RowView]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +186,6 @@ class BarPanelView:
     x: str
     name: str
     unit: str
-    tick_y: str
     ticks: list[Text]
     grid_x: list[str]
     grid_top: str
@@ -194,28 +194,7 @@ class BarPanelView:
 
 @dataclasses.dataclass(frozen=True)
 class BarView:
-    """A bar, its value label and tooltip."""
-
-    tooltip: str
-    x: str
-    y: str
-    width: str
-    fill: str
-    failed: bool
-    text: Text
-
-
-@dataclasses.dataclass(frozen=True)
-class BarRowView:
-    """One method's label and bars, across both panels."""
-
-    label: Label
-    bars: list[BarView]
-
-
-@dataclasses.dataclass(frozen=True)
-class LegendEntry:
-    """A legend swatch and its text; ``tooltip`` holds the full name."""
+    """A bar with its value label, or a legend swatch with its name; ``tooltip`` holds the full text."""
 
     tooltip: str
     x: str
@@ -223,6 +202,8 @@ class LegendEntry:
     fill: str
     failed: bool
     text: Text
+    #: A bar's length (a swatch's size is the template's).
+    width: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,8 +215,8 @@ class BarChartView:
     panels: list[BarPanelView]
     stripe_width: str
     stripes: list[tuple[str, str]]
-    rows: list[BarRowView]
-    legend: list[LegendEntry]
+    rows: list[RowView]
+    legend: list[BarView]
 
 
 def score_colour(value: float | None) -> str:
@@ -304,6 +285,24 @@ def nice_ticks(vmax: float, target: int = 4) -> list[float]:
     return [round(i * step, 10) for i in range(count + 1)]
 
 
+def figure_svg(view: HeatmapView | BarChartView) -> Markup:
+    """Draw a figure from its geometry.
+
+    Parameters
+    ----------
+    view
+        A heatmap's (:func:`heatmap_view`) or a resource chart's (:func:`bar_chart_view`).
+
+    Returns
+    -------
+    Markup
+        An inline ``<svg>`` rendered from ``figures/heatmap.svg`` or ``figures/bar_chart.svg``.
+    """
+    template = "figures/heatmap.svg" if isinstance(view, HeatmapView) else "figures/bar_chart.svg"
+    # Templates put one element a line for reading; the page gets them without the indentation.
+    return Markup(_BETWEEN_TAGS.sub("><", render(template, view=view)).strip())
+
+
 # -- heatmap ----------------------------------------------------------------------------------
 
 
@@ -361,17 +360,17 @@ def dataset_heatmap(results: TaskResults, dataset_id: str, fig_id: str) -> Marku
         "prints its value; hatched cells mark failed jobs. The same numbers are in the "
         "leaderboard table."
     )
-    return heatmap_svg(fig_id, title, desc, columns, groups)
+    return figure_svg(heatmap_view(fig_id, title, desc, columns, groups))
 
 
-def heatmap_svg(
+def heatmap_view(
     fig_id: str,
     title: str,
     desc: str,
     columns: Sequence[str],
     groups: Sequence[tuple[str, Sequence[HeatRow]]],
-) -> Markup:
-    """Draw a heatmap whose last column is set apart as a summary.
+) -> HeatmapView:
+    """The geometry of a heatmap whose last column is set apart as a summary: where every header, label, cell and legend entry goes.
 
     Parameters
     ----------
@@ -386,30 +385,8 @@ def heatmap_svg(
 
     Returns
     -------
-    Markup
-        An inline ``<svg>`` rendered from ``figures/heatmap.svg``.
-    """
-    return _render("figures/heatmap.svg", heatmap_view(fig_id, title, desc, columns, groups))
-
-
-def heatmap_view(
-    fig_id: str,
-    title: str,
-    desc: str,
-    columns: Sequence[str],
-    groups: Sequence[tuple[str, Sequence[HeatRow]]],
-) -> HeatmapView:
-    """The geometry of a heatmap: where every header, label, cell and legend entry goes.
-
-    Parameters
-    ----------
-    fig_id, title, desc, columns, groups
-        As for :func:`heatmap_svg`.
-
-    Returns
-    -------
     HeatmapView
-        What ``figures/heatmap.svg`` draws.
+        What ``figures/heatmap.svg`` draws (:func:`figure_svg`).
     """
     cell_w, cell_h, gap = 86, 30, 12
     label_w = _label_width([r.label for _, rows in groups for r in rows], 110, 260)
@@ -446,7 +423,7 @@ def heatmap_view(
                     tooltip=cell.tooltip, x=_f(x + 1), y=_f(y + 1), fill=fill,
                     text=Text(_f(x + cell_w / 2), _f(y + cell_h / 2 + 4), text), text_class=text_class,
                 ))
-            row_views.append(HeatRowView(label, cells))
+            row_views.append(RowView(label, cells))
             y += cell_h
         group_views.append(HeatGroupView(heading, row_views))
         y += 6
@@ -520,14 +497,9 @@ def resource_chart(results: TaskResults, fig_id: str) -> Markup:
             note = f" · failed, {failure_label(job.get('exit_code'), None)}" if failed else ""
             cached = " (cached)" if job.get("cached") else ""
             dur, mem = job.get("duration_s"), job.get("peak_memory_mb")
-            times.append(
-                Bar(series[did], dur, _bar_text(format_duration(dur), job, failed),
-                    f"{label} on {dname}: {format_duration(dur)}{cached}{note}", failed)
-            )
-            mems.append(
-                Bar(series[did], mem, _bar_text(format_memory(mem), job, failed),
-                    f"{label} on {dname}: peak {format_memory(mem)}{cached}{note}", failed)
-            )
+            for bars, value, text, what in ((times, dur, format_duration(dur), ""), (mems, mem, format_memory(mem), "peak ")):
+                bars.append(Bar(series[did], value, _bar_text(text, job, failed), f"{label} on {dname}: {what}{text}{cached}{note}",
+                                failed))
         if times:
             kind = method_kind(method)
             rows.append(BarRow(label if kind == "method" else f"{label} ({kind})", times, mems))
@@ -541,13 +513,13 @@ def resource_chart(results: TaskResults, fig_id: str) -> Markup:
         f"and controls, one bar per dataset ({', '.join(names)}). Bars outlined in red are "
         "failed jobs, labelled with their exit code. The same numbers are in the resource table."
     )
-    return bar_chart_svg(fig_id, title, desc, rows, names)
+    return figure_svg(bar_chart_view(fig_id, title, desc, rows, names))
 
 
-def bar_chart_svg(
+def bar_chart_view(
     fig_id: str, title: str, desc: str, rows: Sequence[BarRow], series_names: Sequence[str]
-) -> Markup:
-    """Draw two grouped horizontal bar charts (time, memory) sharing their row labels.
+) -> BarChartView:
+    """The geometry of two grouped horizontal bar charts (time, memory) sharing their row labels.
 
     Parameters
     ----------
@@ -562,26 +534,8 @@ def bar_chart_svg(
 
     Returns
     -------
-    Markup
-        An inline ``<svg>`` rendered from ``figures/bar_chart.svg``.
-    """
-    return _render("figures/bar_chart.svg", bar_chart_view(fig_id, title, desc, rows, series_names))
-
-
-def bar_chart_view(
-    fig_id: str, title: str, desc: str, rows: Sequence[BarRow], series_names: Sequence[str]
-) -> BarChartView:
-    """The geometry of the resource chart: panels, axes, stripes, bars and legend.
-
-    Parameters
-    ----------
-    fig_id, title, desc, rows, series_names
-        As for :func:`bar_chart_svg`.
-
-    Returns
-    -------
     BarChartView
-        What ``figures/bar_chart.svg`` draws.
+        Its panels, axes, stripes, bars and legend: what ``figures/bar_chart.svg`` draws (:func:`figure_svg`).
     """
     label_w = _label_width([r.label for r in rows], 110, 250)
     panel_w, panel_gap, bar_h, bar_gap, row_pad = 300, 40, 10, 3, 10
@@ -616,7 +570,6 @@ def bar_chart_view(
             x=_f(x0),
             name=name,
             unit=unit,
-            tick_y=_f(top - 10),
             ticks=[Text(_f(x0 + t * span), _f(top - 10), f"{t:g}") for t in ticks],
             grid_x=[_f(x0 + t * span) for t in ticks],
             grid_top=_f(top - 4),
@@ -638,7 +591,7 @@ def bar_chart_view(
                     fill=_CATEGORY[bar.series % len(_CATEGORY)], failed=bar.failed,
                     text=Text(_f(x0 + length + 5), _f(by + bar_h - 1), bar.text),
                 ))
-        row_views.append(BarRowView(label, bar_views))
+        row_views.append(RowView(label, bar_views))
 
     # Legend: short dataset labels (full names in their tooltips), wrapped to the chart's width.
     width = label_w + 2 * panel_w + panel_gap + 12
@@ -651,7 +604,7 @@ def bar_chart_view(
         step = 18 + len(shown) * _CHAR_W + 22
         if x > 0 and x + step - 22 > width:
             x, y = 0.0, y + 20
-        legend.append(LegendEntry(tooltip=full, x=_f(x), y=_f(y - 10), fill=colour, failed=failed,
+        legend.append(BarView(tooltip=full, x=_f(x), y=_f(y - 10), fill=colour, failed=failed,
                                   text=Text(_f(x + 18), _f(y), shown)))
         x += step
     return BarChartView(
@@ -671,11 +624,6 @@ def bar_chart_view(
 def _frame(fig_id: str, kind: str, title: str, desc: str, width: float, height: float) -> FrameView:
     return FrameView(fig_id=fig_id, kind=kind, title=title, desc=desc, width=_f(width), height=_f(height),
                      font_size=_FONT)
-
-
-def _render(template: str, view: HeatmapView | BarChartView) -> Markup:
-    # Templates put one element a line for reading; the page gets them without the indentation.
-    return Markup(_BETWEEN_TAGS.sub("><", render(template, view=view)).strip())
 
 
 def _cell_text(value: float | None) -> str:

@@ -6,6 +6,8 @@ from ``results.json`` the same way and find it on the page.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import re
@@ -346,23 +348,30 @@ def describe_failure(exit_code: int | None, reason: str | None = None) -> str:
     return f"exited with code {exit_code}"
 
 
-def failure_label(exit_code: int | None, reason: str | None = None) -> str:
+def failure_label(exit_code: int | None, reason: str | None = None, limit: int | None = None) -> str:
     """Describe a failure with its exit code, as shown in table cells.
 
     Parameters
     ----------
     exit_code, reason
         See :func:`describe_failure`.
+    limit
+        Longest reason kept, in characters, for a label short enough for a table cell: absolute
+        paths (work folders of the run) are then also cut to their file name. The cell's tooltip
+        and the failures list carry the full text.
 
     Returns
     -------
     str
-        E.g. ``"memory limit exceeded (exit 137)"``.
+        E.g. ``"memory limit exceeded (exit 137)"``; with a limit, e.g.
+        ``"invalid output --output: …/prediction.h5ad (file_prediction): layers[… (exit -1)"``.
     """
     text = describe_failure(exit_code, reason)
-    if exit_code is None:
-        return text
-    return f"{text} (exit {exit_code})"
+    if limit is not None:
+        text = re.sub(r"(?:/[^/\s:'\"()]+)+/([^/\s:'\"()]+)", r"…/\1", text)
+        if len(text) > limit:
+            text = text[: limit - 1].rstrip() + "…"
+    return text if exit_code is None else f"{text} (exit {exit_code})"
 
 
 def format_parameter(value: Any) -> str:
@@ -381,6 +390,41 @@ def format_parameter(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def csv_text(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A CSV download: a header line, then one line per row, numbers at full precision.
+
+    Parameters
+    ----------
+    header
+        The column names.
+    rows
+        The values of each row, in column order.
+
+    Returns
+    -------
+    str
+        The CSV text: floats as ``repr`` (it round-trips), booleans ``true``/``false``, ``None``
+        empty, lists and objects as JSON (:func:`format_parameter`).
+    """
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([_csv_value(v) for v in row] for row in rows)
+    return buf.getvalue()
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        return format_parameter(value)
+    return value
 
 
 def format_timestamp(value: Any) -> str:
@@ -406,28 +450,3 @@ def format_timestamp(value: Any) -> str:
     if moment.tzinfo is None:
         return moment.strftime("%Y-%m-%d %H:%M")
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def brief_failure_label(exit_code: int | None, reason: str | None = None, limit: int = 72) -> str:
-    """A failure label short enough for a table cell.
-
-    Absolute paths (work folders of the run) are cut to their file name and the reason is
-    truncated; the cell's tooltip and the failures list carry the full text.
-
-    Parameters
-    ----------
-    exit_code, reason
-        See :func:`describe_failure`.
-    limit
-        Longest reason kept, in characters.
-
-    Returns
-    -------
-    str
-        E.g. ``"invalid output --output: …/prediction.h5ad (file_prediction): layers[…"`` with
-        ``" (exit -1)"`` appended.
-    """
-    text = re.sub(r"(?:/[^/\s:'\"()]+)+/([^/\s:'\"()]+)", r"…/\1", describe_failure(exit_code, reason))
-    if len(text) > limit:
-        text = text[: limit - 1].rstrip() + "…"
-    return text if exit_code is None else f"{text} (exit {exit_code})"

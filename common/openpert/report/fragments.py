@@ -13,7 +13,7 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.templating import macro
-from openpert.report.views import Cell, Column, Table
+from openpert.report.views import Column, Table, cell
 
 CELLS = "sections/cells.html"
 
@@ -34,22 +34,20 @@ def fragment(name: str) -> Callable[..., Markup]:
     return macro(name, CELLS)
 
 
-def label(text: Any, tooltip: Any = None) -> Markup:
+def label(text: Any) -> Markup:
     """A short label with its full text on hover (the ``label_span`` macro).
 
     Parameters
     ----------
     text
         The full label.
-    tooltip
-        A longer description for the hover text.
 
     Returns
     -------
     Markup
         The label.
     """
-    return macro("label_span")(text, tooltip)
+    return macro("label_span")(text)
 
 
 def badge(text: Any, kind: Any = "") -> Markup:
@@ -129,16 +127,10 @@ def table(
     rows
         Per row, its cells: text, ``Markup``, a :class:`~openpert.report.views.Cell`, or
         ``(content, sort key)``.
-    table_id
-        The table's id.
     numeric
         Per column, whether it holds numbers.
-    sortable
-        The page script sorts it by a click on a header.
-    row_headers
-        Each row's first cell is its header.
-    css_class
-        Extra classes of the table.
+    table_id, sortable, row_headers, css_class
+        As :class:`~openpert.report.views.Table` holds them.
 
     Returns
     -------
@@ -147,14 +139,39 @@ def table(
     """
     flags = list(numeric or [])
     columns = [Column(str(t), bool(flags[i]) if i < len(flags) else False) for i, t in enumerate(titles)]
-    body = [[_cell(c) for c in row] for row in rows]
+    body = [[cell(c) for c in row] for row in rows]
     return Table(caption, columns, body, table_id=table_id, sortable=sortable, row_headers=row_headers,
                  css_class=css_class, label=str(caption))
 
 
-def _cell(value: Any) -> Cell:
-    if isinstance(value, Cell):
-        return value
-    if isinstance(value, tuple):
-        return Cell(value[0], value[1])
-    return Cell(value)
+
+def sort_key(value: Any) -> str:
+    """What a number's cell sorts by (``data-sort``): its exact value, empty when missing.
+
+    Parameters
+    ----------
+    value
+        A number, or ``None``.
+
+    Returns
+    -------
+    str
+        ``repr`` of the value as a float (it round-trips), ``""`` for ``None``.
+    """
+    return "" if value is None else repr(float(value))
+
+
+def paragraphs(text: str) -> Markup:
+    """The report's own text as paragraphs, split on blank lines (a section's intro).
+
+    Parameters
+    ----------
+    text
+        Plain text (escaped when rendered).
+
+    Returns
+    -------
+    Markup
+        One ``<p>`` per paragraph (the ``paragraphs`` macro).
+    """
+    return macro("paragraphs")(text)

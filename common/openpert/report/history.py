@@ -10,14 +10,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from markupsafe import Markup
 
 from openpert.report.formatting import MISSING, format_number, format_p_value
-from openpert.report.fragments import table
+from openpert.report.fragments import paragraphs, table
 from openpert.report.task_results import TaskResults, is_ranked
-from openpert.report.templating import macro, render
+from openpert.report.templating import render
 from openpert.results.archive import ArchiveRecord, RunTask
 from openpert.results.compare import compare_task, interesting_scores, signed, verdict
 from openpert.results.item_scores import ITEM_SCORES
@@ -86,18 +87,14 @@ def archive_sections(records: Sequence[ArchiveRecord], results: TaskResults) -> 
         record_id, previous = earlier[-1]
         changed = _what_changed(compare_task(previous, current), record_id, results)
     else:
-        changed = _paragraphs("No earlier run of this task is archived: nothing to compare with yet.")
-    intro = _paragraphs("This run against the previous archived run of the task: methods that entered or left, how "
+        changed = paragraphs("No earlier run of this task is archived: nothing to compare with yet.")
+    intro = paragraphs("This run against the previous archived run of the task: methods that entered or left, how "
                        "ranks and overall scores moved, and whether each score moved beyond noise (a paired "
                        "sign-flip permutation test over the items both runs scored, p < 0.05).")
     sections: list[Section] = [("what-changed", "What changed", changed, intro)]
     sections.append(("history", "History", _history([*earlier, ("this run", current)], results),
-                     _paragraphs("Each method's overall score in the archived runs of the task and this one.")))
+                     paragraphs("Each method's overall score in the archived runs of the task and this one.")))
     return sections
-
-
-def _paragraphs(text: str) -> Markup:
-    return macro("paragraphs")(text)
 
 
 def _what_changed(comparison: dict[str, Any], record_id: str, results: TaskResults) -> Markup:
@@ -192,16 +189,8 @@ def _sparkline(fig_id: str, label: str, values: list[float | None]) -> Markup:
         y = height - pad - min(max(v, 0.0), 1.0) * (height - 2 * pad)
         return f"{pad + i * step:.1f}", f"{y:.1f}"
 
-    segments: list[list[tuple[str, str]]] = []
-    current: list[tuple[str, str]] = []
-    for i, v in enumerate(values):
-        if v is None:
-            if current:
-                segments.append(current)
-            current = []
-        else:
-            current.append(point(i, v))
-    if current:
-        segments.append(current)
+    # One line per run of consecutive values.
+    segments = [[point(i, v) for i, v in run]
+                for present, run in groupby(enumerate(values), key=lambda item: item[1] is not None) if present]
     return render("figures/sparkline.svg", fig_id=fig_id, label=label, width=f"{width:.0f}", height=f"{height:.0f}",
                   segments=segments, values=[format_number(v) for v in values])

@@ -44,12 +44,7 @@ def _card(results: TaskResults, paths: TaskPaths) -> dict[str, Any]:
         "href": f"{paths.slug}/index.html",
         "label": results.label,
         "summary": Markup(render_inline(results.task.get("summary"))),
-        "stats": [
-            ("Datasets", len(results.datasets)),
-            ("Methods", len(results.methods)),
-            ("Controls", len(results.controls)),
-            ("Metrics", len(results.metrics)),
-        ],
+        "stats": [(f"{word.capitalize()}s", n) for word, n in results.sizes],
         "leader": _leader(results, paths),
         "reproduction": {"href": f"{paths.slug}/index.html#reproduction", "text": reproduction} if reproduction else None,
         "created": data.get("created") or "",

@@ -7,20 +7,19 @@ that sorts carries its raw value in ``data-sort``; without scripts the tables re
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from markupsafe import Markup
 
 from openpert.report.formatting import (
-    brief_failure_label,
     failure_label,
     format_ci,
     format_count,
     format_number,
     format_p_value,
 )
+from openpert.report.fragments import badge_kind, sort_key
 from openpert.report.leaderboards import (
     DatasetRow,
     MetricCell,
@@ -30,7 +29,7 @@ from openpert.report.leaderboards import (
 from openpert.report.markdown import plain_text
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults
-from openpert.report.templating import macro, render
+from openpert.report.templating import render
 from openpert.report.text_parts import short_label
 
 # -- view models ------------------------------------------------------------------------------
@@ -161,16 +160,10 @@ def dataset_table_view(results: TaskResults, paths: TaskPaths, dataset_id: str, 
     """The view model of a dataset's leaderboard (see :func:`dataset_table`)."""
     # Headline metrics first (they make the score), diagnostic ones after, collapsed on a phone.
     order = sorted(range(len(results.metrics)), key=lambda k: not results.is_headline(results.metrics[k].get("id")))
-    heads = []
-    for k in order:
-        metric = results.metrics[k]
-        heads.append(MetricHeadView(
-            label=str(metric.get("label") or metric.get("id")),
-            tooltip=plain_text(metric.get("summary")) or None,
-            maximize=metric.get("maximize", True) is not False,
-            diagnostic=not results.is_headline(metric.get("id")),
-            tags=metric_tag_views(results, dataset_id, metric.get("id")),
-        ))
+    heads = [MetricHeadView(label=str(m.get("label") or m.get("id")), tooltip=plain_text(m.get("summary")) or None,
+                            maximize=m.get("maximize", True) is not False, diagnostic=not results.is_headline(m.get("id")),
+                            tags=metric_tag_views(results, dataset_id, m.get("id")))
+             for m in (results.metrics[k] for k in order)]
     rows = dataset_rows(results, dataset_id)
     views = [_row_view(r, order, heads, results, paths, dataset_id) for r in rows]
     return DatasetTableView(
@@ -214,63 +207,25 @@ def metric_tag_views(results: TaskResults, dataset_id: str | None, metric_id: st
     return tags
 
 
-def metric_tags(results: TaskResults, dataset_id: str | None, metric_id: str | None, *, compact: bool = False) -> Markup:
-    """Tags of a metric's column head: ``diagnostic`` (not in the score) and ``gameable`` (on this dataset).
+def abstention_view(results: TaskResults, dataset_id: str | None, method_id: str | None,
+                    flag: str = "llm_abstentions") -> AbstentionView | None:
+    """The tag of a method whose language-model answers were flagged on a dataset, ``None`` when they were not.
 
-    Parameters
-    ----------
-    results
-        The task's results.
-    dataset_id
-        The dataset of the table (``None``: gameable on any dataset).
-    metric_id
-        The metric.
-    compact
-        One-character marks (``○`` diagnostic, ``⚠`` gameable) with the word for screen readers and
-        on hover, for the narrow columns of the overview.
-
-    Returns
-    -------
-    Markup
-        HTML, empty for a headline metric that no adversarial control games.
+    Of ``llm_abstentions``: that the score is mostly the fallback's when more than half the
+    questions fell back, else that answers abstained. Of ``llm_prompt_too_long``: that prompts were
+    too long for the model server (those items were answered as abstentions). Its title is the
+    flag's message (method, dataset and rate, or the count and the model's context window).
     """
-    return macro("metric_tags", "leaderboard/macros.html")(metric_tag_views(results, dataset_id, metric_id), compact)
-
-
-def abstention_view(results: TaskResults, dataset_id: str | None, method_id: str | None) -> AbstentionView | None:
-    """The tag of a method whose language-model answers were flagged on a dataset (``llm_abstentions``).
-
-    It says the score is mostly the fallback's when more than half the questions fell back, else
-    that answers abstained; its title is the flag's message (method, dataset and rate). ``None``
-    when the method was not flagged there.
-    """
-    flag = results.abstention_flag(dataset_id, method_id)
-    if flag is None:
+    found = results.abstention_flag(dataset_id, method_id, flag)
+    if found is None:
         return None
-    message = str(flag.get("message") or "")
-    word = "score mostly fallback" if "mostly the fallback" in message else "abstains"
-    return AbstentionView(word, message)
+    message = str(found.get("message") or "")
+    if flag == "llm_prompt_too_long":
+        return AbstentionView("prompts too long", message)
+    return AbstentionView("score mostly fallback" if "mostly the fallback" in message else "abstains", message)
 
 
-def too_long_view(results: TaskResults, dataset_id: str | None, method_id: str | None) -> AbstentionView | None:
-    """The tag of a method whose prompts the model server refused as too long on a dataset (``llm_prompt_too_long``).
-
-    Those items were answered as abstentions; its title is the flag's message (the count and the
-    model's context window). ``None`` when the method was not flagged there.
-    """
-    flag = results.abstention_flag(dataset_id, method_id, "llm_prompt_too_long")
-    return None if flag is None else AbstentionView("prompts too long", str(flag.get("message") or ""))
-
-
-def abstention_tag(results: TaskResults, dataset_id: str | None, method_id: str | None) -> Markup:
-    """The tag of :func:`abstention_view` as HTML (with a leading space), empty when not flagged."""
-    view = abstention_view(results, dataset_id, method_id)
-    if view is None:
-        return Markup("")
-    return macro("abstention_tag", "leaderboard/macros.html")(view)
-
-
-def method_cell_view(method: dict[str, Any], paths: TaskPaths, *, with_badge: bool = True) -> MethodCellView:
+def method_cell_view(method: dict[str, Any], paths: TaskPaths, *, kind: str | None = None) -> MethodCellView:
     """A method's link in a leaderboard: full and short label, page, hover text and kind badge.
 
     Parameters
@@ -279,21 +234,16 @@ def method_cell_view(method: dict[str, Any], paths: TaskPaths, *, with_badge: bo
         The method's entry of ``results.json``.
     paths
         Where the task's pages are.
-    with_badge
-        Give controls and baselines their kind (``method_kind``) as a badge.
+    kind
+        The badge's text; by default the method's kind (``method_kind``), none for a plain method.
     """
     label = str(method.get("label") or method.get("id"))
     summary = plain_text(method.get("summary"))
     hover = f"{label}: {summary}" if summary else (label if short_label(label) != label else "")
-    kind = method_kind(method) if with_badge else "method"
-    shown_kind = kind if kind != "method" else ""
-    return MethodCellView(label=label, short=short_label(label), href=str(paths.method_page(method)), hover=hover,
-                          kind=shown_kind, kind_class=badge_kind(str(method.get("control") or kind)) if shown_kind else "")
-
-
-def badge_kind(kind: str) -> str:
-    """A badge's modifier class from a kind word (lower case, anything but letters, digits and - made -)."""
-    return re.sub(r"[^a-z0-9-]", "-", kind.lower())
+    shown_kind = method_kind(method) if kind is None else kind
+    shown_kind = "" if shown_kind == "method" else shown_kind
+    return MethodCellView(label=label, short=short_label(label), href=str(paths.method_page(method)), hover=hover, kind=shown_kind,
+                          kind_class=badge_kind(str(method.get("control") or shown_kind)) if shown_kind else "")
 
 
 # -- rows -------------------------------------------------------------------------------------
@@ -307,8 +257,8 @@ def _row_view(r: DatasetRow, order: list[int], heads: list[MetricHeadView], resu
         rank=None if r.control else r.rank,
         method=method_cell_view(r.method, paths),
         abstention=abstention_view(results, dataset_id, r.method.get("id")),
-        too_long=too_long_view(results, dataset_id, r.method.get("id")),
-        score_sort="" if r.score is None else repr(float(r.score)),
+        too_long=abstention_view(results, dataset_id, r.method.get("id"), "llm_prompt_too_long"),
+        score_sort=sort_key(r.score),
         score_text=format_number(r.score),
         score_failed=bool(r.failures),
         metrics=[_metric_cell_view(r.cells[k], r, results, head.diagnostic) for k, head in zip(order, heads)],
@@ -339,7 +289,7 @@ def _metric_cell_view(c: MetricCell, row: DatasetRow, results: TaskResults, diag
         n_items=format_count(c.n_items) if c.n_items is not None else None,
         best=bool(c.is_best) and c.raw is not None,
         tied_tip=tied_tip,
-        scaled_sort="" if c.scaled is None else repr(float(c.scaled)),
+        scaled_sort=sort_key(c.scaled),
         scaled_text=format_number(c.scaled),
     )
 
@@ -353,7 +303,7 @@ def _status_view(status: str, failures: list[dict[str, Any]], results: TaskResul
     for f in failures:
         stage = f.get("stage")
         what = f"metric {f.get('component')}: " if stage == "metric" else ("dataset: " if stage == "dataset" else "")
-        label = what + brief_failure_label(f.get("exit_code"), f.get("reason"))
+        label = what + failure_label(f.get("exit_code"), f.get("reason"), limit=72)
         if label not in lines:
             lines.append(label)
         full.append(f"{results.dataset_label(f.get('dataset_id'))}: {what}{failure_label(f.get('exit_code'), f.get('reason'))}")

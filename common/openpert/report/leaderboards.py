@@ -7,12 +7,11 @@ status. Ranks, tiers and per-metric means are read from the results
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from openpert.report.formatting import failure_label
+from openpert.report.formatting import csv_text, failure_label
 from openpert.report.task_results import TaskResults, control_kind, is_ranked
 from openpert.results.model import Standing
 
@@ -38,15 +37,13 @@ class MetricCell:
 
 
 @dataclasses.dataclass
-class DatasetRow:
-    """One method's line in a dataset's leaderboard."""
+class MethodRow:
+    """One method's line in a leaderboard: its rank, score and status."""
 
     method: dict[str, Any]
     rank: int | None
     score: float | None
     status: str
-    failures: list[dict[str, Any]]
-    cells: list[MetricCell]
 
     @property
     def control(self) -> bool:
@@ -55,34 +52,35 @@ class DatasetRow:
 
 
 @dataclasses.dataclass
-class OverallRow:
+class DatasetRow(MethodRow):
+    """One method's line in a dataset's leaderboard."""
+
+    failures: list[dict[str, Any]]
+    cells: list[MetricCell]
+
+
+@dataclasses.dataclass
+class OverallRow(MethodRow):
     """One method's line in the task's overall leaderboard."""
 
-    method: dict[str, Any]
-    rank: int | None
-    score: float | None
-    status: str
     #: dataset_id -> the method's score on that dataset (None when absent).
     dataset_scores: dict[str, float | None]
     #: dataset_id -> ``dataset_scores.status``.
     dataset_status: dict[str, str | None]
     failures: list[dict[str, Any]]
 
-    @property
-    def control(self) -> bool:
-        """True for controls that do not rank, which sit in their own band."""
-        return not is_ranked(self.method)
 
+#: A leaderboard's row type.
+RowT = TypeVar("RowT", bound=MethodRow)
 
 #: The fields an overview row reads from its standing.
 _STANDING_FIELDS = frozenset(f.name for f in dataclasses.fields(Standing)) - {"method_id"}
 
 
 @dataclasses.dataclass
-class OverviewRow:
+class OverviewRow(OverallRow):
     """One method's line in the task overview: its overall row, its standing, its resources."""
 
-    row: OverallRow
     #: Per-metric means, headline tests and tier, as the results model computed them.
     standing: Standing
     max_duration_s: float | None
@@ -93,16 +91,6 @@ class OverviewRow:
         if name in _STANDING_FIELDS:
             return getattr(self.standing, name)
         raise AttributeError(name)
-
-    @property
-    def method(self) -> dict[str, Any]:
-        """The method entry."""
-        return self.row.method
-
-    @property
-    def control(self) -> bool:
-        """True for control methods."""
-        return self.row.control
 
 
 def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
@@ -129,9 +117,7 @@ def dataset_rows(results: TaskResults, dataset_id: str) -> list[DatasetRow]:
         status = _row_status(ds.get("status"), failures, cells)
         return DatasetRow(method, ds.get("rank"), ds.get("score"), status, failures, cells)
 
-    methods = [row(m) for m in results.methods]
-    methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
-    return methods + [row(m) for m in results.controls]
+    return _by_rank(results, row)
 
 
 def overall_rows(results: TaskResults) -> list[OverallRow]:
@@ -166,9 +152,7 @@ def overall_rows(results: TaskResults) -> list[OverallRow]:
             failures=failures,
         )
 
-    methods = [row(m) for m in results.methods]
-    methods.sort(key=lambda r: (r.rank is None, r.rank or 0))
-    return methods + [row(m) for m in results.controls]
+    return _by_rank(results, row)
 
 
 def overview_rows(results: TaskResults) -> list[OverviewRow]:
@@ -191,14 +175,8 @@ def overview_rows(results: TaskResults) -> list[OverviewRow]:
         jobs = results.method_resources(mid)
         durations = [float(j["duration_s"]) for j in jobs if isinstance(j.get("duration_s"), (int, float))]
         memory = [float(j["peak_memory_mb"]) for j in jobs if isinstance(j.get("peak_memory_mb"), (int, float))]
-        out.append(
-            OverviewRow(
-                row=row,
-                standing=results.standing(mid) or Standing(mid, {}, {}, [], None, 0, 0),
-                max_duration_s=max(durations) if durations else None,
-                max_memory_mb=max(memory) if memory else None,
-            )
-        )
+        out.append(OverviewRow(**vars(row), standing=results.standing(mid) or Standing(mid, {}, {}, [], None, 0, 0),
+                               max_duration_s=max(durations) if durations else None, max_memory_mb=max(memory) if memory else None))
     return out
 
 
@@ -220,30 +198,12 @@ def overall_csv(results: TaskResults) -> str:
     """
     dataset_ids = [str(d.get("dataset_id")) for d in results.datasets]
     metric_ids = [str(m.get("id")) for m in results.metrics]
-    header = ["rank", "method_id", "method_label", "type", "control", "score", "status"]
-    header += [f"score_{d}" for d in dataset_ids] + [f"metric_{m}" for m in metric_ids]
-    header += ["tier", "tests_in_top_group", "tests", "failures"]
-    lines = []
-    for o in overview_rows(results):
-        r = o.row
-        lines.append(
-            [
-                r.rank,
-                r.method.get("id"),
-                r.method.get("label"),
-                r.method.get("type"),
-                r.method.get("control"),
-                r.score,
-                r.status,
-                *[r.dataset_scores.get(d) for d in dataset_ids],
-                *[o.metric_scores.get(m) for m in metric_ids],
-                o.tier,
-                o.top_group if o.tests else None,
-                o.n_tests if o.tests else None,
-                _failures_text(results, r.failures),
-            ]
-        )
-    return _to_csv(header, lines)
+    header = [*_CSV_ROW, *[f"score_{d}" for d in dataset_ids], *[f"metric_{m}" for m in metric_ids],
+              "tier", "tests_in_top_group", "tests", "failures"]
+    lines = [[*_csv_row(o), *[o.dataset_scores.get(d) for d in dataset_ids], *[o.metric_scores.get(m) for m in metric_ids],
+              o.tier, o.top_group if o.tests else None, o.n_tests if o.tests else None, failures_text(results, o.failures)]
+             for o in overview_rows(results)]
+    return csv_text(header, lines)
 
 
 def dataset_csv(results: TaskResults, dataset_id: str) -> str:
@@ -263,35 +223,12 @@ def dataset_csv(results: TaskResults, dataset_id: str) -> str:
         per metric, ``<metric>_raw, <metric>_ci_low, <metric>_ci_high, <metric>_scaled,
         <metric>_n_items, <metric>_p_value_vs_best, <metric>_tied_with_best``.
     """
-    metric_ids = [str(m.get("id")) for m in results.metrics]
-    header = ["rank", "method_id", "method_label", "type", "control", "score", "status", "failures"]
-    for m in metric_ids:
-        header += [
-            f"{m}_raw",
-            f"{m}_ci_low",
-            f"{m}_ci_high",
-            f"{m}_scaled",
-            f"{m}_n_items",
-            f"{m}_p_value_vs_best",
-            f"{m}_tied_with_best",
-        ]
-    lines = []
-    for r in dataset_rows(results, dataset_id):
-        failures = r.failures + [c.failure for c in r.cells if c.failure]
-        line: list[Any] = [
-            r.rank,
-            r.method.get("id"),
-            r.method.get("label"),
-            r.method.get("type"),
-            r.method.get("control"),
-            r.score,
-            r.status,
-            _failures_text(results, failures),
-        ]
-        for c in r.cells:
-            line += [c.raw, c.ci_low, c.ci_high, c.scaled, c.n_items, c.p_value, c.tied_with_best]
-        lines.append(line)
-    return _to_csv(header, lines)
+    header = [*_CSV_ROW, "failures", *[f"{m.get('id')}_{part}" for m in results.metrics for part in
+                                       ("raw", "ci_low", "ci_high", "scaled", "n_items", "p_value_vs_best", "tied_with_best")]]
+    lines = [[*_csv_row(r), failures_text(results, r.failures + [c.failure for c in r.cells if c.failure]),
+              *[v for c in r.cells for v in (c.raw, c.ci_low, c.ci_high, c.scaled, c.n_items, c.p_value, c.tied_with_best)]]
+             for r in dataset_rows(results, dataset_id)]
+    return csv_text(header, lines)
 
 
 def method_kind(method: dict[str, Any]) -> str:
@@ -302,19 +239,25 @@ def method_kind(method: dict[str, Any]) -> str:
 # -- helpers ----------------------------------------------------------------------------------
 
 
+def _by_rank(results: TaskResults, row: Callable[[dict[str, Any]], RowT]) -> list[RowT]:
+    """Every leaderboard's order: the methods' rows by rank (unranked last), then the controls'."""
+    return sorted(map(row, results.methods), key=lambda r: (r.rank is None, r.rank or 0)) + [row(m) for m in results.controls]
+
+
+#: The columns both leaderboards' CSVs open with (:func:`_csv_row`).
+_CSV_ROW = ("rank", "method_id", "method_label", "type", "control", "score", "status")
+
+
+def _csv_row(r: MethodRow) -> list[Any]:
+    return [r.rank, r.method.get("id"), r.method.get("label"), r.method.get("type"), r.method.get("control"), r.score, r.status]
+
+
 def _metric_cell(
     results: TaskResults, dataset_id: str, method_id: str, metric_id: str
 ) -> MetricCell:
-    cell = MetricCell(metric_id=metric_id)
     score = results.score(dataset_id, method_id, metric_id)
-    if score:
-        cell.raw = score.get("raw")
-        cell.ci_low = score.get("ci_low")
-        cell.ci_high = score.get("ci_high")
-        cell.scaled = score.get("scaled")
-        cell.n_items = score.get("n_items")
-    else:
-        cell.failure = results.metric_failure(dataset_id, method_id, metric_id)
+    cell = (MetricCell(metric_id, **{k: score.get(k) for k in ("raw", "ci_low", "ci_high", "scaled", "n_items")}) if score
+            else MetricCell(metric_id, failure=results.metric_failure(dataset_id, method_id, metric_id)))
     best = results.best_method_id(dataset_id, metric_id)
     cell.best_method_id = best
     cell.is_best = best is not None and best == method_id and score is not None
@@ -339,7 +282,21 @@ def _row_status(
     return "succeeded"
 
 
-def _failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
+def failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
+    """Failed jobs in one line, each as ``<dataset>: <stage or metric> <failure label>``.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    failures
+        Entries of ``failures``.
+
+    Returns
+    -------
+    str
+        The failures joined by ``"; "``.
+    """
     parts = []
     for f in failures:
         where = results.dataset_label(f.get("dataset_id"))
@@ -348,21 +305,3 @@ def _failures_text(results: TaskResults, failures: list[dict[str, Any]]) -> str:
             what = f"metric {f.get('component')}"
         parts.append(f"{where}: {what} {failure_label(f.get('exit_code'), f.get('reason'))}")
     return "; ".join(parts)
-
-
-def _to_csv(header: list[str], lines: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    for line in lines:
-        writer.writerow(["" if v is None else _csv_value(v) for v in line])
-    return buf.getvalue()
-
-
-def _csv_value(value: Any) -> Any:
-    # repr() round-trips floats exactly; str(True) would be fine but lower-case reads better.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    return value

@@ -8,7 +8,7 @@ from typing import Any
 from markupsafe import Markup
 
 from openpert.report.formatting import MISSING, format_count
-from openpert.report.fragments import code, fragment, label, table
+from openpert.report.fragments import code, fragment, label, sort_key, table
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import render
 
@@ -40,10 +40,9 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
     body = []
     for r in rows:
         judge = r.get("stage") == "metric"
-        flag = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
-                                       "llm_judge_abstentions" if judge else "llm_abstentions")
-        too_long = results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None,
-                                           "llm_judge_prompt_too_long" if judge else "llm_prompt_too_long")
+        # A judge's gradings of the method's answers carry the judge's own flags.
+        names = ("llm_judge_abstentions", "llm_judge_prompt_too_long") if judge else ("llm_abstentions", "llm_prompt_too_long")
+        flag, too_long = (results.abstention_flag(r.get("dataset_id"), r.get("method_id") or None, name) for name in names)
         rate = r.get("abstention_rate")
         shown = MISSING if rate is None else f"{100 * float(rate):.1f}%"
         mark = " *" if r.get("unmetered") else ""
@@ -53,10 +52,10 @@ def llm_usage_table(results: TaskResults, rows: Sequence[dict[str, Any]], table_
                 label(results.dataset_label(r.get("dataset_id"))),
                 code(r.get("component"), after=" (judge)" if judge else ""),
                 *[_count(r.get(k)) for k in _COUNTS],
-                (fragment("flagged_rate")(shown, None if flag is None else flag.get("message")), _key(rate)),
+                (fragment("flagged_rate")(shown, None if flag is None else flag.get("message")), sort_key(rate)),
                 _count(r.get("fallbacks")),
                 (fragment("flagged_rate")(format_count(r.get("failed")), None if too_long is None else too_long.get("message")),
-                 _key(r.get("failed"))),
+                 sort_key(r.get("failed"))),
                 *[_count(r.get(k)) for k in _CALLS],
                 *[_count(r.get(k), mark) for k in _TOKENS],
             ]
@@ -101,8 +100,4 @@ def llm_model_sentence(llm: Mapping[str, Any] | None) -> str:
 
 
 def _count(value: Any, mark: str = "") -> tuple[str, str]:
-    return format_count(value) + mark, _key(value)
-
-
-def _key(value: Any) -> str:
-    return "" if value is None else repr(float(value))
+    return format_count(value) + mark, sort_key(value)

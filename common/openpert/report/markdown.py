@@ -108,13 +108,10 @@ def _parser() -> MarkdownIt:
     md.validateLink = lambda url: True
     md.core.ruler.push("openpert_sanitise_links", _sanitise_links)
 
-    def heading_open(renderer, tokens, idx, options, env):
+    def heading(renderer, tokens, idx, options, env):
+        # Opens (nesting 1) or closes a heading, its level shifted below the page's own.
         level = min(6, int(tokens[idx].tag[1]) + HEADING_OFFSET)
-        return f"<h{level}>"
-
-    def heading_close(renderer, tokens, idx, options, env):
-        level = min(6, int(tokens[idx].tag[1]) + HEADING_OFFSET)
-        return f"</h{level}>\n"
+        return f"<h{level}>" if tokens[idx].nesting == 1 else f"</h{level}>\n"
 
     def link_open(renderer, tokens, idx, options, env):
         token = tokens[idx]
@@ -128,31 +125,29 @@ def _parser() -> MarkdownIt:
             attrs += ' rel="noopener noreferrer"'
         return f"<a{attrs}>"
 
-    md.add_render_rule("heading_open", heading_open)
-    md.add_render_rule("heading_close", heading_close)
+    md.add_render_rule("heading_open", heading)
+    md.add_render_rule("heading_close", heading)
     md.add_render_rule("link_open", link_open)
     return md
 
 
-def render_markdown(text: Any, css_class: str = "md") -> Markup:
+def render_markdown(text: Any) -> Markup:
     """Render a description's Markdown as block HTML.
 
     Parameters
     ----------
     text
         Markdown; ``None`` or empty gives ``""``.
-    css_class
-        Class of the wrapping ``<div>`` (the browser tests find descriptions by it).
 
     Returns
     -------
     Markup
-        ``<div class="md">...</div>``, or ``""`` for empty text.
+        ``<div class="md">...</div>`` (the browser tests find descriptions by its class), or ``""`` for empty text.
     """
     if text is None or not str(text).strip():
         return Markup("")
     body = _parser().render(str(text)).strip()
-    return Markup(f'<div class="{html.escape(css_class, quote=True)}">{body}</div>')
+    return Markup(f'<div class="md">{body}</div>')
 
 
 def render_inline(text: Any) -> Markup:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from itertools import groupby
 from typing import Any
 
 from markupsafe import Markup
@@ -28,8 +29,8 @@ from openpert.report.formatting import (
     format_rank,
     format_score,
 )
-from openpert.report.leaderboard_html import MethodCellView, TagView, badge_kind, method_cell_view, metric_tag_views
-from openpert.report.leaderboards import OverviewRow, overview_rows
+from openpert.report.leaderboard_html import MethodCellView, TagView, method_cell_view, metric_tag_views
+from openpert.report.leaderboards import OverviewRow, failures_text, overview_rows
 from openpert.report.markdown import plain_text
 from openpert.report.paths import TaskPaths
 from openpert.report.task_results import TaskResults, control_kind
@@ -147,8 +148,7 @@ class OverviewView:
     tests_href: str | None = None
 
 
-def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
-             tests_href: str | None = None) -> Markup:
+def overview(results: TaskResults, paths: TaskPaths, *, tests_href: str | None = None) -> Markup:
     """The overview of a task: the heatmap table, its legend and the tests behind its tiers.
 
     Parameters
@@ -157,8 +157,6 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         The task's results.
     paths
         Where the task's pages and downloads are.
-    table_id
-        The table's id (the controls toggle points at it).
     tests_href
         Where the test matrix is when each dataset's page holds its part (a task page over its
         weight limit): the overview then links there instead of holding it, and the Top group
@@ -170,24 +168,18 @@ def overview(results: TaskResults, paths: TaskPaths, table_id: str = "table-over
         HTML: tools, the table in its scrolling box, the legend, and the test matrix in a
         collapsed ``<details>``.
     """
-    return render("leaderboard/overview.html", view=overview_view(results, paths, table_id, tests_href=tests_href))
+    return render("leaderboard/overview.html", view=overview_view(results, paths, tests_href=tests_href))
 
 
-def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table-overview", *,
-                  tests_href: str | None = None) -> OverviewView | None:
-    """The view model of :func:`overview` (``None`` when no method was run)."""
+def overview_view(results: TaskResults, paths: TaskPaths, *, tests_href: str | None = None) -> OverviewView | None:
+    """The view model of :func:`overview` (``None`` when no method was run); its table's id is ``table-overview``."""
     rows = overview_rows(results)
     if not rows:
         return None
     has_tests = any(r.tests for r in rows)
     has_resources = any(r.max_duration_s is not None or r.max_memory_mb is not None for r in rows)
     columns = _columns(results, has_tests, has_resources, list_tests=tests_href is None)
-    groups: list[tuple[str, int]] = []
-    for c in columns:
-        if groups and groups[-1][0] == c.group:
-            groups[-1] = (c.group, groups[-1][1] + 1)
-        else:
-            groups.append((c.group, 1))
+    groups = [(group, len(list(members))) for group, members in groupby(c.group for c in columns)]
     methods = [r for r in rows if not r.control]
     controls = [r for r in rows if r.control]
 
@@ -207,7 +199,7 @@ def overview_view(results: TaskResults, paths: TaskPaths, table_id: str = "table
                           "positive and negative controls bound the scale; baselines are simple reference methods",
                           controls, data_band="controls"))
     return OverviewView(
-        table_id=table_id,
+        table_id="table-overview",
         task_label=str(results.label),
         csv_href=str(paths.overall_csv()),
         has_controls=bool(controls),
@@ -253,42 +245,37 @@ def _columns(results: TaskResults, has_tests: bool, has_resources: bool, list_te
 
 def _method_view(r: OverviewRow, paths: TaskPaths, results_qc: Sequence[dict] = ()) -> dict[str, Any]:
     method = r.method
-    base = method_cell_view(method, paths, with_badge=False)
-    kind = control_kind(method)
-    link = MethodCellView(base.label, base.short, base.href, base.hover, kind=kind or "",
-                          kind_class=badge_kind(str(method.get("control") or kind)) if kind else "")
-    # Its language-model answers were flagged on some datasets: the rank must not read as the model's own.
-    flagged = [q for q in results_qc if q.get("flag") == "llm_abstentions" and q.get("method_id") == method.get("id")]
-    # Items whose prompts the model could not take were answered as abstentions: said as such.
-    too_long = [q for q in results_qc if q.get("flag") == "llm_prompt_too_long" and q.get("method_id") == method.get("id")]
-    rank = None if r.control else format_rank(r.row.rank) if r.row.rank is not None else MISSING
-    return {"method_id": str(method.get("id")), "rank_text": rank, "method": link, "abstains": len(flagged),
-            "abstains_title": " | ".join(str(q.get("message") or "") for q in flagged), "too_long": len(too_long),
-            "too_long_title": " | ".join(str(q.get("message") or "") for q in too_long)}
+    link = method_cell_view(method, paths, kind=control_kind(method) or "")
+    # Its language-model answers were flagged on some datasets (the rank must not read as the model's own), and
+    # items whose prompts the model could not take were answered as abstentions: the messages of each flag.
+    flagged, too_long = ([str(q.get("message") or "") for q in results_qc if q.get("flag") == flag and q.get("method_id") == method.get("id")]
+                         for flag in ("llm_abstentions", "llm_prompt_too_long"))
+    return {"method_id": str(method.get("id")), "rank_text": None if r.control else format_rank(r.rank), "method": link,
+            "abstains": len(flagged), "abstains_title": " | ".join(flagged), "too_long": len(too_long), "too_long_title": " | ".join(too_long)}
 
 
 def _row_view(r: OverviewRow, columns: list[ColumnView], results: TaskResults, paths: TaskPaths) -> OverviewRowView:
     label = str(r.method.get("label") or r.method.get("id"))
-    failed_datasets = [d for d, status in r.row.dataset_status.items() if status == "failed"]
+    failed_datasets = [d for d, status in r.dataset_status.items() if status == "failed"]
     cells: list[CellView] = []
     for c in columns:
         if c.kind == "overall":
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed_datasets)}"] if failed_datasets else []
-            cells.append(_score_cell(r.row.score, f"{label}: overall score", partial=bool(r.row.failures), notes=notes))
+            cells.append(_score_cell(r.score, f"{label}: overall score", partial=bool(r.failures), notes=notes))
         elif c.kind == "dataset":
             name = results.dataset_label(c.key)
-            if r.row.dataset_status.get(c.key) == NOT_APPLICABLE:
+            if r.dataset_status.get(c.key) == NOT_APPLICABLE:
                 title = f"{label} on {name}: not applicable (does not address this dataset's subtask; not ranked there)"
                 cells.append(CellView("sc none na", title, MISSING))
-            elif r.row.dataset_status.get(c.key) == "failed":
+            elif r.dataset_status.get(c.key) == "failed":
                 reasons = [failure_label(f.get("exit_code"), f.get("reason"))
-                           for f in r.row.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
+                           for f in r.failures if f.get("dataset_id") == c.key and f.get("stage") != "metric"]
                 title = f"{label} on {name}: failed, {'; '.join(reasons) or 'no result'}"
                 cells.append(CellView("sc failed", title, mark="✕", hidden="failed"))
             else:
-                partial = [f for f in r.row.failures if f.get("dataset_id") == c.key]
+                partial = [f for f in r.failures if f.get("dataset_id") == c.key]
                 notes = [f"metric job failed: {failure_label(f.get('exit_code'), f.get('reason'))}" for f in partial]
-                cells.append(_score_cell(r.row.dataset_scores.get(c.key), f"{label} on {name}", partial=bool(partial), notes=notes))
+                cells.append(_score_cell(r.dataset_scores.get(c.key), f"{label} on {name}", partial=bool(partial), notes=notes))
         elif c.kind == "metric":
             failed = r.metric_failed.get(c.key) or []
             notes = [f"failed on {', '.join(results.dataset_label(d) for d in failed)} (counted as 0)"] if failed else []
@@ -337,16 +324,11 @@ def _tests_cell(r: OverviewRow, results: TaskResults, label: str, listed: bool =
 
 
 def _status_cell(r: OverviewRow, results: TaskResults) -> CellView:
-    failures = r.row.failures
+    failures = r.failures
     if not failures:
-        return CellView("st ok", str(r.row.status), mark="✓", hidden=str(r.row.status))
-    lines = []
-    for f in failures:
-        stage = f.get("stage")
-        what = f"metric {f.get('component')}" if stage == "metric" else str(stage or "job")
-        lines.append(f"{results.dataset_label(f.get('dataset_id'))}: {what} {failure_label(f.get('exit_code'), f.get('reason'))}")
+        return CellView("st ok", str(r.status), mark="✓", hidden=str(r.status))
     n = len(failures)
-    return CellView("st bad", "; ".join(lines), mark=f"✕ {n}", hidden=f"{n} failed job{'s' if n != 1 else ''}")
+    return CellView("st bad", failures_text(results, failures), mark=f"✕ {n}", hidden=f"{n} failed job{'s' if n != 1 else ''}")
 
 
 def _test_text(t: TestOutcome, results: TaskResults, *, with_method: bool, method_label: str = "") -> str:
@@ -422,12 +404,7 @@ def test_matrix_view(results: TaskResults, paths: TaskPaths, rows: list[Overview
     shown = [r for r in rows if any(t.outcome != UNTESTED and kept(t) for t in r.tests)]
     if not pairs or not shown:
         return None
-    spans: list[tuple[str, int]] = []
-    for did, _ in pairs:
-        if spans and spans[-1][0] == did:
-            spans[-1] = (did, spans[-1][1] + 1)
-        else:
-            spans.append((did, 1))
+    spans = [(did, len(list(members))) for did, members in groupby(did for did, _ in pairs)]
     groups = [(str(results.dataset_label(did)), span, min(LABEL_MAX, 8 * span + 4)) for did, span in spans]
     body = []
     for r in shown:

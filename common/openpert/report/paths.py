@@ -81,13 +81,8 @@ class TaskPaths:
         #: What leads from the page being written back to the task's folder ("" on the task page).
         self.prefix = ""
         self._components: dict[tuple[str, str], str] = {}
-        methods = [m for m in results.all_methods if not is_control(m)]
-        controls = [m for m in results.all_methods if is_control(m)]
-        for folder, entries in (
-            (METHODS_DIR, methods),
-            (CONTROLS_DIR, controls),
-            (METRICS_DIR, results.metrics),
-        ):
+        for folder, entries in ((METHODS_DIR, [m for m in results.all_methods if not is_control(m)]),
+                                (CONTROLS_DIR, [m for m in results.all_methods if is_control(m)]), (METRICS_DIR, results.metrics)):
             ids = [str(e.get("id")) for e in entries]
             for cid, slug_ in zip(ids, unique_slugs(ids)):
                 self._components.setdefault((folder, cid), f"{folder}/{slug_}.html")
@@ -106,10 +101,6 @@ class TaskPaths:
     def metric_page(self, metric_id: Any) -> str:
         """Page of a metric, e.g. ``metrics/macro_auroc.html``."""
         return self.prefix + self._components[(METRICS_DIR, str(metric_id))]
-
-    def component_pages(self) -> dict[tuple[str, str], str]:
-        """Every component page as ``(folder, id) -> path``."""
-        return dict(self._components)
 
     def dataset_page(self, dataset_id: Any) -> str:
         """The page of a dataset's section when the task page lists datasets instead, e.g. ``datasets/norman.html``."""

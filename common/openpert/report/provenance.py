@@ -49,14 +49,11 @@ def provenance_line(results: TaskResults) -> Markup:
         A ``<p class="run-meta">`` ending in a link to the provenance section
         (``sections/provenance_line.html``).
     """
-    data = results.data
     return render(
         "sections/provenance_line.html",
-        created=data.get("created") or None,
-        version=data.get("openpert_version") or None,
+        **_run(results),
         commit=str(results.provenance.get("commit")) if results.provenance.get("commit") else None,
         dirty=results.provenance.get("dirty") is True,
-        engine=data.get("engine") or None,
         sandbox=", ".join(sorted(sandbox_modes(results))),
     )
 
@@ -74,17 +71,14 @@ def provenance_section(results: TaskResults) -> Markup:
     Markup
         A definition list, with digest tables in collapsed ``<details>`` (``sections/provenance.html``).
     """
-    data = results.data
     prov = results.provenance
     host = prov.get("host") if isinstance(prov.get("host"), dict) else {}
     memory = host.get("memory_mb")
     return render(
         "sections/provenance.html",
-        created=data.get("created") or None,
-        version=data.get("openpert_version") or None,
+        **_run(results),
         commit=prov.get("commit") or None,
         dirty=prov.get("dirty") if isinstance(prov.get("dirty"), bool) else None,
-        engine=data.get("engine") or None,
         sandbox=sorted(sandbox_modes(results).items()),
         unrecorded_sandbox=sum(1 for r in results.resources if r.get("sandbox") in (None, "")),
         host={"cpu_count": host.get("cpu_count"),
@@ -95,6 +89,13 @@ def provenance_section(results: TaskResults) -> Markup:
                                  lambda key: label(results.dataset_label(key))),
         component_digests=_digests(prov.get("component_digests"), "Component", "table-component-digests", code),
     )
+
+
+def _run(results: TaskResults) -> dict[str, Any]:
+    """When the run was made, by which version of openpert, on which engine (None where not recorded)."""
+    data = results.data
+    return {"created": data.get("created") or None, "version": data.get("openpert_version") or None,
+            "engine": data.get("engine") or None}
 
 
 def _packages(value: Any) -> Table | None:

@@ -1,9 +1,9 @@
 """A task page's Reproduction section: the papers' published numbers beside the benchmark's own.
 
 Reads ``results.json``'s ``reproduction`` (``openpert.results.reproduction`` writes it; the format
-is in ``docs/results_json.md``). Rows are first turned into view models of plain strings
-(:func:`reproduction_view`), then rendered by ``templates/sections/reproduction.html``: what reproduces and what does not is
-told by a badge per row and a count per status above the tables.
+is in ``docs/results_json.md``). Each source's facts are first gathered into a view model
+(:class:`SourceView`), its rows made into tables, then rendered by ``templates/sections/reproduction.html``:
+what reproduces and what does not is told by a badge per row and a count per status above the tables.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from openpert.report.formatting import MISSING, format_count, format_number
+from openpert.report.formatting import MISSING, format_ci, format_count, format_number
 from openpert.report.fragments import badge, fragment, table
 from openpert.report.markdown import render_inline
 from openpert.report.task_results import TaskResults
@@ -37,46 +37,9 @@ _CSV_FIELDS = ("source_id", "published_dataset", "dataset_id", "published_method
 
 
 @dataclass(frozen=True)
-class RowView:
-    """One compared row of a Reproduction table, every cell as text (escaped when rendered)."""
-
-    dataset: str
-    our_dataset: str
-    method: str
-    our_method: str
-    metric: str
-    our_metric: str
-    published: str
-    measured: str
-    difference: str
-    within_spread: str
-    status: str
-    status_text: str
-    status_kind: str
-    explanation: str
-    items: str
-    sort_difference: str
-    see_method: bool
-
-
-@dataclass(frozen=True)
-class GroupView:
-    """Published values of one method that were not compared, for one reason: shown together."""
-
-    method: str
-    our_method: str
-    reason: str
-    values: str
-    count: int
-    #: This run's values of the method with a model of its own (``other_model``), as text ("" if none).
-    other_model: str = ""
-
-
-@dataclass(frozen=True)
 class SourceView:
-    """One source's heading facts, its compared rows, and the values not run here or only reported."""
+    """One source's heading facts, and the metric of all its rows ("" when they have several)."""
 
-    id: str
     label: str
     citation: str
     doi: str
@@ -85,10 +48,6 @@ class SourceView:
     file: str
     problem: str
     metric: str
-    rows: tuple[RowView, ...]
-    not_run: tuple[GroupView, ...]
-    reported: tuple[GroupView, ...]
-    differences: tuple[tuple[str, str, str], ...]
 
 
 def _published(row: dict[str, Any]) -> str:
@@ -114,9 +73,7 @@ def _plain(value: Any) -> str:
 def _measured(row: dict[str, Any]) -> str:
     if row.get("measured") is None:
         return MISSING
-    text = format_number(row["measured"], 3)
-    if row.get("ci_low") is not None and row.get("ci_high") is not None:
-        text += f" [{format_number(row['ci_low'], 3)}, {format_number(row['ci_high'], 3)}]"
+    text = format_ci(row["measured"], row.get("ci_low"), row.get("ci_high"))
     if (row.get("n_seeds") or 0) > 1 and row.get("raw_sd") is not None:
         text += f" (sd {format_number(row['raw_sd'], 2)} over {row['n_seeds']} seeds)"
     return text
@@ -170,21 +127,30 @@ def _explanation(row: dict[str, Any]) -> str:
     return ""
 
 
-def _groups(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool) -> tuple[GroupView, ...]:
-    """Rows grouped by method and reason, their published values listed in order."""
+def _group_table(results: TaskResults, source: SourceView, rows: list[dict[str, Any]], title: str, table_id: str,
+                 with_metric: bool) -> Table | None:
+    """Published values that were not compared, one row per method and reason, their values listed in order."""
+    if not rows:
+        return None
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((str(r.get("published_method")), str(r.get("reason") or "")), []).append(r)
-    out = []
+    # This run's values of a method with a model of its own (``other_model``), in a column of their own if any.
+    other = {key: _other_model(members, results, with_metric) for key, members in groups.items()}
+    measured_here = any(other.values())
+    body = []
     for (method, reason), members in groups.items():
         method_id = members[0].get("method_id")
         values = "; ".join(
             f"{r.get('published_dataset')}{' ' + str(r.get('published_metric')) if with_metric else ''}: {_published(r)}"
             for r in members)
-        out.append(GroupView(method=method, our_method=results.method_label(method_id) if method_id else "",
-                             reason=reason, values=values, count=len(members),
-                             other_model=_other_model(members, results, with_metric)))
-    return tuple(out)
+        body.append([_named(method, results.method_label(method_id) if method_id else ""),
+                     (format_count(len(members)), str(len(members))), values,
+                     *([other[(method, reason)] or MISSING] if measured_here else []),
+                     fragment("span")(Markup(render_inline(reason)) or MISSING, "reason")])
+    return table(f"{source.label}: {title.lower()} ({len(rows)} values)",
+                 ["Method", "Values", "Published", *(["This run, another model"] if measured_here else []), "Reason"],
+                 body, table_id=table_id, numeric=[False, True, False, *([False] if measured_here else []), False])
 
 
 def _other_model(rows: list[dict[str, Any]], results: TaskResults, with_metric: bool) -> str:
@@ -210,56 +176,6 @@ def _ours(published: Any, label: str) -> str:
     return "" if not label or label.casefold() == str(published).casefold() else label
 
 
-def reproduction_view(results: TaskResults) -> list[SourceView]:
-    """The sources of ``results.json``'s ``reproduction`` with their rows, as text."""
-    section = results.reproduction
-    rows = [r for r in section.get("rows") or [] if isinstance(r, dict)]
-    out = []
-    for source in section.get("sources") or []:
-        if not isinstance(source, dict):
-            continue
-        own = [r for r in rows if r.get("source_id") == source.get("id")]
-        metrics = {str(r.get("published_metric")) for r in own}
-        one_metric = len(metrics) == 1
-        views = []
-        for r in own:
-            if r.get("status") not in ("reproduced", "differs"):
-                continue
-            text, kind, _ = STATUS_BADGES[str(r["status"])]
-            diff = r.get("difference")
-            views.append(RowView(
-                dataset=str(r.get("published_dataset")),
-                our_dataset=_ours(r.get("published_dataset"), results.dataset_label(r.get("dataset_id"))),
-                method=str(r.get("published_method")),
-                our_method=_ours(r.get("published_method"), results.method_label(r.get("method_id"))),
-                metric=str(r.get("published_metric")),
-                our_metric=_ours(r.get("published_metric"), results.metric_label(r.get("metric_id"))),
-                published=_published(r), measured=_measured(r), difference=_difference(r), within_spread=_within(r),
-                status=str(r["status"]), status_text=text, status_kind=kind, explanation=_explanation(r),
-                items=_items(r), sort_difference="" if diff is None else repr(abs(float(diff))),
-                see_method=r["status"] == "differs" and bool(r.get("method_differences")),
-            ))
-        differences: dict[str, tuple[str, str, str]] = {}
-        for r in own:
-            if r.get("status") in ("reproduced", "differs") and r.get("method_differences"):
-                method = str(r.get("published_method"))
-                differences.setdefault(method, (method, _ours(method, results.method_label(r.get("method_id"))),
-                                                str(r["method_differences"])))
-        file = source.get("file") or {}
-        out.append(SourceView(
-            id=str(source.get("id")), label=str(source.get("label") or source.get("id")),
-            citation=str(source.get("citation") or ""), doi=str(source.get("doi") or ""),
-            where=str(source.get("where") or ""), spread=str(source.get("spread") or ""),
-            file=" — ".join(x for x in (file.get("path"), file.get("source")) if x) if isinstance(file, dict) else "",
-            problem=str(source.get("problem") or ""), metric=next(iter(metrics)) if one_metric else "",
-            rows=tuple(views),
-            not_run=_groups([r for r in own if r.get("status") == "not_run"], results, not one_metric),
-            reported=_groups([r for r in own if r.get("status") == "reported"], results, not one_metric),
-            differences=tuple(differences.values()),
-        ))
-    return out
-
-
 def summary_line(results: TaskResults) -> str:
     """What reproduces, in one sentence of counts (empty without rows)."""
     section = results.reproduction
@@ -276,28 +192,36 @@ def summary_line(results: TaskResults) -> str:
 
 
 def reproduction_section(results: TaskResults) -> Markup:
-    """The Reproduction section (``sections/reproduction.html``)."""
+    """The Reproduction section (``sections/reproduction.html``): per source, its facts and tables."""
+    section = results.reproduction
+    rows = [r for r in section.get("rows") or [] if isinstance(r, dict)]
     sources = []
-    for i, source in enumerate(reproduction_view(results)):
-        differences = [(_method_anchor(i, k), method, ours, Markup(render_inline(text)))
-                       for k, (method, ours, text) in enumerate(source.differences)]
-        groups = []
-        for views, title, kind in ((source.not_run, "Not run here", "not-run"),
-                                   (source.reported, "Reported only", "reported")):
-            if views:
-                measured_here = any(g.other_model for g in views)
-                rows = [[_named(g.method, g.our_method), (format_count(g.count), str(g.count)), g.values,
-                         *([g.other_model or MISSING] if measured_here else []),
-                         fragment("span")(Markup(render_inline(g.reason)) or MISSING, "reason")] for g in views]
-                groups.append(table(
-                    f"{source.label}: {title.lower()} ({sum(g.count for g in views)} values)",
-                    ["Method", "Values", "Published", *(["This run, another model"] if measured_here else []), "Reason"],
-                    rows, table_id=f"table-reproduction-{i}-{kind}",
-                    numeric=[False, True, False, *([False] if measured_here else []), False]))
-        sources.append({"view": source, "compared": _compared_table(source, i) if source.rows else None,
-                        "differences": differences, "groups": groups})
+    for i, source in enumerate(s for s in section.get("sources") or [] if isinstance(s, dict)):
+        own = [r for r in rows if r.get("source_id") == source.get("id")]
+        metrics = {str(r.get("published_metric")) for r in own}
+        file = source.get("file") or {}
+        view = SourceView(
+            label=str(source.get("label") or source.get("id")),
+            citation=str(source.get("citation") or ""), doi=str(source.get("doi") or ""),
+            where=str(source.get("where") or ""), spread=str(source.get("spread") or ""),
+            file=" — ".join(x for x in (file.get("path"), file.get("source")) if x) if isinstance(file, dict) else "",
+            problem=str(source.get("problem") or ""), metric=next(iter(metrics)) if len(metrics) == 1 else "")
+        compared = [r for r in own if r.get("status") in ("reproduced", "differs")]
+        # How the benchmark's method differs from a published one, said once per method.
+        differences: dict[str, tuple[str, str]] = {}
+        for r in compared:
+            if r.get("method_differences"):
+                method = str(r.get("published_method"))
+                differences.setdefault(method, (_ours(method, results.method_label(r.get("method_id"))), str(r["method_differences"])))
+        anchors = {method: f"reproduction-{i}-method-{k}" for k, method in enumerate(differences)}
+        groups = [_group_table(results, view, [r for r in own if r.get("status") == status], title, f"table-reproduction-{i}-{kind}",
+                               with_metric=len(metrics) != 1)
+                  for status, title, kind in (("not_run", "Not run here", "not-run"), ("reported", "Reported only", "reported"))]
+        sources.append({"view": view, "compared": _compared_table(results, view, compared, anchors, i) if compared else None,
+                        "differences": [(anchors[m], m, ours, Markup(render_inline(text))) for m, (ours, text) in differences.items()],
+                        "groups": [g for g in groups if g is not None]})
     return render("sections/reproduction.html", summary=summary_line(results),
-                  description=results.reproduction.get("description") or "", sources=sources)
+                  description=section.get("description") or "", sources=sources)
 
 
 def _named(published: str, ours: str) -> Markup:
@@ -305,23 +229,23 @@ def _named(published: str, ours: str) -> Markup:
     return fragment("named")(published, ours)
 
 
-def _method_anchor(source_index: int, method_index: int) -> str:
-    return f"reproduction-{source_index}-method-{method_index}"
-
-
-def _compared_table(source: SourceView, index: int) -> Table:
+def _compared_table(results: TaskResults, source: SourceView, compared: list[dict[str, Any]], anchors: dict[str, str],
+                    index: int) -> Table:
     metric_column = not source.metric
-    anchors = {method: _method_anchor(index, k) for k, (method, _, _) in enumerate(source.differences)}
     rows = []
-    for r in source.rows:
-        anchor = anchors.get(r.method) if r.see_method else None
-        explanation = fragment("explanation")(Markup(render_inline(r.explanation)) if r.explanation else "", anchor,
-                                              r.our_method or r.method, r.items)
-        cells = [_named(r.dataset, r.our_dataset), _named(r.method, r.our_method)]
+    for r in compared:
+        status, method, diff = str(r["status"]), str(r.get("published_method")), r.get("difference")
+        text, kind, _ = STATUS_BADGES[status]
+        ours = _ours(method, results.method_label(r.get("method_id")))
+        anchor = anchors.get(method) if status == "differs" and r.get("method_differences") else None
+        explanation = _explanation(r)
+        cells = [_named(str(r.get("published_dataset")), _ours(r.get("published_dataset"), results.dataset_label(r.get("dataset_id")))),
+                 _named(method, ours)]
         if metric_column:
-            cells.append(_named(r.metric, r.our_metric))
-        cells += [r.published, r.measured, (r.difference, r.sort_difference), r.within_spread,
-                  (badge(r.status_text, r.status_kind), r.status), explanation]
+            cells.append(_named(str(r.get("published_metric")), _ours(r.get("published_metric"), results.metric_label(r.get("metric_id")))))
+        cells += [_published(r), _measured(r), (_difference(r), "" if diff is None else repr(abs(float(diff)))), _within(r),
+                  (badge(text, kind), status),
+                  fragment("explanation")(Markup(render_inline(explanation)) if explanation else "", anchor, ours or method, _items(r))]
         rows.append(cells)
     header = ["Dataset", "Method", *(["Metric"] if metric_column else []), "Published", "Measured [95% CI]", "Difference",
               "Within spread", "Status", "Cause of a difference"]

@@ -9,8 +9,6 @@ full table stays one click away, in a collapsed ``<details>`` and as a CSV downl
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +17,7 @@ from markupsafe import Markup
 
 from openpert.report.formatting import (
     MISSING,
+    csv_text,
     format_p_value,
     format_parameter,
     format_score,
@@ -160,12 +159,7 @@ def statistic_csv(entry: dict[str, Any]) -> str:
     """
     rows = table_rows(entry)
     columns = _columns(rows)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(columns)
-    for r in rows:
-        writer.writerow([_csv_value(r.get(c)) for c in columns])
-    return buf.getvalue()
+    return csv_text(columns, [[r.get(c) for c in columns] for r in rows])
 
 
 # -- the full table ---------------------------------------------------------------------------
@@ -190,17 +184,16 @@ def _full_table(results: TaskResults, rows: list[dict[str, Any]], caption: str, 
     columns = _columns(rows)
     kinds = {c: value_kind(c, [r.get(c) for r in rows]) for c in columns}
     numeric = [kinds[c] in ("score", "count", "rank", "p_value") for c in columns]
+    # Id columns show the labels of what they name, sorted by the id.
+    labels = {"dataset_id": results.dataset_label, "metric_id": results.metric_label,
+              **dict.fromkeys(("method_id", "method_a", "method_b"), results.method_label)}
     body = []
     for r in rows:
         cells: list[Any] = []
         for c in columns:
             value = r.get(c)
-            if c == "dataset_id" and value is not None:
-                cells.append((label(results.dataset_label(value)), str(value)))
-            elif c in ("method_id", "method_a", "method_b") and value is not None:
-                cells.append((label(results.method_label(value)), str(value)))
-            elif c == "metric_id" and value is not None:
-                cells.append((label(results.metric_label(value)), str(value)))
+            if c in labels and value is not None:
+                cells.append((label(labels[c](value)), str(value)))
             elif kinds[c] == "bool":
                 cells.append(_bool_cell(value))
             elif kinds[c] == "text":
@@ -216,18 +209,6 @@ def _bool_cell(value: Any) -> tuple[Any, str]:
     if value is None:
         return MISSING, ""
     return fragment("bool_mark")(value, "✓" if value else "✗"), "1" if value else "0"
-
-
-def _csv_value(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (dict, list)):
-        return format_parameter(value)
-    return value
 
 
 # -- pairwise matrices ------------------------------------------------------------------------

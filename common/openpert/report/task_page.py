@@ -24,6 +24,7 @@ from openpert.report.formatting import (
     format_memory,
     format_number,
 )
+from openpert.report.fragments import badge, badge_kind, code, fragment, label, paragraphs, sort_key, table
 from openpert.report.leaderboard_html import dataset_table
 from openpert.report.leaderboards import method_kind
 from openpert.report.llm_usage import llm_model_sentence, llm_usage_table
@@ -36,7 +37,7 @@ from openpert.report.statistics import statistic_section, table_rows
 from openpert.report.task_results import TaskResults
 from openpert.report.templating import macro, render
 from openpert.report.text_parts import safe_url, short_label
-from openpert.report.views import Cell, Column, Table
+from openpert.report.views import Table
 
 #: The templates of a task page's table cells that hold more than text.
 CELLS = "task/cells.html"
@@ -103,12 +104,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
             content, intro = render("task/moved_section.html", title=title, href=moved[section_id]), Markup("")
         sections.append(SectionView(section_id, title, content, intro))
 
-    add(
-        "overview",
-        "Overview",
-        overview(results, paths, tests_href=tests_href),
-        intro=scale_details(results) + coverage_note(results),
-    )
+    add("overview", "Overview", overview(results, paths, tests_href=tests_href), intro=scale_details(results) + coverage_note(results))
     for section_id, title, content, intro in extra_sections:
         add(section_id, title, content, intro=intro)
     if results.reproduction:
@@ -132,11 +128,7 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         add("about", "About the task", about)
     for i, dataset in enumerate(results.datasets if datasets_inline else []):
         did = str(dataset.get("dataset_id"))
-        add(
-            paths.dataset_anchor(did),
-            f"Dataset: {short_label(results.dataset_label(did))}",
-            dataset_section(results, paths, dataset, i),
-        )
+        add(paths.dataset_anchor(did), f"Dataset: {short_label(results.dataset_label(did))}", dataset_section(results, paths, dataset, i))
     if results.datasets and not datasets_inline:
         add("datasets", "Datasets", _dataset_links(results, paths))
     for key, entry in results.statistics:
@@ -187,18 +179,18 @@ def _scale(results: TaskResults) -> Markup:
             continue
         positives = ", ".join(results.method_label(m) for m in b.get("positive_method_ids") or []) or MISSING
         rows.append([
-            _label(results.dataset_label(b.get("dataset_id"))),
-            _label(results.metric_label(b.get("metric_id"))),
+            label(results.dataset_label(b.get("dataset_id"))),
+            label(results.metric_label(b.get("metric_id"))),
             _number(b.get("hi")),
-            Cell(positives),
+            positives,
             _number(b.get("lo")),
-            Cell(results.method_label(b.get("lo_method_id")) if b.get("lo_method_id") else MISSING),
+            results.method_label(b.get("lo_method_id")) if b.get("lo_method_id") else MISSING,
         ])
-    table = _table(
+    view = table(
         f"Raw values that set the scale ({len(rows)})",
         ["Dataset", "Metric", "1 (raw)", "Positive control", "0 (raw)", "Strongest negative control"],
         rows, table_id="table-scale", numeric=[False, False, True, False, True, False]) if rows else None
-    return render("task/scale.html", headline=headline, diagnostic=diagnostic, table=table)
+    return render("task/scale.html", headline=headline, diagnostic=diagnostic, table=view)
 
 
 def _sets_scale(bound: dict[str, Any]) -> bool:
@@ -273,10 +265,10 @@ def _coverage_reasons(results: TaskResults, missing: list[str]) -> str:
     labels_by_reason: dict[str, list[str]] = {}
     for metric_id in missing:
         metric = results.metric(metric_id) or {}
-        label, component_reason = skipped_metrics.get(metric_id, (results.metric_label(metric_id), ""))
+        name, component_reason = skipped_metrics.get(metric_id, (results.metric_label(metric_id), ""))
         why = (skipped.get(metric_id) or skipped.get(str(metric.get("component") or "")) or component_reason
                or "no method has a value")
-        labels_by_reason.setdefault(why, []).append(label)
+        labels_by_reason.setdefault(why, []).append(name)
     return "; ".join(f"{', '.join(labels)} ({why})" for why, labels in labels_by_reason.items())
 
 
@@ -285,61 +277,52 @@ def _gameability(results: TaskResults) -> Markup:
     for g in results.gameability:
         flagged = bool(g.get("gameable"))
         kind = "headline" if g.get("headline") else "diagnostic"
-        flag = (_badge("gameable", "failed") if flagged else _badge("no", "ok") if g.get("gameable") is False
+        flag = (badge("gameable", "failed") if flagged else badge("no", "ok") if g.get("gameable") is False
                 else MISSING)
         rows.append([
-            _label(results.dataset_label(g.get("dataset_id"))),
-            _label(results.metric_label(g.get("metric_id"))),
-            Cell(kind),
-            _label(results.method_label(g.get("adversarial_method_id"))),
+            label(results.dataset_label(g.get("dataset_id"))),
+            label(results.metric_label(g.get("metric_id"))),
+            kind,
+            label(results.method_label(g.get("adversarial_method_id"))),
             _number(g.get("gameability")),
             _number(g.get("method_median")),
-            Cell(format_count(g.get("n_methods") or 0), str(g.get("n_methods") or 0)),
-            Cell(flag, "1" if flagged else "0"),
+            (format_count(g.get("n_methods") or 0), str(g.get("n_methods") or 0)),
+            (flag, "1" if flagged else "0"),
         ])
-    table = _table(
+    view = table(
         f"Best adversarial scaled score against the median method ({len(rows)})",
         ["Dataset", "Metric", "Kind", "Best adversarial", "Its scaled score", "Median method", "Methods", "Flag"],
         rows, table_id="table-gameability", numeric=[False, False, False, False, True, True, True, False])
-    return render("task/tables.html", tables=[table], empty="")
+    return render("task/tables.html", tables=[view], empty="")
 
 
 def _dynamic_range(results: TaskResults) -> Markup:
     rows = []
     for r in results.dynamic_range:
         small = r.get("small")
-        flag = (_badge("small", "failed") if small else _badge("ok", "ok") if small is False
+        flag = (badge("small", "failed") if small else badge("ok", "ok") if small is False
                 else _cell("reason", r.get("reason") or MISSING))
         rows.append([
-            _label(results.dataset_label(r.get("dataset_id"))),
-            _label(results.metric_label(r.get("metric_id"))),
+            label(results.dataset_label(r.get("dataset_id"))),
+            label(results.metric_label(r.get("metric_id"))),
             _number(r.get("ceiling_raw")),
             _number(r.get("negative_raw")),
             _number(r.get("range")),
             _number(r.get("se")),
-            Cell(r.get("se_source") or MISSING),
+            r.get("se_source") or MISSING,
             _number(r.get("range_se")),
-            Cell(flag, "1" if small else "0"),
+            (flag, "1" if small else "0"),
         ])
-    table = _table(
+    view = table(
         f"Ceiling minus strongest negative control, in standard errors ({len(rows)})",
         ["Dataset", "Metric", "Ceiling (raw)", "Negative (raw)", "Range", "SE", "SE from", "Range / SE", "Flag"],
         rows, table_id="table-dynamic-range",
         numeric=[False, False, True, True, True, True, False, True, False])
-    return render("task/tables.html", tables=[table], empty="")
-
-
-def _count(n: int, word: str) -> str:
-    return f"{format_count(n)} {word}{'' if n == 1 else 's'}"
+    return render("task/tables.html", tables=[view], empty="")
 
 
 def _header(results: TaskResults) -> Markup:
-    chips = [
-        _count(len(results.datasets), "dataset"),
-        _count(len(results.methods), "method"),
-        _count(len(results.controls), "control"),
-        _count(len(results.metrics), "metric"),
-    ]
+    chips = [f"{format_count(n)} {word}{'' if n == 1 else 's'}" for word, n in results.sizes]
     return render("task/header.html", label=results.label, summary=Markup(render_inline(results.task.get("summary"))),
                   chips=chips, provenance=provenance_line(results))
 
@@ -414,15 +397,15 @@ def _source_files(files: list[dict[str, Any]]) -> Table | None:
         origins = f.get("origin") if isinstance(f.get("origin"), list) else [f.get("origin")]
         size = f"{f['size'] / 1e6:.1f} MB" if isinstance(f.get("size"), int) else "unpinned"
         rows.append([
-            _cell("code", f.get("path")),
+            code(_text(f.get("path"))),
             _cell("origin", [str(o) for o in origins if o], f.get("derived_by")),
-            Cell(size),
+            size,
             _cell("checksum", str(f["sha256"]) if f.get("sha256") else ""),
             _cell("licence", f.get("license"), bool(f.get("non_commercial"))),
-            Cell(_text(f.get("citation"))),
+            _text(f.get("citation")),
         ])
-    return _table(f"{len(files)} file(s), fetched and verified by openpert data fetch",
-                  ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
+    return table(f"{len(files)} file(s), fetched and verified by openpert data fetch",
+                 ["File", "Origin", "Size", "sha256", "Licence", "Citation"], rows, css_class="compact")
 
 
 def _reference(value: Any) -> dict[str, str] | None:
@@ -430,11 +413,8 @@ def _reference(value: Any) -> dict[str, str] | None:
     if not value:
         return None
     text = str(value)
-    if text.lower().startswith(("10.", "doi:", "https://doi.org/")):
-        return {"kind": "doi", "value": text}
-    if safe_url(text):
-        return {"kind": "url", "value": text}
-    return {"kind": "text", "value": text}
+    kind = "doi" if text.lower().startswith(("10.", "doi:", "https://doi.org/")) else "url" if safe_url(text) else "text"
+    return {"kind": kind, "value": text}
 
 
 def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
@@ -445,15 +425,15 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
         detail = str(f.get("reason") or "")
         log = f.get("log")
         rows.append([
-            _cell("code", f.get("job_id")),
-            _label(results.dataset_label(f.get("dataset_id"))),
-            Cell(_text(f.get("stage"))),
-            Cell(_text(f.get("component"))),
-            Cell(_text(f.get("exit_code")), "" if f.get("exit_code") is None else str(f.get("exit_code"))),
+            code(_text(f.get("job_id"))),
+            label(results.dataset_label(f.get("dataset_id"))),
+            _text(f.get("stage")),
+            _text(f.get("component")),
+            (_text(f.get("exit_code")), "" if f.get("exit_code") is None else str(f.get("exit_code"))),
             _cell("reason", reason, detail if detail != reason else ""),
             _cell("log", log_links.get(log) if log else None, log),
         ])
-    tables = [_table(
+    tables = [table(
         f"Failed jobs ({len(failures)}): exit 137 is the memory limit, 143 the time limit",
         ["Job", "Dataset", "Stage", "Component", "Exit code", "Reason", "Log"],
         rows,
@@ -466,16 +446,15 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
 def _skipped(results: TaskResults) -> Markup:
     tables = []
     if results.skipped:
-        rows = [[_cell("code", s.get("id")), Cell(s.get("type") or MISSING), Cell(_text(s.get("reason")))]
-                for s in results.skipped]
-        tables.append(_table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
-                             table_id="table-skipped"))
+        rows = [[code(_text(s.get("id"))), s.get("type") or MISSING, _text(s.get("reason"))] for s in results.skipped]
+        tables.append(table(f"Components skipped by the run ({len(rows)})", ["Component", "Type", "Reason"], rows,
+                            table_id="table-skipped"))
     if results.config_errors:
-        rows = [[_cell("code", e.get("component")), Cell(e.get("type") or MISSING),
-                 _cell("code", e.get("config") or MISSING), _cell("reason", e.get("reason"))]
+        rows = [[code(_text(e.get("component"))), e.get("type") or MISSING,
+                 code(e.get("config") or MISSING), _cell("reason", e.get("reason"))]
                 for e in results.config_errors]
-        tables.append(_table(f"Components left out for config errors ({len(rows)})",
-                             ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
+        tables.append(table(f"Components left out for config errors ({len(rows)})",
+                            ["Component", "Type", "Config", "Reason"], rows, table_id="table-config-errors"))
     return render("task/tables.html", tables=tables, empty="")
 
 
@@ -485,24 +464,23 @@ def _qc(results: TaskResults) -> Markup:
     for q in flags:
         metric = results.metric(q.get("metric_id"))
         rows.append([
-            _cell("code", q.get("flag")),
-            _label(results.dataset_label(q.get("dataset_id"))) if q.get("dataset_id") else Cell(MISSING),
-            _label((metric or {}).get("label") or q.get("metric_id") or MISSING),
-            _label(results.method_label(q.get("method_id"))) if q.get("method_id") else Cell(MISSING),
-            Cell(_text(q.get("message"))),
+            code(_text(q.get("flag"))),
+            label(results.dataset_label(q.get("dataset_id"))) if q.get("dataset_id") else MISSING,
+            label((metric or {}).get("label") or q.get("metric_id") or MISSING),
+            label(results.method_label(q.get("method_id"))) if q.get("method_id") else MISSING,
+            _text(q.get("message")),
         ])
-    table = _table(f"Quality-control flags ({len(flags)})", ["Flag", "Dataset", "Metric", "Method", "Message"],
-                   rows, table_id="table-qc") if flags else None
+    view = table(f"Quality-control flags ({len(flags)})", ["Flag", "Dataset", "Metric", "Method", "Message"],
+                 rows, table_id="table-qc") if flags else None
     # Headline metrics without a value shrink every score's average: said here as well as above the overview.
-    return render("task/qc.html", coverage=_coverage(results), table=table)
+    return render("task/qc.html", coverage=_coverage(results), table=view)
 
 
 def _resources(results: TaskResults, *, jobs_inline: bool = True) -> Markup:
-    chart = resource_chart(results, "fig-resources")
-    if not jobs_inline:
-        return render("task/resources.html", chart=chart, table=None, jobs_elsewhere=bool(results.resources))
-    return render("task/resources.html", chart=chart, table=_job_table(results, results.resources),
-                  jobs_elsewhere=False)
+    jobs = results.resources
+    listed = job_table(results, jobs, f"Resource use of every job ({len(jobs)})") if jobs_inline else None
+    return render("task/resources.html", chart=resource_chart(results, "fig-resources"), table=listed,
+                  jobs_elsewhere=not jobs_inline and bool(jobs))
 
 
 def dataset_jobs(results: TaskResults, dataset_id: str) -> Markup:
@@ -521,57 +499,66 @@ def dataset_jobs(results: TaskResults, dataset_id: str) -> Markup:
         A collapsed table of the dataset's jobs, or a line saying none was recorded.
     """
     jobs = [r for r in results.resources if str(r.get("dataset_id")) == str(dataset_id)]
-    return render("task/resources.html", chart=Markup(""), table=_job_table(results, jobs), jobs_elsewhere=False)
+    return render("task/resources.html", chart=Markup(""), jobs_elsewhere=False,
+                  table=job_table(results, jobs, f"Resource use of every job ({len(jobs)})"))
 
 
-def _job_table(results: TaskResults, jobs: list[dict[str, Any]]) -> Table | None:
-    """Every job's stage, component, status, time, memory and cache use."""
+def job_table(results: TaskResults, jobs: list[dict[str, Any]], caption: str, *, whose: bool = True) -> Table | None:
+    """Jobs with their status, exit code, wall time, peak memory and cache use.
+
+    Parameters
+    ----------
+    results
+        The task's results.
+    jobs
+        Rows of ``resources``.
+    caption
+        The table's caption.
+    whose
+        Also give each job's stage, component and method (a component's own page needs none of them).
+
+    Returns
+    -------
+    Table or None
+        The table; None when there is no job.
+    """
     rows = []
     for r in jobs:
         status = str(r.get("status") or MISSING)
         exit_code = r.get("exit_code")
+        dataset = label(results.dataset_label(r.get("dataset_id")))
+        method = label(results.method_label(r.get("method_id"))) if r.get("method_id") else MISSING
         rows.append([
-            _cell("code", r.get("job_id")),
-            Cell(_text(r.get("stage"))),
-            Cell(_text(r.get("component"))),
-            _label(results.dataset_label(r.get("dataset_id"))),
-            _label(results.method_label(r.get("method_id"))) if r.get("method_id") else Cell(MISSING),
-            Cell(_badge(status, "ok" if status == "succeeded" else "failed"), status),
-            Cell(MISSING if exit_code is None else exit_code, "" if exit_code is None else str(exit_code)),
-            Cell(format_duration(r.get("duration_s")), _key(r.get("duration_s"))),
-            Cell(format_memory(r.get("peak_memory_mb")), _key(r.get("peak_memory_mb"))),
-            Cell(macro("bool_mark", CELLS)(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
-                 "1" if r.get("cached") else "0"),
+            code(_text(r.get("job_id"))),
+            *([_text(r.get("stage")), _text(r.get("component")), dataset, method] if whose else [dataset]),
+            (badge(status, "ok" if status == "succeeded" else "failed"), status),
+            (MISSING if exit_code is None else exit_code, "" if exit_code is None else str(exit_code)),
+            (format_duration(r.get("duration_s")), sort_key(r.get("duration_s"))),
+            (format_memory(r.get("peak_memory_mb")), sort_key(r.get("peak_memory_mb"))),
+            (fragment("bool_mark")(bool(r.get("cached")), format_bool(bool(r.get("cached")))),
+             "1" if r.get("cached") else "0"),
         ])
-    return _table(
-        f"Resource use of every job ({len(rows)})",
-        ["Job", "Stage", "Component", "Dataset", "Method", "Status", "Exit code", "Wall time", "Peak memory",
-         "Cached"],
-        rows,
-        table_id="table-resources",
-        numeric=[False, False, False, False, False, False, True, True, True, False],
-    ) if rows else None
+    titles = ["Job", *(["Stage", "Component", "Dataset", "Method"] if whose else ["Dataset"]), "Status", "Exit code",
+              "Wall time", "Peak memory", "Cached"]
+    numeric = [title in ("Exit code", "Wall time", "Peak memory") for title in titles]
+    return table(caption, titles, rows, table_id="table-resources", numeric=numeric) if rows else None
 
 
 def _components(results: TaskResults, paths: TaskPaths) -> Markup:
+    def entry(m: dict[str, Any], href: str, kind: tuple[str, str] | None = None, direction: str | None = None) -> dict[str, Any]:
+        return {"href": href, "label": str(m.get("label") or m.get("id")), "badge": kind, "direction": direction,
+                "summary": Markup(render_inline(str(m.get("summary") or "")))}
+
     def method_entry(m: dict[str, Any]) -> dict[str, Any]:
         kind = method_kind(m)
-        return {"href": paths.method_page(m), "label": str(m.get("label") or m.get("id")),
-                "badge": (kind, _badge_kind(str(m.get("control") or kind))) if kind != "method" else None,
-                "direction": None, "summary": Markup(render_inline(str(m.get("summary") or "")))}
+        return entry(m, paths.method_page(m), (kind, badge_kind(str(m.get("control") or kind))) if kind != "method" else None)
 
-    metrics = [
-        {"href": paths.metric_page(m.get("id")), "label": str(m.get("label") or m.get("id")), "badge": None,
-         "direction": "↑ higher is better" if m.get("maximize", True) is not False else "↓ lower is better",
-         "summary": Markup(render_inline(str(m.get("summary") or "")))}
-        for m in results.metrics
-    ]
-    groups = [
-        ("Methods", [method_entry(m) for m in results.methods]),
-        ("Control methods", [method_entry(m) for m in results.controls]),
-        ("Metrics", metrics),
-    ]
-    return render("task/components.html", groups=groups)
+    metrics = [entry(m, paths.metric_page(m.get("id")),
+                     direction="↑ higher is better" if m.get("maximize", True) is not False else "↓ lower is better")
+               for m in results.metrics]
+    return render("task/components.html", groups=[("Methods", [method_entry(m) for m in results.methods]),
+                                                  ("Control methods", [method_entry(m) for m in results.controls]),
+                                                  ("Metrics", metrics)])
 
 
 def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
@@ -590,22 +577,9 @@ def _downloads(results: TaskResults, paths: TaskPaths) -> Markup:
 # -- view helpers ----------------------------------------------------------------------------
 
 
-def paragraphs(text: str) -> Markup:
-    """The report's own text as paragraphs, split on blank lines (a section's intro)."""
-    return macro("paragraphs")(text)
-
-
-def _table(caption: str, header: Sequence[str], rows: Sequence[Sequence[Cell]], *, table_id: str | None = None,
-           numeric: Sequence[bool] | None = None, css_class: str = "") -> Table:
-    """A sortable table view with one row header per row; its caption is text, also its region's label."""
-    flags = list(numeric or [])
-    columns = [Column(title, bool(flags[i]) if i < len(flags) else False) for i, title in enumerate(header)]
-    return Table(caption, columns, rows, table_id=table_id, css_class=css_class, label=caption)
-
-
-def _cell(name: str, *args: Any) -> Cell:
-    """A cell whose content is a macro of ``task/cells.html`` (code, reason, log, origin, ...)."""
-    return Cell(macro(name, CELLS)(*(_text(a) for a in args)))
+def _cell(name: str, *args: Any) -> Markup:
+    """A cell's content made by a macro of ``task/cells.html`` (reason, log, origin, licence, checksum)."""
+    return macro(name, CELLS)(*(_text(a) for a in args))
 
 
 def _text(value: Any) -> Any:
@@ -613,24 +587,6 @@ def _text(value: Any) -> Any:
     return "" if value is None else value
 
 
-def _label(label: Any) -> Cell:
-    """A cell holding a short label, its full text on hover."""
-    return Cell(macro("label_span")(label))
-
-
-def _number(value: Any) -> Cell:
-    """A cell holding a number, sorted by its value."""
-    return Cell(format_number(value), _key(value))
-
-
-def _badge(text: str, kind: str) -> Markup:
-    return macro("badge")(text, _badge_kind(kind))
-
-
-def _badge_kind(kind: str) -> str:
-    """A badge's modifier class from a kind that may hold any character."""
-    return re.sub(r"[^a-z0-9-]", "-", kind.lower())
-
-
-def _key(value: Any) -> str:
-    return "" if value is None else repr(float(value))
+def _number(value: Any) -> tuple[str, str]:
+    """A number's cell: its text, sorted by its value."""
+    return format_number(value), sort_key(value)

@@ -109,6 +109,11 @@ def control_kind(method: dict[str, Any]) -> str | None:
     return "control"
 
 
+def _entry(key: str, doc: str) -> Any:
+    """A read-only property of one top-level entry of ``results.json`` (``complete`` made sure it is there)."""
+    return property(lambda self: self.data[key], doc=doc)
+
+
 class TaskResults:
     """One task's results with lookups by dataset, method and metric.
 
@@ -154,10 +159,21 @@ class TaskResults:
 
     # -- plain fields ---------------------------------------------------------------------------
 
-    @property
-    def task(self) -> dict[str, Any]:
-        """The ``task`` block."""
-        return self.data["task"]
+    task = _entry("task", "The ``task`` block.")
+    datasets = _entry("datasets", "Datasets in the order of ``results.json``.")
+    metrics = _entry("metrics", "Metrics in the order of ``results.json``.")
+    all_methods = _entry("methods", "Methods and control methods in the order of ``results.json``.")
+    failures = _entry("failures", "Every failed job.")
+    qc = _entry("qc", "Quality-control flags.")
+    llm_usage = _entry("llm_usage", "What each language-model component asked and got back, per dataset and method.")
+    skipped = _entry("skipped", "Components left out of the run, with the reason.")
+    config_errors = _entry("config_errors", "Components left out because their config could not be used, with the reason.")
+    resources = _entry("resources", "Resource use of every job.")
+    provenance = _entry("provenance", "The ``provenance`` block (commit, digests).")
+    gameability = _entry("gameability", "Rows of the ``gameability`` table (best adversarial scaled score per dataset and metric).")
+    dynamic_range = _entry("dynamic_range",
+                           "Rows of the ``dynamic_range`` table (ceiling to strongest negative, in standard errors).")
+    scale = _entry("scale", "The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``.")
 
     @property
     def name(self) -> str:
@@ -170,85 +186,20 @@ class TaskResults:
         return str(self.task.get("label") or self.name)
 
     @property
-    def datasets(self) -> list[dict[str, Any]]:
-        """Datasets in the order of ``results.json``."""
-        return self.data["datasets"]
+    def reproduction(self) -> dict[str, Any]:
+        """The ``reproduction`` block (published results beside the run's); an empty dict when absent."""
+        return self.data.get("reproduction") or {}
 
     @property
-    def metrics(self) -> list[dict[str, Any]]:
-        """Metrics in the order of ``results.json``."""
-        return self.data["metrics"]
-
-    @property
-    def all_methods(self) -> list[dict[str, Any]]:
-        """Methods and control methods in the order of ``results.json``."""
-        return self.data["methods"]
-
-    @property
-    def failures(self) -> list[dict[str, Any]]:
-        """Every failed job."""
-        return self.data["failures"]
-
-    @property
-    def qc(self) -> list[dict[str, Any]]:
-        """Quality-control flags."""
-        return self.data["qc"]
-
-    @property
-    def llm_usage(self) -> list[dict[str, Any]]:
-        """What each language-model component asked and got back, per dataset and method."""
-        return self.data["llm_usage"]
+    def scale_sentence(self) -> str:
+        """The scale explained in one sentence."""
+        return str(self.scale.get("description") or DEFAULT_SCALE_SENTENCE)
 
     def abstention_flag(self, dataset_id: str | None, method_id: str | None,
                         flag: str = "llm_abstentions") -> dict[str, Any] | None:
         """The QC flag of a method's answers on a dataset (``llm_judge_abstentions``: a judge's gradings of them)."""
         return next((q for q in self.qc if q.get("flag") == flag and q.get("dataset_id") == dataset_id
                      and q.get("method_id") == method_id), None)
-
-    @property
-    def skipped(self) -> list[dict[str, Any]]:
-        """Components left out of the run, with the reason."""
-        return self.data["skipped"]
-
-    @property
-    def config_errors(self) -> list[dict[str, Any]]:
-        """Components left out because their config could not be used, with the reason."""
-        return self.data["config_errors"]
-
-    @property
-    def resources(self) -> list[dict[str, Any]]:
-        """Resource use of every job."""
-        return self.data["resources"]
-
-    @property
-    def provenance(self) -> dict[str, Any]:
-        """The ``provenance`` block (commit, digests)."""
-        return self.data["provenance"]
-
-    @property
-    def gameability(self) -> list[dict[str, Any]]:
-        """Rows of the ``gameability`` table (best adversarial scaled score per dataset and metric)."""
-        return self.data["gameability"]
-
-    @property
-    def dynamic_range(self) -> list[dict[str, Any]]:
-        """Rows of the ``dynamic_range`` table (ceiling to strongest negative, in standard errors)."""
-        return self.data["dynamic_range"]
-
-    @property
-    def reproduction(self) -> dict[str, Any]:
-        """The ``reproduction`` block (published results beside the run's); an empty dict when absent."""
-        return self.data.get("reproduction") or {}
-
-    @property
-    def scale(self) -> dict[str, Any]:
-        """The ``scale`` block: ``description`` (one sentence) and per-(dataset, metric) ``bounds``."""
-        return self.data["scale"]
-
-    @property
-    def scale_sentence(self) -> str:
-        """The scale explained in one sentence."""
-        return str(self.scale.get("description") or DEFAULT_SCALE_SENTENCE)
 
     def is_headline(self, metric_id: str | None) -> bool:
         """Tell whether a metric enters the aggregate scores (every metric does in older files)."""
@@ -271,10 +222,8 @@ class TaskResults:
 
     def gameable(self, dataset_id: str, metric_id: str) -> dict[str, Any] | None:
         """The gameability row of a dataset and metric when the metric is flagged gameable there."""
-        for row in self.gameability:
-            if row.get("dataset_id") == dataset_id and row.get("metric_id") == metric_id and row.get("gameable"):
-                return row
-        return None
+        return next((row for row in self.gameability
+                     if row.get("dataset_id") == dataset_id and row.get("metric_id") == metric_id and row.get("gameable")), None)
 
     @property
     def statistics(self) -> list[tuple[str, dict[str, Any]]]:
@@ -290,9 +239,8 @@ class TaskResults:
 
         def key(m: dict[str, Any]) -> tuple[int, float, str]:
             score = self.overall(m.get("id")).get("score")
-            if isinstance(score, (int, float)):
-                return (0, -float(score), _label(m))
-            return (1, 0.0, _label(m))
+            scored = isinstance(score, (int, float))
+            return (not scored, -float(score) if scored else 0.0, _label(m))
 
         return sorted(ranked, key=key)
 
@@ -301,6 +249,12 @@ class TaskResults:
         """Controls that do not rank: positive, negative, ceiling, then adversarial controls, each by label."""
         controls = [m for m in self.all_methods if not is_ranked(m)]
         return sorted(controls, key=lambda m: (_CONTROL_ORDER.get(m.get("control"), 3), _label(m)))
+
+    @property
+    def sizes(self) -> list[tuple[str, int]]:
+        """How many datasets, methods, controls and metrics the task has, each after its noun."""
+        return [("dataset", len(self.datasets)), ("method", len(self.methods)), ("control", len(self.controls)),
+                ("metric", len(self.metrics))]
 
     # -- lookups -------------------------------------------------------------------------------
 
@@ -383,22 +337,13 @@ class TaskResults:
 
         A failed method job, or a failed dataset job (which no method on that dataset survives).
         """
-        out = []
-        for f in self._failures_by_dataset.get(dataset_id, []):
-            stage = f.get("stage")
-            if stage == "dataset" or (stage != "metric" and f.get("method_id") == method_id):
-                out.append(f)
-        return out
+        return [f for f in self._failures_by_dataset.get(dataset_id, [])
+                if f.get("stage") == "dataset" or (f.get("stage") != "metric" and f.get("method_id") == method_id)]
 
-    def metric_failure(
-        self, dataset_id: str, method_id: str, metric_id: str
-    ) -> dict[str, Any] | None:
+    def metric_failure(self, dataset_id: str, method_id: str, metric_id: str) -> dict[str, Any] | None:
         """The failed metric job that left one (dataset, method, metric) without a score."""
         names = self.metric_components(metric_id)
-        for f in self._metric_failures.get((dataset_id, method_id), []):
-            if f.get("component") in names:
-                return f
-        return None
+        return next((f for f in self._metric_failures.get((dataset_id, method_id), []) if f.get("component") in names), None)
 
     def scoring_failures(self, method_id: str | None) -> list[dict[str, Any]]:
         """Failed metric jobs that scored a method's predictions, in file order."""
@@ -420,12 +365,8 @@ class TaskResults:
     def metric_resources(self, metric_id: str) -> list[dict[str, Any]]:
         """Resource rows of the jobs that computed a metric."""
         names = self.metric_components(metric_id)
-        return [
-            r
-            for r in self.resources
-            if r.get("stage") == "metric"
-            and (r.get("metric_component") in names or r.get("component") in names)
-        ]
+        return [r for r in self.resources
+                if r.get("stage") == "metric" and (r.get("metric_component") in names or r.get("component") in names)]
 
 
 def load_results(path: Path) -> TaskResults:

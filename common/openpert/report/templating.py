@@ -29,7 +29,7 @@ def environment() -> jinja2.Environment:
     -------
     jinja2.Environment
         Templates from ``openpert/report/templates``, autoescaped, with undefined names an error,
-        and the report's number formats as filters (``{{ value | score }}``).
+        and the report's number formats the templates use as filters (``{{ value | count }}``).
     """
     env = jinja2.Environment(
         loader=jinja2.PackageLoader(*TEMPLATE_PACKAGE),
@@ -43,13 +43,8 @@ def environment() -> jinja2.Environment:
         short_label=text_parts.short_label,
         safe_url=text_parts.safe_url,
         paragraph_blocks=text_parts.paragraph_blocks,
-        score=formatting.format_score,
-        number=formatting.format_number,
         count=formatting.format_count,
         rank=formatting.format_rank,
-        p_value=formatting.format_p_value,
-        duration=formatting.format_duration,
-        duration_short=formatting.format_duration_short,
         memory=formatting.format_memory,
         timestamp=formatting.format_timestamp,
     )

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 from openpert.config.formats import LABEL_MAX  # longer labels are cut with an ellipsis, whole on hover
+from openpert.report.markdown import allowed_href
 
 SITE_NAME = "openpert results"
 
@@ -74,15 +75,8 @@ def safe_url(url: Any) -> str | None:
     str or None
         The URL, unescaped; None for anything a browser could execute or resolve locally.
     """
-    if not isinstance(url, str):
-        return None
-    url = url.strip()
-    scheme = urlparse(url).scheme.lower()
-    if scheme in ("http", "https") and urlparse(url).netloc:
-        return url
-    if scheme == "mailto":
-        return url
-    return None
+    # The links a description may make, less the relative ones: a link from the file leaves the site.
+    return url.strip() if allowed_href(url) and urlparse(url.strip()).scheme else None
 
 
 def doi_parts(doi: Any) -> tuple[str, str]:

@@ -16,10 +16,9 @@ from openpert.report.figures import (
     BarRow,
     HeatCell,
     HeatRow,
-    bar_chart_svg,
     bar_chart_view,
     dataset_heatmap,
-    heatmap_svg,
+    figure_svg,
     heatmap_view,
     nice_ticks,
     resource_chart,
@@ -141,17 +140,17 @@ def _groups() -> list[tuple[str, list[HeatRow]]]:
 def test_heatmap_view_places_columns_and_rows_on_a_grid() -> None:
     view = heatmap_view("f", "T", "D", ["Macro AUROC", "Accuracy", "Dataset score"], _groups())
     rows = [row for group in view.groups for row in group.rows]
-    xs = [float(c.x) for c in rows[0].cells]
+    xs = [float(c.x) for c in rows[0].marks]
     # Cells are 86 apart, the summary column set 12 further off.
     assert xs[1] - xs[0] == 86 and xs[2] - xs[1] == 86 + 12
-    assert all(float(r.cells[0].x) == xs[0] for r in rows)
-    ys = [float(r.cells[0].y) for r in view.groups[0].rows]
+    assert all(float(r.marks[0].x) == xs[0] for r in rows)
+    ys = [float(r.marks[0].y) for r in view.groups[0].rows]
     assert ys[1] - ys[0] == 30
     # Whole-pixel label column: every coordinate prints without decimals.
-    assert all("." not in v for r in rows for c in r.cells for v in (c.x, c.y, c.text.x, c.text.y))
-    assert [c.text_class for c in rows[0].cells] == ["fig-dark", "", "fig-failed"]
-    assert [c.text.text for c in rows[0].cells] == ["0.90", "0.10", "failed"]
-    assert rows[0].cells[2].fill == "url(#f-hatch)"
+    assert all("." not in v for r in rows for c in r.marks for v in (c.x, c.y, c.text.x, c.text.y))
+    assert [c.text_class for c in rows[0].marks] == ["fig-dark", "", "fig-failed"]
+    assert [c.text.text for c in rows[0].marks] == ["0.90", "0.10", "failed"]
+    assert rows[0].marks[2].fill == "url(#f-hatch)"
     # The long label is cut to fit its column; its full text stays for the tooltip.
     long = rows[1].label
     assert long.shown.endswith("…") and len(long.shown) * 6.9 <= 260 and long.full.startswith(long.shown[:-1])
@@ -173,7 +172,7 @@ def test_bar_chart_view_scales_bars_to_their_panel() -> None:
     time, memory = view.panels
     assert (time.name, time.unit, memory.unit) == ("Run time", "minutes", "GB")
     assert [t.text for t in time.ticks] == ["0", "1", "2", "3", "4"]
-    bars = [b for row in view.rows for b in row.bars]
+    bars = [b for row in view.rows for b in row.marks]
     widths = {b.tooltip + str(i): float(b.width) for i, b in enumerate(bars)}
     # Time bars: 30 s, 60 s, 240 s on one scale; memory: 500 MB and 4000 MB on another.
     assert widths["Fast on B1"] == pytest.approx(2 * widths["Fast on A0"], abs=0.1)
@@ -201,7 +200,7 @@ def test_long_legends_wrap_to_the_chart_width() -> None:
 
 
 def test_heatmap_svg_is_one_compact_well_formed_svg() -> None:
-    markup = heatmap_svg("fig-1", "Scaled scores", "A description.", ["Metric", "Dataset score"], _groups())
+    markup = figure_svg(heatmap_view("fig-1", "Scaled scores", "A description.", ["Metric", "Dataset score"], _groups()))
     assert not re.search(r">\s*\n\s*<", markup)
     root = _svg(markup)
     assert root.tag == f"{SVG}svg" and root.get("class") == "figure-svg fig-heatmap"
@@ -224,7 +223,7 @@ def test_every_figure_class_has_a_rule_in_the_stylesheet() -> None:
 
 def test_hostile_labels_land_inert_in_the_heatmap() -> None:
     groups = [("Methods", [HeatRow(HOSTILE, [HeatCell(0.5, f"{HOSTILE} · tooltip")])])]
-    markup = heatmap_svg("fig-x", f"title {HOSTILE}", f"desc {HOSTILE}", [HOSTILE], groups)
+    markup = figure_svg(heatmap_view("fig-x", f"title {HOSTILE}", f"desc {HOSTILE}", [HOSTILE], groups))
     assert "<script" not in markup and 'onload="x"' not in markup
     root = _svg(markup)
     assert not any(el.tag.endswith("script") for el in root.iter())
@@ -238,7 +237,7 @@ def test_hostile_labels_land_inert_in_the_heatmap() -> None:
 
 def test_hostile_labels_land_inert_in_the_bar_chart() -> None:
     rows = [BarRow(HOSTILE, [Bar(0, 5.0, HOSTILE, f"tip {HOSTILE}")], [Bar(0, 50.0, "50 MB", "m")])]
-    markup = bar_chart_svg('fig-"r"', HOSTILE, HOSTILE, rows, [HOSTILE])
+    markup = figure_svg(bar_chart_view('fig-"r"', HOSTILE, HOSTILE, rows, [HOSTILE]))
     assert "<script" not in markup
     root = _svg(markup)
     assert not any(el.tag.endswith("script") for el in root.iter())

@@ -7,7 +7,7 @@ import re
 from leaderboard_fixture import HOSTILE, HOSTILE_URL, hostile_results, parse, small_results
 from markupsafe import Markup
 
-from openpert.report.leaderboard_html import dataset_table, metric_tags
+from openpert.report.leaderboard_html import dataset_table, metric_tag_views
 from openpert.report.paths import TaskPaths
 from openpert.report.templating import macro
 
@@ -64,6 +64,10 @@ def test_controls_sit_in_their_own_band_with_a_toggle() -> None:
 
 def test_metric_tags_are_escaped_and_empty_for_a_plain_headline_metric() -> None:
     results = small_results()
+
+    def metric_tags(results, dataset_id, metric_id, compact=False):
+        return macro("metric_tags", "leaderboard/macros.html")(metric_tag_views(results, dataset_id, metric_id), compact)
+
     assert str(metric_tags(results, "d1", "h")) == ""
     assert str(metric_tags(results, "d1", "x")).startswith(' <span class="tag tag-diagnostic"')
     compact = str(metric_tags(results, None, "x", compact=True))

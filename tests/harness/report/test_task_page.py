@@ -171,3 +171,11 @@ def test_render_task_page_returns_a_document(data: dict[str, Any]) -> None:
     assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
     assert "<title>PerturbQA · " in page
     assert '<nav class="breadcrumbs" aria-label="Breadcrumb"><ol><li><a href="../index.html">All tasks</a></li>' in page
+
+
+def test_a_dynamic_range_row_without_a_verdict_shows_its_reason(data: dict[str, Any]) -> None:
+    unknown = copy.deepcopy(data)
+    unknown["dynamic_range"][0].update(small=None, reason="no ceiling control on this dataset")
+    table = re.search(r'<table[^>]*id="table-dynamic-range".*?</table>', render(unknown), re.S).group(0)
+    assert '<span class="reason">no ceiling control on this dataset</span>' in table
+    assert "Cell(" not in table

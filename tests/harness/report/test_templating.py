@@ -24,8 +24,8 @@ def test_autoescape_is_on_and_an_undefined_name_is_an_error():
 
 
 def test_the_number_filters_write_missing_values_as_a_dash():
-    template = environment().from_string("{{ a | score }}|{{ b | score }}|{{ c | count }}")
-    assert template.render(a=None, b=0.5, c=12345) == "–|0.500|12,345"
+    template = environment().from_string("{{ a | rank }}|{{ b | memory }}|{{ c | count }}|{{ d | count }}")
+    assert template.render(a=None, b=812.4, c=12345, d=None) == "–|812 MB|12,345|–"
 
 
 def test_external_link_refuses_what_a_browser_could_execute():
