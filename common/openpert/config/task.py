@@ -25,6 +25,7 @@ from openpert.config.viash import (
     load_yaml,
     read_config,
 )
+from openpert.files import shown_path
 
 #: The folder of a task each component type lives in.
 FOLDER_TYPES = {"datasets": "dataset", "control_methods": "control_method", "methods": "method", "metrics": "metric"}
@@ -151,7 +152,7 @@ class Task:
 
     def _problem(self, path: Path, reason: str) -> ConfigProblem:
         rel = path.relative_to(self.dir)
-        return ConfigProblem(config=str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path),
+        return ConfigProblem(config=shown_path(path, self.root),
                              component=rel.parts[-2] if len(rel.parts) > 1 else "",
                              type=FOLDER_TYPES.get(rel.parts[0], ""), reason=reason)
 

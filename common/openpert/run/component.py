@@ -34,7 +34,7 @@ import numpy as np
 from openpert.config.formats import FormatError, compared_attribute
 from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError
 from openpert.engines.resource_labels import label_advice, parse_label_resources
-from openpert.files import read_tail
+from openpert.files import read_tail, shown_path
 from openpert.run import sandbox as sandboxing
 from openpert.run.llm_proxy import ENV_RELAY, RELAY_PORT, LLMProxy, LLMProxyError
 from openpert.run.process import DiskMeter, Limits, PeakReport, execute
@@ -286,14 +286,11 @@ def undeclared_path_hint(config: ComponentConfig, log: Path, reason: str) -> str
     if not found:
         return ""
     path = found[-1]
-    def shown(file: Path) -> str:
-        return str(file.relative_to(config.root)) if file.is_relative_to(config.root) else str(file)
-
-    where = [shown(config.path)]
+    where = [shown_path(config.path, config.root)]
     task_dir = config.task_dir
     if task_dir is not None and config.type:
         api = task_dir / "api" / f"comp_{config.type}.yaml"
-        where.append(shown(api if api.exists() else task_dir / "api"))
+        where.append(shown_path(api if api.exists() else task_dir / "api", config.root))
     return (f" ({path} does not exist for the job: a component reads only its declared inputs, which it is "
             f"given through par; the allowed inputs are listed in {' and '.join(where)})")
 
@@ -315,8 +312,7 @@ def limit_hint(config: ComponentConfig, code: int) -> str:
         resources = parse_label_resources(config.root / PROJECT_FILE)
     except ValueError:
         return ""  # the limits came from elsewhere (no labels): there is no label to raise
-    shown = config.path.relative_to(config.root) if config.path.is_relative_to(config.root) else config.path
-    advice = label_advice(config.labels, resources, key, config=str(shown))
+    advice = label_advice(config.labels, resources, key, config=shown_path(config.path, config.root))
     return f"; {advice}" if advice else ""
 
 
