@@ -47,7 +47,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +153,8 @@ def machine_share(limits: Limits, jobs: int, cores: int | None = None) -> Limits
     return dataclasses.replace(limits, cpus=min(limits.cpus, share) if limits.cpus else share)
 
 
-def visible_gpus(env: dict[str, str] | None = None, dev: Path = Path("/dev")) -> int:
+def visible_gpus(env: Mapping[str, str] = os.environ, dev: Path = Path("/dev")) -> int:
     """How many GPUs a job here could use: NVIDIA device files, narrowed by ``CUDA_VISIBLE_DEVICES``."""
-    env = os.environ if env is None else env
     devices = [p for p in dev.glob("nvidia*") if p.name[len("nvidia"):].isdigit()]
     chosen = env.get("CUDA_VISIBLE_DEVICES")
     if chosen is None:
@@ -164,7 +163,7 @@ def visible_gpus(env: dict[str, str] | None = None, dev: Path = Path("/dev")) ->
     return min(len(devices), len(named))
 
 
-def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: dict[str, str] | None = None,
+def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: Mapping[str, str] = os.environ,
                visible: int | None = None) -> str:
     """What the local engine says before running a job whose labels ask for GPUs ("" when nothing).
 
@@ -175,7 +174,6 @@ def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: dict[str,
     """
     if not gpus:
         return ""
-    env = os.environ if env is None else env
     if needs_llm and (env.get("OPENPERT_LLM_BASE_URL") or env.get("OPENPERT_LLM_BACKEND", "").lower() == "dry_run"):
         return ""
     visible = visible_gpus(env) if visible is None else visible

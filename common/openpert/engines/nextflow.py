@@ -176,24 +176,9 @@ def nextflow_command(
             f"unknown Nextflow profile {', '.join(map(repr, unknown or [profile]))}: "
             f"{config} defines {', '.join(known)}"
         )
-    cmd = [nextflow]
-    for extra in user_configs:
-        cmd += ["-c", str(Path(extra).resolve())]
-    cmd += [
-        "run",
-        str(main_nf),
-        "-params-file",
-        str(plan_path),
-        "-profile",
-        ",".join(requested),
-        "-work-dir",
-        str(work_dir),
-    ]
-    if resume:
-        cmd.append("-resume")
-    cmd += ["-ansi-log", "false"]
-    cmd += [str(arg) for arg in extra_args]
-    return cmd
+    cmd = [nextflow, *(word for extra in user_configs for word in ("-c", str(Path(extra).resolve())))]
+    cmd += ["run", str(main_nf), "-params-file", str(plan_path), "-profile", ",".join(requested), "-work-dir", str(work_dir)]
+    return [*cmd, *(["-resume"] if resume else []), "-ansi-log", "false", *map(str, extra_args)]
 
 
 def _work_dir(given: str | os.PathLike | None, default: Path) -> str:
@@ -259,8 +244,7 @@ def run_nextflow(
     extra_args: Sequence[str] = (),
     user_configs: Sequence[str | os.PathLike] = (),
     launch_dir: str | os.PathLike | None = None,
-    env: Mapping[str, str] | None = None,
-    local_limits: bool = True,
+    env: Mapping[str, str] = os.environ,
 ) -> subprocess.CompletedProcess:
     """Write the plan and run it through Nextflow.
 
@@ -295,9 +279,6 @@ def run_nextflow(
         Environment of the Nextflow process; default this process's environment. The directory of
         the running Python interpreter is put first on ``PATH`` so that local tasks find the same
         ``openpert``.
-    local_limits
-        Add ``--max_cpus`` and ``--max_memory_mb`` on a profile whose tasks run here (``False``:
-        the caller has).
 
     Returns
     -------
@@ -324,23 +305,11 @@ def run_nextflow(
     launch_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan_path, json.dumps(plan, indent=2))
 
-    args = list(extra_args)
-    if local_limits and runs_on_this_machine(profile):
-        args = _local_limits() + args
-    cmd = nextflow_command(
-        Path(plan_path).resolve(),
-        main_nf=main_nf.resolve(),
-        profile=profile,
-        work_dir=work_dir,
-        resume=resume,
-        extra_args=args,
-        user_configs=user_configs,
-        nextflow=executable,
-    )
-    run_env = dict(env if env is not None else os.environ)
-    bin_dir = str(Path(sys.executable).parent)
-    run_env["PATH"] = os.pathsep.join([bin_dir, run_env.get("PATH", "")])
-    run_env["NXF_ANSI_LOG"] = "false"
+    args = [*(_local_limits() if runs_on_this_machine(profile) else []), *extra_args]
+    cmd = nextflow_command(Path(plan_path).resolve(), main_nf=main_nf.resolve(), profile=profile, work_dir=work_dir,
+                           resume=resume, extra_args=args, user_configs=user_configs, nextflow=executable)
+    run_env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+               "NXF_ANSI_LOG": "false"}
 
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -430,14 +399,13 @@ def attach_bundles(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     return plan
 
 
-def llm_params(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def llm_params(env: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The language model of LLM components as plan params (``llm_base_url`` ...), from ``env``.
 
     They travel in the plan, so tasks on any executor get them as arguments; the API key does not
     (it would be written into plan.json and every task script): it is the Nextflow secret
     ``OPENPERT_LLM_API_KEY``.
     """
-    env = os.environ if env is None else env
     return {param: env[var] for param, var in LLM_PARAMS.items() if env.get(var)}
 
 
@@ -645,11 +613,10 @@ class NextflowEngine:
 
         main_nf = self.root / "main.nf"
         settings = run_settings(main_nf, self.user_configs, self.args)
-        args = list(self.args)
         if runs_on_this_machine(self.profile):
+            # What run_nextflow gives Nextflow: the attempts' limits are capped to it too.
             local = _local_limits()
             settings.update(max_cpus=local[1], max_memory_mb=local[3])
-            args = local + args
         if self.sandbox is not None:
             settings["sandbox"] = "on" if self.sandbox else "off"
         plan = json.loads(json.dumps(plan))  # the bundles are this run's, not the plan's
@@ -657,9 +624,8 @@ class NextflowEngine:
         run = {key: plan[key] for key in ("plan_version", "task", "outdir")}
         run["jobs"] = nextflow_jobs(plan, settings, llm_params())
         completed = run_nextflow(run, self.outdir / "nextflow_plan.json", main_nf=main_nf, profile=self.profile,
-                                 work_dir=self.work_dir, resume=self.resume, extra_args=args,
-                                 user_configs=self.user_configs, log_path=self.outdir / "logs" / "nextflow.log",
-                                 local_limits=False)
+                                 work_dir=self.work_dir, resume=self.resume, extra_args=self.args,
+                                 user_configs=self.user_configs, log_path=self.outdir / "logs" / "nextflow.log")
         trace = self.outdir / TRACE_FILE_NAME
         if not trace.is_file():
             raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; "
