@@ -130,7 +130,7 @@ def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
         "inputs": {a.name: a.format_id for a in config.file_inputs if a.format_id},
         "outputs": {a.name: a.format_id for a in config.file_outputs if a.format_id},
         "output_names": {a.name: task.format_filename(a.format_id) for a in config.file_outputs if a.format_id},
-        "params": {k: v for k, v in config.parameter_defaults().items() if v is not None},
+        "params": {a.name: a.default for a in config.parameters if a.default is not None},
         "labels": config.labels,
         "seeds": config.seeds,
         "image": _component_image(config),
