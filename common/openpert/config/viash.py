@@ -110,6 +110,13 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
 
 
+def as_list(value: Any) -> list:
+    """A Viash field that may be one value or a list of them, as a list (``[]`` for none)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
 def _resolve_merge_path(ref: Any, including_file: Path, root: Path, key: str) -> Path:
     if not isinstance(ref, str) or not ref:
         raise ConfigError(f"{including_file}: {key}: expected a path, got {ref!r}")
@@ -146,7 +153,7 @@ def resolve_merges(node: Any, file: Path, root: Path, *, key: str = "", _stack: 
     merged: Any = {}
     sources: list[str] = []
     if refs is not None:
-        for ref in refs if isinstance(refs, list) else [refs]:
+        for ref in as_list(refs):
             target = _resolve_merge_path(ref, file, root, f"{key}.__merge__" if key else "__merge__")
             if target in _stack:
                 chain = " -> ".join(str(p) for p in (*_stack, target))

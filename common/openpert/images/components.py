@@ -28,7 +28,7 @@ import functools
 import re
 from pathlib import Path
 
-from openpert.config.viash import ComponentConfig, config_files
+from openpert.config.viash import ComponentConfig, as_list, config_files
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage, base_chain, base_images
 from openpert.images.naming import ImageName, project_naming
@@ -41,13 +41,6 @@ SOURCE_FIELDS = ("git", "github", "gitlab", "url", "svn")
 #: Setup types the harness can turn into Dockerfile lines.
 SETUP_TYPES = ("python", "apt", "docker")
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
-
-
-def as_list(value) -> list:
-    """A Viash field that may be a string or a list of strings, as a list."""
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
 
 
 def docker_engine(config: ComponentConfig) -> dict:
