@@ -96,11 +96,6 @@ class ImageDeclaration:
         """The ``type: docker`` setup entries (RUN, ENV, COPY... lines)."""
         return [s for s in self.setup if s.get("type") == "docker"]
 
-    @property
-    def adds_setup(self) -> bool:
-        """Whether the component's image is more than its base image plus its resources."""
-        return bool(self.setup)
-
 
 def image_declaration(config: ComponentConfig) -> ImageDeclaration:
     """Read a component's docker engine and find the project base image it names.
