@@ -29,6 +29,7 @@ import re
 from pathlib import Path
 
 from openpert.config.viash import ComponentConfig, as_list, config_files
+from openpert.files import shown_path
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage, base_chain, base_images
 from openpert.images.naming import ImageName, project_naming
@@ -160,7 +161,7 @@ def declaration_problems(config: ComponentConfig) -> list[str]:
         if name in inherited:
             pin = inherited[name]
             problems.append(f"{where}: python package {package!r} is already in image {declaration.base.name} "
-                            f"({pin} at {_relative(pin.source, config.root)}:{pin.line}); drop it")
+                            f"({pin} at {shown_path(pin.source.resolve(), config.root)}:{pin.line}); drop it")
     return problems + unprovided_imports(config)
 
 
@@ -262,13 +263,6 @@ def unprovided_imports(config: ComponentConfig) -> list[str]:
             problems.append(f"{path}:{line}: imports {top} (distribution {name}), which image {declaration.base.name} "
                             f"does not hold and its setup does not add: {add}")
     return problems
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def component_configs(root: str | Path, paths: list[str | Path] | None = None) -> list[ComponentConfig]:
