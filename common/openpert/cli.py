@@ -443,12 +443,7 @@ def _sandbox_choice(ns: argparse.Namespace) -> str:
     """``--sandbox`` as given, else ``$OPENPERT_SANDBOX``, else ``auto``."""
     from openpert.run.sandbox import sandbox_setting
 
-    if ns.sandbox is not None:
-        return ns.sandbox
-    try:
-        return sandbox_setting()
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    return ns.sandbox if ns.sandbox is not None else sandbox_setting()
 
 
 def _sandbox(ns: argparse.Namespace) -> bool | None:

@@ -187,10 +187,7 @@ def _use_sandbox(sandbox: bool | None) -> bool:
         variable holds no setting.
     """
     if sandbox is None:
-        try:
-            sandbox = sandboxing.SANDBOX_SETTINGS[sandboxing.sandbox_setting()]
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        sandbox = sandboxing.SANDBOX_SETTINGS[sandboxing.sandbox_setting()]
     if sandbox is False:
         return False
     if sandboxing.available():

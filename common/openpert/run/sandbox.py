@@ -580,12 +580,12 @@ def sandbox_setting(host_env: Mapping[str, str] = os.environ) -> str:
 
     Raises
     ------
-    ValueError
+    ConfigError
         Naming the variable, when it holds anything else.
     """
     value = host_env.get(ENV_SANDBOX, "").strip().lower() or "auto"
     if value not in SANDBOX_SETTINGS:
-        raise ValueError(f"${ENV_SANDBOX} is {host_env[ENV_SANDBOX]!r}; expected one of {', '.join(SANDBOX_SETTINGS)}")
+        raise ConfigError(f"${ENV_SANDBOX} is {host_env[ENV_SANDBOX]!r}; expected one of {', '.join(SANDBOX_SETTINGS)}")
     return value
 
 
