@@ -115,18 +115,10 @@ def config_profiles(config_path: str | os.PathLike) -> list[str]:
     return names
 
 
-def nextflow_command(
-    plan_path: str | os.PathLike,
-    *,
-    main_nf: str | os.PathLike,
-    profile: str = "local",
-    work_dir: str | os.PathLike,
-    resume: bool = False,
-    extra_args: Sequence[str] = (),
-    config_path: str | os.PathLike | None = None,
-    user_configs: Sequence[str | os.PathLike] = (),
-    nextflow: str = "nextflow",
-) -> list[str]:
+def nextflow_command(plan_path: str | os.PathLike, *, main_nf: str | os.PathLike, profile: str = "local",
+                     work_dir: str | os.PathLike, resume: bool = False, extra_args: Sequence[str] = (),
+                     config_path: str | os.PathLike | None = None, user_configs: Sequence[str | os.PathLike] = (),
+                     nextflow: str = "nextflow") -> list[str]:
     """The ``nextflow run`` command line for a plan.
 
     Parameters
@@ -232,20 +224,11 @@ def _local_limits() -> list[str]:
     return ["--max_cpus", str(cpus or 1), "--max_memory_mb", str(memory // 2**20)]
 
 
-def run_nextflow(
-    plan: Mapping[str, Any],
-    plan_path: str | os.PathLike,
-    *,
-    log_path: str | os.PathLike,
-    main_nf: str | os.PathLike | None = None,
-    profile: str = "local",
-    work_dir: str | os.PathLike | None = None,
-    resume: bool = False,
-    extra_args: Sequence[str] = (),
-    user_configs: Sequence[str | os.PathLike] = (),
-    launch_dir: str | os.PathLike | None = None,
-    env: Mapping[str, str] = os.environ,
-) -> subprocess.CompletedProcess:
+def run_nextflow(plan: Mapping[str, Any], plan_path: str | os.PathLike, *, log_path: str | os.PathLike,
+                 main_nf: str | os.PathLike | None = None, profile: str = "local",
+                 work_dir: str | os.PathLike | None = None, resume: bool = False, extra_args: Sequence[str] = (),
+                 user_configs: Sequence[str | os.PathLike] = (), launch_dir: str | os.PathLike | None = None,
+                 env: Mapping[str, str] = os.environ) -> subprocess.CompletedProcess:
     """Write the plan and run it through Nextflow.
 
     Parameters

@@ -149,17 +149,9 @@ def _select(components: list[ComponentConfig], names: Sequence[str] | None, what
     return [c for c in components if c.name in set(names)]
 
 
-def make_plan(
-    task: Task,
-    datasets: Sequence[Dataset],
-    outdir: Path,
-    *,
-    methods: Sequence[str] | None = None,
-    controls: Sequence[str] | None = None,
-    metrics: Sequence[str] | None = None,
-    dataset_stage: Sequence[Job] = (),
-    llm_datasets: Sequence[str] | None = None,
-) -> dict[str, Any]:
+def make_plan(task: Task, datasets: Sequence[Dataset], outdir: Path, *, methods: Sequence[str] | None = None,
+              controls: Sequence[str] | None = None, metrics: Sequence[str] | None = None,
+              dataset_stage: Sequence[Job] = (), llm_datasets: Sequence[str] | None = None) -> dict[str, Any]:
     """The plan of a benchmark run (see ``docs/plan_json.md``).
 
     Parameters

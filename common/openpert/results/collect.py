@@ -460,9 +460,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     return results
 
 
-def range_standard_errors(
-    scaled: pd.DataFrame, controls: dict[str, str | None], items: dict[tuple[str, str, str], pd.Series],
-) -> dict[tuple[str, str], tuple[float, str]]:
+def range_standard_errors(scaled: pd.DataFrame, controls: dict[str, str | None],
+                          items: dict[tuple[str, str, str], pd.Series]) -> dict[tuple[str, str], tuple[float, str]]:
     """Bootstrap standard error of the ceiling-minus-strongest-negative difference, per (dataset, metric).
 
     Uses the per-item values of the metric (the ``obs`` column named by its id in the score files),

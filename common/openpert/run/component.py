@@ -386,19 +386,11 @@ def output_file_problem(path: Path) -> str:
     return ""
 
 
-def run_component(
-    config: ComponentConfig,
-    args: Mapping[str, Any],
-    *,
-    work_dir: str | Path,
-    limits: Limits | None = None,
-    log: str | Path | None = None,
-    context: Mapping[str, str | Path] | None = None,
-    allowed_input_formats: set[str] | None = None,
-    validate: bool = True,
-    sandbox: bool | None = None,
-    on_llm_proxy: Callable[[LLMProxy], None] | None = None,
-) -> RunResult:
+def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir: str | Path,
+                  limits: Limits | None = None, log: str | Path | None = None,
+                  context: Mapping[str, str | Path] | None = None, allowed_input_formats: set[str] | None = None,
+                  validate: bool = True, sandbox: bool | None = None,
+                  on_llm_proxy: Callable[[LLMProxy], None] | None = None) -> RunResult:
     """Run a component on the given arguments.
 
     Parameters

@@ -357,19 +357,9 @@ def size_limit_wrapper(disk_mb: float | None) -> list[str]:
     return [prlimit, f"--fsize={int(disk_mb * 2**20)}", "--"]
 
 
-def execute(
-    cmd: list[str],
-    *,
-    cwd: Path,
-    log: Path,
-    limits: Limits,
-    env: Mapping[str, str] | None = None,
-    poll_s: float = 0.1,
-    sandboxed: bool = False,
-    header: str = "",
-    peak_report: PeakReport | None = None,
-    disk: DiskMeter | None = None,
-) -> tuple[int, str, float, float]:
+def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mapping[str, str] | None = None,
+            poll_s: float = 0.1, sandboxed: bool = False, header: str = "", peak_report: PeakReport | None = None,
+            disk: DiskMeter | None = None) -> tuple[int, str, float, float]:
     """Run ``cmd``, enforce limits, capture output.
 
     Parameters
