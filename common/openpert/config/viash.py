@@ -37,16 +37,8 @@ MAX_SEEDS = 100
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 
 #: Argument types of Viash and the Python types their values take.
-ARGUMENT_TYPES = {
-    "file": str,
-    "string": str,
-    "integer": int,
-    "long": int,
-    "double": float,
-    "boolean": bool,
-    "boolean_true": bool,
-    "boolean_false": bool,
-}
+ARGUMENT_TYPES = {"file": str, "string": str, "integer": int, "long": int, "double": float, "boolean": bool,
+                  "boolean_true": bool, "boolean_false": bool}
 
 # Key recording which files a mapping was merged from (stripped from what users see).
 _MERGED_FROM = "__openpert_merged_from__"

@@ -269,14 +269,10 @@ class LocalEngine:
                 except OSError as err:
                     why = f"cannot publish cached outputs: {err}"
                 else:
-                    cached.cached = True
-                    cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
                     # Identical predictions of two seeds share a cache entry; the record is this job's.
-                    cached.seed, cached.params = record.seed, record.params
-                    cached.dataset_digest = record.dataset_digest
-                    cached.outputs = published
-                    cached.log = record.log
-                    return cached
+                    return dataclasses.replace(cached, cached=True, job_id=job.job_id, dataset_id=job.dataset_id,
+                                               method_id=job.method_id, seed=record.seed, params=record.params,
+                                               dataset_digest=record.dataset_digest, outputs=published, log=record.log)
             if why:
                 note = f"re-running {job.job_id}: {why}".replace(f"{self.outdir}/", "")
                 self._notice(note)

@@ -398,12 +398,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         datasets_meta.append(meta)
         unreadable += [QCFlag("dataset_file_unreadable", m, dataset_id=ds["id"]).to_dict() for m in problems]
 
-    limits = {}
-    for entry in [*plan["methods"], *plan["metrics"]]:
-        merged: dict = {}
-        for label in entry["labels"]:
-            merged.update(plan["resources"].get(label, {}))
-        limits[entry["id"]] = merged
+    # A component's limits: its labels' in order, a later label's value winning.
+    limits = {entry["id"]: {key: value for label in entry["labels"] for key, value in plan["resources"].get(label, {}).items()}
+              for entry in [*plan["methods"], *plan["metrics"]]}
     resources = [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
                   "method_id": r.method_id, "seed": r.seed, "metric_component": r.component if r.stage == "metric" else None,
                   "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
