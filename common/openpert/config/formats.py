@@ -68,6 +68,8 @@ from openpert.config.declared import Declared, RefusedFile, declared_size
 from openpert.files import format_bytes
 
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
+#: File types whose slots are ``columns`` (the others: h5ad's slot groups, or ``keys``).
+TABLE_TYPES = ("csv", "tsv", "parquet")
 SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long", "llm_usage")
 H5AD_LIST_SLOTS = ("layers", "obs", "var", "obsm", "varm", "obsp", "varp", "uns")
 #: Longest label of a dataset, method or metric: labels head table columns and figure axes.
@@ -152,15 +154,7 @@ class FileFormat:
         ftype = spec.get("type")
         if ftype not in FILE_TYPES:
             raise FormatError(f"{source}.type: {ftype!r} is not one of {FILE_TYPES}")
-        groups = {
-            "h5ad": ("X", *H5AD_LIST_SLOTS),
-            "csv": ("columns",),
-            "tsv": ("columns",),
-            "parquet": ("columns",),
-            "json": ("keys",),
-            "jsonl": ("keys",),
-            "yaml": ("keys",),
-        }[ftype]
+        groups = ("X", *H5AD_LIST_SLOTS) if ftype == "h5ad" else ("columns",) if ftype in TABLE_TYPES else ("keys",)
         slots: dict[str, list[Slot]] = {}
         min_rows = spec.get("min_rows", 0)
         if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0:
@@ -423,13 +417,8 @@ def _parse_slot(raw: Any, where: str) -> Slot:
     stype = raw.get("type", "object")
     if stype not in SLOT_TYPES:
         raise FormatError(f"{where}.type: {stype!r} is not one of {SLOT_TYPES}")
-    return Slot(
-        name=str(raw["name"]),
-        type=stype,
-        required=bool(raw.get("required", True)),
-        description=str(raw.get("description", "")),
-        finite=raw.get("finite"),
-    )
+    return Slot(name=str(raw["name"]), type=stype, required=bool(raw.get("required", True)),
+                description=str(raw.get("description", "")), finite=raw.get("finite"))
 
 
 def _type_from_suffix(path: Path) -> str:
@@ -843,7 +832,7 @@ def attribute(obj: Any, ftype: str, name: str) -> Any:
             return getattr(obj, group)[key]
         if group == "uns" and key in obj.uns:
             return obj.uns[key]
-    elif ftype in ("csv", "tsv", "parquet"):
+    elif ftype in TABLE_TYPES:
         if name == "n_rows":
             return len(obj)
         group, _, key = name.partition(":")

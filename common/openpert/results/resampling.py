@@ -36,17 +36,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-__all__ = [
-    "BootstrapResult",
-    "BootstrapMatrixResult",
-    "PermutationResult",
-    "RegressionResult",
-    "bootstrap_ci",
-    "bootstrap_ci_matrix",
-    "paired_permutation_test",
-    "regression_with_ci",
-    "compare_to_best",
-]
+__all__ = ["BootstrapResult", "BootstrapMatrixResult", "PermutationResult", "RegressionResult", "bootstrap_ci",
+           "bootstrap_ci_matrix", "paired_permutation_test", "regression_with_ci", "compare_to_best"]
 
 Alternative = Literal["two-sided", "greater", "less"]
 Statistic = Literal["mean", "median"]
