@@ -173,14 +173,6 @@ def nextflow_command(plan_path: str | os.PathLike, *, main_nf: str | os.PathLike
     return [*cmd, *(["-resume"] if resume else []), "-ansi-log", "false", *map(str, extra_args)]
 
 
-def _work_dir(given: str | os.PathLike | None, default: Path) -> str:
-    """Nextflow's work directory as given on its command line: a URI as is, a path made absolute."""
-    if given is None:
-        return str(default.resolve())
-    text = str(given)
-    return text if "://" in text else str(Path(text).resolve())
-
-
 #: Profiles of nextflow.config whose tasks run on the launching machine: Nextflow's local executor,
 #: with or without a container engine.
 LOCAL_EXECUTOR_PROFILES = frozenset({"local", "docker", "singularity", "apptainer"})
@@ -283,7 +275,9 @@ def run_nextflow(plan: Mapping[str, Any], plan_path: str | os.PathLike, *, log_p
     main_nf = Path(main_nf) if main_nf is not None else Path(plan["repo_root"]) / "main.nf"
     if not main_nf.is_file():
         raise RuntimeError(f"the Nextflow pipeline {main_nf} does not exist")
-    work_dir = _work_dir(work_dir, outdir / "work")
+    # Nextflow's work directory as its command line takes it: a URI as is, a path made absolute.
+    work_dir = str(outdir / "work" if work_dir is None else work_dir)
+    work_dir = work_dir if "://" in work_dir else str(Path(work_dir).resolve())
     launch_dir = Path(launch_dir) if launch_dir is not None else outdir
     launch_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan_path, json.dumps(plan, indent=2))
