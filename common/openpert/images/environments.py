@@ -217,11 +217,6 @@ def _env_folders(cache: Path) -> list[Path]:
             for folder in sorted(where.iterdir()) if folder.is_dir() and folder != cache / "overlays"]
 
 
-def finished_envs(cache: Path) -> list[Path]:
-    """The finished environments below ``cache``: base environments, then overlays, each by name."""
-    return [folder for folder in _env_folders(cache) if (folder / STAMP).is_file()]
-
-
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
            what: str, log: Log, stamp: dict, cache: Path) -> float:
     """Build one environment at ``path`` (removed first): pins, the harness, then ``extras`` with pip.
@@ -263,7 +258,8 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
         # Not strict: the stand-in image lacks the harness's dependencies; judge what the extras need.
         _pip_check(env_python, build_log, f"{path}: pip check after installing {' '.join(extras)}",
                    ignore=() if strict else ("openpert ",))
-    shared = share_identical_files(path, [other for other in finished_envs(cache) if other != path])
+    finished = [other for other in _env_folders(cache) if (other / STAMP).is_file() and other != path]
+    shared = share_identical_files(path, finished)
     log(f"{path.name}: {shared.files} files ({shared.bytes / 1e9:.2f} GB) shared with the finished environments of {cache}"
         + (f"; stopped, the file system refused a hard link: {shared.refused}" if shared.refused else ""))
     seconds = time.monotonic() - started
