@@ -443,12 +443,7 @@ def _sandbox_choice(ns: argparse.Namespace) -> str:
     """``--sandbox`` as given, else ``$OPENPERT_SANDBOX``, else ``auto``."""
     from openpert.run.sandbox import sandbox_setting
 
-    if ns.sandbox is not None:
-        return ns.sandbox
-    try:
-        return sandbox_setting()
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
+    return ns.sandbox if ns.sandbox is not None else sandbox_setting()
 
 
 def _sandbox(ns: argparse.Namespace) -> bool | None:
@@ -585,20 +580,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns, rest = parser.parse_known_args(argv)
     else:
         ns, rest = parser.parse_args(argv), []
-    handlers = {
-        "run-component": lambda: cmd_run_component(ns, rest),
-        "benchmark": lambda: cmd_benchmark(ns),
-        "report": lambda: cmd_report(ns),
-        "test": lambda: cmd_test(ns),
-        "lint": lambda: cmd_lint(ns),
-        "create-component": lambda: cmd_create_component(ns),
-        "changed": lambda: cmd_changed(ns),
-        "preview": lambda: cmd_preview(ns),
-        "images": lambda: run_images(ns),
-        "data": lambda: run_data(ns),
-        "archive": lambda: run_archive(ns),
-        "compare": lambda: run_compare(ns),
-    }
     from openpert.data.commands import run as run_data
     from openpert.data.fetching import FetchError
     from openpert.data.store import ChecksumError
@@ -607,8 +588,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from openpert.results.commands import run_archive, run_compare
     from openpert.results.item_scores import ItemScoresError
 
+    handlers = {"run-component": lambda ns: cmd_run_component(ns, rest), "benchmark": cmd_benchmark, "report": cmd_report,
+                "test": cmd_test, "lint": cmd_lint, "create-component": cmd_create_component, "changed": cmd_changed,
+                "preview": cmd_preview, "images": run_images, "data": run_data, "archive": run_archive, "compare": run_compare}
     try:
-        return handlers[ns.command]()
+        return handlers[ns.command](ns)
     except (ConfigError, FormatError, FetchError, ChecksumError, ArchiveError, ItemScoresError) as err:
         print(f"openpert: error: {err}", file=sys.stderr)
         return 2

@@ -106,6 +106,12 @@ def copy_head_and_tail(source: str | os.PathLike, dest, *, head: int, tail: int)
         return left_out
 
 
+def shown_path(path: str | os.PathLike, root: str | os.PathLike | None) -> str:
+    """``path`` relative to ``root`` when it lies below it, else as given: how messages name a project's files."""
+    path = Path(path)
+    return str(path.relative_to(root)) if root is not None and path.is_relative_to(root) else str(path)
+
+
 def format_bytes(n: float) -> str:
     """``5.3 GB``, ``12 kB``: sizes in messages, in powers of 1024 as the harness's "MB" of memory limits."""
     for unit in ("bytes", "kB", "MB", "GB"):

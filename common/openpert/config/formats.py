@@ -68,6 +68,8 @@ from openpert.config.declared import Declared, RefusedFile, declared_size
 from openpert.files import format_bytes
 
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
+#: File types whose slots are ``columns`` (the others: h5ad's slot groups, or ``keys``).
+TABLE_TYPES = ("csv", "tsv", "parquet")
 SLOT_TYPES = ("integer", "double", "float", "string", "boolean", "object", "numeric", "long", "llm_usage")
 H5AD_LIST_SLOTS = ("layers", "obs", "var", "obsm", "varm", "obsp", "varp", "uns")
 #: Longest label of a dataset, method or metric: labels head table columns and figure axes.
@@ -152,15 +154,7 @@ class FileFormat:
         ftype = spec.get("type")
         if ftype not in FILE_TYPES:
             raise FormatError(f"{source}.type: {ftype!r} is not one of {FILE_TYPES}")
-        groups = {
-            "h5ad": ("X", *H5AD_LIST_SLOTS),
-            "csv": ("columns",),
-            "tsv": ("columns",),
-            "parquet": ("columns",),
-            "json": ("keys",),
-            "jsonl": ("keys",),
-            "yaml": ("keys",),
-        }[ftype]
+        groups = ("X", *H5AD_LIST_SLOTS) if ftype == "h5ad" else ("columns",) if ftype in TABLE_TYPES else ("keys",)
         slots: dict[str, list[Slot]] = {}
         min_rows = spec.get("min_rows", 0)
         if isinstance(min_rows, bool) or not isinstance(min_rows, int) or min_rows < 0:
@@ -350,12 +344,9 @@ class FileFormat:
             # A file tied by its rows alone (a dataset's de_test to its id_map) may hold any number
             # of layers of any width: no size follows from its rules, only the memory bound applies.
             return None
-        said = [f"{row_file}'s {format_bytes(row_bytes)}"]
-        matrix = 8 * (rows or 0) * (columns or 1)
-        if rows is not None:
-            cells = " x ".join(filter(None, [rows_said, columns_said]))
-            said.insert(0, f"{cells} x 8 bytes ({format_bytes(matrix)})")
-        basis = said[0] if len(said) == 1 else f"the larger of {said[0]} and {said[1]}"
+        matrix = 8 * rows * columns
+        basis = (f"the larger of {rows_said} x {columns_said} x 8 bytes ({format_bytes(matrix)}) and "
+                 f"{row_file}'s {format_bytes(row_bytes)}")
         return SIZE_FLOOR + SIZE_FACTOR * max(matrix, row_bytes), f"{SIZE_FACTOR} x {basis}, + {format_bytes(SIZE_FLOOR)}"
 
     def _check_rows(self, obj: Any) -> list[str]:
@@ -426,13 +417,8 @@ def _parse_slot(raw: Any, where: str) -> Slot:
     stype = raw.get("type", "object")
     if stype not in SLOT_TYPES:
         raise FormatError(f"{where}.type: {stype!r} is not one of {SLOT_TYPES}")
-    return Slot(
-        name=str(raw["name"]),
-        type=stype,
-        required=bool(raw.get("required", True)),
-        description=str(raw.get("description", "")),
-        finite=raw.get("finite"),
-    )
+    return Slot(name=str(raw["name"]), type=stype, required=bool(raw.get("required", True)),
+                description=str(raw.get("description", "")), finite=raw.get("finite"))
 
 
 def _type_from_suffix(path: Path) -> str:
@@ -488,11 +474,7 @@ def note_copy(original: str | Path, copy: str | Path) -> None:
     its original's :func:`content_identity` for as long as its own identity holds: a copy that is
     edited afterwards changes size or mtime, and is checked on its own again.
     """
-    source, target = content_identity(original), file_identity(copy)
-    with _MEMORY_LOCK:
-        if target not in _COPIES and len(_COPIES) >= _VALIDATED_MAX:
-            _COPIES.pop(next(iter(_COPIES)))
-        _COPIES[target] = source
+    _remember(_COPIES, file_identity(copy), content_identity(original), _VALIDATED_MAX)
 
 
 def _identity_if_any(path: Path) -> tuple | None:
@@ -500,6 +482,14 @@ def _identity_if_any(path: Path) -> tuple | None:
         return content_identity(path)
     except OSError:  # a missing file is part of what was checked: its rule failed
         return None
+
+
+def _remember(memory: dict, key: Any, value: Any, most: int) -> None:
+    """Keep ``value`` under ``key`` in one of this module's memories of at most ``most`` entries (the oldest goes)."""
+    with _MEMORY_LOCK:
+        if key not in memory and len(memory) >= most:
+            memory.pop(next(iter(memory)))
+        memory[key] = value
 
 
 def _remember_valid(identity: tuple, checks: set[tuple]) -> None:
@@ -575,10 +565,7 @@ def declared_of(path: str | Path, ftype: str) -> Declared:
         if key in _DECLARED:
             return _DECLARED[key]
     declared = declared_size(path, ftype)
-    with _MEMORY_LOCK:
-        if key not in _DECLARED and len(_DECLARED) >= _DECLARED_MAX:
-            _DECLARED.pop(next(iter(_DECLARED)))
-        _DECLARED[key] = declared
+    _remember(_DECLARED, key, declared, _DECLARED_MAX)
     return declared
 
 
@@ -647,10 +634,7 @@ def compared_attribute(path: Path, name: str, *, bounded: bool = False, memory_b
         raise
     except Exception as err:  # any reader error, a refused file or a bounded read that failed included
         raise _UnreadableFile(f"cannot read {path}: {type(err).__name__}: {err}") from None
-    with _MEMORY_LOCK:
-        if len(_ATTRIBUTES) >= _ATTRIBUTES_MAX:
-            _ATTRIBUTES.pop(next(iter(_ATTRIBUTES)))
-        _ATTRIBUTES[key] = value
+    _remember(_ATTRIBUTES, key, value, _ATTRIBUTES_MAX)
     return value
 
 
@@ -759,9 +743,7 @@ def load_file(path: Path, ftype: str) -> Any:
     with _MEMORY_LOCK:
         declared = _DECLARED.get(key)
     if declared is not None and declared.nbytes <= _CACHE_ITEM_BYTES:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.pop(next(iter(_CACHE)))
-        _CACHE[key] = obj
+        _remember(_CACHE, key, obj, _CACHE_MAX)
     return obj
 
 
@@ -850,7 +832,7 @@ def attribute(obj: Any, ftype: str, name: str) -> Any:
             return getattr(obj, group)[key]
         if group == "uns" and key in obj.uns:
             return obj.uns[key]
-    elif ftype in ("csv", "tsv", "parquet"):
+    elif ftype in TABLE_TYPES:
         if name == "n_rows":
             return len(obj)
         group, _, key = name.partition(":")

@@ -275,25 +275,10 @@ def _third_party_imports(root: Path) -> list[tuple[Path, int, str, list[str]]]:
     return found
 
 
-def imported_distributions(root: Path) -> dict[str, tuple[Path, int]]:
-    """The distributions the harness, the science package and the tasks import, each with its first import.
-
-    Returns
-    -------
-    dict
-        Canonical distribution name -> ``(file, line)``.
-    """
-    found: dict[str, tuple[Path, int]] = {}
-    for path, line, _, distributions in _third_party_imports(Path(root)):
-        for distribution in distributions:
-            found.setdefault(distribution, (path, line))
-    return found
-
-
 def check_dependencies(root: Path) -> list[Violation]:
     """Imports of distributions ``pyproject.toml`` does not declare, and declarations nothing imports.
 
-    Imports are mapped to distributions as :func:`imported_distributions` does; an import name of
+    Imports are mapped to distributions as :func:`_third_party_imports` does; an import name of
     several distributions (a namespace package) needs one of them declared. A project without
     ``pyproject.toml`` declares nothing to check against.
 

@@ -18,6 +18,7 @@ from openpert.config.viash import (
     CONTROL_ROLES,
     ComponentConfig,
     ConfigError,
+    as_list,
     config_files,
     read_config,
 )
@@ -72,7 +73,7 @@ def lint_config(config: ComponentConfig) -> list[str]:
         if not isinstance(refs, dict) or not (refs.get("doi") or refs.get("bibtex")):
             if config.type != "control_method":
                 bad("references", "give at least one doi or bibtex entry")
-        for doi in _as_list(refs.get("doi") if isinstance(refs, dict) else None):
+        for doi in as_list(refs.get("doi") if isinstance(refs, dict) else None):
             if not isinstance(doi, str) or not _DOI.match(doi):
                 bad("references.doi", f"{doi!r} is not a DOI like 10.1234/abcd")
     if config.type == "control_method" and config.control not in CONTROL_ROLES:
@@ -349,12 +350,6 @@ def project_problems(root: Path, configs: list[ComponentConfig]) -> list[str]:
     except ConfigError as err:
         problems.append(str(err))
     return problems
-
-
-def _as_list(value) -> list:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]
 
 
 def lint_paths(paths: Iterable[Path]) -> list[str]:

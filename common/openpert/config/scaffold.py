@@ -19,10 +19,10 @@ import yaml
 
 from openpert.config.formats import FileFormat
 from openpert.config.layout_rules import source_imports
-from openpert.config.task import Task
+from openpert.config.task import FOLDER_TYPES, Task
 from openpert.config.viash import ComponentConfig, ConfigError
 
-_FOLDERS = {"method": "methods", "control_method": "control_methods", "metric": "metrics", "dataset": "datasets"}
+_FOLDERS = {comp_type: folder for folder, comp_type in FOLDER_TYPES.items()}
 
 
 def _config_text(task: Task, comp_type: str, name: str, script: str) -> str:

@@ -25,6 +25,7 @@ from openpert.config.viash import (
     load_yaml,
     read_config,
 )
+from openpert.files import shown_path
 
 #: The folder of a task each component type lives in.
 FOLDER_TYPES = {"datasets": "dataset", "control_methods": "control_method", "methods": "method", "metrics": "metric"}
@@ -151,7 +152,7 @@ class Task:
 
     def _problem(self, path: Path, reason: str) -> ConfigProblem:
         rel = path.relative_to(self.dir)
-        return ConfigProblem(config=str(path.relative_to(self.root)) if path.is_relative_to(self.root) else str(path),
+        return ConfigProblem(config=shown_path(path, self.root),
                              component=rel.parts[-2] if len(rel.parts) > 1 else "",
                              type=FOLDER_TYPES.get(rel.parts[0], ""), reason=reason)
 
@@ -200,12 +201,13 @@ class Task:
             comp.build_entries  # noqa: B018 - raises for a malformed info.builds
 
     # --- headline and diagnostic metrics ---------------------------------------------------------
-    def _metric_list(self, key: str) -> list[str] | None:
+    def _id_list(self, key: str, ids: str = "metric ids") -> list[str] | None:
+        """``task_info.yaml``'s list ``key`` of ``ids`` (``None``: not declared), or an error naming the file."""
         value = self.info.get(key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{self.api_file('task_info.yaml')}: {key}: expected a list of metric ids, got {value!r}")
+            raise ConfigError(f"{self.api_file('task_info.yaml')}: {key}: expected a list of {ids}, got {value!r}")
         return list(value)
 
     @property
@@ -215,12 +217,12 @@ class Task:
         ``None`` when the task does not declare them (every metric then enters the aggregate, and
         the results say so).
         """
-        return self._metric_list("headline_metrics")
+        return self._id_list("headline_metrics")
 
     @property
     def diagnostic_metrics(self) -> list[str] | None:
         """``task_info.yaml``'s ``diagnostic_metrics``: metric ids shown but never aggregated."""
-        return self._metric_list("diagnostic_metrics")
+        return self._id_list("diagnostic_metrics")
 
     def metric_partition_problems(self) -> list[str]:
         """What keeps ``headline_metrics`` and ``diagnostic_metrics`` from partitioning the task's metrics.
@@ -292,10 +294,7 @@ class Task:
     @cached_property
     def _components_by_name(self) -> dict[str, ComponentConfig]:
         # The first component of a name, as a scan would find it; collecting results looks one up per job.
-        by_name: dict[str, ComponentConfig] = {}
-        for comp in self.components:
-            by_name.setdefault(comp.name, comp)
-        return by_name
+        return {comp.name: comp for comp in reversed(self.components)}
 
     def config_at(self, path: str | Path) -> ComponentConfig:
         """The component whose config is at ``path`` (as a plan names it): the one already read, if any."""
@@ -345,13 +344,7 @@ class Task:
         These hold the answers; the harness, not a method's config, decides that no method reads
         them. ``None`` when the task does not declare them (``openpert lint`` asks it to).
         """
-        value = self.info.get("solution_formats")
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{self.api_file('task_info.yaml')}: solution_formats: expected a list of format ids "
-                              f"(api/file_*.yaml names), got {value!r}")
-        return list(value)
+        return self._id_list("solution_formats", "format ids (api/file_*.yaml names)")
 
     def solution_read_problems(self) -> list[str]:
         """Where a method interface or a method reads a solution-only format, or the list is wrong.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,8 @@ MAX_SEEDS = 100
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 
 #: Argument types of Viash and the Python types their values take.
-ARGUMENT_TYPES = {
-    "file": str,
-    "string": str,
-    "integer": int,
-    "long": int,
-    "double": float,
-    "boolean": bool,
-    "boolean_true": bool,
-    "boolean_false": bool,
-}
+ARGUMENT_TYPES = {"file": str, "string": str, "integer": int, "long": int, "double": float, "boolean": bool,
+                  "boolean_true": bool, "boolean_false": bool}
 
 # Key recording which files a mapping was merged from (stripped from what users see).
 _MERGED_FROM = "__openpert_merged_from__"
@@ -109,6 +102,13 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
 
 
+def as_list(value: Any) -> list:
+    """A Viash field that may be one value or a list of them, as a list (``[]`` for none)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
 def _resolve_merge_path(ref: Any, including_file: Path, root: Path, key: str) -> Path:
     if not isinstance(ref, str) or not ref:
         raise ConfigError(f"{including_file}: {key}: expected a path, got {ref!r}")
@@ -145,7 +145,7 @@ def resolve_merges(node: Any, file: Path, root: Path, *, key: str = "", _stack: 
     merged: Any = {}
     sources: list[str] = []
     if refs is not None:
-        for ref in refs if isinstance(refs, list) else [refs]:
+        for ref in as_list(refs):
             target = _resolve_merge_path(ref, file, root, f"{key}.__merge__" if key else "__merge__")
             if target in _stack:
                 chain = " -> ".join(str(p) for p in (*_stack, target))
@@ -257,20 +257,10 @@ def _parse_argument(raw: Any, file: Path, key: str, group: str | None) -> Argume
         if fmt is not None:
             file_format = FileFormat.from_spec(fmt, source=f"{format_files[0]}: info.format", format_id=format_id)
     default = raw.get("default")
-    arg = Argument(
-        name=name.lstrip("-"),
-        type=arg_type,
-        direction=direction,
-        required=bool(raw.get("required", False)),
-        default=default,
-        multiple=bool(raw.get("multiple", False)),
-        description=str(raw.get("description") or raw.get("summary") or ""),
-        example=raw.get("example"),
-        choices=raw.get("choices"),
-        format_id=format_id,
-        file_format=file_format,
-        group=group,
-    )
+    arg = Argument(name=name.lstrip("-"), type=arg_type, direction=direction, required=bool(raw.get("required", False)),
+                   default=default, multiple=bool(raw.get("multiple", False)),
+                   description=str(raw.get("description") or raw.get("summary") or ""), example=raw.get("example"),
+                   choices=raw.get("choices"), format_id=format_id, file_format=file_format, group=group)
     if default is not None:
         arg.default = arg.coerce(default, where=f"{file}: {key} ({name}).default")
     return arg
@@ -360,12 +350,8 @@ class ComponentConfig:
             When ``info.datasets`` is not a list, an entry has no string ``id``, or its ``large``
             is not a boolean.
         """
-        entries = self.info.get("datasets") or []
-        if not isinstance(entries, list):
-            raise ConfigError(f"{self.path}: info.datasets must be a list of {{id: ..., <argument>: <value>}}")
+        entries = self._entries("datasets")
         for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                raise ConfigError(f"{self.path}: info.datasets[{i}] needs an id")
             if not isinstance(entry.get("large", False), bool):
                 raise ConfigError(f"{self.path}: info.datasets[{i}].large must be true or false")
             if not isinstance(entry.get("build", ""), str):
@@ -384,12 +370,16 @@ class ComponentConfig:
         ConfigError
             When ``info.builds`` is not a list or an entry has no string ``id``.
         """
-        entries = self.info.get("builds") or []
+        return self._entries("builds")
+
+    def _entries(self, key: str) -> list[dict[str, Any]]:
+        """``info.<key>``: a list of ``{id: ..., <argument>: <value>}``, or an error naming the entry."""
+        entries = self.info.get(key) or []
         if not isinstance(entries, list):
-            raise ConfigError(f"{self.path}: info.builds must be a list of {{id: ..., <argument>: <value>}}")
+            raise ConfigError(f"{self.path}: info.{key} must be a list of {{id: ..., <argument>: <value>}}")
         for i, entry in enumerate(entries):
             if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
-                raise ConfigError(f"{self.path}: info.builds[{i}] needs an id")
+                raise ConfigError(f"{self.path}: info.{key}[{i}] needs an id")
         return entries
 
     @property
@@ -432,9 +422,6 @@ class ComponentConfig:
         """Arguments that are not files (hyperparameters, seeds, flags)."""
         return [a for a in self.arguments if not a.is_file]
 
-    def parameter_defaults(self) -> dict[str, Any]:
-        return {a.name: a.default for a in self.parameters}
-
     def test_defaults(self) -> dict[str, Any]:
         """``info.test_default``: parameter values for component tests (e.g. fewer epochs)."""
         values = self.info.get("test_default") or {}
@@ -448,10 +435,6 @@ class ComponentConfig:
         return self.data.get("resources") or []
 
     @property
-    def test_resources(self) -> list[dict]:
-        return self.data.get("test_resources") or []
-
-    @property
     def engines(self) -> list[dict]:
         return self.data.get("engines") or []
 
@@ -462,17 +445,17 @@ class ComponentConfig:
     @cached_property
     def script(self) -> Path:
         """The main script: the first resource of a script type."""
-        for res in self.resources:
-            if isinstance(res, dict) and str(res.get("type", "")).endswith("_script"):
-                return self.resource_path(res)
-        raise ConfigError(f"{self.path}: resources: no script resource (e.g. {{type: python_script, path: script.py}})")
+        if self._script_resource is None:
+            raise ConfigError(f"{self.path}: resources: no script resource (e.g. {{type: python_script, path: script.py}})")
+        return self.resource_path(self._script_resource)
 
     @property
     def script_type(self) -> str:
-        for res in self.resources:
-            if isinstance(res, dict) and str(res.get("type", "")).endswith("_script"):
-                return res["type"]
-        return ""
+        return self._script_resource["type"] if self._script_resource is not None else ""
+
+    @property
+    def _script_resource(self) -> dict | None:
+        return next((r for r in self.resources if isinstance(r, dict) and str(r.get("type", "")).endswith("_script")), None)
 
     def resource_path(self, res: dict) -> Path:
         """Absolute path of a resource entry (``/`` = project root, else next to the config).
@@ -533,10 +516,7 @@ def collect_arguments(data: dict, file: Path) -> list[Argument]:
             raise ConfigError(f"{file}: argument_groups[{g}]: each group needs a name and arguments")
         for i, raw in enumerate(group.get("arguments") or []):
             args.append(_parse_argument(raw, file, f"argument_groups[{g}].arguments[{i}]", group["name"]))
-    seen: dict[str, int] = {}
-    for arg in args:
-        seen[arg.name] = seen.get(arg.name, 0) + 1
-    dupes = [n for n, c in seen.items() if c > 1]
+    dupes = [n for n, c in Counter(a.name for a in args).items() if c > 1]
     if dupes:
         raise ConfigError(f"{file}: arguments: defined more than once: {', '.join('--' + d for d in dupes)}")
     return args

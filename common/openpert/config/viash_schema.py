@@ -106,10 +106,6 @@ def _validators(folder: str):
             jsonschema.Draft7Validator(package_schema, registry=registry))
 
 
-def _validators_for(root: str | Path):
-    return _validators(str(ensure_schemas(root)))
-
-
 def _deepest(errors: Iterable) -> list:
     """The most telling error of each failure.
 
@@ -185,7 +181,7 @@ def _describe(error, config_files: list[Path]) -> str:
 
 def validate_component(config: ComponentConfig) -> list[str]:
     """Problems of a merged component config under Viash's config schema (empty when valid)."""
-    config_validator, _ = _validators_for(config.root)
+    config_validator, _ = _validators(str(ensure_schemas(config.root)))
     errors = _deepest(config_validator.iter_errors(config.public_dict()))
     files = _merged_files(config)
     return sorted({_describe(e, files) for e in errors})
@@ -194,7 +190,7 @@ def validate_component(config: ComponentConfig) -> list[str]:
 def validate_project_file(root: str | Path) -> list[str]:
     """Problems of ``_viash.yaml`` under Viash's package schema (empty when valid)."""
     path = Path(root) / "_viash.yaml"
-    _, package_validator = _validators_for(root)
+    _, package_validator = _validators(str(ensure_schemas(root)))
     data = project_file(root)
     errors = _deepest(package_validator.iter_errors(data))
     return sorted({_describe(e, [path]) for e in errors})

@@ -274,12 +274,6 @@ def verify(files: Sequence[DataFile], store: DataStore, *, rehash: bool = True) 
     return [(f, store.state(f.path, f.sha256, f.size, rehash=rehash)) for f in files]
 
 
-def task_view(store: DataStore, name: str, files: Sequence[DataFile]) -> Path:
-    """The read-only folder a task's dataset jobs get: exactly its files, at their store paths."""
-    return store.view(name, [f.path for f in files])
-
-
-
 def sources_from_environment(root: str | Path, *, mirror: str | None = None, offline: bool | None = None,
                              timeout: float | None = None) -> Sources:
     """The sources a command uses: its options, else ``$OPENPERT_DATA_MIRROR``, ``$OPENPERT_DATA_OFFLINE``
@@ -322,5 +316,6 @@ def dataset_views(task_name: str, files: Sequence[DataFile], dataset_ids: Sequen
     for dataset_id in dataset_ids:
         own = [f for f in needed if f.read_by(dataset_id)]
         if own:
-            views[dataset_id] = task_view(store, f"{task_name}.{dataset_id}", own)
+            # Exactly its files, at their store paths.
+            views[dataset_id] = store.view(f"{task_name}.{dataset_id}", [f.path for f in own])
     return views

@@ -53,29 +53,13 @@ def produced_datasets(plan: dict[str, Any], records: Iterable[JobRecord]) -> lis
     return made
 
 
-def run_benchmark(
-    task: Task,
-    outdir: str | Path,
-    *,
-    input_dir: str | Path | None = None,
-    datasets: Sequence[str] | None = None,
-    methods: Sequence[str] | None = None,
-    controls: Sequence[str] | None = None,
-    metrics: Sequence[str] | None = None,
-    jobs: int = 1,
-    llm_jobs: int = 1,
-    resume: bool = False,
-    progress: bool | str | None = None,
-    engine: str = "local",
-    sandbox: bool | None = None,
-    slots: JobSlots | None = None,
-    include_large: bool = False,
-    profile: str = "local",
-    work_dir: str | Path | None = None,
-    nextflow_args: Sequence[str] | str = (),
-    user_configs: Sequence[str | Path] = (),
-    llm_datasets: Sequence[str] | None = None,
-) -> dict[str, Any]:
+def run_benchmark(task: Task, outdir: str | Path, *, input_dir: str | Path | None = None,
+                  datasets: Sequence[str] | None = None, methods: Sequence[str] | None = None,
+                  controls: Sequence[str] | None = None, metrics: Sequence[str] | None = None, jobs: int = 1,
+                  llm_jobs: int = 1, resume: bool = False, progress: bool | str | None = None, engine: str = "local",
+                  sandbox: bool | None = None, slots: JobSlots | None = None, include_large: bool = False,
+                  profile: str = "local", work_dir: str | Path | None = None, nextflow_args: Sequence[str] | str = (),
+                  user_configs: Sequence[str | Path] = (), llm_datasets: Sequence[str] | None = None) -> dict[str, Any]:
     """Plan, run and collect one task's benchmark. Returns the ``results.json`` content.
 
     Parameters

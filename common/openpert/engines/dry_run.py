@@ -83,20 +83,20 @@ def dry_run_environment(tokenizer: str | os.PathLike | None) -> Iterator[str]:
     method = f"tokenizer: {tokenizer}" if tokenizer is not None else "approximation: characters / 4"
     settings = {"OPENPERT_LLM_BACKEND": "dry_run", "OPENPERT_LLM_BASE_URL": None, "OPENPERT_LLM_API_KEY": None,
                 ENV_TOKENIZER: tokenizer}
+
+    def apply(values: dict[str, str | None]) -> None:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
     saved = {name: os.environ.get(name) for name in settings}
     try:
-        for name, value in settings.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        apply(settings)
         yield method
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        apply(saved)
 
 
 def llm_component_names(task: Task) -> tuple[list[str], list[str]]:
@@ -275,12 +275,9 @@ def dry_run_benchmark(task: Task, outdir: str | Path, *, tokenizer: str | os.Pat
     llm_methods, llm_metrics = llm_component_names(task)
     if not llm_methods and not llm_metrics:
         raise ConfigError(f"{task.dir}: no component takes --llm_base_url; a dry run has nothing to count")
-    if methods is None:
-        methods = llm_methods
-    if controls is None:
-        controls = []
-    if metrics is None:
-        metrics = llm_metrics or None
+    methods = llm_methods if methods is None else methods
+    controls = [] if controls is None else controls
+    metrics = (llm_metrics or None) if metrics is None else metrics
     run_dir = Path(outdir) / DRY_RUN_DIR
     shutil.rmtree(run_dir, ignore_errors=True)
     with dry_run_environment(tokenizer if tokenizer is not None else os.environ.get(ENV_TOKENIZER)) as method:

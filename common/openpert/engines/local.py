@@ -49,7 +49,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,9 +166,8 @@ def machine_share(limits: Limits, jobs: int, cores: int | None = None) -> Limits
     return dataclasses.replace(limits, cpus=min(limits.cpus, share) if limits.cpus else share)
 
 
-def visible_gpus(env: dict[str, str] | None = None, dev: Path = Path("/dev")) -> int:
+def visible_gpus(env: Mapping[str, str] = os.environ, dev: Path = Path("/dev")) -> int:
     """How many GPUs a job here could use: NVIDIA device files, narrowed by ``CUDA_VISIBLE_DEVICES``."""
-    env = os.environ if env is None else env
     devices = [p for p in dev.glob("nvidia*") if p.name[len("nvidia"):].isdigit()]
     chosen = env.get("CUDA_VISIBLE_DEVICES")
     if chosen is None:
@@ -177,7 +176,7 @@ def visible_gpus(env: dict[str, str] | None = None, dev: Path = Path("/dev")) ->
     return min(len(devices), len(named))
 
 
-def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: dict[str, str] | None = None,
+def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: Mapping[str, str] = os.environ,
                visible: int | None = None) -> str:
     """What the local engine says before running a job whose labels ask for GPUs ("" when nothing).
 
@@ -188,7 +187,6 @@ def gpu_notice(job_id: str, gpus: int | None, *, needs_llm: bool, env: dict[str,
     """
     if not gpus:
         return ""
-    env = os.environ if env is None else env
     if needs_llm and (env.get("OPENPERT_LLM_BASE_URL") or env.get("OPENPERT_LLM_BACKEND", "").lower() == "dry_run"):
         return ""
     visible = visible_gpus(env) if visible is None else visible
@@ -286,14 +284,10 @@ class LocalEngine:
                 except OSError as err:
                     why = f"cannot publish cached outputs: {err}"
                 else:
-                    cached.cached = True
-                    cached.job_id, cached.dataset_id, cached.method_id = job.job_id, job.dataset_id, job.method_id
                     # Identical predictions of two seeds share a cache entry; the record is this job's.
-                    cached.seed, cached.params = record.seed, record.params
-                    cached.dataset_digest = record.dataset_digest
-                    cached.outputs = published
-                    cached.log = record.log
-                    return cached
+                    return dataclasses.replace(cached, cached=True, job_id=job.job_id, dataset_id=job.dataset_id,
+                                               method_id=job.method_id, seed=record.seed, params=record.params,
+                                               dataset_digest=record.dataset_digest, outputs=published, log=record.log)
             if why:
                 note = f"re-running {job.job_id}: {why}".replace(f"{self.outdir}/", "")
                 self._notice(note)

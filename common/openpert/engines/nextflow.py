@@ -115,18 +115,10 @@ def config_profiles(config_path: str | os.PathLike) -> list[str]:
     return names
 
 
-def nextflow_command(
-    plan_path: str | os.PathLike,
-    *,
-    main_nf: str | os.PathLike,
-    profile: str = "local",
-    work_dir: str | os.PathLike,
-    resume: bool = False,
-    extra_args: Sequence[str] = (),
-    config_path: str | os.PathLike | None = None,
-    user_configs: Sequence[str | os.PathLike] = (),
-    nextflow: str = "nextflow",
-) -> list[str]:
+def nextflow_command(plan_path: str | os.PathLike, *, main_nf: str | os.PathLike, profile: str = "local",
+                     work_dir: str | os.PathLike, resume: bool = False, extra_args: Sequence[str] = (),
+                     config_path: str | os.PathLike | None = None, user_configs: Sequence[str | os.PathLike] = (),
+                     nextflow: str = "nextflow") -> list[str]:
     """The ``nextflow run`` command line for a plan.
 
     Parameters
@@ -176,32 +168,9 @@ def nextflow_command(
             f"unknown Nextflow profile {', '.join(map(repr, unknown or [profile]))}: "
             f"{config} defines {', '.join(known)}"
         )
-    cmd = [nextflow]
-    for extra in user_configs:
-        cmd += ["-c", str(Path(extra).resolve())]
-    cmd += [
-        "run",
-        str(main_nf),
-        "-params-file",
-        str(plan_path),
-        "-profile",
-        ",".join(requested),
-        "-work-dir",
-        str(work_dir),
-    ]
-    if resume:
-        cmd.append("-resume")
-    cmd += ["-ansi-log", "false"]
-    cmd += [str(arg) for arg in extra_args]
-    return cmd
-
-
-def _work_dir(given: str | os.PathLike | None, default: Path) -> str:
-    """Nextflow's work directory as given on its command line: a URI as is, a path made absolute."""
-    if given is None:
-        return str(default.resolve())
-    text = str(given)
-    return text if "://" in text else str(Path(text).resolve())
+    cmd = [nextflow, *(word for extra in user_configs for word in ("-c", str(Path(extra).resolve())))]
+    cmd += ["run", str(main_nf), "-params-file", str(plan_path), "-profile", ",".join(requested), "-work-dir", str(work_dir)]
+    return [*cmd, *(["-resume"] if resume else []), "-ansi-log", "false", *map(str, extra_args)]
 
 
 #: Profiles of nextflow.config whose tasks run on the launching machine: Nextflow's local executor,
@@ -247,21 +216,11 @@ def _local_limits() -> list[str]:
     return ["--max_cpus", str(cpus or 1), "--max_memory_mb", str(memory // 2**20)]
 
 
-def run_nextflow(
-    plan: Mapping[str, Any],
-    plan_path: str | os.PathLike,
-    *,
-    log_path: str | os.PathLike,
-    main_nf: str | os.PathLike | None = None,
-    profile: str = "local",
-    work_dir: str | os.PathLike | None = None,
-    resume: bool = False,
-    extra_args: Sequence[str] = (),
-    user_configs: Sequence[str | os.PathLike] = (),
-    launch_dir: str | os.PathLike | None = None,
-    env: Mapping[str, str] | None = None,
-    local_limits: bool = True,
-) -> subprocess.CompletedProcess:
+def run_nextflow(plan: Mapping[str, Any], plan_path: str | os.PathLike, *, log_path: str | os.PathLike,
+                 main_nf: str | os.PathLike | None = None, profile: str = "local",
+                 work_dir: str | os.PathLike | None = None, resume: bool = False, extra_args: Sequence[str] = (),
+                 user_configs: Sequence[str | os.PathLike] = (), launch_dir: str | os.PathLike | None = None,
+                 env: Mapping[str, str] = os.environ) -> subprocess.CompletedProcess:
     """Write the plan and run it through Nextflow.
 
     Parameters
@@ -295,9 +254,6 @@ def run_nextflow(
         Environment of the Nextflow process; default this process's environment. The directory of
         the running Python interpreter is put first on ``PATH`` so that local tasks find the same
         ``openpert``.
-    local_limits
-        Add ``--max_cpus`` and ``--max_memory_mb`` on a profile whose tasks run here (``False``:
-        the caller has).
 
     Returns
     -------
@@ -319,28 +275,18 @@ def run_nextflow(
     main_nf = Path(main_nf) if main_nf is not None else Path(plan["repo_root"]) / "main.nf"
     if not main_nf.is_file():
         raise RuntimeError(f"the Nextflow pipeline {main_nf} does not exist")
-    work_dir = _work_dir(work_dir, outdir / "work")
+    # Nextflow's work directory as its command line takes it: a URI as is, a path made absolute.
+    work_dir = str(outdir / "work" if work_dir is None else work_dir)
+    work_dir = work_dir if "://" in work_dir else str(Path(work_dir).resolve())
     launch_dir = Path(launch_dir) if launch_dir is not None else outdir
     launch_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan_path, json.dumps(plan, indent=2))
 
-    args = list(extra_args)
-    if local_limits and runs_on_this_machine(profile):
-        args = _local_limits() + args
-    cmd = nextflow_command(
-        Path(plan_path).resolve(),
-        main_nf=main_nf.resolve(),
-        profile=profile,
-        work_dir=work_dir,
-        resume=resume,
-        extra_args=args,
-        user_configs=user_configs,
-        nextflow=executable,
-    )
-    run_env = dict(env if env is not None else os.environ)
-    bin_dir = str(Path(sys.executable).parent)
-    run_env["PATH"] = os.pathsep.join([bin_dir, run_env.get("PATH", "")])
-    run_env["NXF_ANSI_LOG"] = "false"
+    args = [*(_local_limits() if runs_on_this_machine(profile) else []), *extra_args]
+    cmd = nextflow_command(Path(plan_path).resolve(), main_nf=main_nf.resolve(), profile=profile, work_dir=work_dir,
+                           resume=resume, extra_args=args, user_configs=user_configs, nextflow=executable)
+    run_env = {**env, "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+               "NXF_ANSI_LOG": "false"}
 
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -430,14 +376,13 @@ def attach_bundles(plan: dict[str, Any], folder: Path) -> dict[str, Any]:
     return plan
 
 
-def llm_params(env: Mapping[str, str] | None = None) -> dict[str, str]:
+def llm_params(env: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The language model of LLM components as plan params (``llm_base_url`` ...), from ``env``.
 
     They travel in the plan, so tasks on any executor get them as arguments; the API key does not
     (it would be written into plan.json and every task script): it is the Nextflow secret
     ``OPENPERT_LLM_API_KEY``.
     """
-    env = os.environ if env is None else env
     return {param: env[var] for param, var in LLM_PARAMS.items() if env.get(var)}
 
 
@@ -645,11 +590,10 @@ class NextflowEngine:
 
         main_nf = self.root / "main.nf"
         settings = run_settings(main_nf, self.user_configs, self.args)
-        args = list(self.args)
         if runs_on_this_machine(self.profile):
+            # What run_nextflow gives Nextflow: the attempts' limits are capped to it too.
             local = _local_limits()
             settings.update(max_cpus=local[1], max_memory_mb=local[3])
-            args = local + args
         if self.sandbox is not None:
             settings["sandbox"] = "on" if self.sandbox else "off"
         plan = json.loads(json.dumps(plan))  # the bundles are this run's, not the plan's
@@ -657,9 +601,8 @@ class NextflowEngine:
         run = {key: plan[key] for key in ("plan_version", "task", "outdir")}
         run["jobs"] = nextflow_jobs(plan, settings, llm_params())
         completed = run_nextflow(run, self.outdir / "nextflow_plan.json", main_nf=main_nf, profile=self.profile,
-                                 work_dir=self.work_dir, resume=self.resume, extra_args=args,
-                                 user_configs=self.user_configs, log_path=self.outdir / "logs" / "nextflow.log",
-                                 local_limits=False)
+                                 work_dir=self.work_dir, resume=self.resume, extra_args=self.args,
+                                 user_configs=self.user_configs, log_path=self.outdir / "logs" / "nextflow.log")
         trace = self.outdir / TRACE_FILE_NAME
         if not trace.is_file():
             raise RuntimeError(f"nextflow exited with code {completed.returncode} and wrote no trace; "

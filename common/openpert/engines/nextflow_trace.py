@@ -121,9 +121,7 @@ def parse_trace(path: str | os.PathLike) -> list[dict[str, Any]]:
             if not fields or fields == [""]:
                 continue
             if len(fields) != len(header):
-                raise ValueError(
-                    f"{path}, line {line_no}: {len(fields)} fields, the header has {len(header)}"
-                )
+                raise ValueError(f"{path}, line {line_no}: {len(fields)} fields, the header has {len(header)}")
             row: dict[str, Any] = {}
             for name, raw in zip(header, fields):
                 try:
@@ -159,9 +157,7 @@ def _failure(row: dict[str, Any], limits: Mapping[str, int]) -> tuple[int, str]:
             detail.append(f"limit {_format_mb(limits['memory_mb'])}")
         return EXIT_MEMORY, "memory limit exceeded" + (f" ({', '.join(detail)})" if detail else "")
     time_limit = limits.get("time_s")
-    if code == EXIT_TIME or (
-        code is None and time_limit is not None and realtime is not None and realtime >= time_limit
-    ):
+    if code == EXIT_TIME or (code is None and time_limit is not None and realtime is not None and realtime >= time_limit):
         detail = f" (limit {time_limit} s)" if time_limit is not None else ""
         return EXIT_TIME, "time limit exceeded" + detail
     if code is None:

@@ -130,7 +130,7 @@ def _component_entry(task: Task, config: ComponentConfig) -> dict[str, Any]:
         "inputs": {a.name: a.format_id for a in config.file_inputs if a.format_id},
         "outputs": {a.name: a.format_id for a in config.file_outputs if a.format_id},
         "output_names": {a.name: task.format_filename(a.format_id) for a in config.file_outputs if a.format_id},
-        "params": {k: v for k, v in config.parameter_defaults().items() if v is not None},
+        "params": {a.name: a.default for a in config.parameters if a.default is not None},
         "labels": config.labels,
         "seeds": config.seeds,
         "image": _component_image(config),
@@ -149,17 +149,9 @@ def _select(components: list[ComponentConfig], names: Sequence[str] | None, what
     return [c for c in components if c.name in set(names)]
 
 
-def make_plan(
-    task: Task,
-    datasets: Sequence[Dataset],
-    outdir: Path,
-    *,
-    methods: Sequence[str] | None = None,
-    controls: Sequence[str] | None = None,
-    metrics: Sequence[str] | None = None,
-    dataset_stage: Sequence[Job] = (),
-    llm_datasets: Sequence[str] | None = None,
-) -> dict[str, Any]:
+def make_plan(task: Task, datasets: Sequence[Dataset], outdir: Path, *, methods: Sequence[str] | None = None,
+              controls: Sequence[str] | None = None, metrics: Sequence[str] | None = None,
+              dataset_stage: Sequence[Job] = (), llm_datasets: Sequence[str] | None = None) -> dict[str, Any]:
     """The plan of a benchmark run (see ``docs/plan_json.md``).
 
     Parameters

@@ -21,34 +21,12 @@ from pathlib import Path
 from openpert.config.project import project_file
 
 #: Megabytes per memory unit of Nextflow directives and traces.
-MEMORY_UNITS_MB = {
-    "B": 1 / 1024**2,
-    "KB": 1 / 1024,
-    "MB": 1.0,
-    "GB": 1024.0,
-    "TB": 1024.0**2,
-    "PB": 1024.0**3,
-}
-#: Seconds per time unit of Nextflow durations.
-TIME_UNITS_S = {
-    "ms": 0.001,
-    "milli": 0.001,
-    "millis": 0.001,
-    "s": 1.0,
-    "sec": 1.0,
-    "second": 1.0,
-    "seconds": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "minute": 60.0,
-    "minutes": 60.0,
-    "h": 3600.0,
-    "hour": 3600.0,
-    "hours": 3600.0,
-    "d": 86400.0,
-    "day": 86400.0,
-    "days": 86400.0,
-}
+MEMORY_UNITS_MB = {unit: 1024.0 ** (power - 2) for power, unit in enumerate(("B", "KB", "MB", "GB", "TB", "PB"))}
+#: Seconds per time unit of Nextflow durations (each unit with its long forms).
+TIME_UNITS_S = {name: seconds for names, seconds in ((("ms", "milli", "millis"), 0.001), (("s", "sec", "second", "seconds"), 1.0),
+                                                     (("m", "min", "minute", "minutes"), 60.0), (("h", "hour", "hours"), 3600.0),
+                                                     (("d", "day", "days"), 86400.0))
+                for name in names}
 
 
 #: The limits a label sets that a job can exceed (the ``Limits`` field, and what the limit is called):
@@ -108,9 +86,7 @@ def parse_resource_directive(text: str) -> dict[str, int]:
 
 
 _LABELS_MOD = re.compile(r"\.labels\s*:=\s*\{(?P<body>.*)\}\s*$", re.DOTALL)
-_LABEL_ENTRY = re.compile(
-    r"""\s*(?P<label>[A-Za-z_][\w-]*)\s*:\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*(?:,|$)"""
-)
+_LABEL_ENTRY = re.compile(r"""\s*(?P<label>[A-Za-z_][\w-]*)\s*:\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*(?:,|$)""")
 
 
 def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[str, int]]:
@@ -150,21 +126,16 @@ def parse_label_resources(viash_yaml_path: str | os.PathLike) -> dict[str, dict[
             continue
         match = _LABELS_MOD.search(mod.strip())
         if match is None:
-            raise ValueError(
-                f"{path}: malformed labels config mod (expected "
-                f"'.runners[...].config.labels := {{ label : \"directive = value\", ... }}'): "
-                f"{mod.strip()!r}"
-            )
+            raise ValueError(f"{path}: malformed labels config mod (expected '.runners[...].config.labels := "
+                             f"{{ label : \"directive = value\", ... }}'): {mod.strip()!r}")
         found = True
         body = match.group("body")
         pos = 0
         while body[pos:].strip():
             entry = _LABEL_ENTRY.match(body, pos)
             if entry is None:
-                raise ValueError(
-                    f"{path}: malformed label entry in config_mods near {body[pos:].strip()[:40]!r} "
-                    "(expected 'label : \"directive = value\"')"
-                )
+                raise ValueError(f"{path}: malformed label entry in config_mods near {body[pos:].strip()[:40]!r} "
+                                 "(expected 'label : \"directive = value\"')")
             label = entry.group("label")
             directive = entry.group("dq") if entry.group("dq") is not None else entry.group("sq")
             try:

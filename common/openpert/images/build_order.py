@@ -17,7 +17,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from openpert.files import write_text_atomic
+from openpert.files import shown_path, write_text_atomic
 from openpert.images.bases import base_images
 from openpert.images.components import component_configs, image_declaration
 from openpert.images.dockerfiles import DOCKERIGNORE, component_dockerfile, rendered_base_dockerfile
@@ -114,9 +114,7 @@ def format_build_order(steps: list[BuildStep], fmt: str = "text", root: str | Pa
         raise ValueError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
 
     def rel(path: Path) -> str:
-        if root is not None and path.is_relative_to(Path(root).resolve()):
-            return str(path.relative_to(Path(root).resolve()))
-        return str(path)
+        return shown_path(path, None if root is None else Path(root).resolve())
 
     lines = []
     for number, step in enumerate(steps, 1):

@@ -76,16 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(ns: argparse.Namespace) -> int:
     """Carry out an ``images`` subcommand; the exit status."""
     root = find_project_root(Path.cwd())
-    handlers = {
-        "build-order": _build_order,
-        "dockerfile": _dockerfile,
-        "tag": _tag,
-        "lint": _lint,
-        "env": _env,
-        "prune": _prune,
-        "test": _test,
-        "pin": _pin,
-    }
+    handlers = {"build-order": _build_order, "dockerfile": _dockerfile, "tag": _tag, "lint": _lint, "env": _env,
+                "prune": _prune, "test": _test, "pin": _pin}
     return handlers[ns.images_command](ns, root)
 
 

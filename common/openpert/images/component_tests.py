@@ -38,6 +38,7 @@ from openpert.config.project import shared_data_dir
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.config.viash_schema import ensure_schemas, schema_dir
 from openpert.data.store import default_store_dir
+from openpert.files import shown_path
 from openpert.images.components import component_configs
 from openpert.images.environments import ImageEnv, Log, component_env, harness_source, log_to_stderr
 from openpert.run import sandbox as sandboxing
@@ -186,10 +187,7 @@ def _use_sandbox(sandbox: bool | None) -> bool:
         variable holds no setting.
     """
     if sandbox is None:
-        try:
-            sandbox = sandboxing.SANDBOX_SETTINGS[sandboxing.sandbox_setting()]
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        sandbox = sandboxing.SANDBOX_SETTINGS[sandboxing.sandbox_setting()]
     if sandbox is False:
         return False
     if sandboxing.available():
@@ -335,7 +333,7 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
         if env is None:
             return ComponentTestResult(folder, "-", "error", 0.0, error)
         result = run_component_test(folder, env, root, timeout=timeout, sandbox=sandbox)
-        log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {_relative(folder, root)}")
+        log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {shown_path(folder, root)}")
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -347,17 +345,13 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
 test_components.__test__ = False  # type: ignore[attr-defined]
 
 
-def _relative(path: Path, root: Path) -> str:
-    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-
-
 def format_summary(run: TestRun, root: str | Path, verbose_failures: bool = True) -> str:
     """A readable summary: environments (built or cached, with times), per-status counts, failures."""
     root = Path(root).resolve()
     lines = ["", "image environments:"]
     for env in run.envs:
         built = f"built in {env.seconds:.0f} s" if env.seconds is not None else "cached"
-        lines.append(f"  {env.label:28s} {built:16s} {env.components:3d} component(s)  {_relative(env.path, root)}")
+        lines.append(f"  {env.label:28s} {built:16s} {env.components:3d} component(s)  {shown_path(env.path, root)}")
     by_env: dict[str, list[ComponentTestResult]] = {}
     for result in run.results:
         by_env.setdefault(result.env, []).append(result)
@@ -368,7 +362,7 @@ def format_summary(run: TestRun, root: str | Path, verbose_failures: bool = True
         lines.append(f"  {label:28s} " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + f" ({seconds:.0f} s of tests)")
     if verbose_failures:
         for result in run.failed:
-            lines += ["", f"--- {result.status}: {_relative(result.folder, root)} [{result.env}]",
+            lines += ["", f"--- {result.status}: {shown_path(result.folder, root)} [{result.env}]",
                       *result.output.strip().splitlines()[-40:]]
     total = {s: sum(r.status == s for r in run.results) for s in ("passed", "failed", "skipped", "error")}
     lines += ["", f"{total['passed']} passed, {total['failed'] + total['error']} failed"

@@ -28,7 +28,8 @@ import functools
 import re
 from pathlib import Path
 
-from openpert.config.viash import ComponentConfig, config_files
+from openpert.config.viash import ComponentConfig, as_list, config_files
+from openpert.files import shown_path
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage, base_chain, base_images
 from openpert.images.naming import ImageName, project_naming
@@ -41,13 +42,6 @@ SOURCE_FIELDS = ("git", "github", "gitlab", "url", "svn")
 #: Setup types the harness can turn into Dockerfile lines.
 SETUP_TYPES = ("python", "apt", "docker")
 _PINNED = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
-
-
-def as_list(value) -> list:
-    """A Viash field that may be a string or a list of strings, as a list."""
-    if value is None:
-        return []
-    return list(value) if isinstance(value, list) else [value]
 
 
 def docker_engine(config: ComponentConfig) -> dict:
@@ -102,11 +96,6 @@ class ImageDeclaration:
     def docker_lines(self) -> list[dict]:
         """The ``type: docker`` setup entries (RUN, ENV, COPY... lines)."""
         return [s for s in self.setup if s.get("type") == "docker"]
-
-    @property
-    def adds_setup(self) -> bool:
-        """Whether the component's image is more than its base image plus its resources."""
-        return bool(self.setup)
 
 
 def image_declaration(config: ComponentConfig) -> ImageDeclaration:
@@ -172,7 +161,7 @@ def declaration_problems(config: ComponentConfig) -> list[str]:
         if name in inherited:
             pin = inherited[name]
             problems.append(f"{where}: python package {package!r} is already in image {declaration.base.name} "
-                            f"({pin} at {_relative(pin.source, config.root)}:{pin.line}); drop it")
+                            f"({pin} at {shown_path(pin.source.resolve(), config.root)}:{pin.line}); drop it")
     return problems + unprovided_imports(config)
 
 
@@ -274,13 +263,6 @@ def unprovided_imports(config: ComponentConfig) -> list[str]:
             problems.append(f"{path}:{line}: imports {top} (distribution {name}), which image {declaration.base.name} "
                             f"does not hold and its setup does not add: {add}")
     return problems
-
-
-def _relative(path: Path, root: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def component_configs(root: str | Path, paths: list[str | Path] | None = None) -> list[ComponentConfig]:

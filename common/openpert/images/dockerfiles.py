@@ -19,10 +19,10 @@ import shlex
 from pathlib import Path
 
 from openpert.config.project import project_file
-from openpert.config.viash import ComponentConfig
+from openpert.config.viash import ComponentConfig, as_list
 from openpert.images import ImageError
 from openpert.images.bases import BaseImage
-from openpert.images.components import as_list, image_declaration
+from openpert.images.components import image_declaration
 from openpert.images.naming import base_image_name, project_naming
 
 #: Where a component's resources go in its image (then ``<namespace>/<name>/``).

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import openpert
@@ -106,10 +106,6 @@ class ImageEnv:
     @property
     def python(self) -> Path:
         return self.path / "bin" / "python"
-
-    @property
-    def is_overlay(self) -> bool:
-        return bool(self.packages)
 
     @property
     def label(self) -> str:
@@ -221,11 +217,6 @@ def _env_folders(cache: Path) -> list[Path]:
             for folder in sorted(where.iterdir()) if folder.is_dir() and folder != cache / "overlays"]
 
 
-def finished_envs(cache: Path) -> list[Path]:
-    """The finished environments below ``cache``: base environments, then overlays, each by name."""
-    return [folder for folder in _env_folders(cache) if (folder / STAMP).is_file()]
-
-
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
            what: str, log: Log, stamp: dict, cache: Path) -> float:
     """Build one environment at ``path`` (removed first): pins, the harness, then ``extras`` with pip.
@@ -267,7 +258,8 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
         # Not strict: the stand-in image lacks the harness's dependencies; judge what the extras need.
         _pip_check(env_python, build_log, f"{path}: pip check after installing {' '.join(extras)}",
                    ignore=() if strict else ("openpert ",))
-    shared = share_identical_files(path, [other for other in finished_envs(cache) if other != path])
+    finished = [other for other in _env_folders(cache) if (other / STAMP).is_file() and other != path]
+    shared = share_identical_files(path, finished)
     log(f"{path.name}: {shared.files} files ({shared.bytes / 1e9:.2f} GB) shared with the finished environments of {cache}"
         + (f"; stopped, the file system refused a hard link: {shared.refused}" if shared.refused else ""))
     seconds = time.monotonic() - started
@@ -281,8 +273,15 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
 
 
 def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, python: str | Path | None = None,
-             log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
-    """The environment of base image ``base``, built unless a finished one with the same key is cached.
+             log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True, packages: Sequence[str] = (),
+             upgrade: bool = True) -> ImageEnv:
+    """The environment of base image ``base`` (and ``packages``), built unless a finished one with the same key is cached.
+
+    With ``packages``, an overlay: a complete virtual environment of its own (the base's pins, the
+    harness, then ``packages`` installed by pip with their dependencies, as a component's Dockerfile
+    installs them), not a view onto the base environment: the job sandbox shows a job its
+    interpreter's environment alone, so an environment that reached into another folder would lose
+    it there.
 
     Parameters
     ----------
@@ -302,6 +301,8 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
     strict
         Require the image to hold every dependency of the harness (``pip check`` after installing
         it), as the project's images do; a stand-in image of a test may not.
+    packages, upgrade
+        Python packages added on top of the image, and whether pip upgrades what they need.
 
     Raises
     ------
@@ -313,44 +314,24 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
     root = Path(root).resolve()
     pins = merge_pins(base_env_files(root, base))
     interpreter = _interpreter(python)
-    chain = base_chain(root, base)
-    version = _check_interpreter(interpreter, python_version(root, base), chain[0].dockerfile)
-    key = hashlib.sha256(f"{base_env_key(root, base, interpreter)} strict={strict}".encode()).hexdigest()
-    cache = Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)
-    path = cache / f"{base}-{key[:16]}"
-    with locked(cache / f".{path.name}.lock"):
-        if not rebuild and _read_stamp(path, key):
-            return ImageEnv(path=path, base=base, key=key)
-        seconds = _build(path, key, interpreter, pins, [], True, strict, f"image {base}: {len(pins)} pinned packages", log,
-                         {"base": base, "python": version, "files": [str(f.path) for f in base_env_files(root, base)]},
-                         cache)
-        return ImageEnv(path=path, base=base, key=key, built_seconds=seconds)
-
-
-def overlay_env(root: str | Path, base: str, packages: list[str], upgrade: bool = True, cache_dir: str | Path | None = None,
-                python: str | Path | None = None, log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
-    """An environment of base image ``base`` plus ``packages``, installed as a component's Dockerfile installs them.
-
-    A complete virtual environment of its own (the base's pins, the harness, then ``packages`` with
-    pip and their dependencies), not a view onto the base environment: the job sandbox shows a job
-    its interpreter's environment alone, so an environment that reached into another folder would
-    lose it there.
-    """
-    root = Path(root).resolve()
-    pins = merge_pins(base_env_files(root, base))
-    interpreter = _interpreter(python)
     version = _check_interpreter(interpreter, python_version(root, base), base_chain(root, base)[0].dockerfile)
-    key = hashlib.sha256(json.dumps([base_env_key(root, base, interpreter), packages, upgrade, strict]).encode()).hexdigest()
-    cache = (Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)) / "overlays"
-    path = cache / f"{base}-{key[:16]}"
-    with locked(cache / f".{path.name}.lock"):
+    base_key = base_env_key(root, base, interpreter)
+    cache = Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)
+    packages = tuple(packages)
+    if packages:
+        key = hashlib.sha256(json.dumps([base_key, list(packages), upgrade, strict]).encode()).hexdigest()
+        folder, what, stamp = cache / "overlays", f"image {base} + {' '.join(packages)}", {"base_key": base_key}
+    else:
+        key = hashlib.sha256(f"{base_key} strict={strict}".encode()).hexdigest()
+        folder, what = cache, f"image {base}: {len(pins)} pinned packages"
+        stamp = {"files": [str(f.path) for f in base_env_files(root, base)]}
+    path = folder / f"{base}-{key[:16]}"
+    with locked(folder / f".{path.name}.lock"):
         if not rebuild and _read_stamp(path, key):
-            return ImageEnv(path=path, base=base, key=key, packages=tuple(packages))
-        seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict,
-                         f"image {base} + {' '.join(packages)}", log,
-                         {"base": base, "python": version, "base_key": base_env_key(root, base, interpreter)},
-                         cache.parent)
-        return ImageEnv(path=path, base=base, key=key, packages=tuple(packages), built_seconds=seconds)
+            return ImageEnv(path=path, base=base, key=key, packages=packages)
+        seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict, what, log,
+                         {"base": base, "python": version, **stamp}, cache)
+        return ImageEnv(path=path, base=base, key=key, packages=packages, built_seconds=seconds)
 
 
 def component_env(config: ComponentConfig, cache_dir: str | Path | None = None, python: str | Path | None = None,
@@ -372,13 +353,9 @@ def component_env(config: ComponentConfig, cache_dir: str | Path | None = None, 
     if declaration.apt_packages or declaration.docker_lines:
         raise ImageError(f"{config.path}: engines: setup with apt packages or docker lines cannot be reproduced in a "
                          "virtual environment; test this component in its image (docker build)")
-    packages = declaration.python_packages
-    if not packages:
-        return base_env(config.root, declaration.base.name, cache_dir=cache_dir, python=python, log=log, rebuild=rebuild,
-                        strict=strict)
     upgrade = all(entry.get("upgrade", True) for entry in declaration.setup if entry.get("type") == "python")
-    return overlay_env(config.root, declaration.base.name, packages, upgrade=upgrade, cache_dir=cache_dir, python=python,
-                       log=log, rebuild=rebuild, strict=strict)
+    return base_env(config.root, declaration.base.name, cache_dir=cache_dir, python=python, log=log, rebuild=rebuild,
+                    strict=strict, packages=declaration.python_packages, upgrade=upgrade)
 
 
 def prune_envs(root: str | Path, cache_dir: str | Path | None = None, python: str | Path | None = None,
@@ -404,7 +381,6 @@ def prune_envs(root: str | Path, cache_dir: str | Path | None = None, python: st
             for name, key in current.items() for strict in (True, False)}
     removed: list[Path] = []
     for folder in _env_folders(cache):
-        stamp = {}
         try:
             stamp = json.loads((folder / STAMP).read_text())
         except (OSError, json.JSONDecodeError):

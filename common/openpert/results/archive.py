@@ -11,7 +11,6 @@ no-op, and another run with the same id gets a ``-2``, ``-3``... suffix.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openpert.files import hash_file
 from openpert.results.item_scores import ITEM_SCORES
 from openpert.results.model import complete, is_complete
 
@@ -164,11 +164,7 @@ def record_id(when: dt.datetime, commit: str | None, dirty: bool | None) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()
+    return "sha256:" + hash_file(path)
 
 
 def _same_run(record: ArchiveRecord, tasks: dict[str, RunTask]) -> bool:

@@ -26,8 +26,8 @@ from openpert.config.task import Task
 from openpert.config.viash import ComponentConfig, ConfigError
 from openpert.data.manifest import DataFile, task_manifest
 from openpert.engines.plan import runs_on
-from openpert.files import format_bytes, write_text_atomic, write_yaml_atomic
-from openpert.results.item_scores import ITEM_SCORES, write_item_scores
+from openpert.files import format_bytes, shown_path, write_text_atomic, write_yaml_atomic
+from openpert.results.item_scores import ITEM_SCORES, item_mean, write_item_scores
 from openpert.results.llm_accounting import ABSTENTION_THRESHOLD, abstention_flags, prompt_too_long_flags, usage_table
 from openpert.results.model import SCHEMA_VERSION, complete, is_ranked
 from openpert.results.provenance import run_provenance
@@ -196,18 +196,19 @@ def _component_meta(config: ComponentConfig, params: dict, seeds: list | None = 
         "description": config.description,
         "type": config.type,
         "control": config.control,
-        "references": {"doi": list(np.atleast_1d(refs.get("doi", []))), "bibtex": list(np.atleast_1d(refs.get("bibtex", [])))},
+        "references": _references(refs),
         "links": config.data.get("links") or {},
         "parameters": params,
         "seeds": list(seeds or []),
         "games": config.games,
         "engines": config.engines,
-        "config": _relative_config(config),
+        "config": shown_path(config.path, config.root),
     }
 
 
-def _relative_config(config) -> str:
-    return str(config.path.relative_to(config.root)) if config.path.is_relative_to(config.root) else str(config.path)
+def _references(refs: dict) -> dict[str, list]:
+    """A component's (or metric's) ``references`` as lists of DOIs and BibTeX entries."""
+    return {key: list(np.atleast_1d(refs.get(key, []))) for key in ("doi", "bibtex")}
 
 
 def source_file_entry(f: DataFile) -> dict[str, Any]:
@@ -244,10 +245,9 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
                 "summary": m.get("summary", ""), "description": m.get("description", ""),
                 "min": _clean(m.get("min")), "max": _clean(m.get("max")), "maximize": bool(m.get("maximize", True)),
                 "chance": _clean(m.get("chance")),
-                "references": {"doi": list(np.atleast_1d((m.get("references") or refs).get("doi", []))),
-                               "bibtex": list(np.atleast_1d((m.get("references") or refs).get("bibtex", [])))},
+                "references": _references(m.get("references") or refs),
                 "parameters": entry["params"], "engines": config.engines, "links": config.data.get("links") or {},
-                "config": _relative_config(config),
+                "config": shown_path(config.path, config.root),
             })
 
     headline_flags: list[QCFlag] = []
@@ -303,8 +303,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
         for column in per_item.columns if per_item is not None else []:
             seeded_items.setdefault((rec.dataset_id, rec.method_id, column), []).append(per_item[column].astype(float))
     # A seeded control's per-item values are the mean over its seeds, item by item.
-    items = {key: (series[0] if len(series) == 1 else pd.concat(series, axis=1).mean(axis=1))
-             for key, series in seeded_items.items()}
+    items = {key: item_mean(series) for key, series in seeded_items.items()}
 
     raw_df = pd.DataFrame(raw_rows, columns=["dataset_id", "method_id", "metric_id", "raw", "seed"])
     averaged = average_seeds(raw_df)
@@ -397,15 +396,11 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
             if sources:
                 meta["source_files"] = sources
         datasets_meta.append(meta)
-        unreadable += [{"flag": "dataset_file_unreadable", "message": m, "dataset_id": ds["id"], "metric_id": None, "method_id": None}
-                       for m in problems]
+        unreadable += [QCFlag("dataset_file_unreadable", m, dataset_id=ds["id"]).to_dict() for m in problems]
 
-    limits = {}
-    for entry in [*plan["methods"], *plan["metrics"]]:
-        merged: dict = {}
-        for label in entry["labels"]:
-            merged.update(plan["resources"].get(label, {}))
-        limits[entry["id"]] = merged
+    # A component's limits: its labels' in order, a later label's value winning.
+    limits = {entry["id"]: {key: value for label in entry["labels"] for key, value in plan["resources"].get(label, {}).items()}
+              for entry in [*plan["methods"], *plan["metrics"]]}
     resources = [{"job_id": r.job_id, "stage": r.stage, "component": r.component, "dataset_id": r.dataset_id,
                   "method_id": r.method_id, "seed": r.seed, "metric_component": r.component if r.stage == "metric" else None,
                   "status": r.status, "cached": r.cached, "exit_code": r.exit_code, "duration_s": r.duration_s,
@@ -462,9 +457,8 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     return results
 
 
-def range_standard_errors(
-    scaled: pd.DataFrame, controls: dict[str, str | None], items: dict[tuple[str, str, str], pd.Series],
-) -> dict[tuple[str, str], tuple[float, str]]:
+def range_standard_errors(scaled: pd.DataFrame, controls: dict[str, str | None],
+                          items: dict[tuple[str, str, str], pd.Series]) -> dict[tuple[str, str], tuple[float, str]]:
     """Bootstrap standard error of the ceiling-minus-strongest-negative difference, per (dataset, metric).
 
     Uses the per-item values of the metric (the ``obs`` column named by its id in the score files),
@@ -486,7 +480,7 @@ def range_standard_errors(
         neg_values = items.get((dataset_id, str(negative.iloc[0]), metric_id))
         if len(ceiling_values) != len(ceilings) or neg_values is None:
             continue
-        ceiling = ceiling_values[0] if len(ceiling_values) == 1 else pd.concat(ceiling_values, axis=1).mean(axis=1)
+        ceiling = item_mean(ceiling_values)
         paired = pd.concat([ceiling.rename("c"), neg_values.rename("n")], axis=1, join="inner").dropna()
         if len(paired) >= 2 and ceiling.index.is_unique and neg_values.index.is_unique:
             diff = (paired["c"] - paired["n"]).to_numpy()
@@ -664,10 +658,10 @@ def run_task_analysis(task: Task, outdir: Path) -> dict:
     except TaskCodeError as err:  # the analysis is a task's own code: report its failure, keep the scores
         message = f"{path}: task_statistics failed: {err}"
         print(message, file=sys.stderr)
-        return {"qc": [{"flag": "analysis_failed", "message": message, "dataset_id": None, "metric_id": None, "method_id": None}]}
+        return {"qc": [QCFlag("analysis_failed", message).to_dict()]}
     if not isinstance(stats, dict):
-        return {"qc": [{"flag": "analysis_failed", "message": f"{path}: task_statistics returned {type(stats).__name__}, not a dict",
-                        "dataset_id": None, "metric_id": None, "method_id": None}]}
+        message = f"{path}: task_statistics returned {type(stats).__name__}, not a dict"
+        return {"qc": [QCFlag("analysis_failed", message).to_dict()]}
     return {"statistics": stats}
 
 

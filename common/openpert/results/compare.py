@@ -314,13 +314,9 @@ def _lists(task: dict[str, Any]) -> list[tuple[str, list[str]]]:
         ("Methods added", "methods_added"), ("Methods removed", "methods_removed"),
         ("Datasets added", "datasets_added"), ("Datasets removed", "datasets_removed"),
         ("Metrics added", "metrics_added"), ("Metrics removed", "metrics_removed"),
-        ("Methods displaced (same code, rank moved)", "methods_displaced"),
-        ("Components whose code changed", "components_changed"),
-        ("Datasets whose files changed", "datasets_changed")]]
-
-
-def _with_components(task: dict[str, Any]) -> dict[str, Any]:
-    return {**task, "components_changed": task["components"]["changed"]}
+        ("Methods displaced (same code, rank moved)", "methods_displaced")]] + [
+        ("Components whose code changed", task["components"]["changed"]),
+        ("Datasets whose files changed", task["datasets_changed"])]
 
 
 def interesting_scores(task: dict[str, Any]) -> list[dict[str, Any]]:
@@ -336,7 +332,6 @@ def format_text(comparison: dict[str, Any]) -> str:
         if comparison[key]:
             lines.append(f"{title}: {', '.join(comparison[key])}")
     for task in comparison["tasks"]:
-        task = _with_components(task)
         lines += ["", f"== {task['task']} =="]
         for title, values in _lists(task):
             if values:
@@ -380,7 +375,6 @@ def format_markdown(comparison: dict[str, Any]) -> str:
             lines.append(f"- {title}: {', '.join(f'`{_md(t)}`' for t in comparison[key])}")
     alpha = comparison["alpha"]
     for task in comparison["tasks"]:
-        task = _with_components(task)
         lines += ["", f"### {_md(task['label'])} (`{_md(task['task'])}`)", ""]
         facts = [f"- {title}: {', '.join(f'`{_md(v)}`' for v in values)}" for title, values in _lists(task) if values]
         lines += facts or ["- No method, dataset, metric or component added, removed or changed."]

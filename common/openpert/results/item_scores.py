@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,27 +24,9 @@ class ItemScoresError(ValueError):
     """An item scores file that cannot be read; the message names the file and the problem."""
 
 
-def item_scores_table(items: Mapping[tuple[str, str, str], pd.Series]) -> pd.DataFrame:
-    """One long table of per-item values.
-
-    Parameters
-    ----------
-    items
-        ``(dataset_id, method_id, metric_id) -> values indexed by item``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns :data:`COLUMNS`, sorted by key and then item; NaN values dropped.
-    """
-    frames = []
-    for (dataset_id, method_id, metric_id), values in sorted(items.items()):
-        values = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
-        frames.append(pd.DataFrame({"dataset_id": dataset_id, "method_id": method_id, "metric_id": metric_id,
-                                    "item": values.index.astype(str), "value": values.to_numpy(dtype=float)}))
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=float if c == "value" else object) for c in COLUMNS})
-    return pd.concat(frames, ignore_index=True)
+def item_mean(series: Sequence[pd.Series]) -> pd.Series:
+    """The item-by-item mean of a seeded component's per-item values (one run's values as they are)."""
+    return series[0] if len(series) == 1 else pd.concat(series, axis=1).mean(axis=1)
 
 
 def write_item_scores(path: Path, items: Mapping[tuple[str, str, str], pd.Series]) -> Path:
@@ -60,9 +42,19 @@ def write_item_scores(path: Path, items: Mapping[tuple[str, str, str], pd.Series
     Returns
     -------
     Path
-        ``path``.
+        ``path``: one row per item of each key (columns :data:`COLUMNS`), sorted by key and then
+        item, NaN values dropped.
     """
-    text = item_scores_table(items).to_csv(index=False, float_format="%.17g")
+    frames = []
+    for (dataset_id, method_id, metric_id), values in sorted(items.items()):
+        values = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
+        frames.append(pd.DataFrame({"dataset_id": dataset_id, "method_id": method_id, "metric_id": metric_id,
+                                    "item": values.index.astype(str), "value": values.to_numpy(dtype=float)}))
+    if not frames:
+        table = pd.DataFrame({c: pd.Series(dtype=float if c == "value" else object) for c in COLUMNS})
+    else:
+        table = pd.concat(frames, ignore_index=True)
+    text = table.to_csv(index=False, float_format="%.17g")
     # mtime=0: the same values give the same bytes, so archived copies compare by checksum.
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz:

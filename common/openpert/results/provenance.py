@@ -70,7 +70,6 @@ def run_provenance(task: Task, plan: Mapping[str, Any]) -> dict[str, Any]:
     Component digests are the cache keys' component digests (config, declared resources and the
     shared science package), dataset digests combine the content digests of a dataset's files.
     """
-    commit, dirty = git_state(task.root)
     components: dict[str, str] = {}
     for entry in [*plan["methods"], *plan["metrics"]]:
         try:
@@ -83,9 +82,7 @@ def run_provenance(task: Task, plan: Mapping[str, Any]) -> dict[str, Any]:
             datasets[ds["id"]] = dataset_digest(ds["files"])
         except OSError:
             continue  # an unreadable dataset is reported as a failed dataset job; it has no digest
-    env = environment_provenance(Path(task.root))
-    return {"code_version": env["code_version"], "commit": commit, "dirty": dirty, "packages": env["packages"],
-            "host": env["host"], "component_digests": components, "dataset_digests": datasets,
+    return {**environment_provenance(Path(task.root)), "component_digests": components, "dataset_digests": datasets,
             "llm": plan.get("llm")}
 
 

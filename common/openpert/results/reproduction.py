@@ -39,6 +39,8 @@ import pandas as pd
 
 from openpert.config.viash import ConfigError, load_yaml
 from openpert.files import hash_file
+from openpert.results.item_scores import item_mean
+from openpert.results.scoring import QCFlag
 from openpert.run.task_code import call_task_function
 
 #: The declarations' file name, in a task's ``api/`` folder.
@@ -372,21 +374,6 @@ def declaration_problems(task_dir: str | Path, *, method_ids: set[str], metric_i
     return list(dict.fromkeys(problems))
 
 
-def _run_reader(reader: str, task_dir: Path, path: Path, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The records a task's reader returns for ``path``, read in a child process (:mod:`openpert.run.task_code`).
-
-    Raises
-    ------
-    RuntimeError
-        With the reader's last error line, when it fails (its import included) or times out.
-    """
-    module_name, function = reader.split(":")
-    records = call_task_function(task_dir, module_name, function, [path], args)
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise RuntimeError("it returned something other than records (mappings)")
-    return records
-
-
 def published_values(source: Source, task_dir: str | Path, data_dir: str | Path | None) -> tuple[list[PublishedValue], str]:
     """The values of a source: declared, or read from its file by its reader.
 
@@ -416,7 +403,11 @@ def published_values(source: Source, task_dir: str | Path, data_dir: str | Path 
     if source.file.sha256 and hash_file(path) != source.file.sha256:
         return [], f"{path}: sha256 differs from the declared {source.file.sha256}: not the published file"
     try:
-        records = _run_reader(source.reader, Path(task_dir).resolve(), path, source.args)
+        # The task's reader runs in a child process (openpert.run.task_code): its failure (its import
+        # included) or timeout is a RuntimeError with its last error line.
+        records = call_task_function(Path(task_dir).resolve(), *source.reader.split(":"), [path], source.args)
+        if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+            raise RuntimeError("it returned something other than records (mappings)")
         values = [_record(r, source.reader) for r in records]
     except (RuntimeError, ValueError, TypeError) as err:  # a task's reader: its failure costs this source only, and says why
         return [], f"{source.reader} could not read {path}: {err}"
@@ -449,11 +440,6 @@ class RunItems:
         plan_path = self.run_dir / "plan.json"
         self.plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
 
-    @property
-    def available(self) -> bool:
-        """Whether the folder is a run folder (it has ``plan.json``)."""
-        return self.plan is not None
-
     def values(self, dataset_id: str, method_id: str, metric_id: str) -> pd.Series | None:
         """The per-item values of a metric, indexed by item id; ``None`` when no score file has them."""
         if self.plan is None:
@@ -484,7 +470,7 @@ class RunItems:
                     break
         if not series:
             return None
-        return series[0] if len(series) == 1 else pd.concat(series, axis=1).mean(axis=1)
+        return item_mean(series)
 
 
 def compare_items(published: Mapping[str, float], measured: pd.Series, tolerance: float) -> dict[str, Any]:
@@ -674,8 +660,7 @@ def reproduction_section(results: dict, task_dir: str | Path, *, run_dir: str | 
     if not sources:
         return None
     ctx = _run_context(results)
-    run_items = RunItems(run_dir) if run_dir is not None else None
-    items = run_items.values if run_items is not None and run_items.available else None
+    items = RunItems(run_dir).values if run_dir is not None else None
     rows, source_rows = [], []
     for source in sources:
         values, problem = published_values(source, task_dir, data_dir)
@@ -691,10 +676,14 @@ def reproduction_section(results: dict, task_dir: str | Path, *, run_dir: str | 
             "reader": source.reader, "available": not problem, "problem": problem, "n_values": len(values),
         })
         rows.extend(compare_value(source, v, ctx, items) for v in values)
+    return {"description": DESCRIPTION, "sources": source_rows, **_counted(rows)}
+
+
+def _counted(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The section's ``rows`` with their ``counts`` by status and their ``unexplained_differences``."""
     counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
     unexplained = sum(r["status"] == "differs" and not (r["note"] or r["method_differences"]) for r in rows)
-    return {"description": DESCRIPTION, "sources": source_rows, "rows": rows, "counts": counts,
-            "unexplained_differences": unexplained}
+    return {"rows": rows, "counts": counts, "unexplained_differences": unexplained}
 
 
 def collect_reproduction(results: dict, task_dir: str | Path, run_dir: str | Path) -> dict[str, Any]:
@@ -710,9 +699,8 @@ def collect_reproduction(results: dict, task_dir: str | Path, run_dir: str | Pat
     try:
         section = reproduction_section(results, task_dir, run_dir=run_dir, data_dir=data_folder(task_dir.parent.parent))
     except (ConfigError, OSError, ValueError) as err:
-        flag = {"flag": "reproduction_failed", "message": f"the Reproduction section could not be made: {err}",
-                "dataset_id": None, "metric_id": None, "method_id": None}
-        return {"qc": [*(results.get("qc") or []), flag]}
+        flag = QCFlag("reproduction_failed", f"the Reproduction section could not be made: {err}")
+        return {"qc": [*(results.get("qc") or []), flag.to_dict()]}
     return {} if section is None else {"reproduction": section}
 
 
@@ -771,9 +759,7 @@ def keep_item_comparisons(section: dict[str, Any], previous: Any) -> dict[str, A
         if isinstance(items, dict) and not items.get("available") and isinstance(kept, dict) and kept.get("available"):
             row = {**row, **{k: before.get(k) for k in _ITEM_FIELDS}}
         rows.append(row)
-    counts = {status: sum(r["status"] == status for r in rows) for status in STATUSES}
-    unexplained = sum(r["status"] == "differs" and not (r["note"] or r["method_differences"]) for r in rows)
-    return {**section, "rows": rows, "counts": counts, "unexplained_differences": unexplained}
+    return {**section, **_counted(rows)}
 
 
 def _row_key(row: dict[str, Any]) -> tuple:

@@ -36,17 +36,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-__all__ = [
-    "BootstrapResult",
-    "BootstrapMatrixResult",
-    "PermutationResult",
-    "RegressionResult",
-    "bootstrap_ci",
-    "bootstrap_ci_matrix",
-    "paired_permutation_test",
-    "regression_with_ci",
-    "compare_to_best",
-]
+__all__ = ["BootstrapResult", "BootstrapMatrixResult", "PermutationResult", "RegressionResult", "bootstrap_ci",
+           "bootstrap_ci_matrix", "paired_permutation_test", "regression_with_ci", "compare_to_best"]
 
 Alternative = Literal["two-sided", "greater", "less"]
 Statistic = Literal["mean", "median"]
@@ -219,6 +210,18 @@ def _blocks(n_total: int, rows: int):
         yield min(rows, n_total - start)
 
 
+def _replicates(n: int, n_boot: int, width: int, row_elements: int, seed: int | None, chunk_size: int | None,
+                statistic_of: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``(n_boot, width)`` replicates: ``statistic_of(indices)`` of resamples of ``n`` items, block by block."""
+    rng = np.random.default_rng(seed)
+    replicates = np.empty((n_boot, width))
+    start = 0
+    for size in _blocks(n_boot, _block_rows(n_boot, row_elements, chunk_size)):
+        replicates[start : start + size] = statistic_of(rng.integers(0, n, size=(size, n)))
+        start += size
+    return replicates
+
+
 def _percentile_interval(replicates: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bounds along axis 0, ignoring NaN replicates (all NaN -> NaN)."""
     q = [100 * alpha / 2, 100 * (1 - alpha / 2)]
@@ -240,15 +243,8 @@ def _percentile_interval(replicates: np.ndarray, alpha: float) -> tuple[np.ndarr
 # bootstrap of a location statistic
 
 
-def _bootstrap_columns(
-    values: np.ndarray,
-    *,
-    n_boot: int,
-    alpha: float,
-    seed: int | None,
-    statistic: str,
-    chunk_size: int | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _bootstrap_columns(values: np.ndarray, *, n_boot: int, alpha: float, seed: int | None, statistic: str,
+                       chunk_size: int | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Shared engine: ``values`` is complete, shape ``(n, k)``; returns per-column estimate, low, high, se."""
     n, k = values.shape
     if n == 0:
@@ -260,27 +256,13 @@ def _bootstrap_columns(
         # Every resample is the single item, so the interval is the point.
         return estimate, estimate.copy(), estimate.copy(), np.zeros(k)
 
-    rng = np.random.default_rng(seed)
-    replicates = np.empty((n_boot, k))
-    rows = _block_rows(n_boot, n * k, chunk_size)
-    start = 0
-    for size in _blocks(n_boot, rows):
-        idx = rng.integers(0, n, size=(size, n))
-        replicates[start : start + size] = func(values[idx], axis=1)
-        start += size
+    replicates = _replicates(n, n_boot, k, n * k, seed, chunk_size, lambda idx: func(values[idx], axis=1))
     low, high = _percentile_interval(replicates, alpha)
     return estimate, low, high, replicates.std(axis=0, ddof=1) if n_boot > 1 else np.zeros(k)
 
 
-def bootstrap_ci(
-    values,
-    *,
-    n_boot: int = 1000,
-    alpha: float = 0.05,
-    seed: int | None = 0,
-    statistic: Statistic = "mean",
-    chunk_size: int | None = None,
-) -> BootstrapResult:
+def bootstrap_ci(values, *, n_boot: int = 1000, alpha: float = 0.05, seed: int | None = 0,
+                 statistic: Statistic = "mean", chunk_size: int | None = None) -> BootstrapResult:
     """Percentile bootstrap confidence interval of a location statistic.
 
     Items are resampled with replacement ``n_boot`` times; the interval is the
@@ -321,34 +303,14 @@ def bootstrap_ci(
     >>> res.low <= res.estimate <= res.high
     True
     """
-    arr = _as_1d(values, "values")
-    res = bootstrap_ci_matrix(
-        arr[:, None],
-        n_boot=n_boot,
-        alpha=alpha,
-        seed=seed,
-        statistic=statistic,
-        chunk_size=chunk_size,
-    )
-    return BootstrapResult(
-        estimate=float(res.estimate[0]),
-        low=float(res.low[0]),
-        high=float(res.high[0]),
-        n=res.n,
-        n_boot=res.n_boot,
-        se=float(res.se[0]),
-    )
+    res = bootstrap_ci_matrix(_as_1d(values, "values")[:, None], n_boot=n_boot, alpha=alpha, seed=seed,
+                              statistic=statistic, chunk_size=chunk_size)
+    return BootstrapResult(float(res.estimate[0]), float(res.low[0]), float(res.high[0]), res.n, res.n_boot,
+                           float(res.se[0]))
 
 
-def bootstrap_ci_matrix(
-    values,
-    *,
-    n_boot: int = 1000,
-    alpha: float = 0.05,
-    seed: int | None = 0,
-    statistic: Statistic = "mean",
-    chunk_size: int | None = None,
-) -> BootstrapMatrixResult:
+def bootstrap_ci_matrix(values, *, n_boot: int = 1000, alpha: float = 0.05, seed: int | None = 0,
+                        statistic: Statistic = "mean", chunk_size: int | None = None) -> BootstrapMatrixResult:
     """Bootstrap intervals for several columns from the same resampled items.
 
     Every replicate draws one set of row indices and applies it to all
@@ -400,15 +362,8 @@ def _count_extreme(null: np.ndarray, observed: float, tol: float, alternative: s
     return int(np.count_nonzero(null <= observed + tol))
 
 
-def paired_permutation_test(
-    x,
-    y,
-    *,
-    n_permutations: int = 10000,
-    alternative: Alternative = "two-sided",
-    seed: int | None = 0,
-    chunk_size: int | None = None,
-) -> PermutationResult:
+def paired_permutation_test(x, y, *, n_permutations: int = 10000, alternative: Alternative = "two-sided",
+                            seed: int | None = 0, chunk_size: int | None = None) -> PermutationResult:
     """Sign-flip permutation test of the mean paired difference ``x - y``.
 
     Under the null hypothesis each difference ``d_i = x_i - y_i`` is as likely
@@ -499,15 +454,8 @@ def _fit_rows(xs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return slope, intercept, corr, flat_x
 
 
-def regression_with_ci(
-    x,
-    y,
-    *,
-    n_boot: int = 1000,
-    alpha: float = 0.05,
-    seed: int | None = 0,
-    chunk_size: int | None = None,
-) -> RegressionResult:
+def regression_with_ci(x, y, *, n_boot: int = 1000, alpha: float = 0.05, seed: int | None = 0,
+                       chunk_size: int | None = None) -> RegressionResult:
     """Least-squares line of ``y`` on ``x`` and Pearson correlation, with bootstrap intervals.
 
     Intervals come from a pairs bootstrap: ``(x_i, y_i)`` pairs are resampled
@@ -518,14 +466,8 @@ def regression_with_ci(
     ----------
     x, y
         1-D values of equal length. Pairs with a NaN on either side are dropped.
-    n_boot
-        Number of bootstrap replicates.
-    alpha
-        One minus the confidence level.
-    seed
-        Seed for :func:`numpy.random.default_rng`.
-    chunk_size
-        Replicates evaluated at once; affects memory only.
+    n_boot, alpha, seed, chunk_size
+        As in :func:`bootstrap_ci`.
 
     Returns
     -------
@@ -562,34 +504,23 @@ def regression_with_ci(
         # Every resample of constant x is constant too.
         return result(estimate, [np.nan] * 3, [np.nan] * 3, n_boot)
 
-    rng = np.random.default_rng(seed)
-    replicates = np.empty((n_boot, 3))
-    n_degenerate = 0
-    rows = _block_rows(n_boot, 2 * n, chunk_size)
-    start = 0
-    for size in _blocks(n_boot, rows):
-        idx = rng.integers(0, n, size=(size, n))
+    degenerate = []
+
+    def fit(idx: np.ndarray) -> np.ndarray:
         b_slope, b_intercept, b_corr, b_flat = _fit_rows(x[idx], y[idx])
-        replicates[start : start + size] = np.column_stack([b_slope, b_intercept, b_corr])
-        n_degenerate += int(b_flat.sum())
-        start += size
-    low, high = _percentile_interval(replicates, alpha)
-    return result(estimate, low, high, n_degenerate)
+        degenerate.append(int(b_flat.sum()))
+        return np.column_stack([b_slope, b_intercept, b_corr])
+
+    low, high = _percentile_interval(_replicates(n, n_boot, 3, 2 * n, seed, chunk_size, fit), alpha)
+    return result(estimate, low, high, sum(degenerate))
 
 
 # ---------------------------------------------------------------------------
 # comparison against the best method
 
 
-def compare_to_best(
-    table: pd.DataFrame,
-    *,
-    maximize: bool = True,
-    n_permutations: int = 10000,
-    alternative: Alternative = "two-sided",
-    seed: int | None = 0,
-    alpha: float = 0.05,
-) -> pd.DataFrame:
+def compare_to_best(table: pd.DataFrame, *, maximize: bool = True, n_permutations: int = 10000,
+                    alternative: Alternative = "two-sided", seed: int | None = 0, alpha: float = 0.05) -> pd.DataFrame:
     """Test every method against the best one with a paired permutation test.
 
     The best method has the highest (``maximize=True``) or lowest mean over

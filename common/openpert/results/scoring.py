@@ -140,12 +140,8 @@ def openproblems_scaled(values: pd.Series, roles: pd.Series, maximize: bool) -> 
     return scaled if maximize else 1.0 - scaled
 
 
-def scale_scores(
-    raw: pd.DataFrame,
-    controls: Mapping[str, str | None],
-    maximize: Mapping[str, bool],
-    chance: Mapping[str, float] | None = None,
-) -> tuple[pd.DataFrame, list[QCFlag]]:
+def scale_scores(raw: pd.DataFrame, controls: Mapping[str, str | None], maximize: Mapping[str, bool],
+                 chance: Mapping[str, float] | None = None) -> tuple[pd.DataFrame, list[QCFlag]]:
     """Scale raw scores between the positive controls and the strongest negative control.
 
     Parameters
@@ -240,14 +236,9 @@ def scale_scores(
     return out, flags
 
 
-def aggregate_scores(
-    scaled: pd.DataFrame,
-    methods: Iterable[str],
-    datasets: Iterable[str],
-    failed: Iterable[tuple[str, str]] = (),
-    headline: Iterable[str] | None = None,
-    not_run: Iterable[tuple[str, str]] = (),
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def aggregate_scores(scaled: pd.DataFrame, methods: Iterable[str], datasets: Iterable[str],
+                     failed: Iterable[tuple[str, str]] = (), headline: Iterable[str] | None = None,
+                     not_run: Iterable[tuple[str, str]] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Mean scaled score of the headline metrics per method and dataset, and overall.
 
     Parameters
@@ -319,13 +310,9 @@ def aggregate_scores(
     return dataset_scores, overall[["method_id", "score", "status"]]
 
 
-def gameability_table(
-    scaled: pd.DataFrame,
-    controls: Mapping[str, str | None],
-    method_types: Mapping[str, str],
-    headline: Iterable[str] | None = None,
-    targets: Mapping[str, Iterable[str] | None] | None = None,
-) -> list[dict]:
+def gameability_table(scaled: pd.DataFrame, controls: Mapping[str, str | None], method_types: Mapping[str, str],
+                      headline: Iterable[str] | None = None,
+                      targets: Mapping[str, Iterable[str] | None] | None = None) -> list[dict]:
     """How far an answer that games each metric gets, against the real methods.
 
     For every (dataset, metric) with an adversarial control scored on the strict scale, the
@@ -398,13 +385,9 @@ def gameability_flags(table: Iterable[dict]) -> list[QCFlag]:
     return flags
 
 
-def dynamic_range_table(
-    averaged: pd.DataFrame,
-    scaled: pd.DataFrame,
-    controls: Mapping[str, str | None],
-    maximize: Mapping[str, bool],
-    item_se: Mapping[tuple[str, str], tuple[float, str]],
-) -> list[dict]:
+def dynamic_range_table(averaged: pd.DataFrame, scaled: pd.DataFrame, controls: Mapping[str, str | None],
+                        maximize: Mapping[str, bool],
+                        item_se: Mapping[tuple[str, str], tuple[float, str]]) -> list[dict]:
     """Distance from the strongest negative control to the ceiling, in standard errors of the metric.
 
     For every (dataset, metric) with a ceiling control, ``range = sign * (ceiling - negative)`` in

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from openpert.config.formats import FormatError, compared_attribute
-from openpert.config.viash import PROJECT_FILE, ComponentConfig, ConfigError
+from openpert.config.viash import PROJECT_FILE, Argument, ComponentConfig, ConfigError, as_list
 from openpert.engines.resource_labels import label_advice, parse_label_resources
-from openpert.files import read_tail
+from openpert.files import read_tail, shown_path
 from openpert.run import sandbox as sandboxing
 from openpert.run.llm_proxy import ENV_RELAY, RELAY_PORT, LLMProxy, LLMProxyError
 from openpert.run.process import DiskMeter, Limits, PeakReport, execute
@@ -286,14 +286,11 @@ def undeclared_path_hint(config: ComponentConfig, log: Path, reason: str) -> str
     if not found:
         return ""
     path = found[-1]
-    def shown(file: Path) -> str:
-        return str(file.relative_to(config.root)) if file.is_relative_to(config.root) else str(file)
-
-    where = [shown(config.path)]
+    where = [shown_path(config.path, config.root)]
     task_dir = config.task_dir
     if task_dir is not None and config.type:
         api = task_dir / "api" / f"comp_{config.type}.yaml"
-        where.append(shown(api if api.exists() else task_dir / "api"))
+        where.append(shown_path(api if api.exists() else task_dir / "api", config.root))
     return (f" ({path} does not exist for the job: a component reads only its declared inputs, which it is "
             f"given through par; the allowed inputs are listed in {' and '.join(where)})")
 
@@ -315,8 +312,7 @@ def limit_hint(config: ComponentConfig, code: int) -> str:
         resources = parse_label_resources(config.root / PROJECT_FILE)
     except ValueError:
         return ""  # the limits came from elsewhere (no labels): there is no label to raise
-    shown = config.path.relative_to(config.root) if config.path.is_relative_to(config.root) else config.path
-    advice = label_advice(config.labels, resources, key, config=str(shown))
+    advice = label_advice(config.labels, resources, key, config=shown_path(config.path, config.root))
     return f"; {advice}" if advice else ""
 
 
@@ -390,19 +386,11 @@ def output_file_problem(path: Path) -> str:
     return ""
 
 
-def run_component(
-    config: ComponentConfig,
-    args: Mapping[str, Any],
-    *,
-    work_dir: str | Path,
-    limits: Limits | None = None,
-    log: str | Path | None = None,
-    context: Mapping[str, str | Path] | None = None,
-    allowed_input_formats: set[str] | None = None,
-    validate: bool = True,
-    sandbox: bool | None = None,
-    on_llm_proxy: Callable[[LLMProxy], None] | None = None,
-) -> RunResult:
+def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir: str | Path,
+                  limits: Limits | None = None, log: str | Path | None = None,
+                  context: Mapping[str, str | Path] | None = None, allowed_input_formats: set[str] | None = None,
+                  validate: bool = True, sandbox: bool | None = None,
+                  on_llm_proxy: Callable[[LLMProxy], None] | None = None) -> RunResult:
     """Run a component on the given arguments.
 
     Parameters
@@ -484,13 +472,14 @@ def run_component(
     script_par = dict(par)
     used_names: set[str] = set()
     input_files: dict[str, Path] = {}  # the staged inputs (validated below), by argument
+    given: list[tuple[Argument, Any]] = []  # each input file as the call gave it, by argument
     for arg in config.file_inputs:
-        value = par.get(arg.name)
-        if value is None:
+        if par.get(arg.name) is None:
             continue
-        sources = [Path(v).resolve() for v in (value if isinstance(value, list) else [value])]
         staged = []
-        for src in sources:
+        for value in as_list(par[arg.name]):
+            given.append((arg, value))
+            src = Path(value).resolve()
             if not src.exists():
                 return failed(EXIT_INVALID, f"input --{arg.name}: {src}: file not found")
             name = src.name if src.name not in used_names else f"{arg.name}_{src.name}"
@@ -504,14 +493,12 @@ def run_component(
                 validation_context.setdefault(arg.format_id, src)
             input_files.setdefault(arg.name, src)
         script_par[arg.name] = staged if arg.multiple else staged[0]
-    if validate:
-        for arg in config.file_inputs:
-            if par.get(arg.name) is not None and arg.file_format is not None:
-                for src in (par[arg.name] if isinstance(par[arg.name], list) else [par[arg.name]]):
-                    try:
-                        arg.file_format.validate(src, validation_context, memory_mb=limits.memory_mb)
-                    except FormatError as err:
-                        return failed(EXIT_INVALID, f"invalid input --{arg.name}: {err}")
+    for arg, value in given if validate else []:
+        if arg.file_format is not None:
+            try:
+                arg.file_format.validate(value, validation_context, memory_mb=limits.memory_mb)
+            except FormatError as err:
+                return failed(EXIT_INVALID, f"invalid input --{arg.name}: {err}")
     # Outputs are written inside the work dir and published after validation.
     destinations: dict[str, Path] = {}
     written: dict[str, Path] = {}
@@ -645,11 +632,14 @@ def run_component(
         if proxy is not None:
             proxy.stop()
     counted = proxy.counts if proxy is not None else None
+
+    def ended(code: int, reason: str, outputs: dict[str, Path] | None = None) -> RunResult:
+        return RunResult(code, reason, duration, peak_mb, outputs or {}, log, mode, llm_usage_counted=counted)
+
     if code != 0:
         # In a sandbox, a path the script was not given does not exist: say so, and where inputs are declared.
         hint = undeclared_path_hint(config, log, reason) if box is not None else ""
-        hint += limit_hint(config, code)
-        return RunResult(code, reason + hint, duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
+        return ended(code, reason + hint + limit_hint(config, code))
 
     produced: dict[str, Path] = {}
     for arg in config.file_outputs:
@@ -658,23 +648,20 @@ def run_component(
         out = written[arg.name]  # where the script wrote it (par may name /job/...)
         if not os.path.lexists(out):
             if arg.required:
-                return RunResult(EXIT_INVALID, missing_output_reason(arg.name, script_par[arg.name], start_dir),
-                                 duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
+                return ended(EXIT_INVALID, missing_output_reason(arg.name, script_par[arg.name], start_dir))
             continue
         problem = output_file_problem(out)
-        if problem:
-            return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {problem}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
-        if validate and arg.file_format is not None:
+        if not problem and validate and arg.file_format is not None:
             try:
                 # Read within the job's own memory limit: an output cannot take more of the harness's.
                 arg.file_format.validate(out, validation_context, memory_mb=limits.memory_mb)
             except FormatError as err:
-                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {err}", duration, peak_mb, {}, log, mode, llm_usage_counted=counted)
-            claimed = claimed_identity_problem(config, out, input_files)
-            if claimed:
-                return RunResult(EXIT_INVALID, f"invalid output --{arg.name}: {claimed}", duration, peak_mb, {}, log, mode,
-                                 llm_usage_counted=counted)
+                problem = str(err)
+            else:
+                problem = claimed_identity_problem(config, out, input_files)
+        if problem:
+            return ended(EXIT_INVALID, f"invalid output --{arg.name}: {problem}")
         produced[arg.name] = out
     for name, out in produced.items():
         _move(out, destinations[name])
-    return RunResult(0, "", duration, peak_mb, {n: destinations[n] for n in produced}, log, mode, llm_usage_counted=counted)
+    return ended(0, "", {n: destinations[n] for n in produced})

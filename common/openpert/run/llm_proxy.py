@@ -307,11 +307,6 @@ class LLMProxy:
             seconds = None if self._first_request is None else time.monotonic() - self._first_request
             return LLMProgress(self._answered, self._planned, self._counts["completion_tokens"], seconds)
 
-    def _count(self, **amounts: int) -> None:
-        with self._lock:
-            for key, value in amounts.items():
-                self._counts[key] += value
-
     def _note_request(self, planned_header: str | None) -> None:
         """Count a POST request and keep the largest planned count its header states."""
         planned = planned_claim(planned_header)
@@ -327,16 +322,15 @@ class LLMProxy:
             log.warning("llm proxy: ignoring %s %r (not a whole number up to %d); the progress output shows "
                         "no planned count for it", PLANNED_HEADER, planned_header[:40], MAX_PLANNED)
 
-    def _note_answer(self) -> None:
+    def _note_answer(self, data: bytes, content_type: str, encoding: str) -> None:
+        """Count an answer and the tokens its server reported (one unmetered answer when it reported none)."""
+        usage = usage_of(data, content_type, encoding) or {"unmetered": 1}
         with self._lock:
             self._answered += 1
+            for key, value in usage.items():
+                self._counts[key] += value
 
     # -- forwarding ------------------------------------------------------------------------------------
-    def _connection(self) -> http.client.HTTPConnection:
-        if self._tls is not None:
-            return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=self._tls)
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
-
     def _handler_class(self) -> type[http.server.BaseHTTPRequestHandler]:
         proxy = self
 
@@ -390,7 +384,10 @@ class LLMProxy:
                 if proxy._api_key is not None:
                     headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                     headers["Authorization"] = f"Bearer {proxy._api_key}"
-                connection = proxy._connection()
+                if proxy._tls is not None:
+                    connection = http.client.HTTPSConnection(proxy.host, proxy.port, timeout=proxy.timeout, context=proxy._tls)
+                else:
+                    connection = http.client.HTTPConnection(proxy.host, proxy.port, timeout=proxy.timeout)
                 try:
                     # Path and query only: an absolute URL in the request line is not followed elsewhere.
                     forwarded = path + (f"?{target.query}" if target.query else "")
@@ -426,23 +423,15 @@ class LLMProxy:
                         self.wfile.write(chunk)
                         self.wfile.flush()
                     if metered:
-                        self._meter(b"".join(chunks), content_type, encoding)
+                        proxy._note_answer(b"".join(chunks), content_type, encoding)
                 else:
                     data = response.read()
                     # Counted before the job has the answer: a job that ends once it has read it
                     # (its Content-Length says when) leaves counts that include it.
                     if metered:
-                        self._meter(data, content_type, encoding)
+                        proxy._note_answer(data, content_type, encoding)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-
-            def _meter(self, data: bytes, content_type: str, encoding: str) -> None:
-                proxy._note_answer()
-                usage = usage_of(data, content_type, encoding)
-                if usage is None:
-                    proxy._count(unmetered=1)
-                else:
-                    proxy._count(**usage)
 
         return Handler

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import psutil
 
+from openpert.engines.resource_labels import limit_text
 from openpert.files import format_bytes, read_tail
 from openpert.run.records import EXIT_DISK, EXIT_MEMORY, EXIT_PROCESSES, EXIT_TIME
 
@@ -325,11 +326,6 @@ class PeakReport:
         return max(numbers, default=0)
 
 
-def _megabytes(mb: float) -> str:
-    """A limit as it was written in a label: ``2 GB``, ``300 MB``."""
-    return f"{mb / 1024:g} GB" if mb >= 1024 and mb % 1024 == 0 else f"{mb:g} MB"
-
-
 #: Seconds between two counts of a job's processes while they grow, or are more than an eighth of
 #: the limit (a fork bomb doubles in about a millisecond), and while they stay few.
 PROCESS_POLL_S = 0.005
@@ -361,19 +357,9 @@ def size_limit_wrapper(disk_mb: float | None) -> list[str]:
     return [prlimit, f"--fsize={int(disk_mb * 2**20)}", "--"]
 
 
-def execute(
-    cmd: list[str],
-    *,
-    cwd: Path,
-    log: Path,
-    limits: Limits,
-    env: Mapping[str, str] | None = None,
-    poll_s: float = 0.1,
-    sandboxed: bool = False,
-    header: str = "",
-    peak_report: PeakReport | None = None,
-    disk: DiskMeter | None = None,
-) -> tuple[int, str, float, float]:
+def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mapping[str, str] | None = None,
+            poll_s: float = 0.1, sandboxed: bool = False, header: str = "", peak_report: PeakReport | None = None,
+            disk: DiskMeter | None = None) -> tuple[int, str, float, float]:
     """Run ``cmd``, enforce limits, capture output.
 
     Parameters
@@ -481,7 +467,7 @@ def execute(
                     _kill_group(proc.pid, signal.SIGKILL)
                     _signal(procs, signal.SIGKILL)
                 elif over_disk is not None:
-                    reason = (f"disk limit {_megabytes(limits.disk_mb)} exceeded "
+                    reason = (f"disk limit {limit_text('disk_mb', limits.disk_mb)} exceeded "
                               f"({format_bytes(over_disk)} written)")
                     forced = EXIT_DISK
                     _kill_group(proc.pid, signal.SIGKILL)
@@ -524,7 +510,7 @@ def execute(
         last = _last_error_line(log) if code != 0 else ""
         if used > limit or (code != 0 and (code == EXIT_DISK or used >= limit or "File too large" in last)):
             forced = EXIT_DISK
-            reason = f"disk limit {_megabytes(limits.disk_mb)} exceeded ({format_bytes(used)} written"
+            reason = f"disk limit {limit_text('disk_mb', limits.disk_mb)} exceeded ({format_bytes(used)} written"
             reason += f"; a file reached the limit: {last})" if last else ")"
     if forced is not None:
         code = forced

@@ -386,7 +386,7 @@ def _system_args() -> tuple[str, ...]:
     return tuple(args)
 
 
-def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] | None = None,
+def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: Mapping[str, str] = os.environ,
                     embed_cache: bool = False) -> dict[str, str]:
     """The complete environment of a sandboxed job (nothing else of the host's passes).
 
@@ -403,7 +403,6 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
     host_env
         The runner's environment (default ``os.environ``).
     """
-    host_env = os.environ if host_env is None else host_env
     python = python_environment()
     lang = "C.UTF-8"
     env = {
@@ -432,7 +431,7 @@ def job_environment(*, cpus: int | None, llm: bool, llm_cache: bool, host_env: M
     return env
 
 
-def thread_environment(cpus: int | None, *, host_env: Mapping[str, str] | None = None) -> dict[str, str]:
+def thread_environment(cpus: int | None, *, host_env: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The variables that set a job's numerical threads and BLAS kernel, sandboxed or not.
 
     Every thread-count variable is the job's CPU count (1 when it has none), whatever the host's
@@ -447,7 +446,6 @@ def thread_environment(cpus: int | None, *, host_env: Mapping[str, str] | None =
     host_env
         The runner's environment (default ``os.environ``).
     """
-    host_env = os.environ if host_env is None else host_env
     env = dict.fromkeys(THREAD_VARIABLES, str(max(1, int(cpus or 1))))
     env.update({var: host_env[var] for var in BLAS_KERNEL_VARIABLES if host_env.get(var)})
     return env
@@ -468,7 +466,7 @@ def local_model_paths(*values: str | None) -> list[Path]:
     return found
 
 
-def llm_cache_folder(given: str | None, component: str, *, host_env: Mapping[str, str] | None = None) -> Path | None:
+def llm_cache_folder(given: str | None, component: str, *, host_env: Mapping[str, str] = os.environ) -> Path | None:
     """The host folder bound as an LLM component's generation cache, or ``None`` for no cache.
 
     Parameters
@@ -482,7 +480,6 @@ def llm_cache_folder(given: str | None, component: str, *, host_env: Mapping[str
     host_env
         The runner's environment (default ``os.environ``).
     """
-    host_env = os.environ if host_env is None else host_env
     if given is not None and str(given).strip():
         if str(given).strip().lower() in LLM_CACHE_DISABLED:
             return None
@@ -543,7 +540,7 @@ def embedding_cache_group(config: ComponentConfig) -> str:
     return "metrics" if config.type in TRUSTED_EMBEDDING_TYPES else "methods"
 
 
-def embedding_cache_folder(config: ComponentConfig, *, host_env: Mapping[str, str] | None = None) -> Path | None:
+def embedding_cache_folder(config: ComponentConfig, *, host_env: Mapping[str, str] = os.environ) -> Path | None:
     """The host folder bound as a component's text-embedding cache, or ``None`` when it embeds no text.
 
     Parameters
@@ -561,7 +558,6 @@ def embedding_cache_folder(config: ComponentConfig, *, host_env: Mapping[str, st
     """
     if not embeds_text(config):
         return None
-    host_env = os.environ if host_env is None else host_env
     root = host_env.get(ENV_EMBED_CACHE)
     base = Path(root).expanduser() if root else Path(config.root) / ".cache" / "embeddings"
     return (base / embedding_cache_group(config)).resolve()
@@ -579,18 +575,17 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
-def sandbox_setting(host_env: Mapping[str, str] | None = None) -> str:
+def sandbox_setting(host_env: Mapping[str, str] = os.environ) -> str:
     """``$OPENPERT_SANDBOX``: ``auto`` (the default), ``on`` or ``off``.
 
     Raises
     ------
-    ValueError
+    ConfigError
         Naming the variable, when it holds anything else.
     """
-    host_env = os.environ if host_env is None else host_env
     value = host_env.get(ENV_SANDBOX, "").strip().lower() or "auto"
     if value not in SANDBOX_SETTINGS:
-        raise ValueError(f"${ENV_SANDBOX} is {host_env[ENV_SANDBOX]!r}; expected one of {', '.join(SANDBOX_SETTINGS)}")
+        raise ConfigError(f"${ENV_SANDBOX} is {host_env[ENV_SANDBOX]!r}; expected one of {', '.join(SANDBOX_SETTINGS)}")
     return value
 
 

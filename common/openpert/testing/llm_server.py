@@ -142,25 +142,12 @@ class OpenAIStubServer:
         connection open for the next request unless the client asks to close.
     """
 
-    def __init__(
-        self,
-        responder: Responder | None = None,
-        host: str = _LOOPBACK,
-        port: int = 0,
-        *,
-        fail_first: int = 0,
-        status: int | None = None,
-        status_message: str = "stub error",
-        delay: float = 0.0,
-        model: str | Sequence[str] = "stub-model",
-        model_card: dict[str, Any] | None = None,
-        idle_timeout: float | None = None,
-        list_models: bool = True,
-        ignore_n: bool = False,
-        context_window: int | None = None,
-        context_error: str = "llama.cpp",
-        die_after: int | None = None,
-    ):
+    def __init__(self, responder: Responder | None = None, host: str = _LOOPBACK, port: int = 0, *,
+                 fail_first: int = 0, status: int | None = None, status_message: str = "stub error",
+                 delay: float = 0.0, model: str | Sequence[str] = "stub-model",
+                 model_card: dict[str, Any] | None = None, idle_timeout: float | None = None,
+                 list_models: bool = True, ignore_n: bool = False, context_window: int | None = None,
+                 context_error: str = "llama.cpp", die_after: int | None = None):
         if host not in (_LOOPBACK, "localhost"):
             raise ValueError(f"OpenAIStubServer only binds {_LOOPBACK}, not {host!r}")
         if context_error not in CONTEXT_ERRORS:

@@ -40,9 +40,7 @@ def test_inputs(config: ComponentConfig) -> tuple[dict[str, Path], dict[str, Pat
     from openpert.config.task import Task, task_of
 
     task = task_of(config)
-    if task is None:
-        return {}, {}
-    if config.type == "dataset":
+    if task is None or config.type == "dataset":
         return {}, {}
     folder = config.root / "resources_test" / task.dir.name
     datasets = Task(task.dir).find_datasets(folder) if folder.is_dir() else []
@@ -142,12 +140,8 @@ def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dic
     allowed = task.method_formats if task is not None and config.type == "method" else None
     from openpert.run.sandbox import SANDBOX_SETTINGS, sandbox_setting
 
-    try:
-        sandbox = SANDBOX_SETTINGS[sandbox_setting()]
-    except ValueError as err:
-        raise ConfigError(str(err)) from None
     result = run_component(config, args, work_dir=work_dir / "run", limits=limits, context=context,
-                           allowed_input_formats=allowed, sandbox=sandbox)
+                           allowed_input_formats=allowed, sandbox=SANDBOX_SETTINGS[sandbox_setting()])
     if not result.succeeded:
         tail = read_tail(result.log, 3000).decode(errors="replace") if result.log.exists() else ""
         raise ComponentTestError(f"{config.name} failed: {result.reason}\n--- log (end) ---\n{tail}")

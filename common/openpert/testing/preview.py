@@ -42,7 +42,6 @@ class Preview:
     tasks: list[str]
     base_ran: list[str]
     base_results: Path
-    branch_results: Path
     comparison: dict[str, Any]
     site: Path | None
 
@@ -196,4 +195,4 @@ def preview(root: Path, output: Path, *, base: str | None = None, jobs: int = 1,
             add_record(base_results / task, archive)
         index = render_site([branch / t for t in tasks], output / "site", amend=report_amendment(root),
                             archive=archive if old else None)
-    return Preview(commit, tasks, base_ran, base_results, branch, comparison, index)
+    return Preview(commit, tasks, base_ran, base_results, comparison, index)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tooling.imported import imported_distributions
 
 from openpert.config.layout_rules import (
     check_component,
@@ -12,7 +13,6 @@ from openpert.config.layout_rules import (
     check_import_direction,
     check_project,
     declared_dependencies,
-    imported_distributions,
     imported_modules,
 )
 from openpert.config.viash import ConfigError, read_config

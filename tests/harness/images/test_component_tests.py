@@ -51,7 +51,7 @@ def _needs_six(project: Path, declared: bool) -> Path:
 def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declared(fixture_with_images):
     folder = _needs_six(fixture_with_images, declared=False)
     env = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
-    assert env.base == "core" and not env.is_overlay
+    assert env.base == "core" and not env.packages
     result = run_component_test(folder, env, fixture_with_images)
     assert result.status == "failed", result.output[-2000:]
     assert "No module named 'six'" in result.output
@@ -59,7 +59,7 @@ def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declar
 
     _needs_six(fixture_with_images, declared=True)
     overlay = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
-    assert overlay.is_overlay and overlay.packages == ("six==1.17.0",)
+    assert overlay.packages == ("six==1.17.0",)
     result = run_component_test(folder, overlay, fixture_with_images)
     assert result.status == "passed", result.output[-3000:]
 

@@ -33,7 +33,7 @@ def test_a_component_naming_a_base_image_runs_in_it(demo_project, component_writ
     folder = component_writer(demo_project, "t", "method", "m", CORE.replace("image: core", "image: ml"))
     config = read_config(folder / "config.vsh.yaml")
     declaration = image_declaration(config)
-    assert declaration.base.name == "ml" and not declaration.adds_setup
+    assert declaration.base.name == "ml" and not declaration.setup
     assert declaration_problems(config) == []
 
 
@@ -46,7 +46,7 @@ def test_the_setup_a_component_adds_is_read_in_order(demo_project, component_wri
     assert declaration.python_packages == ["six==1.17.0", "attrs==26.1.0"]
     assert declaration.apt_packages == ["curl"]
     assert declaration.docker_lines == [{"type": "docker", "run": "echo hi"}]
-    assert declaration.adds_setup
+    assert declaration.setup
 
 
 @pytest.mark.parametrize(("engine", "message"), [
@@ -106,7 +106,7 @@ def test_the_fixture_project_components_name_its_core_image():
     for config in component_configs(FIXTURES / "project"):
         declaration = image_declaration(config)
         assert str(declaration.image) == "core:0.0.1", config.path
-        assert not declaration.adds_setup
+        assert not declaration.setup
 
 
 def test_a_new_component_gets_the_core_image_of_the_project(demo_project):

@@ -73,7 +73,7 @@ def test_an_overlay_adds_a_components_packages_to_a_complete_environment_of_its_
     adds = read_config(component_writer(tiny_base, "t", "method", "adds", engine) / "config.vsh.yaml")
     base = component_env(plain, cache_dir=cache, strict=False, log=lambda m: None)
     overlay = component_env(adds, cache_dir=cache, strict=False, log=lambda m: None)
-    assert not base.is_overlay and overlay.is_overlay and overlay.packages == ("six==1.17.0",)
+    assert not base.packages and overlay.packages == ("six==1.17.0",)
     assert overlay.path.parent == cache / "overlays"
     assert _imports(overlay, "six") and not _imports(base, "six")
     assert _installed(overlay) - _installed(base) == {"six"}

@@ -84,8 +84,8 @@ def test_the_tracked_packages_are_installed_ones_among_those_the_code_imports():
     import importlib.metadata
 
     from project_paths import ROOT
+    from tooling.imported import imported_distributions
 
-    from openpert.config.layout_rules import imported_distributions
     from openpert.images.requirements import canonical_name
     from openpert.results.provenance import TRACKED_PACKAGES, package_versions
 
