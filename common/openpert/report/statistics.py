@@ -18,9 +18,9 @@ from markupsafe import Markup
 from openpert.report.formatting import (
     MISSING,
     csv_text,
+    format_number,
     format_p_value,
     format_parameter,
-    format_score,
     format_value,
     value_kind,
 )
@@ -276,7 +276,7 @@ def _matrix(
                 cells.append(PairCell("pm-none", f"{labels[a]} vs {labels[b]}: not tested"))
                 continue
             diff, p, significant = test
-            detail = f"mean difference ({labels[a]} − {labels[b]}) {format_score(diff)}, p = {format_p_value(p)}"
+            detail = f"mean difference ({labels[a]} − {labels[b]}) {format_number(diff)}, p = {format_p_value(p)}"
             if not significant:
                 cls, mark, word = "pm-tie", "≈", "not significantly different from"
             elif maximize is None or diff is None:
