@@ -48,11 +48,6 @@ _HEADERS = {
 }
 
 
-def is_pairwise(rows: list[dict[str, Any]]) -> bool:
-    """Tell whether a statistic's table holds tests between pairs of methods."""
-    return bool(rows) and all("method_a" in r and "method_b" in r for r in rows)
-
-
 @dataclass(frozen=True)
 class PairCell:
     """One cell of a pairwise-test matrix: the row method against the column method.
@@ -133,7 +128,8 @@ def statistic_section(results: TaskResults, paths: TaskPaths, key: str, entry: d
         description=Markup(render_markdown(entry.get("description"))),
         table=view,
         csv=paths.statistic_csv(key),
-        matrices=pairwise_matrices(results, rows) if is_pairwise(rows) else None,
+        # A table of tests between pairs of methods is also drawn as matrices.
+        matrices=pairwise_matrices(results, rows) if rows and all("method_a" in r and "method_b" in r for r in rows) else None,
         collapsed=len(rows) > MAX_OPEN_ROWS,
     )
 
