@@ -16,7 +16,6 @@ from openpert.report.formatting import (
     format_number,
     format_p_value,
     format_rank,
-    format_score,
     format_timestamp,
 )
 from openpert.report.site import page_weight, render_site
@@ -33,7 +32,6 @@ __all__ = [
     "format_number",
     "format_p_value",
     "format_rank",
-    "format_score",
     "format_timestamp",
     "page_weight",
     "render_site",

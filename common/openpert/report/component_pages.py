@@ -15,10 +15,10 @@ from openpert.report.formatting import (
     MISSING,
     failure_label,
     format_ci,
+    format_number,
     format_p_value,
     format_parameter,
     format_rank,
-    format_score,
 )
 from openpert.report.fragments import badge, badge_kind, code, fragment, label, sort_key, table
 from openpert.report.leaderboards import method_kind
@@ -92,7 +92,7 @@ def render_method_page(results: TaskResults, paths: TaskPaths, method: dict[str,
     if is_ranked(method) and overall.get("rank") is not None:
         facts.append(("Overall rank", f"{format_rank(overall.get('rank'))} of {len(results.methods)}"))
     if overall.get("score") is not None:
-        facts.append(("Mean score", format_score(overall.get("score"))))
+        facts.append(("Mean score", format_number(overall.get("score"))))
     standing = results.standing(mid)
     if standing is not None and standing.tier is not None:
         tier = next((name for key, name, _ in TIERS if key == standing.tier), standing.tier)
@@ -260,7 +260,7 @@ def _score_row(results: TaskResults, dataset_id: Any, method_id: Any, metric_id:
         label(results.dataset_label(dataset_id)),
         component,
         (format_ci(score.get("raw"), score.get("ci_low"), score.get("ci_high")), sort_key(score.get("raw"))),
-        (format_score(score.get("scaled")), sort_key(score.get("scaled"))),
+        (format_number(score.get("scaled")), sort_key(score.get("scaled"))),
         _versus_best(results, dataset_id, metric_id, method_id),
     ]
 

@@ -31,7 +31,6 @@ from openpert.report.text_parts import short_label
 
 _FONT = 12
 _CHAR_W = 6.9  # average advance of a 12 px sans-serif character
-_TEXT = "#1c2430"
 #: Sequential palette for scaled scores, 0 (light) to 1 (dark), in perceptual steps.
 _SCORE_STOPS = ["#f3f6fb", "#cfdff2", "#9ec0e6", "#6a9bd3", "#3f74b9", "#1f4f95", "#0d2f66"]
 #: Categorical colours for datasets, distinguishable for common colour-vision deficiencies.
@@ -241,8 +240,8 @@ def score_colour(value: float | None) -> str:
     return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b))
 
 
-def text_colour(fill: str) -> str:
-    """The text colour readable on a fill: white on dark fills, the page's text colour otherwise.
+def is_dark(fill: str) -> bool:
+    """Tell whether white text reads better on a fill than the page's text colour.
 
     Parameters
     ----------
@@ -251,10 +250,10 @@ def text_colour(fill: str) -> str:
 
     Returns
     -------
-    str
-        ``"#ffffff"`` or the text colour.
+    bool
+        True when the fill's relative luminance is under 0.45.
     """
-    return "#ffffff" if _dark(fill) else _TEXT
+    return _luminance(fill) < 0.45
 
 
 def nice_ticks(vmax: float, target: int = 4) -> list[float]:
@@ -418,7 +417,7 @@ def heatmap_view(
                     fill, text, text_class = f"url(#{hatch})", "failed", "fig-failed"
                 else:
                     fill = score_colour(cell.value)
-                    text, text_class = _cell_text(cell.value), "fig-dark" if _dark(fill) else ""
+                    text, text_class = _cell_text(cell.value), "fig-dark" if is_dark(fill) else ""
                 cells.append(HeatCellView(
                     tooltip=cell.tooltip, x=_f(x + 1), y=_f(y + 1), fill=fill,
                     text=Text(_f(x + cell_w / 2), _f(y + cell_h / 2 + 4), text), text_class=text_class,
@@ -687,14 +686,7 @@ def _rgb(colour: str) -> tuple[int, int, int]:
     return int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16)
 
 
-def _dark(fill: str) -> bool:
-    # Below this luminance white text reads better than the page's text colour.
-    return _luminance(fill) < 0.45
-
-
 def _luminance(colour: str) -> float:
-    if not colour.startswith("#"):
-        return 1.0
     r, g, b = (x / 255 for x in _rgb(colour))
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
 

@@ -58,22 +58,6 @@ def format_number(value: float | int | None, digits: int = 3) -> str:
     return mantissa.rstrip(".") + sep + exponent
 
 
-def format_score(value: float | int | None) -> str:
-    """Format a score (raw metric value, scaled score, difference) to three significant digits.
-
-    Parameters
-    ----------
-    value
-        The score; ``None`` when missing.
-
-    Returns
-    -------
-    str
-        See :func:`format_number`.
-    """
-    return format_number(value, 3)
-
-
 def format_count(value: float | int | None) -> str:
     """Format a count (items, permutations, jobs) as an integer with thousands separators.
 
@@ -81,7 +65,7 @@ def format_count(value: float | int | None) -> str:
     ----------
     value
         The count. JSON writers may store it as a float (``21.0``); a value that is not a whole
-        number is not a count and falls back to :func:`format_score`.
+        number is not a count and falls back to :func:`format_number`.
 
     Returns
     -------
@@ -92,7 +76,7 @@ def format_count(value: float | int | None) -> str:
         return MISSING if value is None else format_bool(value)
     x = float(value)
     if not math.isfinite(x) or x != round(x):
-        return format_score(x)
+        return format_number(x)
     return f"{int(round(x)):,}"
 
 
@@ -215,15 +199,9 @@ def format_value(value: Any, kind: str) -> str:
         return MISSING
     if isinstance(value, bool):
         return format_bool(value)
-    if kind == "p_value" and isinstance(value, (int, float)):
-        return format_p_value(value)
-    if kind == "rank" and isinstance(value, (int, float)):
-        return format_rank(value)
-    if kind == "count" and isinstance(value, (int, float)):
-        return format_count(value)
-    if isinstance(value, (int, float)):
-        return format_score(value)
-    return format_parameter(value)
+    if not isinstance(value, (int, float)):
+        return format_parameter(value)
+    return {"p_value": format_p_value, "rank": format_rank, "count": format_count}.get(kind, format_number)(value)
 
 
 def format_ci(

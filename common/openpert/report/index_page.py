@@ -10,7 +10,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from openpert.report.formatting import MISSING, format_score, format_timestamp
+from openpert.report.formatting import MISSING, format_number, format_timestamp
 from openpert.report.markdown import render_inline
 from openpert.report.paths import TaskPaths
 from openpert.report.reproduction import summary_line
@@ -63,7 +63,7 @@ def _leader(results: TaskResults, paths: TaskPaths) -> dict[str, Any] | None:
     view: dict[str, Any] = {
         "href": f"{paths.slug}/{paths.method_page(method)}",
         "name": str(method.get("label") or method.get("id")),
-        "score": format_score(top.top_score),
+        "score": format_number(top.top_score),
         "runner_up": None,
     }
     if top.runner_up_method_id is None or top.margin is None:
@@ -75,5 +75,5 @@ def _leader(results: TaskResults, paths: TaskPaths) -> dict[str, Any] | None:
     else:
         verdict = f"significantly better in {top.significant} of {top.compared} paired tests (p < 0.05)"
     view.update(runner_up=results.method_label(top.runner_up_method_id),
-                margin=format_score(top.margin), verdict=verdict)
+                margin=format_number(top.margin), verdict=verdict)
     return view

@@ -18,16 +18,16 @@ from typing import Any
 
 from markupsafe import Markup
 
-from openpert.report.figures import score_colour, text_colour
+from openpert.report.figures import is_dark, score_colour
 from openpert.report.formatting import (
     MISSING,
     failure_label,
     format_duration,
     format_duration_short,
     format_memory,
+    format_number,
     format_p_value,
     format_rank,
-    format_score,
 )
 from openpert.report.leaderboard_html import MethodCellView, TagView, method_cell_view, metric_tag_views
 from openpert.report.leaderboards import OverviewRow, failures_text, overview_rows
@@ -297,7 +297,7 @@ def _row_view(r: OverviewRow, columns: list[ColumnView], results: TaskResults, p
 
 
 def _score_cell(value: float | None, what: str, *, partial: bool = False, notes: list[str] | None = None) -> CellView:
-    text = format_score(value)
+    text = format_number(value)
     title = f"{what}: {text}"
     if notes:
         title += " · " + "; ".join(notes)
@@ -305,7 +305,7 @@ def _score_cell(value: float | None, what: str, *, partial: bool = False, notes:
         return CellView("sc none", title, MISSING)
     fill = score_colour(value)
     cls = "sc"
-    if text_colour(fill) != "#ffffff":
+    if not is_dark(fill):
         cls += " lt"
     if partial:
         cls += " partial"

@@ -19,19 +19,8 @@ from openpert.report.templating import render
 from openpert.report.views import Table
 
 
-def sandbox_modes(results: TaskResults) -> Counter[str]:
-    """How the run's jobs were confined: sandbox mode -> number of jobs.
-
-    Parameters
-    ----------
-    results
-        The task's results.
-
-    Returns
-    -------
-    Counter
-        Empty when no ``resources`` row records a ``sandbox``.
-    """
+def _sandbox_modes(results: TaskResults) -> Counter[str]:
+    """How the run's jobs were confined: sandbox mode -> number of jobs (none when no job records one)."""
     return Counter(str(r["sandbox"]) for r in results.resources if r.get("sandbox") not in (None, ""))
 
 
@@ -54,7 +43,7 @@ def provenance_line(results: TaskResults) -> Markup:
         **_run(results),
         commit=str(results.provenance.get("commit")) if results.provenance.get("commit") else None,
         dirty=results.provenance.get("dirty") is True,
-        sandbox=", ".join(sorted(sandbox_modes(results))),
+        sandbox=", ".join(sorted(_sandbox_modes(results))),
     )
 
 
@@ -79,7 +68,7 @@ def provenance_section(results: TaskResults) -> Markup:
         **_run(results),
         commit=prov.get("commit") or None,
         dirty=prov.get("dirty") if isinstance(prov.get("dirty"), bool) else None,
-        sandbox=sorted(sandbox_modes(results).items()),
+        sandbox=sorted(_sandbox_modes(results).items()),
         unrecorded_sandbox=sum(1 for r in results.resources if r.get("sandbox") in (None, "")),
         host={"cpu_count": host.get("cpu_count"),
               "memory_mb": memory if isinstance(memory, (int, float)) else None,

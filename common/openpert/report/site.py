@@ -51,8 +51,7 @@ class _Writer:
         self.written: set[str] = set()
 
     def text(self, rel: str, content: str) -> None:
-        path = self._path(rel)
-        path.write_text(content, encoding="utf-8", newline="\n")
+        self._path(rel).write_text(content, encoding="utf-8", newline="\n")
 
     def copy(self, rel: str, source: Path) -> None:
         shutil.copyfile(source, self._path(rel))
@@ -233,7 +232,8 @@ def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]
     dict
         Path relative to the task's folder -> the page's HTML; ``index.html`` first.
     """
-    assets = _asset_weight()
+    # Bytes of the site's files that every page loads (stylesheet, script, icon).
+    assets = sum((STATIC_DIR / name).stat().st_size for name in STATIC_FILES)
     page = str(render_task_page(results, paths, log_links, extra_sections))
     if _weight(page) + assets <= PAGE_WEIGHT_LIMIT:
         return {"index.html": page}
@@ -245,11 +245,9 @@ def task_pages(results: TaskResults, paths: TaskPaths, log_links: dict[str, str]
     # The test matrix is split among the dataset pages; the overview links to their list.
     tests_href = "#datasets" if results.datasets and test_matrix(results, paths, rows) else None
     layout = {"datasets_inline": False, "tests_href": tests_href}
-    page = str(render_task_page(results, paths, log_links, extra_sections, **layout))
-    split = page
-    spans = page_sections(split)
+    page = split = str(render_task_page(results, paths, log_links, extra_sections, **layout))
     # Heaviest first; ties in page order (sorted is stable), so the choice depends on the results alone.
-    candidates = [(section_id, span) for section_id, span in sorted(spans.items(), key=lambda i: i[1][0] - i[1][1])
+    candidates = [(section_id, span) for section_id, span in sorted(page_sections(split).items(), key=lambda i: i[1][0] - i[1][1])
                   if section_id not in PINNED_SECTIONS and section_id != "datasets"]
     moved: dict[str, str] = {}
     while candidates and _weight(page) + assets > PAGE_WEIGHT_LIMIT:
@@ -277,11 +275,6 @@ def _weight(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def _asset_weight() -> int:
-    """Bytes of the site's files that every page loads (stylesheet, script, icon)."""
-    return sum((STATIC_DIR / name).stat().st_size for name in STATIC_FILES)
-
-
 def _copy_logs(writer: _Writer, results: TaskResults, base: str) -> dict[str, str]:
     """Copy the logs of failed jobs into the site; return log path -> link from the task page."""
     links: dict[str, str] = {}
@@ -292,9 +285,7 @@ def _copy_logs(writer: _Writer, results: TaskResults, base: str) -> dict[str, st
             continue
         source = (root / log).resolve()
         # Only files inside the results folder: a crafted path must not pull in other files.
-        if not source.is_relative_to(root) or not source.is_file():
-            continue
-        if source.stat().st_size > MAX_LOG_BYTES:
+        if not source.is_relative_to(root) or not source.is_file() or source.stat().st_size > MAX_LOG_BYTES:
             continue
         parts = list(source.relative_to(root).parts)
         if len(parts) > 1 and parts[0] == "logs":
@@ -317,7 +308,6 @@ def _prune(out_dir: Path, written: set[str]) -> None:
         except (json.JSONDecodeError, AttributeError) as err:
             # A damaged manifest only costs stale files; say so instead of failing the render.
             warnings.warn(f"ignoring unreadable {manifest}: {err}", stacklevel=3)
-            previous = []
     root = out_dir.resolve()
     for rel in previous:
         if not isinstance(rel, str) or rel in written:

@@ -18,9 +18,9 @@ from markupsafe import Markup
 from openpert.report.formatting import (
     MISSING,
     csv_text,
+    format_number,
     format_p_value,
     format_parameter,
-    format_score,
     format_value,
     value_kind,
 )
@@ -46,11 +46,6 @@ _HEADERS = {
     "ci_low": "CI low",
     "ci_high": "CI high",
 }
-
-
-def is_pairwise(rows: list[dict[str, Any]]) -> bool:
-    """Tell whether a statistic's table holds tests between pairs of methods."""
-    return bool(rows) and all("method_a" in r and "method_b" in r for r in rows)
 
 
 @dataclass(frozen=True)
@@ -133,7 +128,8 @@ def statistic_section(results: TaskResults, paths: TaskPaths, key: str, entry: d
         description=Markup(render_markdown(entry.get("description"))),
         table=view,
         csv=paths.statistic_csv(key),
-        matrices=pairwise_matrices(results, rows) if is_pairwise(rows) else None,
+        # A table of tests between pairs of methods is also drawn as matrices.
+        matrices=pairwise_matrices(results, rows) if rows and all("method_a" in r and "method_b" in r for r in rows) else None,
         collapsed=len(rows) > MAX_OPEN_ROWS,
     )
 
@@ -276,7 +272,7 @@ def _matrix(
                 cells.append(PairCell("pm-none", f"{labels[a]} vs {labels[b]}: not tested"))
                 continue
             diff, p, significant = test
-            detail = f"mean difference ({labels[a]} − {labels[b]}) {format_score(diff)}, p = {format_p_value(p)}"
+            detail = f"mean difference ({labels[a]} − {labels[b]}) {format_number(diff)}, p = {format_p_value(p)}"
             if not significant:
                 cls, mark, word = "pm-tie", "≈", "not significantly different from"
             elif maximize is None or diff is None:

@@ -171,11 +171,13 @@ def _scale(results: TaskResults) -> Markup:
     headline = [m.get("label") or m.get("id") for m in results.metrics if results.is_headline(m.get("id"))]
     diagnostic = [m.get("label") or m.get("id") for m in results.metrics if not results.is_headline(m.get("id"))]
     # The scale itself is explained once, above the overview; this section lists what sets it.
-    bounds = (results.scale or {}).get("bounds") or []
+    bounds = results.scale.get("bounds") or []
     rows = []
     for b in bounds if isinstance(bounds, list) else []:
-        # Only the cells that set a scale: a bound without raw ends (no control scored there) sets none.
-        if not isinstance(b, dict) or not _sets_scale(b):
+        # Only the cells that set a scale: both raw ends finite numbers that differ (a bound without
+        # them, where no control scored, sets none).
+        ends = (b.get("hi"), b.get("lo")) if isinstance(b, dict) else (None, None)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in ends) or ends[0] == ends[1]:
             continue
         positives = ", ".join(results.method_label(m) for m in b.get("positive_method_ids") or []) or MISSING
         rows.append([
@@ -191,13 +193,6 @@ def _scale(results: TaskResults) -> Markup:
         ["Dataset", "Metric", "1 (raw)", "Positive control", "0 (raw)", "Strongest negative control"],
         rows, table_id="table-scale", numeric=[False, False, True, False, True, False]) if rows else None
     return render("task/scale.html", headline=headline, diagnostic=diagnostic, table=view)
-
-
-def _sets_scale(bound: dict[str, Any]) -> bool:
-    """Tell whether a scale bound sets a scale: both its raw ends are finite numbers and differ."""
-    hi, lo = bound.get("hi"), bound.get("lo")
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (hi, lo))
-    return numbers and hi != lo
 
 
 def scale_details(results: TaskResults) -> Markup:
@@ -421,9 +416,7 @@ def _failures(results: TaskResults, log_links: dict[str, str]) -> Markup:
     failures = results.failures
     rows = []
     for f in failures:
-        reason = describe_failure(f.get("exit_code"), f.get("reason"))
-        detail = str(f.get("reason") or "")
-        log = f.get("log")
+        reason, detail, log = describe_failure(f.get("exit_code"), f.get("reason")), str(f.get("reason") or ""), f.get("log")
         rows.append([
             code(_text(f.get("job_id"))),
             label(results.dataset_label(f.get("dataset_id"))),
@@ -478,9 +471,8 @@ def _qc(results: TaskResults) -> Markup:
 
 def _resources(results: TaskResults, *, jobs_inline: bool = True) -> Markup:
     jobs = results.resources
-    listed = job_table(results, jobs, f"Resource use of every job ({len(jobs)})") if jobs_inline else None
-    return render("task/resources.html", chart=resource_chart(results, "fig-resources"), table=listed,
-                  jobs_elsewhere=not jobs_inline and bool(jobs))
+    return render("task/resources.html", chart=resource_chart(results, "fig-resources"), jobs_elsewhere=not jobs_inline and bool(jobs),
+                  table=job_table(results, jobs, f"Resource use of every job ({len(jobs)})") if jobs_inline else None)
 
 
 def dataset_jobs(results: TaskResults, dataset_id: str) -> Markup:

@@ -23,7 +23,7 @@ from archive_fixture import write_archive  # noqa: E402
 from report_fixture import write_results_dir  # noqa: E402
 
 from openpert.report import render_site  # noqa: E402
-from openpert.report.formatting import MISSING, format_score  # noqa: E402
+from openpert.report.formatting import MISSING, format_number  # noqa: E402
 from openpert.report.leaderboards import overall_rows  # noqa: E402
 from openpert.report.task_results import TaskResults  # noqa: E402
 
@@ -374,7 +374,7 @@ def test_first_score_is_on_the_first_screen(browser: Any, server: str, site: Pat
         page = watched.open(f"{server}/{task}/index.html")
         box = _first_score(page)
         # The overall score of the top-ranked method is a number, fully inside the first screen.
-        assert box["text"] == format_score(top.score), box
+        assert box["text"] == format_number(top.score), box
         assert 0 <= box["top"] and box["bottom"] <= height, f"{task} at {width}x{height}: {box}"
         assert 0 <= box["left"] and box["right"] <= width, f"{task} at {width}x{height}: {box}"
         # The table starts on the screen: its header and the first row both show.

@@ -20,10 +20,10 @@ from openpert.report.figures import (
     dataset_heatmap,
     figure_svg,
     heatmap_view,
+    is_dark,
     nice_ticks,
     resource_chart,
     score_colour,
-    text_colour,
 )
 from openpert.report.formatting import format_number
 from openpert.report.task_results import TaskResults
@@ -86,10 +86,9 @@ def test_score_colour_runs_the_palette_and_clips() -> None:
     assert all(a > b for a, b in zip(lum, lum[1:]))
 
 
-def test_text_colour_is_white_on_dark_fills_only() -> None:
-    assert text_colour(score_colour(1)) == "#ffffff"
-    assert text_colour(score_colour(0)) == "#1c2430"
-    assert text_colour(score_colour(None)) == "#1c2430"
+def test_only_dark_fills_take_white_text() -> None:
+    assert is_dark(score_colour(1))
+    assert not is_dark(score_colour(0)) and not is_dark(score_colour(None))
 
 
 # -- labels -----------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from openpert.report.formatting import (  # noqa: E402
     format_p_value,
     format_parameter,
     format_rank,
-    format_score,
     format_value,
     value_kind,
 )
@@ -183,7 +182,7 @@ def test_formatting_functions() -> None:
     assert format_number(1.234e-5) == "1.23e-05"
     assert format_number(123456.0) == "1.23e+05"
     # Scores keep three significant digits whatever their magnitude, trailing zeros included.
-    assert [format_score(x) for x in (0.5, 24.4271, 4.84, 0.0123456, 100.0, -1.79)] == [
+    assert [format_number(x) for x in (0.5, 24.4271, 4.84, 0.0123456, 100.0, -1.79)] == [
         "0.500", "24.4", "4.84", "0.0123", "100", "-1.79"]
     assert format_ci(0.612, 0.59, 0.634) == "0.612 [0.590, 0.634]"
     assert format_ci(0.612, None, 0.634) == "0.612"
@@ -256,7 +255,7 @@ def test_index_has_one_card_per_task(site: Site) -> None:
         assert leader.find_all("a")[0].attrs["href"] == f"{name}/methods/{top.top_method_id}.html"
         text = norm(leader.text())
         other = results.method_label(top.runner_up_method_id)
-        assert f"ahead of {other} by {format_score(top.margin)}" in text
+        assert f"ahead of {other} by {format_number(top.margin)}" in text
         assert (f"significantly better in {top.significant} of {top.compared}" in text if top.significant
                 else "not significantly better" in text or "no paired test" in text)
 
@@ -354,14 +353,14 @@ def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
             assert norm(rank[0].text()) == str(expected)
         else:
             assert rank == []
-        assert norm(cells[1].text()).startswith(format_score(row["score"]))
+        assert norm(cells[1].text()).startswith(format_number(row["score"]))
         for i, did in enumerate(dataset_ids):
             ds = next(s for s in data["dataset_scores"] if (s["dataset_id"], s["method_id"]) == (did, row["method_id"]))
             cell = cells[2 + i]
             if ds["status"] == "failed":
                 assert "failed" in cell.classes() and norm(cell.text()) == "✕failed"
             else:
-                assert norm(cell.text()).startswith(format_score(ds["score"]))
+                assert norm(cell.text()).startswith(format_number(ds["score"]))
                 assert cell.attrs["style"].startswith("background:#")
     # Metric columns (the headline metrics only): the mean over datasets of the clipped scaled
     # value, a failure counting 0.
@@ -377,7 +376,7 @@ def test_overview_shows_scores_ranks_and_tiers(site: Site) -> None:
                 s = _score(data, did, mid, metric["id"])
                 values.append(min(1.0, max(0.0, s["scaled"])) if s else 0.0)
             cell = rows[mid][2 + len(dataset_ids) + k]
-            assert norm(cell.text()).startswith(format_score(sum(values) / len(values)))
+            assert norm(cell.text()).startswith(format_number(sum(values) / len(values)))
     # Tiers: each methods band holds the methods of one tier, in rank order.
     titles = dict((key, title) for key, title, _ in TIERS)
     seen = set()
@@ -808,7 +807,7 @@ def test_method_page_numbers(site: Site) -> None:
     facts = page.find("header", class_="page-header").find("dl", class_="facts")
     values = dict(zip([norm(t.text()) for t in facts.find_all("dt")], [norm(d.text()) for d in facts.find_all("dd")]))
     assert values["Overall rank"] == f"1 of {len(_methods(data, False))}"
-    assert values["Mean score"] == format_score(next(o["score"] for o in data["overall"] if o["method_id"] == "mlp"))
+    assert values["Mean score"] == format_number(next(o["score"] for o in data["overall"] if o["method_id"] == "mlp"))
     versus = norm(page.find("table", id="table-scores").text())
     assert "(p = 4.10e-01)" in versus or "(p = 2.00e-03)" in versus
 
