@@ -14,11 +14,15 @@ import pytest
 from project_paths import ROOT
 
 from openpert.config.task import discover_tasks
+from openpert.config.viash import read_config
+from openpert.run.sandbox import needs_llm
 
 pytestmark = pytest.mark.skipif(not os.environ.get("OPENPERT_REPORT_RESULTS"),
                                 reason="set OPENPERT_REPORT_RESULTS to the results/ of scripts/run_benchmark.sh")
 
 TASKS = sorted(t.name for t in discover_tasks(ROOT))
+#: The tasks whose methods or metrics ask a language model (the papers': PerturbQA, PertReasonQA, BIOME-Bench).
+LANGUAGE_MODEL_TASKS = {"perturbqa", "pertreasonqa", "biome_bench"}
 
 
 def _results(task: str) -> dict:
@@ -61,6 +65,12 @@ def test_every_language_model_component_answered_by_the_model_ran(task):
     assert needs_model == [], f"{task}: skipped with a model configured: {needs_model}"
     usage = {row["component"] for row in results["llm_usage"]}
     task_dir = ROOT / "src" / task
-    expected = {p.parent.name for p in task_dir.glob("*/*/config.vsh.yaml") if "llm_base_url" in p.read_text()}
+    expected = {p.parent.name for p in task_dir.glob("*/*/config.vsh.yaml") if needs_llm(read_config(p))}
+    assert bool(expected) == (task in LANGUAGE_MODEL_TASKS), f"{task}: language-model components {sorted(expected)}"
     assert expected <= usage, f"{task}: no language-model use recorded for {sorted(expected - usage)}"
     assert all(row["requests"] > 0 or row["cache_hits"] > 0 for row in results["llm_usage"]), results["llm_usage"]
+    if os.environ.get("OPENPERT_REQUIRE_REAL_LLM"):
+        # The model itself answered (run_benchmark_with_llm.sh starts with an empty generation cache),
+        # not a cache an earlier run left on this machine.
+        asked = {row["component"] for row in results["llm_usage"] if row["requests"] > 0}
+        assert expected <= asked, f"{task}: answered only from the cache: {sorted(expected - asked)}"
