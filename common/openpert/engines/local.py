@@ -106,8 +106,7 @@ class JobSlots:
     their own, beside the ``jobs`` slots: they spend their time waiting on the model's server, which
     does the work, so that they would otherwise hold slots while cores sit idle; and one at a time
     (the default) they reach a server that answers one request at a time in turn, each job's
-    requests after each other, so that a prompt prefix stays in the server's cache and a gene
-    summary another job wrote comes from the generation cache.
+    requests after each other, so that a prompt prefix stays in the server's cache for the next.
 
     Parameters
     ----------
