@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Run the whole test suite: harness unit tests, task tests and every component's test.
-# Sets itself up on a fresh clone (see scripts/setup_env.sh). Extra arguments go to pytest.
+# Sets itself up on a fresh clone (see scripts/setup_env.sh). Extra arguments go to pytest; folders
+# or files of tests/ or src/ among them are what it runs instead of the whole suite (a pull request
+# that only changes methods: `bash scripts/test.sh src/perturbqa/methods/x tests/perturbqa`).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 source scripts/setup_env.sh
 paths=(tests)
 [ -d src ] && paths+=(src)
+for arg in "$@"; do
+  if [[ "$arg" == tests* || "$arg" == src* ]] && [ -e "${arg%%::*}" ]; then
+    paths=()  # pytest's own arguments name what to run
+    break
+  fi
+done
 exec python -m pytest "${paths[@]}" -n 2 -p no:cacheprovider "$@"

@@ -170,3 +170,22 @@ def test_no_workflow_step_installs_torch_from_pypi_alone():
                 env = {**flow.get("env", {}), **job.get("env", {}), **step.get("env", {})}
                 assert cpu_index in run or cpu_index in str(env.get("PIP_EXTRA_INDEX_URL", "")), f"{where}: {run}"
     assert seen, "the changed-components job builds the ml and text image environments"
+
+
+def test_a_method_only_pull_request_runs_its_methods_and_tasks_tests_and_main_runs_the_whole_suite():
+    flow = yaml.safe_load((WORKFLOWS / "pull_request.yml").read_text())
+    assert flow[True]["push"]["branches"] == ["main"] and flow[True]["schedule"]  # main and nightly: the whole suite
+    steps = flow["jobs"]["tests"]["steps"]
+    scope = next(i for i, s in enumerate(steps) if s.get("id") == "scope")
+    assert 'openpert changed --base "origin/$BASE_REF" --scope' in steps[scope]["run"]
+    assert 'echo "scope=full"' in steps[scope]["run"]  # a push or a scheduled run has no base: the whole suite
+    suite = [s for s in steps if re.search(r"bash scripts/test\.sh(?! \$METHODS)", s.get("run", ""))]
+    assert [s["if"] for s in suite] == ["steps.scope.outputs.scope == 'full'"]
+    short = next(s for s in steps if "bash scripts/test.sh $METHODS" in s.get("run", ""))
+    assert short["if"] == "steps.scope.outputs.scope == 'methods'" and 'echo "tests/$t"' in short["run"]
+    for i, step in enumerate(steps):
+        if RUNS_JOBS_OR_TESTS.search(step.get("run", "")) and "scope" in step.get("if", ""):
+            assert i > scope, step["name"]
+    # the jobs that compare with a base run for pull requests only
+    for name in ("rules", "changed-components", "leaderboard-changes"):
+        assert flow["jobs"][name]["if"] == "github.event_name == 'pull_request'", name

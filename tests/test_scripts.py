@@ -160,3 +160,16 @@ def test_the_environment_is_the_lock():
     differ = {name: (version, importlib.metadata.version(name)) for name, version in _locked().items()
               if importlib.metadata.version(name) != version}
     assert not differ, f"installed versions differ from {LOCK.name} (locked, installed): {differ}"
+
+
+@pytest.mark.skipif(not _venv_is_current(), reason="the running environment was not made by scripts/setup_env.sh")
+def test_the_test_command_runs_the_paths_it_is_given_instead_of_the_whole_suite():
+    def collected(*args: str) -> set[str]:
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / "test.sh"), *args, "--collect-only", "-q", "-n", "0"],
+                              cwd=ROOT, capture_output=True, text=True, env={"OPENPERT_VENV": str(VENV), "PATH": "/usr/bin:/bin"})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return {line.split("::")[0] for line in proc.stdout.splitlines() if "::" in line}
+
+    assert collected("tests/test_scripts.py", "--durations=5") == {"tests/test_scripts.py"}
+    assert collected("tests/test_scripts.py", "tests/harness/testing/test_changed_components.py") == {
+        "tests/test_scripts.py", "tests/harness/testing/test_changed_components.py"}

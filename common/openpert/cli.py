@@ -383,10 +383,13 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_changed(ns: argparse.Namespace) -> int:
-    from openpert.testing.changed_components import changed_files, rules_changes, touched_components
+    from openpert.testing.changed_components import changed_files, method_only_change, rules_changes, touched_components
 
     root = _root()
     paths = changed_files(root, ns.base)
+    if ns.scope:
+        print("\n".join(f"{key}={value}" for key, value in _check_scope(root, method_only_change(root, paths)).items()))
+        return 0
     if not ns.rules:
         for folder in touched_components(root, paths):
             print(folder.relative_to(root))
@@ -406,6 +409,20 @@ def cmd_changed(ns: argparse.Namespace) -> int:
     print("A method cannot be scored by rules its own pull request changes: split the rules into a pull request "
           "of their own, or ask a maintainer to approve both (label `rules-change-approved`).")
     return 1
+
+
+def _check_scope(root: Path, methods: list[Path] | None) -> dict[str, str]:
+    """What a pull request's checks must cover: ``methods`` (a method-only change) or ``full``, with the
+    changed methods, their tasks, and the tasks where a changed method needs a language model."""
+    from openpert.config.viash import read_config
+    from openpert.run.sandbox import needs_llm
+
+    if methods is None:
+        return {"scope": "full", "methods": "", "tasks": "", "llm_tasks": ""}
+    tasks = sorted({m.parent.parent.name for m in methods})
+    llm_tasks = sorted({m.parent.parent.name for m in methods if needs_llm(read_config(m / "config.vsh.yaml"))})
+    return {"scope": "methods", "methods": " ".join(str(m.relative_to(root)) for m in methods),
+            "tasks": " ".join(tasks), "llm_tasks": " ".join(llm_tasks)}
 
 
 def cmd_preview(ns: argparse.Namespace) -> int:
@@ -556,6 +573,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "resources and their recipes, dataset loaders, metrics, controls); exit 1 when it also adds or "
                         "changes a method")
     p.add_argument("--approved", action="store_true", help="with --rules: a maintainer approved rules and methods together")
+    p.add_argument("--scope", action="store_true",
+                   help="instead: print key=value lines (for $GITHUB_OUTPUT) saying what a pull request's checks cover: "
+                        "scope=methods when the change lies only in methods' own folders (their tests, their tasks' tests "
+                        "and a real model for a language-model method), else scope=full (the whole suite); methods, tasks, "
+                        "llm_tasks")
 
     p = sub.add_parser("preview", help="a change's ranks before merging: its tasks' bundled benchmark beside its base's")
     p.add_argument("--base", help="git ref the change is compared with, at its merge-base with HEAD "

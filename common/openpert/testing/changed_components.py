@@ -17,6 +17,11 @@ A change to the benchmark's rules (:func:`rules_changes`: a task's API, the test
 recipes, a dataset loader, a metric, a control) is named at the top of a pull request's checks, and a pull request that
 also adds or edits a method (:func:`changed_methods`) fails them until a maintainer approves it
 (``openpert changed --rules``).
+
+A change that touches nothing but methods' own folders (:func:`method_only_change`) gets a pull
+request's short path of checks: those methods' tests and their tasks' tests, their tasks' bundled
+benchmark, and a real model's answers where a method needs one; anything else gets the whole suite
+(``openpert changed --scope``).
 """
 
 from __future__ import annotations
@@ -148,3 +153,31 @@ def _component_type(folder: Path) -> str | None:
         return read_config(folder / "config.vsh.yaml").type
     except ConfigError:
         return None
+
+
+def method_only_change(root: Path, paths: Iterable[Path]) -> list[Path] | None:
+    """The method folders ``paths`` (changed files) lie in, when every one lies in a method's own folder.
+
+    Returns ``None`` when a changed file lies anywhere else (the harness, the science package, a
+    task library, a test, a workflow, a control, ...), in a deleted method, or when nothing changed:
+    such a change gets the whole test suite. A method's own folder holds its config, script and the files beside them,
+    which nothing but that method reads.
+    """
+    root = Path(root).resolve()
+    paths = [Path(p).resolve() for p in paths]
+    methods = {_method_folder(root, p) for p in paths}
+    if not paths or None in methods:
+        return None
+    return sorted(methods)
+
+
+def _method_folder(root: Path, path: Path) -> Path | None:
+    """The method folder ``src/<task>/methods/<name>`` that ``path`` lies in, if it is one."""
+    if not path.is_relative_to(root):
+        return None
+    parts = path.relative_to(root).parts
+    if len(parts) < 5 or parts[0] != "src" or parts[2] != "methods":
+        return None  # a file of methods/ itself, or outside every task's methods
+    folder = root.joinpath(*parts[:4])
+    # A deleted method, or a folder whose config does not read as a method's, gets the whole suite.
+    return folder if _component_type(folder) == "method" else None

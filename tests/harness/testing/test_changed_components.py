@@ -121,3 +121,46 @@ def test_the_cli_fails_rules_changed_with_a_method_unless_approved(checkout, mon
     assert out.startswith("**This change changes the benchmark's rules**") and "`src/tiny/methods/group_mean`" in out
     assert "rules-change-approved" in out
     assert cli.main(["changed", "--base", "main", "--rules", "--approved"]) == 0
+
+
+def test_a_change_within_methods_folders_is_method_only(checkout):
+    from openpert.testing.changed_components import method_only_change
+
+    _append(checkout / "src/tiny/methods/group_mean/script.py")
+    (checkout / "src/tiny/methods/group_mean/notes.md").write_text("why\n")  # untracked, beside the script
+    _append(checkout / "src/tiny/methods/shrunk_mean/config.vsh.yaml")
+    assert method_only_change(checkout, changed_files(checkout, "main")) == [
+        checkout / "src/tiny/methods/group_mean", checkout / "src/tiny/methods/shrunk_mean"]
+
+
+@pytest.mark.parametrize("other", ["src/tiny/tiny_lib/shrinkage.py", "src/tiny/control_methods/truth/script.py",
+                                   "common/pertsci/de.py", "common/openpert/report.py", "src/tiny/api/comp_method.yaml"])
+def test_a_method_with_anything_else_gets_the_whole_suite(checkout, other):
+    from openpert.testing.changed_components import method_only_change
+
+    _append(checkout / "src/tiny/methods/group_mean/script.py")
+    assert method_only_change(checkout, changed_files(checkout, "main")) is not None
+    _append(checkout / other)
+    assert method_only_change(checkout, changed_files(checkout, "main")) is None
+
+
+def test_nothing_changed_or_a_deleted_method_gets_the_whole_suite(checkout):
+    from openpert.testing.changed_components import method_only_change
+
+    assert method_only_change(checkout, changed_files(checkout, "main")) is None
+    shutil.rmtree(checkout / "src/tiny/methods/group_mean")
+    assert method_only_change(checkout, changed_files(checkout, "main")) is None
+
+
+def test_the_cli_prints_the_scope_for_the_workflow(checkout, monkeypatch, capsys):
+    from openpert import cli
+
+    monkeypatch.chdir(checkout)
+    _append(checkout / "src/tiny/methods/llm_constant/script.py")
+    _append(checkout / "src/tiny/methods/group_mean/script.py")
+    assert cli.main(["changed", "--base", "main", "--scope"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "scope=methods", "methods=src/tiny/methods/group_mean src/tiny/methods/llm_constant", "tasks=tiny", "llm_tasks=tiny"]
+    _append(checkout / "src/tiny/metrics/errors/script.py")
+    assert cli.main(["changed", "--base", "main", "--scope"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "scope=full"
