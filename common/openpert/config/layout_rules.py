@@ -189,7 +189,7 @@ def check_import_direction(root: Path) -> LayoutReport:
 
 
 def check_component(config: ComponentConfig) -> list[Violation]:
-    """A component's undeclared imports, references to ``tests/`` and reads of the shared data folder."""
+    """A component's undeclared imports, references to ``tests/``, reads of the shared data folder and pytest plugins."""
     violations: list[Violation] = []
     folder = config.path.parent
     task_dir = config.task_dir
@@ -219,6 +219,12 @@ def check_component(config: ComponentConfig) -> list[Violation]:
                                             "through their --shared_data input; give methods what they need as dataset files"))
     if config.type != "dataset" and any(a.name == "shared_data" for a in config.arguments):
         violations.append(Violation(config.path, 1, "undeclared-shared-data", "only dataset components take --shared_data"))
+    # pytest loads a conftest.py as it collects the folder, and its hooks then reach the tests run
+    # beside the component's (a method-only pull request runs its task's tests with them).
+    violations += [Violation(path, 1, "pytest-plugin-in-component",
+                             "pytest loads a component's conftest.py as a plugin of the test run; a component brings "
+                             "no pytest plugin (keep its test support in files its config declares)")
+                   for path in sorted(folder.rglob("conftest.py"))]
     config_text = config.path.read_text()
     for path, text in [(config.path, config_text), *((p, p.read_text()) for p in sources)]:
         for match in _TESTS_REFERENCE.finditer(text):

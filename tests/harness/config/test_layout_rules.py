@@ -122,6 +122,14 @@ def test_nothing_under_src_refers_to_tests(project):
     assert violation.rule == "refers-to-tests" and violation.path == config
 
 
+def test_a_component_brings_no_pytest_plugin(project):
+    config = _component(project, "alpha", "methods", "m", "x = 1\n")
+    assert check_component(read_config(config)) == []
+    _write(config.parent / "sub" / "conftest.py", "def pytest_runtest_makereport(item, call): pass\n")
+    (violation,) = check_component(read_config(config))
+    assert violation.rule == "pytest-plugin-in-component" and violation.path == config.parent / "sub" / "conftest.py"
+
+
 def test_unparsable_python_is_an_error_naming_the_file(tmp_path):
     bad = _write(tmp_path / "bad.py", "def f(:\n")
     with pytest.raises(ConfigError, match="bad.py: line 1"):
