@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,55 @@ def fixture_runs(tiny_project, tmp_path_factory):
     out = tmp_path_factory.mktemp("mixed")
     mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
     return clean, mixed, out, clean_out
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """A finished benchmark of the fixture task: its task, its input datasets, its results folder and results."""
+
+    task: Task
+    inputs: Path
+    out: Path
+    results: dict
+    methods: tuple[str, ...]
+    metrics: tuple[str, ...]
+
+    def resume(self, **kwargs) -> dict:
+        """The same benchmark again into the same results folder with ``resume=True`` (``kwargs`` override)."""
+        from openpert.engines.benchmark import run_benchmark
+
+        return run_benchmark(self.task, self.out, input_dir=self.inputs, resume=True,
+                             **{"methods": list(self.methods), "metrics": list(self.metrics), **kwargs})
+
+
+@pytest.fixture(scope="session")
+def group_mean_run(tiny_project, tmp_path_factory) -> BenchmarkRun:
+    """The fixture benchmark of group_mean, every control and the metric ``errors`` (8 jobs), run once.
+
+    Tests read its results; a test that edits its results folder takes it as ``resumable_run``.
+    """
+    from openpert.engines.benchmark import run_benchmark
+
+    task = Task(tiny_project / "src" / "tiny")
+    inputs = tiny_project / "resources_test" / "tiny"
+    out = tmp_path_factory.mktemp("group_mean") / "out"
+    methods, metrics = ("group_mean",), ("errors",)
+    results = run_benchmark(task, out, input_dir=inputs, methods=list(methods), metrics=list(metrics), jobs=2,
+                            progress=False)
+    assert not results["failures"], results["failures"]
+    return BenchmarkRun(task, inputs, out, results, methods, metrics)
+
+
+@pytest.fixture()
+def resumable_run(group_mean_run) -> Iterator[BenchmarkRun]:
+    """``group_mean_run`` for a test that damages or edits its cache or outputs and resumes it.
+
+    After the test a resume puts back every job and published file, so that the next test finds
+    the finished run again, whatever this one left behind.
+    """
+    yield group_mean_run
+    restored = group_mean_run.resume(progress=False)
+    assert not restored["failures"], f"the shared run could not be restored: {restored['failures']}"
 
 
 @pytest.fixture()
