@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import pickle
 import shutil
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -25,6 +31,7 @@ if not os.environ.get("OPENPERT_VIASH_SCHEMAS"):
         os.environ["OPENPERT_VIASH_SCHEMAS"] = str(ensure_schemas(FIXTURE_PROJECT.parents[2]).parent)
     except ConfigError as err:
         sys.stderr.write(f"conftest: {err}\n")
+T = TypeVar("T")
 GOOD = ["group_mean", "shrunk_mean"]
 FAILING = ["fail_raise", "fail_timeout", "fail_memory", "fail_invalid", "reads_solution"]
 
@@ -69,21 +76,124 @@ def project_copy(tmp_path, tiny_project) -> Path:
     return root
 
 
+def _test_run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The temporary folder of this test run, shared by its pytest-xdist workers (each has its own below it)."""
+    folder = tmp_path_factory.getbasetemp()
+    return folder.parent if os.environ.get("PYTEST_XDIST_WORKER") else folder
+
+
+@contextlib.contextmanager
+def workers_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+    """Hold the lock ``name`` of this test run: one worker at a time, whatever the number of pytest-xdist workers."""
+    with open(_test_run_folder(tmp_path_factory) / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def once_per_test_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]) -> T:
+    """``make(folder)`` once per test run, however many pytest-xdist workers ask for it.
+
+    A session (or module) fixture runs once in each worker that needs it, and a whole benchmark
+    is too costly to run twice. The first worker to ask makes the value in a folder shared by the
+    workers of this run, under a lock, and pickles it beside the folder; the others wait for the
+    lock and unpickle it. Each worker gets its own copy of the value, but the folder is shared:
+    whoever changes what it holds must hold a :func:`workers_lock` (see ``resumable_run``).
+
+    Parameters
+    ----------
+    tmp_path_factory
+        pytest's factory of this worker's temporary folders.
+    name
+        The value's folder name, unique among the callers.
+    make
+        Makes the value, writing what it needs into the (empty) folder it is given.
+    """
+    shared = _test_run_folder(tmp_path_factory)
+    folder, stored = shared / name, shared / f"{name}.pickle"
+    with workers_lock(tmp_path_factory, name):
+        if stored.is_file():
+            return pickle.loads(stored.read_bytes())
+        # A worker that failed to make it left no pickle: start afresh, as that worker would have.
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        value = make(folder)
+        stored.write_bytes(pickle.dumps(value))
+        return value
+
+
 @pytest.fixture(scope="session")
 def fixture_runs(tiny_project, tmp_path_factory):
-    """The fixture benchmark with the good methods only, and with the failing methods added.
+    """The fixture benchmark with the good methods only, and with the failing methods added (once per test run).
 
     Returns ``(clean results, mixed results, mixed results folder, clean results folder)``.
     """
     from openpert.engines.benchmark import run_benchmark
 
-    task = Task(tiny_project / "src" / "tiny")
-    inputs = tiny_project / "resources_test" / "tiny"
-    clean_out = tmp_path_factory.mktemp("clean")
-    clean = run_benchmark(task, clean_out, input_dir=inputs, methods=GOOD, jobs=2, progress=False)
-    out = tmp_path_factory.mktemp("mixed")
-    mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
-    return clean, mixed, out, clean_out
+    def both_runs(folder: Path) -> tuple[dict, dict, Path, Path]:
+        task = Task(tiny_project / "src" / "tiny")
+        inputs = tiny_project / "resources_test" / "tiny"
+        clean_out, out = folder / "clean", folder / "mixed"
+        clean = run_benchmark(task, clean_out, input_dir=inputs, methods=GOOD, jobs=2, progress=False)
+        mixed = run_benchmark(task, out, input_dir=inputs, methods=GOOD + FAILING, jobs=2, progress=False)
+        return clean, mixed, out, clean_out
+
+    return once_per_test_run(tmp_path_factory, "fixture_runs", both_runs)
+
+
+@dataclass(frozen=True)
+class BenchmarkRun:
+    """A finished benchmark of the fixture task: its task folder, its input datasets, its results folder and results."""
+
+    task_dir: Path
+    inputs: Path
+    out: Path
+    results: dict
+    methods: tuple[str, ...]
+    metrics: tuple[str, ...]
+
+    @property
+    def task(self) -> Task:
+        return Task(self.task_dir)
+
+    def resume(self, **kwargs) -> dict:
+        """The same benchmark again into the same results folder with ``resume=True`` (``kwargs`` override)."""
+        from openpert.engines.benchmark import run_benchmark
+
+        return run_benchmark(self.task, self.out, input_dir=self.inputs, resume=True,
+                             **{"methods": list(self.methods), "metrics": list(self.metrics), **kwargs})
+
+
+@pytest.fixture(scope="session")
+def group_mean_run(tiny_project, tmp_path_factory) -> BenchmarkRun:
+    """The fixture benchmark of group_mean, every control and the metric ``errors`` (8 jobs), once per test run.
+
+    Tests read its results; a test that edits its results folder takes it as ``resumable_run``.
+    """
+    from openpert.engines.benchmark import run_benchmark
+
+    def run(folder: Path) -> BenchmarkRun:
+        task_dir, inputs, out = tiny_project / "src" / "tiny", tiny_project / "resources_test" / "tiny", folder / "out"
+        methods, metrics = ("group_mean",), ("errors",)
+        results = run_benchmark(Task(task_dir), out, input_dir=inputs, methods=list(methods), metrics=list(metrics),
+                                jobs=2, progress=False)
+        assert not results["failures"], results["failures"]
+        return BenchmarkRun(task_dir, inputs, out, results, methods, metrics)
+
+    return once_per_test_run(tmp_path_factory, "group_mean_run", run)
+
+
+@pytest.fixture()
+def resumable_run(group_mean_run, tmp_path_factory) -> Iterator[BenchmarkRun]:
+    """``group_mean_run`` for a test that damages or edits its cache or outputs and resumes it.
+
+    The test has the run to itself (a lock, across pytest-xdist workers), and finds it finished
+    and whole: a resume first puts back whatever the test before it left, and publishes every
+    output again in this process (which then knows them as copies of the cache).
+    """
+    with workers_lock(tmp_path_factory, "group_mean_run.edit"):
+        restored = group_mean_run.resume(progress=False)
+        assert not restored["failures"], f"the shared run could not be restored: {restored['failures']}"
+        yield group_mean_run
 
 
 @pytest.fixture()

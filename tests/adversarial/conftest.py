@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from adversarial.hostile import clean_run
 
 
-@pytest.fixture(scope="module")
-def clean(tiny_project, tmp_path_factory) -> dict:
-    """The clean run's results (honest components only), computed once per module."""
-    return clean_run(tiny_project, tmp_path_factory.mktemp("clean"))
+@pytest.fixture(scope="session")
+def clean(group_mean_run) -> dict:
+    """The clean run's results: the honest components only (group_mean and the controls, metric ``errors``)."""
+    return group_mean_run.results

@@ -169,8 +169,3 @@ def tree_digest(folder: Path) -> dict[str, str]:
 def prediction_layer(path: Path):
     return ad.read_h5ad(path).layers["prediction"]
 
-
-def clean_run(tiny_project: Path, tmp: Path) -> dict:
-    """The clean benchmark (honest components only) in its own project copy."""
-    root = copy_project(tiny_project, tmp / "project")
-    return run(root, tmp / "out")

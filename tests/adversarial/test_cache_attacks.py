@@ -1,6 +1,6 @@
 """Tamper with the cache and the published outputs between two runs (attack class 7).
 
-After a first run, an attacker with write access to the results folder (or a job that escaped)
+After a clean run, an attacker with write access to the results folder (or a job that escaped)
 edits a cached prediction in place (the negative control's, replaced by the positive control's
 perfect one), truncates a cached score (group_mean's), and edits a published prediction in
 ``outputs/`` (train_mean's). ``--resume`` must notice the first two (their SHA-256 no longer
@@ -14,7 +14,7 @@ import json
 import shutil
 
 import numpy as np
-from adversarial.hostile import assert_honest_unchanged, copy_project, prediction_layer, raw_scores, run
+from adversarial.hostile import assert_honest_unchanged, prediction_layer, raw_scores
 
 
 def _cached(out, component, method=None):
@@ -26,12 +26,8 @@ def _cached(out, component, method=None):
     raise AssertionError(f"no cache entry of {component} {method or ''}")
 
 
-def test_tampered_cache_is_not_trusted(tiny_project, tmp_path, clean):
-    root = copy_project(tiny_project, tmp_path / "project")
-    out = tmp_path / "out"
-    first = run(root, out)
-    assert_honest_unchanged(first, clean)
-
+def test_tampered_cache_is_not_trusted(resumable_run, clean):
+    out = resumable_run.out  # the clean run's results folder (a resume puts it back after the test)
     truth_pred = _cached(out, "truth")
     zeros_pred = _cached(out, "zeros")
     shutil.copyfile(truth_pred, zeros_pred)  # edit a cached prediction in place
@@ -41,7 +37,7 @@ def test_tampered_cache_is_not_trusted(tiny_project, tmp_path, clean):
     published = out / "outputs" / "syn" / "train_mean" / "prediction.h5ad"
     shutil.copyfile(truth_pred, published)  # edit outputs/
 
-    second = run(root, out, resume=True)
+    second = resumable_run.resume(progress=False, jobs=2)
     assert_honest_unchanged(second, clean)
     assert raw_scores(second, ("zeros",)) != raw_scores(second, ("truth",))
     assert np.all(prediction_layer(out / "outputs" / "syn" / "zeros" / "prediction.h5ad") == 0)

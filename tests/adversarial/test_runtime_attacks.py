@@ -47,6 +47,7 @@ from adversarial.hostile import (
     run,
     tree_digest,
 )
+from conftest import once_per_test_run
 from sandbox_marks import needs_sandbox as needs_sandbox_mark
 
 from openpert.run import sandbox
@@ -282,8 +283,15 @@ class Listener:
 
 @pytest.fixture(scope="module")
 def hostile_run(tiny_project, tmp_path_factory):
-    """One benchmark run carrying every run-time hostile method, next to the honest components."""
-    tmp = tmp_path_factory.mktemp("runtime")
+    """One benchmark run carrying every run-time hostile method, next to the honest components (once per test run).
+
+    The secret and the sleepers' marker are the run's own (each test worker draws its own), so the
+    tests read them from here; and what the listener received, since it is closed.
+    """
+    return once_per_test_run(tmp_path_factory, "runtime_attacks", lambda folder: _hostile_run(tiny_project, folder))
+
+
+def _hostile_run(tiny_project, tmp):
     root = copy_project(tiny_project, tmp / "project")
     syn = root / "resources_test" / "tiny" / "syn"
     listener = Listener()
@@ -319,7 +327,8 @@ def hostile_run(tiny_project, tmp_path_factory):
         time.sleep(0.5)
         listener.close()
     return {"results": results, "root": root, "out": tmp / "out", "before": before, "modes": modes, "syn": syn,
-            "listener": listener, "ended": ended, "start": start, "methods": list(bodies)}
+            "received": listener.received, "secret": SECRET, "marker": MARKER, "ended": ended, "start": start,
+            "methods": list(bodies)}
 
 
 def _published(run_info, method):
@@ -362,7 +371,8 @@ def test_write_inputs(hostile_run):
 @needs_sandbox
 def test_outlive_the_job(hostile_run):
     """6. A double-forked setsid sleeper dies with its job and never writes into the results or the cache."""
-    alive = [p for p in psutil.process_iter(["cmdline"]) if any(MARKER in a for a in (p.info["cmdline"] or []))]
+    marker = hostile_run["marker"]
+    alive = [p for p in psutil.process_iter(["cmdline"]) if any(marker in a for a in (p.info["cmdline"] or []))]
     assert not alive, f"sleepers outlived their job: {[p.pid for p in alive]}"
     time.sleep(max(0.0, hostile_run["ended"] + 2.5 - time.monotonic()))
     planted = [p for p in hostile_run["out"].parent.rglob(PLANTED)]
@@ -383,11 +393,12 @@ def test_environment_and_network(hostile_run):
     """9. The harness's secret variable does not reach the job, and the job cannot connect to 127.0.0.1."""
     found = _found(hostile_run, "leak_env")
     assert found, "leak_env wrote no prediction"
-    assert not any(SECRET in f for f in found), "the secret reached the job"
+    secret = hostile_run["secret"]
+    assert not any(secret in f for f in found), "the secret reached the job"
     assert "connected" not in found
-    assert hostile_run["listener"].received == []
+    assert hostile_run["received"] == []
     logs = hostile_run["out"] / "logs"
-    assert not [p for p in logs.rglob("*.log") if SECRET in p.read_text(errors="replace")]
+    assert not [p for p in logs.rglob("*.log") if secret in p.read_text(errors="replace")]
 
 
 def test_symlink_output(hostile_run):

@@ -121,7 +121,9 @@ def test_llm_component_test_runs_against_a_local_server(tiny_project, tmp_path):
 
 def test_benchmark_exits_non_zero_when_every_method_of_a_dataset_fails(tiny_project, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tiny_project)
-    args = ["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--metrics", "errors", "-o"]
+    # one control: "every method" counts methods, not the controls that run beside them
+    args = ["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--controls", "truth", "--metrics", "errors",
+            "-j", "2", "-o"]
     assert main([*args, str(tmp_path / "bad"), "--methods", "fail_raise", "fail_invalid"]) == 1
     assert "error: every method failed on dataset syn" in capsys.readouterr().err
     assert main([*args, str(tmp_path / "good"), "--methods", "fail_raise", "group_mean"]) == 0
@@ -176,7 +178,8 @@ def test_openpert_sandbox_on_makes_a_benchmark_fail_where_bubblewrap_cannot_run(
         assert "a sandbox was required" in err and "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in err
         # --sandbox on the command line wins over the variable
         assert main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "--methods", "group_mean",
-                     "--metrics", "errors", "-o", str(tmp_path / "off"), "--quiet", "--sandbox", "off"]) == 0
+                     "--controls", "truth", "--metrics", "errors", "-o", str(tmp_path / "off"), "--quiet", "--sandbox",
+                     "off"]) == 0
         monkeypatch.setenv("OPENPERT_SANDBOX", "always")
         assert main(["benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(tmp_path / "bad")]) == 2
         assert "$OPENPERT_SANDBOX is 'always'" in capsys.readouterr().err
@@ -241,7 +244,8 @@ def test_datasets_of_several_tasks_go_each_to_its_task(project_copy, tmp_path, c
     monkeypatch.chdir(project_copy)
     out = tmp_path / "out"
     code = main(["benchmark", "--task", "tiny", "tiny2", "--input", "resources_test", "--datasets", "other",
-                 "--methods", "group_mean", "-o", str(out), "--sandbox", "off", "--quiet"])
+                 "--methods", "group_mean", "--controls", "truth", "--metrics", "errors", "-o", str(out), "--sandbox", "off",
+                 "--quiet"])
     assert code == 0
     assert "has none of --datasets other: left out" in capsys.readouterr().err
     assert (out / "tiny2" / "results.json").is_file() and not (out / "tiny").exists()

@@ -66,11 +66,11 @@ def test_resume_reruns_only_jobs_whose_library_changed(project_copy, tmp_path):
     from openpert.config.task import Task
 
     inputs = project_copy / "resources_test" / "tiny"
-    methods, metrics = ["group_mean", "shrunk_mean"], ["errors"]
-    run_benchmark(Task(task_dir), tmp_path / "out", input_dir=inputs, methods=methods, metrics=metrics, progress=False)
+    # group_mean and the control truth do not declare tiny_lib: their jobs must be reused
+    selection = {"methods": ["group_mean", "shrunk_mean"], "controls": ["truth"], "metrics": ["errors"]}
+    run_benchmark(Task(task_dir), tmp_path / "out", input_dir=inputs, jobs=2, progress=False, **selection)
     _touch(task_dir / "tiny_lib" / "shrinkage.py")
-    again = run_benchmark(Task(task_dir), tmp_path / "out", input_dir=inputs, methods=methods, metrics=metrics,
-                          resume=True, progress=False)
+    again = run_benchmark(Task(task_dir), tmp_path / "out", input_dir=inputs, resume=True, progress=False, **selection)
     reran = sorted(j["job_id"] for j in again["resources"] if not j.get("cached"))
     assert reran == ["syn/shrunk_mean"], reran
 

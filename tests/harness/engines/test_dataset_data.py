@@ -84,9 +84,14 @@ def data_project(project_copy, tmp_path, monkeypatch):
         yield Task(task_dir), server
 
 
+#: The jobs after the dataset stage that these tests need: one method scored by one metric.
+AFTER_THE_DATASETS = {"methods": ["group_mean"], "controls": [], "metrics": ["errors"]}
+
+
 def test_a_loader_gets_its_public_files_fetched_and_nothing_else(data_project, tmp_path):
+    """The fetched files reach the loader, and a resumed run with an unchanged store reuses the dataset job."""
     task, server = data_project
-    results = run_benchmark(task, tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+    results = run_benchmark(task, tmp_path / "out", datasets=["fd_a"], **AFTER_THE_DATASETS)
     assert not results["failures"]
     assert server.requests == {"seeds/seed.txt": 1}, "only what the planned dataset reads is fetched"
     train = ad.read_h5ad(tmp_path / "out" / "datasets" / "fd_a" / "train.h5ad")
@@ -94,6 +99,11 @@ def test_a_loader_gets_its_public_files_fetched_and_nothing_else(data_project, t
     (dataset,) = results["datasets"]
     assert [f["path"] for f in dataset["source_files"]] == ["seeds/seed.txt"]
     assert dataset["source_files"][0]["origin"].startswith("https://raw.githubusercontent.com/o/r/")
+    # an unchanged store reuses the dataset job
+    again = run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a"], resume=True, **AFTER_THE_DATASETS)
+    assert all(r["cached"] for r in again["resources"]), "the view's files, not its folder, key the job"
+    assert server.requests == {"seeds/seed.txt": 1}
+    assert Path(tmp_path / "out" / "datasets" / "fd_a" / "train.h5ad").is_file()
 
 
 def test_large_datasets_are_planned_only_when_asked(data_project):
@@ -109,7 +119,7 @@ def test_a_file_that_cannot_be_had_stops_the_run_before_any_job(data_project, tm
     task, server = data_project
     server.missing.add("seeds/seed.txt")
     with pytest.raises(FetchError, match=r"seeds/seed.txt: .*HTTP 404"):
-        run_benchmark(task, tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+        run_benchmark(task, tmp_path / "out", datasets=["fd_a"], **AFTER_THE_DATASETS)
     assert not (tmp_path / "out" / "work").exists(), "no job ran"
 
 
@@ -122,7 +132,7 @@ def test_a_data_input_the_manifest_does_not_give_is_a_config_error(data_project,
     doc["files"][0]["datasets"] = ["fd_big"]  # fd_a no longer gets seeds/seed.txt
     manifest.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match=r"fd_a: --seed_file reads seeds/seed.txt, which the task's api/data_manifest.yaml"):
-        run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
+        run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a"], **AFTER_THE_DATASETS)
     from openpert.config.lint import data_manifest_problems
 
     assert any("fd_a: --seed_file reads seeds/seed.txt" in p for p in data_manifest_problems(Task(task.dir)))
@@ -138,16 +148,6 @@ def test_lint_names_manifest_datasets_the_task_does_not_have(data_project):
     manifest.write_text(yaml.safe_dump(doc))
     (problem,) = data_manifest_problems(Task(task.dir))
     assert "screens/big.txt: datasets fd_typo are no info.datasets or info.builds id" in problem and str(manifest) in problem
-
-
-def test_an_unchanged_store_reuses_the_dataset_job(data_project, tmp_path):
-    task, server = data_project
-    run_benchmark(task, tmp_path / "out", datasets=["fd_a"], methods=["group_mean"], metrics=["errors"])
-    again = run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a"], methods=["group_mean"],
-                          metrics=["errors"], resume=True)
-    assert all(r["cached"] for r in again["resources"]), "the view's files, not its folder, key the job"
-    assert server.requests == {"seeds/seed.txt": 1}
-    assert Path(tmp_path / "out" / "datasets" / "fd_a" / "train.h5ad").is_file()
 
 
 BUILD = '''import json
@@ -200,8 +200,7 @@ def build_project(data_project):
 
 def test_the_folds_of_a_build_are_cut_from_one_run_of_it(build_project, tmp_path):
     task, server = build_project
-    results = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"],
-                            metrics=["errors"], jobs=2)
+    results = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], jobs=2, **AFTER_THE_DATASETS)
     assert not results["failures"], results["failures"]
     assert server.requests == {"seeds/seed.txt": 1}
     runs = [r for r in results["resources"] if r["stage"] in ("build", "dataset")]
@@ -216,8 +215,7 @@ def test_the_folds_of_a_build_are_cut_from_one_run_of_it(build_project, tmp_path
         # the site names the public files a fold was made from, read through its build
         assert [f["path"] for f in folds[fold]["source_files"]] == ["seeds/seed.txt"]
     # a resumed run reuses every job: a fold's cache key holds the content of the build it read
-    again = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"],
-                          metrics=["errors"], jobs=2, resume=True)
+    again = run_benchmark(task, tmp_path / "out", datasets=["fd_a", "fd_b"], jobs=2, resume=True, **AFTER_THE_DATASETS)
     assert {r["job_id"]: r["cached"] for r in again["resources"]} == {r["job_id"]: True for r in results["resources"]}
 
 
@@ -226,6 +224,6 @@ def test_a_failed_build_is_the_reason_its_folds_failed(build_project, tmp_path):
     config = task.component("seeds").path
     config.write_text(config.read_text().replace("- id: seeds", "- id: seeds\n    fail: true"))
     with pytest.raises(Exception, match="no usable dataset") as err:
-        run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a", "fd_b"], methods=["group_mean"], metrics=["errors"])
+        run_benchmark(Task(task.dir), tmp_path / "out", datasets=["fd_a", "fd_b"], **AFTER_THE_DATASETS)
     assert "datasets/fd_a: its build builds/seeds failed: exited with code 1" in str(err.value)
     assert "datasets/fd_b: its build builds/seeds failed" in str(err.value)

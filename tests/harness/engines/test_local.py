@@ -88,9 +88,9 @@ def test_results_files(runs):
 
 
 def test_dataset_stage_and_filters(tiny_task, tmp_path):
-    results = run_benchmark(tiny_task, tmp_path, methods=["group_mean"], controls=["truth", "zeros"], metrics=["errors"], progress=False)
+    results = run_benchmark(tiny_task, tmp_path, methods=["group_mean"], controls=["zeros"], metrics=["errors"], progress=False)
     assert [d["dataset_id"] for d in results["datasets"]] == ["syn_a", "syn_b"]
-    assert {r["method_id"] for r in results["dataset_scores"]} == {"group_mean", "truth", "zeros"}
+    assert {r["method_id"] for r in results["dataset_scores"]} == {"group_mean", "zeros"}
     assert {m["id"] for m in results["metrics"]} == {"rmse", "mae"}
     assert (tmp_path / "datasets" / "syn_a" / "train.h5ad").is_file()
     with pytest.raises(ConfigError, match="unknown methods: nope"):
@@ -104,7 +104,7 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
     slow = project_copy / "src/tiny/methods/group_mean/script.py"
     slow.write_text(slow.read_text().replace("import anndata as ad\n", "import time\n\nimport anndata as ad\ntime.sleep(1.5)\n", 1))
     cmd = [sys.executable, "-m", "openpert.cli", "benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(out),
-           "--methods", "group_mean", "shrunk_mean", "-j", "1"]
+           "--methods", "group_mean", "shrunk_mean", "--metrics", "errors", "-j", "1"]
     proc = subprocess.Popen(cmd, cwd=project_copy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     work = out / "tiny" / "work"
     deadline = time.monotonic() + 120
@@ -115,14 +115,14 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
     finished = {json.loads(p.read_text())["job_id"] for p in work.glob("*/*/record.json")}
     assert len(finished) >= 3
     results = run_benchmark(Task(project_copy / "src" / "tiny"), out / "tiny", input_dir=project_copy / "resources_test" / "tiny",
-                            methods=["group_mean", "shrunk_mean"], resume=True, progress=False)
+                            methods=["group_mean", "shrunk_mean"], metrics=["errors"], resume=True, progress=False)
     assert not results["failures"]
     cached = {r["job_id"] for r in results["resources"] if r["cached"]}
     assert cached == finished, "exactly the jobs finished before the kill are reused"
-    assert len(results["resources"]) == 15 and len(cached) < 15
+    assert len(results["resources"]) == 10 and len(cached) < 10
     # a second resume reuses everything and gives the same scores
     again = run_benchmark(Task(project_copy / "src" / "tiny"), out / "tiny", input_dir=project_copy / "resources_test" / "tiny",
-                          methods=["group_mean", "shrunk_mean"], resume=True, progress=False)
+                          methods=["group_mean", "shrunk_mean"], metrics=["errors"], resume=True, progress=False)
     assert all(r["cached"] for r in again["resources"])
     assert raw_scores(again) == raw_scores(results)
 
@@ -167,10 +167,14 @@ def test_a_model_server_that_dies_mid_run_is_resumed_asking_only_the_rest(projec
     one = ('(answers,) = client.generate([f"Give one number for {test.n_obs} rows."], SamplingParams(temperature=0, n=1, seed=0))\n'
            "value = float(answers[0].strip())")
     assert one in script.read_text()
+    # The client retries as it always does, with a backoff of milliseconds rather than its default seconds.
+    client = 'client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})'
+    assert client in script.read_text()
     script.write_text(script.read_text().replace(one, (
         'answers = client.generate([f"Give one number for part {i} of {test.n_obs} rows." for i in range(6)], '
         "SamplingParams(temperature=0, n=1, seed=0))\n"
-        "value = sum(float(a[0].strip()) for a in answers) / len(answers)")))
+        "value = sum(float(a[0].strip()) for a in answers) / len(answers)")).replace(
+        client, client[:-1] + ", retry_base_delay=0.01)"))
     task, inputs, out = Task(project_copy / "src" / "tiny"), project_copy / "resources_test" / "tiny", tmp_path / "out"
     monkeypatch.setenv("OPENPERT_LLM_CACHE", str(tmp_path / "llm_cache"))
     monkeypatch.setenv("OPENPERT_LLM_MODEL", "stub-model")
@@ -180,15 +184,15 @@ def test_a_model_server_that_dies_mid_run_is_resumed_asking_only_the_rest(projec
 
     with OpenAIStubServer(respond, die_after=2) as dying:
         monkeypatch.setenv("OPENPERT_LLM_BASE_URL", dying.base_url)
-        first = run_benchmark(task, out, input_dir=inputs, methods=["llm_constant"], metrics=["errors"], progress=False,
-                              sandbox=False)
+        first = run_benchmark(task, out, input_dir=inputs, methods=["llm_constant"], controls=[], metrics=["errors"],
+                              progress=False, sandbox=False)
     # The job fails (the client retried first, with its backoff), saying what a rerun will not ask again.
     (failure,) = [f for f in first["failures"] if f["method_id"] == "llm_constant"]
     assert "LLMRequestError" in failure["reason"]
     assert ("2 of the 6 answers of this call are in the generation cache" in (out / failure["log"]).read_text())
     with OpenAIStubServer(respond, port=dying.bound_port) as restarted:
-        again = run_benchmark(task, out, input_dir=inputs, methods=["llm_constant"], metrics=["errors"], progress=False,
-                              sandbox=False, resume=True)
+        again = run_benchmark(task, out, input_dir=inputs, methods=["llm_constant"], controls=[], metrics=["errors"],
+                              progress=False, sandbox=False, resume=True)
     assert again["failures"] == [] and restarted.n_requests == 4
 
 
@@ -205,13 +209,15 @@ def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
 
 def test_progress_is_one_line_per_job_start_and_end_when_not_a_terminal(tiny_task, tmp_path, capsys):
     inputs = tiny_task.root / "resources_test" / "tiny"
-    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean", "fail_raise"], metrics=["errors"])
+    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean", "fail_raise"], controls=[],
+                  metrics=["errors"])
     lines = capsys.readouterr().err.splitlines()
     assert "start    syn/group_mean" in lines
     ended = {line.split()[1]: line.split()[2] for line in lines if line.startswith("end ")}
     assert ended["syn/group_mean"] == "succeeded" and ended["syn/fail_raise"] == "failed"
     assert ended["syn/group_mean/errors"] == "succeeded"
-    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean"], metrics=["errors"], resume=True, progress=False)
+    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean"], controls=[], metrics=["errors"],
+                  resume=True, progress=False)
     assert capsys.readouterr().err == ""
 
 
@@ -239,12 +245,10 @@ def bump_prediction(path) -> None:
 
 
 @pytest.mark.parametrize("where", ["cache", "outputs"])
-def test_resume_reruns_an_edited_prediction_and_outputs_are_copies(project_copy, tmp_path, capsys, where):
+def test_resume_reruns_an_edited_prediction_and_outputs_are_copies(resumable_run, capsys, where):
     from openpert.files import hash_file
 
-    task = Task(project_copy / "src" / "tiny")
-    out = tmp_path / "out"
-    clean = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], progress=False)
+    out, clean = resumable_run.out, resumable_run.results
     record, _ = cached_outputs(out, "syn/group_mean")
     cached = record["outputs"]["output"]
     published = out / "outputs" / "syn" / "group_mean" / "prediction.h5ad"
@@ -255,7 +259,7 @@ def test_resume_reruns_an_edited_prediction_and_outputs_are_copies(project_copy,
 
     bump_prediction(cached if where == "cache" else published)
     assert content_identity(published) != content_identity(cached)
-    resumed = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], resume=True)
+    resumed = resumable_run.resume()
     err = capsys.readouterr().err
     jobs = {r["job_id"]: r for r in resumed["resources"]}
     assert raw_scores(resumed) == raw_scores(clean) and not resumed["failures"]
@@ -274,10 +278,8 @@ def test_resume_reruns_an_edited_prediction_and_outputs_are_copies(project_copy,
     ("truncate_record", "syn/group_mean/errors", "cached record.json is unreadable"),
     ("remove_prediction", "syn/group_mean", "cached output prediction.h5ad vanished"),
 ])
-def test_resume_reruns_a_job_whose_cache_entry_is_damaged(project_copy, tmp_path, capsys, damage, job_id, message):
-    task = Task(project_copy / "src" / "tiny")
-    out = tmp_path / "out"
-    clean = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], progress=False)
+def test_resume_reruns_a_job_whose_cache_entry_is_damaged(resumable_run, capsys, damage, job_id, message):
+    out, clean = resumable_run.out, resumable_run.results
     record, record_path = cached_outputs(out, job_id)
     if damage == "truncate_score":
         score = record["outputs"]["output"]
@@ -287,7 +289,7 @@ def test_resume_reruns_a_job_whose_cache_entry_is_damaged(project_copy, tmp_path
         record_path.write_text(record_path.read_text()[:40])
     else:
         os.unlink(record["outputs"]["output"])
-    resumed = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], resume=True)
+    resumed = resumable_run.resume()
     assert f"re-running {job_id}: {message}" in capsys.readouterr().err
     assert not resumed["failures"], "a damaged cache entry is re-run, not reported"
     assert raw_scores(resumed) == raw_scores(clean)
@@ -309,11 +311,12 @@ def test_a_corrupt_dataset_file_fails_its_dataset_only(project_copy, tmp_path, n
     damaged = inputs / "syn_b" / name
     damaged.write_bytes(damaged.read_bytes()[:300])
     out = tmp_path / "out"
-    results = run_benchmark(task, out, input_dir=inputs, methods=["group_mean"], metrics=["errors"], progress=False)
+    results = run_benchmark(task, out, input_dir=inputs, methods=["group_mean"], controls=["truth"], metrics=["errors"],
+                            jobs=2, progress=False)
     assert json.loads((out / "results.json").read_text())["scores"] == results["scores"]
     assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}
     assert {(s["method_id"], s["metric_id"]) for s in results["scores"]} == {
-        (m, k) for m in ("group_mean", "truth", "zeros", "train_mean") for k in ("rmse", "mae")}
+        (m, k) for m in ("group_mean", "truth") for k in ("rmse", "mae")}
     (failure,) = results["failures"]
     assert failure["job_id"] == "datasets/syn_b" and failure["stage"] == "dataset" and failure["dataset_id"] == "syn_b"
     assert f"syn_b/{name}" in failure["reason"] and "cannot be read as h5ad" in failure["reason"]
@@ -333,12 +336,13 @@ def test_a_malformed_component_config_is_reported_and_the_task_runs(project_copy
     (broken / "config.vsh.yaml").write_text("name: broken\narguments: [\n")
     task = Task(project_copy / "src" / "tiny")
     out = tmp_path / "out"
-    results = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], metrics=["errors"], progress=False)
+    results = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], controls=["truth"],
+                            metrics=["errors"], jobs=2, progress=False)
     (error,) = results["config_errors"]
     assert error["component"] == "broken" and error["type"] == "method"
     assert error["config"] == "src/tiny/methods/broken/config.vsh.yaml" and "broken/config.vsh.yaml: invalid YAML" in error["reason"]
     assert json.loads((out / "results.json").read_text())["config_errors"] == [error]
-    assert {s["method_id"] for s in results["scores"]} == {"group_mean", "truth", "zeros", "train_mean"}
+    assert {s["method_id"] for s in results["scores"]} == {"group_mean", "truth"}
     assert "config error, method broken left out: " in format_summary(results)
 
 
@@ -350,7 +354,8 @@ def test_a_dataset_without_test_items_fails_its_job(project_copy, tmp_path):
     script.write_text(script.read_text().replace("is_test = np.tile(np.arange(n_per_group) < 3, n_groups)",
                                                  "is_test = np.tile(np.arange(n_per_group) < (3 if par['seed'] == 1 else 0), n_groups)"))
     task = Task(project_copy / "src" / "tiny")
-    results = run_benchmark(task, tmp_path / "out", methods=["group_mean"], metrics=["errors"], progress=False)
+    results = run_benchmark(task, tmp_path / "out", methods=["group_mean"], controls=[], metrics=["errors"], jobs=2,
+                            progress=False)
     (failure,) = results["failures"]
     assert failure["job_id"] == "datasets/syn_b" and failure["stage"] == "dataset"
     assert "test.h5ad (file_test): has 0 rows (obs); the format asks for at least 1 (min_rows)" in failure["reason"]
@@ -358,17 +363,16 @@ def test_a_dataset_without_test_items_fails_its_job(project_copy, tmp_path):
     assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}
 
 
-def test_the_sandbox_mode_reaches_every_job_record(tiny_task, tmp_path):
+def test_the_sandbox_mode_reaches_every_job_record(tiny_task, group_mean_run, tmp_path):
     from openpert.run.sandbox import available
 
     inputs = tiny_task.root / "resources_test" / "tiny"
-    off = run_benchmark(tiny_task, tmp_path / "off", input_dir=inputs, methods=["group_mean"], metrics=["errors"],
-                        progress=False, sandbox=False)
+    off = run_benchmark(tiny_task, tmp_path / "off", input_dir=inputs, methods=["group_mean"], controls=[],
+                        metrics=["errors"], progress=False, sandbox=False)
     assert {r["sandbox"] for r in off["resources"]} == {"none"}
     if available():
-        auto = run_benchmark(tiny_task, tmp_path / "auto", input_dir=inputs, methods=["group_mean"], metrics=["errors"],
-                             progress=False)
-        assert {r["sandbox"] for r in auto["resources"]} == {"bubblewrap"}
+        # the shared run ran with the default mode, the sandbox where it works
+        assert {r["sandbox"] for r in group_mean_run.results["resources"]} == {"bubblewrap"}
 
 
 def test_a_job_gets_its_share_of_the_cores_at_most_what_its_label_asks():
@@ -438,7 +442,7 @@ def test_several_tasks_share_the_job_slots_and_report_in_order(project_copy, tmp
     shutil.copytree(project_copy / "resources_test" / "tiny", project_copy / "resources_test" / "tiny2")
     monkeypatch.chdir(project_copy)
     args = ["benchmark", "--task", "tiny", "tiny2", "--input", "resources_test", "--methods", "group_mean",
-            "--metrics", "errors", "-j", "2", "-o", str(tmp_path / "out")]
+            "--controls", "truth", "--metrics", "errors", "-j", "2", "-o", str(tmp_path / "out")]
     assert main(args) == 0
     captured = capsys.readouterr()
     # Each task's summary in the order asked; the progress lines name the task of each job.
@@ -486,7 +490,7 @@ def test_one_task_reads_its_own_folder_of_a_resources_tree(project_copy, tmp_pat
     (bad / "train.h5ad").write_bytes(b"not a dataset of tiny")
     monkeypatch.chdir(project_copy)
     args = ["benchmark", "--task", "tiny", "--input", "resources_test", "--methods", "group_mean",
-            "--metrics", "errors", "-o", str(tmp_path / "out"), "--quiet"]
+            "--controls", "truth", "--metrics", "errors", "-j", "2", "-o", str(tmp_path / "out"), "--quiet"]
     assert main(args) == 0
     results = json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())
     assert {d["dataset_id"] for d in results["datasets"]} == {"syn"}

@@ -16,8 +16,8 @@ def _git(root, *args):
 
 def _run(root, out):
     task = Task(root / "src" / "tiny")
-    return run_benchmark(task, out, input_dir=root / "resources_test" / "tiny", methods=["group_mean"], metrics=["errors"],
-                         progress=False)
+    return run_benchmark(task, out, input_dir=root / "resources_test" / "tiny", methods=["group_mean"], controls=[],
+                         metrics=["errors"], progress=False)
 
 
 def test_provenance_names_the_commit_and_the_digests(project_copy, tmp_path):
@@ -54,8 +54,11 @@ def test_an_untracked_component_makes_the_tree_dirty(project_copy):
     assert git_state(project_copy)[1] is True
 
 
-def test_outside_a_checkout_the_commit_is_not_recorded(project_copy, tmp_path):
-    provenance = _run(project_copy, tmp_path / "out")["provenance"]
+def test_outside_a_checkout_the_commit_is_not_recorded(group_mean_run):
+    from openpert.results.provenance import git_state
+
+    assert git_state(group_mean_run.task.root) == (None, None), "the shared run's project lies outside any checkout"
+    provenance = group_mean_run.results["provenance"]
     assert provenance["commit"] is None and provenance["dirty"] is None
 
 
