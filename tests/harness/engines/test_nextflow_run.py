@@ -26,26 +26,45 @@ from openpert.engines.benchmark import run_benchmark
 FAKE = FIXTURES / "fake_nextflow"
 
 
-def test_nextflow_engine_matches_local_engine(project_copy, tmp_path, monkeypatch):
+def test_nextflow_engine_matches_local_engine_and_retries_a_job_killed_for_memory_bigger_then_ignores_it(
+        project_copy, tmp_path, monkeypatch):
+    """One run of each engine: the scores and failures agree, and Nextflow retried the job killed for memory.
+
+    (Both halves need the controls and the metric run in Nextflow; one run serves them.)
+    """
     monkeypatch.setenv("PATH", os.pathsep.join([str(FAKE), str(Path(sys.executable).parent), os.environ["PATH"]]))
     # the project's pipeline is the repository's generic main.nf and its config
     for name in ("main.nf", "nextflow.config"):
         shutil.copy(ROOT / name, project_copy / name)
     task = Task(project_copy / "src" / "tiny")
     inputs = project_copy / "resources_test" / "tiny"
-    methods = ["group_mean", "fail_raise"]
-    via_nf = run_benchmark(task, tmp_path / "nf", input_dir=inputs, methods=methods, metrics=["errors"], engine="nextflow", progress=False)
-    local = run_benchmark(task, tmp_path / "local", input_dir=inputs, methods=methods, metrics=["errors"], progress=False)
+    # The positive and the negative control, which scaling needs; the baseline would add jobs, not ways to differ.
+    kwargs = dict(input_dir=inputs, methods=["group_mean", "fail_raise", "fail_memory"], controls=["truth", "zeros"],
+                  metrics=["errors"], progress=False)
+    via_nf = run_benchmark(task, tmp_path / "nf", engine="nextflow", **kwargs)
+    local = run_benchmark(task, tmp_path / "local", **kwargs)
     assert (tmp_path / "nf" / "logs" / "nextflow.log").is_file()
 
     def key(r):
         return {(s["dataset_id"], s["method_id"], s["metric_id"]): s["raw"] for s in r["scores"]}
 
-    assert key(via_nf) == key(local) and len(key(local)) == 8  # (3 controls + group_mean) x (rmse, mae)
-    assert [(f["job_id"], f["exit_code"]) for f in via_nf["failures"]] == [("syn/fail_raise", 1)]
-    assert [f["job_id"] for f in local["failures"]] == ["syn/fail_raise"]
+    assert key(via_nf) == key(local) and len(key(local)) == 6  # (2 controls + group_mean) x (rmse, mae)
+    assert [(f["job_id"], f["exit_code"]) for f in via_nf["failures"]] == [("syn/fail_memory", 137), ("syn/fail_raise", 1)]
+    assert [f["job_id"] for f in local["failures"]] == ["syn/fail_memory", "syn/fail_raise"]
     assert via_nf["engine"] == "nextflow"
     assert {r["job_id"] for r in via_nf["resources"]} == {r["job_id"] for r in local["resources"]}
+
+    # The job killed for memory was retried bigger, then ignored; the others were scored all the same.
+    (failure,) = [f for f in via_nf["failures"] if f["job_id"] == "syn/fail_memory"]
+    assert failure["exit_code"] == 137
+    assert failure["reason"].startswith("memory limit exceeded") and "limit 900 MB) on attempt 3" in failure["reason"]
+    trace = (tmp_path / "nf" / "nextflow_trace.tsv").read_text().splitlines()
+    attempts = [line.split("\t")[4] for line in trace if "\tsyn/fail_memory\t" in line]
+    assert attempts == ["1", "2", "3"]  # nextflow.config's max_retries = 2, then the job is ignored
+    scripts = sorted((tmp_path / "nf" / "nextflow_work").glob("*/task*/.command.sh"))
+    asked = [re.search(r"'--limit-memory-mb' '(\d+)'", s.read_text()).group(1) for s in scripts if "fail_memory" in s.read_text()]
+    assert asked == ["300", "600", "900"]
+    assert {s["method_id"] for s in via_nf["scores"]} == {"truth", "zeros", "group_mean"}
 
 
 def _seeded_zeros(project: Path) -> None:
@@ -64,7 +83,8 @@ def test_whole_benchmark_in_nextflow_with_loaders_and_seeds(project_copy, tmp_pa
         shutil.copy(ROOT / name, project_copy / name)
     _seeded_zeros(project_copy)
     task = Task(project_copy / "src" / "tiny")
-    kwargs = dict(datasets=["syn_a"], methods=["group_mean"], metrics=["errors"], progress=False)
+    # The seeded control alone of the controls: the others add jobs, not ways to differ.
+    kwargs = dict(datasets=["syn_a"], methods=["group_mean"], controls=["zeros"], metrics=["errors"], progress=False)
     via_nf = run_benchmark(task, tmp_path / "nf", engine="nextflow", **kwargs)
     local = run_benchmark(task, tmp_path / "local", **kwargs)
 
@@ -115,25 +135,6 @@ def test_benchmark_passes_nextflow_options_through(project_copy, tmp_path, monke
     assert not (tmp_path / "results" / "tiny" / "datasets").exists()
     assert all("'--sandbox' 'off'" in a["script"] for j in jobs for a in j["attempts"])
     assert all(j["container"] and j["digest"] and Path(j["bundle"]).is_dir() for j in jobs)
-
-
-def test_a_job_killed_for_memory_is_retried_bigger_then_ignored(project_copy, tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", os.pathsep.join([str(FAKE), str(Path(sys.executable).parent), os.environ["PATH"]]))
-    for name in ("main.nf", "nextflow.config"):
-        shutil.copy(ROOT / name, project_copy / name)
-    task = Task(project_copy / "src" / "tiny")
-    results = run_benchmark(task, tmp_path / "nf", input_dir=project_copy / "resources_test" / "tiny",
-                            methods=["fail_memory"], metrics=["errors"], engine="nextflow", progress=False)  # fmt: skip
-    (failure,) = [f for f in results["failures"] if f["job_id"] == "syn/fail_memory"]
-    assert failure["exit_code"] == 137
-    assert failure["reason"].startswith("memory limit exceeded") and "limit 900 MB) on attempt 3" in failure["reason"]
-    trace = (tmp_path / "nf" / "nextflow_trace.tsv").read_text().splitlines()
-    attempts = [line.split("\t")[4] for line in trace if "\tsyn/fail_memory\t" in line]
-    assert attempts == ["1", "2", "3"]  # nextflow.config's max_retries = 2, then the job is ignored
-    scripts = sorted((tmp_path / "nf" / "nextflow_work").glob("*/task*/.command.sh"))
-    asked = [re.search(r"'--limit-memory-mb' '(\d+)'", s.read_text()).group(1) for s in scripts if "fail_memory" in s.read_text()]
-    assert asked == ["300", "600", "900"]
-    assert {s["method_id"] for s in results["scores"]} == {"train_mean", "truth", "zeros"}
 
 
 @pytest.mark.parametrize("profile", ["local", "docker"])

@@ -48,33 +48,31 @@ def _needs_six(project: Path, declared: bool) -> Path:
     return folder
 
 
-def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declared(fixture_with_images):
+def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declared_and_components_share_their_environment(
+        fixture_with_images):
+    """One run of both components shows the failure, the shared environment and the summary; then the declared package."""
     folder = _needs_six(fixture_with_images, declared=False)
     env = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
     assert env.base == "core" and not env.packages
-    result = run_component_test(folder, env, fixture_with_images)
+    lines: list[str] = []
+    run = test_components(fixture_with_images, ["src/tiny/methods/group_mean", "src/tiny/methods/needs_six"],
+                          cache_dir=CACHE, jobs=2, log=lines.append)
+    assert {r.folder.name: r.status for r in run.results} == {"group_mean": "passed", "needs_six": "failed"}
+    assert len(run.envs) == 1 and run.envs[0].label == "core" and run.envs[0].components == 2
+    (result,) = [r for r in run.results if r.folder.name == "needs_six"]
     assert result.status == "failed", result.output[-2000:]
     assert "No module named 'six'" in result.output
     assert result.command[1:] == ["-m", "pytest", str(folder.resolve()), "-p", "no:cacheprovider", "-q"]
+    summary = format_summary(run, fixture_with_images)
+    assert "--- failed: src/tiny/methods/needs_six [core]" in summary
+    assert summary.rstrip().splitlines()[-1].startswith("1 passed, 1 failed in ")
+    assert any(line.startswith("passed") and "src/tiny/methods/group_mean" in line for line in lines)
 
     _needs_six(fixture_with_images, declared=True)
     overlay = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
     assert overlay.packages == ("six==1.17.0",)
     result = run_component_test(folder, overlay, fixture_with_images)
     assert result.status == "passed", result.output[-3000:]
-
-
-def test_components_share_their_base_environment_and_the_summary_names_failures(fixture_with_images):
-    _needs_six(fixture_with_images, declared=False)
-    lines: list[str] = []
-    run = test_components(fixture_with_images, ["src/tiny/methods/group_mean", "src/tiny/methods/needs_six"],
-                          cache_dir=CACHE, jobs=2, log=lines.append)
-    assert {r.folder.name: r.status for r in run.results} == {"group_mean": "passed", "needs_six": "failed"}
-    assert len(run.envs) == 1 and run.envs[0].label == "core" and run.envs[0].components == 2
-    summary = format_summary(run, fixture_with_images)
-    assert "--- failed: src/tiny/methods/needs_six [core]" in summary
-    assert summary.rstrip().splitlines()[-1].startswith("1 passed, 1 failed in ")
-    assert any(line.startswith("passed") and "src/tiny/methods/group_mean" in line for line in lines)
 
 
 def test_excluded_folders_are_left_out_and_a_public_image_is_an_error(fixture_with_images):

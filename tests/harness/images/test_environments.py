@@ -41,7 +41,10 @@ def test_an_interpreter_of_another_python_than_the_image_is_refused(demo_project
 
 
 @pytest.mark.slow
-def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_and_is_cached(tiny_base, tmp_path):
+def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_is_cached_and_an_overlay_adds_to_a_copy(
+        tiny_base, component_writer, tmp_path):
+    """One base environment serves both halves: what it holds and how it is cached, then an overlay built on it
+    (each environment build is a virtual environment, pip and an editable install: the slow part of these tests)."""
     cache = tmp_path / "envs"
     env = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
     assert env.built_seconds is not None and env.path.parent == cache and env.path.name.startswith("tiny-")
@@ -56,22 +59,13 @@ def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_and_is
     # Cached: the same folder, no build.
     again = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
     assert (again.path, again.built_seconds) == (env.path, None)
-    # A change of the requirement file is a new environment; the old one is pruned as stale.
-    requirements = tiny_base / "docker" / "tiny" / "requirements.txt"
-    requirements.write_text(requirements.read_text() + "six==1.17.0\n")
-    changed = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
-    assert changed.path != env.path and _imports(changed, "six")
-    assert prune_envs(tiny_base, cache_dir=cache, log=lambda m: None) == [env.path]
-    assert changed.path.is_dir() and not env.path.exists()
 
-
-@pytest.mark.slow
-def test_an_overlay_adds_a_components_packages_to_a_complete_environment_of_its_own(tiny_base, component_writer, tmp_path):
-    cache = tmp_path / "envs"
+    # An overlay adds a component's packages to a complete environment of its own.
     plain = read_config(component_writer(tiny_base, "t", "method", "plain", TINY) / "config.vsh.yaml")
     engine = TINY.replace("tag: 1.2.3}", "tag: 1.2.3, setup: [{type: python, packages: [six==1.17.0]}]}")
     adds = read_config(component_writer(tiny_base, "t", "method", "adds", engine) / "config.vsh.yaml")
     base = component_env(plain, cache_dir=cache, strict=False, log=lambda m: None)
+    assert (base.path, base.built_seconds) == (env.path, None), "a component without packages has its image's environment"
     overlay = component_env(adds, cache_dir=cache, strict=False, log=lambda m: None)
     assert not base.packages and overlay.packages == ("six==1.17.0",)
     assert overlay.path.parent == cache / "overlays"
@@ -88,6 +82,15 @@ def test_an_overlay_adds_a_components_packages_to_a_complete_environment_of_its_
     assert stamp["shared_files"] > 100 and stamp["shared_bytes"] > 1_000_000
     assert _imports(overlay, "packaging.version")
 
+    # A change of the requirement file is a new environment; the old one is pruned as stale, and so is the
+    # overlay built on it.
+    requirements = tiny_base / "docker" / "tiny" / "requirements.txt"
+    requirements.write_text(requirements.read_text() + "six==1.17.0\n")
+    changed = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
+    assert changed.path != env.path and _imports(changed, "six")
+    assert prune_envs(tiny_base, cache_dir=cache, log=lambda m: None) == [env.path, overlay.path]
+    assert changed.path.is_dir() and not env.path.exists() and not overlay.path.exists()
+
 
 @pytest.mark.slow
 def test_requirement_files_that_are_not_a_closed_set_fail_pip_check_naming_them(demo_project, base_writer, tmp_path):
@@ -101,6 +104,9 @@ def test_a_full_disk_is_named_as_the_reason_a_build_failed(tiny_base, tmp_path, 
     real_run = subprocess.run
 
     def full_disk(command, *args, **kwargs):
+        if "venv" in command:  # the folder is all the failing install needs: no interpreter is set up in it
+            os.makedirs(command[-1])
+            return subprocess.CompletedProcess(command, 0)
         if "install" in command:
             kwargs["stdout"].write("ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n")
             return subprocess.CompletedProcess(command, 1)
