@@ -20,6 +20,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 shared="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
 if [ ! -d "$shared/biome_bench" ]; then
   echo "biome_bench.sh: $shared/biome_bench not found: set OPENPERT_SHARED_DATA to the shared data folder" >&2
@@ -31,15 +32,15 @@ out=$task_out/mmu_subset
 mkdir -p "$out"
 # The organism as the benchmark's mmu dataset gives it (info.datasets), not as read from KEGG's
 # pathway names ("house mouse"): the test dataset is titled as the real one.
-openpert run-component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
+run_component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
   --shared_data "$shared" --species mmu --n_pathways 6 --seed 0 --test_fraction 0.5 --dataset_id mmu_subset \
   --organism mus_musculus --common_name mouse \
   --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
 baseline_and_score() {  # <dataset folder>: the training-majority prediction and its relation accuracy
-  openpert run-component src/biome_bench/control_methods/training_majority/config.vsh.yaml \
+  run_component src/biome_bench/control_methods/training_majority/config.vsh.yaml \
     --input_train "$1/train.h5ad" --input_test "$1/test.h5ad" --input_solution "$1/solution.h5ad" \
     --output "$1/prediction.h5ad"
-  openpert run-component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml \
+  run_component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml \
     --input_solution "$1/solution.h5ad" --input_prediction "$1/prediction.h5ad" --output "$1/score.h5ad"
 }
 baseline_and_score "$out"
@@ -83,7 +84,7 @@ PY
 # a higher ROUGE-1 beyond the prompt than the median method).
 out=$task_out/mmu_llm
 mkdir -p "$out"
-openpert run-component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
+run_component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
   --kg_jsonl "$llm_src/kg_mmu.jsonl" --task_b_jsonl "$llm_src/task_b.jsonl" \
   --species mmu --seed 2 --test_fraction 0.25 --dataset_id mmu_llm --organism mus_musculus --common_name mouse \
   --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"

@@ -43,6 +43,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 
 TASK=src/pertreasonqa
 SHARED="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
@@ -55,7 +56,7 @@ build_source() {  # <build component> <build arguments...>: into $BUILDS/<build 
   local build=$BUILDS/$1 component=$1
   shift
   mkdir -p "$build"
-  openpert run-component "$TASK/datasets/$component/config.vsh.yaml" --shared_data "$SHARED" \
+  run_component "$TASK/datasets/$component/config.vsh.yaml" --shared_data "$SHARED" \
     --output_items "$build/items.parquet" --output_network "$build/network.parquet" --output_cells "$build/cells.h5ad" "$@"
 }
 
@@ -64,16 +65,16 @@ make_dataset() {  # <folder> <build component> <fold_split arguments...>
   shift 2
   rm -rf "$out"
   mkdir -p "$out"
-  openpert run-component "$TASK/datasets/fold_split/config.vsh.yaml" --shared_data "$SHARED" \
+  run_component "$TASK/datasets/fold_split/config.vsh.yaml" --shared_data "$SHARED" \
     --input_items "$build/items.parquet" --input_network "$build/network.parquet" --input_cells "$build/cells.h5ad" \
     --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad" \
     --output_context "$out/context.h5ad" --output_graph "$out/graph.csv" \
     --output_gene_descriptions "$out/gene_descriptions.parquet" "$@"
-  openpert run-component "$TASK/control_methods/reference_answer/config.vsh.yaml" \
+  run_component "$TASK/control_methods/reference_answer/config.vsh.yaml" \
     --input_train "$out/train.h5ad" --input_test "$out/test.h5ad" --input_solution "$out/solution.h5ad" \
     --input_context "$out/context.h5ad" --input_graph "$out/graph.csv" \
     --input_gene_descriptions "$out/gene_descriptions.parquet" --output "$out/prediction.h5ad"
-  openpert run-component "$TASK/metrics/balanced_accuracy/config.vsh.yaml" \
+  run_component "$TASK/metrics/balanced_accuracy/config.vsh.yaml" \
     --input_solution "$out/solution.h5ad" --input_prediction "$out/prediction.h5ad" \
     --input_context "$out/context.h5ad" --input_graph "$out/graph.csv" --output "$out/score.h5ad"
   du -sh "$out"
