@@ -205,3 +205,18 @@ echo "not reached"
     proc = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert (proc.returncode, proc.stdout.splitlines()) == (2, ["status 2", "one harness", "a subshell's own harness"]), proc.stderr
     assert proc.stderr.count(f"{NO_CONFIG}: file not found") == 2
+
+
+def test_at_once_runs_every_function_to_its_end_and_returns_the_first_failure(tmp_path):
+    script = f"""set -euo pipefail
+source scripts/create_test_resources/run_component.bash
+fails() {{ exit 3; }}
+fails_later() {{ sleep 1; exit 4; }}
+succeeds_last() {{ sleep 2; touch {tmp_path}/ran; }}
+at_once fails fails_later succeeds_last || echo "status $?"
+[ -f {tmp_path}/ran ] && echo "every function ran to its end"
+at_once succeeds_last
+echo "success"
+"""
+    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.splitlines() == ["status 3", "every function ran to its end", "success"], proc.stderr

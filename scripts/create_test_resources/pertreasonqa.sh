@@ -80,17 +80,22 @@ make_dataset() {  # <folder> <build component> <fold_split arguments...>
   du -sh "$out"
 }
 
-build_source perturbqa_genetic --seed 0
-build_source op3_chemical --seed 0 --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40
+genetic_datasets() {  # the PerturbQA CRISPRi source and the two datasets cut from it
+  build_source perturbqa_genetic --seed 0
+  make_dataset k562_rpe1_small perturbqa_genetic \
+    --dataset_id k562_rpe1_small --fold all --seed 0 \
+    --max_perturbations 6 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+  make_dataset k562_rpe1_llm perturbqa_genetic \
+    --dataset_id k562_rpe1_llm --fold ood_cell_id_pert --seed 22 \
+    --max_perturbations 3 --max_items_per_perturbation 3 --perturbations_in_graph_only true --graph_scope walks
+}
 
-make_dataset k562_rpe1_small perturbqa_genetic \
-  --dataset_id k562_rpe1_small --fold all --seed 0 \
-  --max_perturbations 6 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+chemical_datasets() {  # the OP3 compound source and the dataset cut from it
+  build_source op3_chemical --seed 0 --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40
+  make_dataset op3_chemical_small op3_chemical \
+    --dataset_id op3_chemical_small --fold all --seed 0 \
+    --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+}
 
-make_dataset op3_chemical_small op3_chemical \
-  --dataset_id op3_chemical_small --fold all --seed 0 \
-  --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
-
-make_dataset k562_rpe1_llm perturbqa_genetic \
-  --dataset_id k562_rpe1_llm --fold ood_cell_id_pert --seed 22 \
-  --max_perturbations 3 --max_items_per_perturbation 3 --perturbations_in_graph_only true --graph_scope walks
+# The two sources share nothing: they are built and cut at once.
+at_once genetic_datasets chemical_datasets

@@ -3,9 +3,9 @@
 # run_component CONFIG ARGS... does what `openpert run-component CONFIG ARGS...` does, and returns its
 # exit status, but every call of one shell is run by one harness process (run_component_server.py,
 # started at the shell's first call and ended with it): a generator's jobs then cost one harness start
-# instead of one each. A subshell run in the background gets a harness of its own, so independent
-# jobs can run at once; wait for such subshells by their process ids (a bare `wait` would wait for the
-# harness too, which ends only with its shell).
+# instead of one each. A subshell gets a harness of its own, so independent jobs can run at once
+# (at_once, below); wait for background subshells by their process ids (a bare `wait` would wait for
+# the harness too, which ends only with its shell).
 
 _run_component_server="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/run_component_server.py"
 
@@ -20,5 +20,20 @@ run_component() {
     echo "run_component $1: the harness process ended without an answer" >&2
     return 1
   fi
+  return "$status"
+}
+
+# at_once FUNCTION...: runs each function in a background subshell (each with a harness process of
+# its own) and waits for all of them, so that none is left running when one fails; returns the first
+# nonzero status among them, in the order given.
+at_once() {
+  local function pid pids=() status=0 failed
+  for function in "$@"; do
+    "$function" &
+    pids+=("$!")
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || { failed=$?; [ "$status" -ne 0 ] || status=$failed; }
+  done
   return "$status"
 }
