@@ -7,7 +7,12 @@ failure names the first differing file and field, and the command that regenerat
 
 from __future__ import annotations
 
+import importlib.util
+import io
+import os
 import shutil
+import subprocess
+import sys
 
 import anndata as ad
 import pandas as pd
@@ -17,6 +22,7 @@ from tooling import reproducible_resources as rr
 
 TASKS = rr.generator_tasks(ROOT)
 RESOURCES = ROOT / "resources_test"
+GENERATORS = ROOT / rr.SCRIPTS_DIR
 
 
 def test_every_task_with_test_resources_has_a_generator():
@@ -140,3 +146,77 @@ def test_a_changed_p_value_is_still_reported(edited_copy, factor):
     diff = _only_difference(committed, copy)
     assert (diff.path, diff.field) == ("perturbation_prediction/op3_synthetic/de_test.h5ad", field)
     assert diff.detail == f"committed {old!r}, regenerated {new!r}, relative difference {abs(new - old) / max(abs(old), abs(new)):.3g}"
+
+
+# --- the generators' one harness process (run_component.bash and run_component_server.py) -------------
+def _server():
+    spec = importlib.util.spec_from_file_location("run_component_server", GENERATORS / "run_component_server.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _request(*args: str) -> bytes:
+    return b"".join(field.encode() + b"\0" for field in (str(len(args)), *args))
+
+
+#: A real component (its arguments are parsed; nothing here runs it) and a config that does not exist.
+A_CONFIG = str(ROOT / "src" / "perturbation_effect" / "metrics" / "pearson_delta" / "config.vsh.yaml")
+NO_CONFIG = str(ROOT / "src" / "no_such_task" / "config.vsh.yaml")
+
+
+def test_the_server_reads_each_request_whole():
+    requests = _request("a.yaml", "--x", "1;2", "") + _request("b.yaml", "--name", "two words\nand a line")
+    assert list(_server().requests(io.BytesIO(requests))) == [["a.yaml", "--x", "1;2", ""],
+                                                              ["b.yaml", "--name", "two words\nand a line"]]
+
+
+@pytest.mark.parametrize("broken, message", [(b"2\0a.yaml\0", "ends after 1 of 2 arguments"),
+                                             (b"a.yaml\0", "number of arguments, not b'a.yaml'"),
+                                             (b"1\0a.ya", "ends inside a request")])
+def test_a_broken_request_is_an_error(broken, message):
+    with pytest.raises(ValueError, match=message):
+        list(_server().requests(io.BytesIO(broken)))
+
+
+def test_the_server_answers_each_command_with_its_exit_status(capsys):
+    answers = io.BytesIO()
+    _server().serve(io.BytesIO(_request(A_CONFIG, "--help") + _request(NO_CONFIG) + _request(A_CONFIG, "--no_such_argument", "1")),
+                    answers)
+    assert answers.getvalue() == b"0\n2\n2\n"
+    err = capsys.readouterr().err
+    assert f"{NO_CONFIG}: file not found" in err
+    assert "unrecognized arguments: --no_such_argument 1" in err
+
+
+def test_a_generator_runs_its_components_in_one_harness_per_shell_and_stops_at_a_failure():
+    script = f"""set -euo pipefail
+source scripts/create_test_resources/run_component.bash
+run_component {A_CONFIG} --help
+harness=$_RUN_COMPONENT_PID
+run_component {NO_CONFIG} && exit 10 || echo "status $?"
+[ "$_RUN_COMPONENT_PID" = "$harness" ] && echo "one harness"
+( run_component {A_CONFIG} --help; [ "$_RUN_COMPONENT_PID" != "$harness" ] && echo "a subshell's own harness" ) &
+wait $!
+run_component {NO_CONFIG}
+echo "not reached"
+"""
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stdout.splitlines()) == (2, ["status 2", "one harness", "a subshell's own harness"]), proc.stderr
+    assert proc.stderr.count(f"{NO_CONFIG}: file not found") == 2
+
+
+def test_at_once_runs_every_function_to_its_end_and_returns_the_first_failure(tmp_path):
+    script = f"""set -euo pipefail
+source scripts/create_test_resources/run_component.bash
+fails() {{ exit 3; }}
+fails_later() {{ sleep 1; exit 4; }}
+succeeds_last() {{ sleep 2; touch {tmp_path}/ran; }}
+at_once fails fails_later succeeds_last || echo "status $?"
+[ -f {tmp_path}/ran ] && echo "every function ran to its end"
+at_once succeeds_last
+echo "success"
+"""
+    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.splitlines() == ["status 3", "every function ran to its end", "success"], proc.stderr

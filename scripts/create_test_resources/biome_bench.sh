@@ -20,6 +20,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 shared="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
 if [ ! -d "$shared/biome_bench" ]; then
   echo "biome_bench.sh: $shared/biome_bench not found: set OPENPERT_SHARED_DATA to the shared data folder" >&2
@@ -27,27 +28,13 @@ if [ ! -d "$shared/biome_bench" ]; then
 fi
 task_out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/biome_bench"
 rm -rf "$task_out"
-out=$task_out/mmu_subset
-mkdir -p "$out"
-# The organism as the benchmark's mmu dataset gives it (info.datasets), not as read from KEGG's
-# pathway names ("house mouse"): the test dataset is titled as the real one.
-openpert run-component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
-  --shared_data "$shared" --species mmu --n_pathways 6 --seed 0 --test_fraction 0.5 --dataset_id mmu_subset \
-  --organism mus_musculus --common_name mouse \
-  --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
-baseline_and_score() {  # <dataset folder>: the training-majority prediction and its relation accuracy
-  openpert run-component src/biome_bench/control_methods/training_majority/config.vsh.yaml \
-    --input_train "$1/train.h5ad" --input_test "$1/test.h5ad" --input_solution "$1/solution.h5ad" \
-    --output "$1/prediction.h5ad"
-  openpert run-component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml \
-    --input_solution "$1/solution.h5ad" --input_prediction "$1/prediction.h5ad" --output "$1/score.h5ad"
-}
-baseline_and_score "$out"
+mkdir -p "$task_out/raw"
 
-# mmu_llm: the records of its pathways, cut down, in a temporary folder (an input, no test resource).
+# The records cut down, in one Python process: mmu_llm's pathways, in a temporary folder (an input,
+# no test resource), and raw/.
 llm_src="$(mktemp -d)"
 trap 'rm -rf "$llm_src"' EXIT
-python - "$shared/biome_bench" "$llm_src" 4 <<'PY'
+python - "$shared/biome_bench" "$llm_src" 4 "$task_out/raw" <<'PY'
 import json
 import sys
 from pathlib import Path
@@ -55,8 +42,12 @@ from pathlib import Path
 sys.path.insert(0, "src/biome_bench")  # the task's library, as its components import it
 from biome_bench_lib.items import read_jsonl  # noqa: E402
 
-src, dst, n_pathways = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-kg = {r["id"]: r for r in read_jsonl(src / "kg_mmu.jsonl")}
+src, dst, n_pathways, raw = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+kg_records = read_jsonl(src / "kg_mmu.jsonl")
+task_b_records = read_jsonl(src / "task_b_hsa_mmu.jsonl")
+
+# mmu_llm's pathways, each with its shortest Task B item and that item's paper
+kg = {r["id"]: r for r in kg_records}
 
 
 def length(record: dict) -> int:
@@ -65,7 +56,7 @@ def length(record: dict) -> int:
 
 
 shortest = {}  # pathway -> its shortest Task B item (ties: the smaller PubMed id)
-for r in sorted(read_jsonl(src / "task_b_hsa_mmu.jsonl"), key=lambda r: (length(r), r["pathway_id"], r["pubmed_id"])):
+for r in sorted(task_b_records, key=lambda r: (length(r), r["pathway_id"], r["pubmed_id"])):
     if r["species"] == "mmu" and r["pathway_id"] in kg:
         shortest.setdefault(r["pathway_id"], r)
 keep = sorted(sorted(shortest, key=lambda p: (length(shortest[p]), p))[:n_pathways])
@@ -76,40 +67,49 @@ with open(dst / "kg_mmu.jsonl", "w") as kg_out, open(dst / "task_b.jsonl", "w") 
         kg_out.write(json.dumps({**kg[pathway], "pubmed": papers}, ensure_ascii=False) + "\n")
         task_b_out.write(json.dumps(item, ensure_ascii=False) + "\n")
 print(f"mmu_llm: pathways {', '.join(keep)}")
-PY
-# The split tests one of the four pathways: --seed 2 tests mmu04360 (Task A relations regulates and
-# leads_to), on which the methods without a model beat the adversarial controls on every headline
-# metric they are scored on (--seed 0 tests mmu04270, where entity_template's template words score
-# a higher ROUGE-1 beyond the prompt than the median method).
-out=$task_out/mmu_llm
-mkdir -p "$out"
-openpert run-component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
-  --kg_jsonl "$llm_src/kg_mmu.jsonl" --task_b_jsonl "$llm_src/task_b.jsonl" \
-  --species mmu --seed 2 --test_fraction 0.25 --dataset_id mmu_llm --organism mus_musculus --common_name mouse \
-  --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
-baseline_and_score "$out"
-mkdir -p "$task_out/raw"
-python - "$shared/biome_bench" "$task_out/raw" <<'PY'
-import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, "src/biome_bench")  # the task's library, as its components import it
-from biome_bench_lib.items import read_jsonl  # noqa: E402
-
-src, raw = Path(sys.argv[1]), Path(sys.argv[2])
-kg = read_jsonl(src / "kg_mmu.jsonl")
-keep = sorted(r["id"] for r in kg)[:3]
+# raw/: the first three pathway ids, with only the fields the loader reads
+keep = sorted(r["id"] for r in kg_records)[:3]
 with open(raw / "kg_mmu_subset.jsonl", "w") as fh:
-    for r in kg:
+    for r in kg_records:
         if r["id"] in keep:
             papers = [{"pmid": p["pmid"], "knowledge_graph": p["knowledge_graph"],
                        "standardized_entities": {"processes_phenotypes": p["standardized_entities"]["processes_phenotypes"]}}
                       for p in r["pubmed"]]
             fh.write(json.dumps({"id": r["id"], "name": r["name"], "pubmed": papers}, ensure_ascii=False) + "\n")
 with open(raw / "task_b_subset.jsonl", "w") as fh:
-    for r in read_jsonl(src / "task_b_hsa_mmu.jsonl"):
+    for r in task_b_records:
         if r["pathway_id"] in keep:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
 PY
+
+baseline_and_score() {  # <dataset folder>: the training-majority prediction and its relation accuracy
+  run_component src/biome_bench/control_methods/training_majority/config.vsh.yaml \
+    --input_train "$1/train.h5ad" --input_test "$1/test.h5ad" --input_solution "$1/solution.h5ad" \
+    --output "$1/prediction.h5ad"
+  run_component src/biome_bench/metrics/relation_accuracy/config.vsh.yaml \
+    --input_solution "$1/solution.h5ad" --input_prediction "$1/prediction.h5ad" --output "$1/score.h5ad"
+}
+
+out=$task_out/mmu_subset
+mkdir -p "$out"
+# The organism as the benchmark's mmu dataset gives it (info.datasets), not as read from KEGG's
+# pathway names ("house mouse"): the test dataset is titled as the real one.
+run_component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
+  --shared_data "$shared" --species mmu --n_pathways 6 --seed 0 --test_fraction 0.5 --dataset_id mmu_subset \
+  --organism mus_musculus --common_name mouse \
+  --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
+baseline_and_score "$out"
+
+# The split tests one of the four pathways: --seed 2 tests mmu04360 (Task A relations regulates and
+# leads_to), on which the methods without a model beat the adversarial controls on every headline
+# metric they are scored on (--seed 0 tests mmu04270, where entity_template's template words score
+# a higher ROUGE-1 beyond the prompt than the median method).
+out=$task_out/mmu_llm
+mkdir -p "$out"
+run_component src/biome_bench/datasets/biome_bench_jsonl/config.vsh.yaml \
+  --kg_jsonl "$llm_src/kg_mmu.jsonl" --task_b_jsonl "$llm_src/task_b.jsonl" \
+  --species mmu --seed 2 --test_fraction 0.25 --dataset_id mmu_llm --organism mus_musculus --common_name mouse \
+  --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad"
+baseline_and_score "$out"
 du -sh "$task_out"

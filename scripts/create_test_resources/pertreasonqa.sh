@@ -43,6 +43,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 
 TASK=src/pertreasonqa
 SHARED="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
@@ -55,7 +56,7 @@ build_source() {  # <build component> <build arguments...>: into $BUILDS/<build 
   local build=$BUILDS/$1 component=$1
   shift
   mkdir -p "$build"
-  openpert run-component "$TASK/datasets/$component/config.vsh.yaml" --shared_data "$SHARED" \
+  run_component "$TASK/datasets/$component/config.vsh.yaml" --shared_data "$SHARED" \
     --output_items "$build/items.parquet" --output_network "$build/network.parquet" --output_cells "$build/cells.h5ad" "$@"
 }
 
@@ -64,32 +65,37 @@ make_dataset() {  # <folder> <build component> <fold_split arguments...>
   shift 2
   rm -rf "$out"
   mkdir -p "$out"
-  openpert run-component "$TASK/datasets/fold_split/config.vsh.yaml" --shared_data "$SHARED" \
+  run_component "$TASK/datasets/fold_split/config.vsh.yaml" --shared_data "$SHARED" \
     --input_items "$build/items.parquet" --input_network "$build/network.parquet" --input_cells "$build/cells.h5ad" \
     --output_train "$out/train.h5ad" --output_test "$out/test.h5ad" --output_solution "$out/solution.h5ad" \
     --output_context "$out/context.h5ad" --output_graph "$out/graph.csv" \
     --output_gene_descriptions "$out/gene_descriptions.parquet" "$@"
-  openpert run-component "$TASK/control_methods/reference_answer/config.vsh.yaml" \
+  run_component "$TASK/control_methods/reference_answer/config.vsh.yaml" \
     --input_train "$out/train.h5ad" --input_test "$out/test.h5ad" --input_solution "$out/solution.h5ad" \
     --input_context "$out/context.h5ad" --input_graph "$out/graph.csv" \
     --input_gene_descriptions "$out/gene_descriptions.parquet" --output "$out/prediction.h5ad"
-  openpert run-component "$TASK/metrics/balanced_accuracy/config.vsh.yaml" \
+  run_component "$TASK/metrics/balanced_accuracy/config.vsh.yaml" \
     --input_solution "$out/solution.h5ad" --input_prediction "$out/prediction.h5ad" \
     --input_context "$out/context.h5ad" --input_graph "$out/graph.csv" --output "$out/score.h5ad"
   du -sh "$out"
 }
 
-build_source perturbqa_genetic --seed 0
-build_source op3_chemical --seed 0 --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40
+genetic_datasets() {  # the PerturbQA CRISPRi source and the two datasets cut from it
+  build_source perturbqa_genetic --seed 0
+  make_dataset k562_rpe1_small perturbqa_genetic \
+    --dataset_id k562_rpe1_small --fold all --seed 0 \
+    --max_perturbations 6 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+  make_dataset k562_rpe1_llm perturbqa_genetic \
+    --dataset_id k562_rpe1_llm --fold ood_cell_id_pert --seed 22 \
+    --max_perturbations 3 --max_items_per_perturbation 3 --perturbations_in_graph_only true --graph_scope walks
+}
 
-make_dataset k562_rpe1_small perturbqa_genetic \
-  --dataset_id k562_rpe1_small --fold all --seed 0 \
-  --max_perturbations 6 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+chemical_datasets() {  # the OP3 compound source and the dataset cut from it
+  build_source op3_chemical --seed 0 --n_compounds 16 --plates_per_donor 1 --dmso_wells 4 --cells_per_well 40
+  make_dataset op3_chemical_small op3_chemical \
+    --dataset_id op3_chemical_small --fold all --seed 0 \
+    --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
+}
 
-make_dataset op3_chemical_small op3_chemical \
-  --dataset_id op3_chemical_small --fold all --seed 0 \
-  --max_perturbations 2 --max_items_per_perturbation 20 --perturbations_in_graph_only true --graph_scope walks
-
-make_dataset k562_rpe1_llm perturbqa_genetic \
-  --dataset_id k562_rpe1_llm --fold ood_cell_id_pert --seed 22 \
-  --max_perturbations 3 --max_items_per_perturbation 3 --perturbations_in_graph_only true --graph_scope walks
+# The two sources share nothing: they are built and cut at once.
+at_once genetic_datasets chemical_datasets

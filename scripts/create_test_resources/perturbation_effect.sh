@@ -16,13 +16,15 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 SHARED=${OPENPERT_SHARED_DATA:-$repo/../shared/data}
 OUT="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbation_effect"
 DS=$OUT/synthetic_simulation
 rm -rf "$OUT"
 mkdir -p "$OUT/raw" "$DS"
 
-SHARED="$SHARED" PYTHONPATH=src/perturbation_effect python - "$OUT/raw" <<'PY'
+gears_screen() {  # raw/: the tiny single-cell screen in the GEARS layout
+  SHARED="$SHARED" PYTHONPATH=src/perturbation_effect python - "$OUT/raw" <<'PY'
 import os
 import sys
 from pathlib import Path
@@ -41,20 +43,26 @@ cells = screen.cells
 del cells.layers["counts"]  # GEARS files carry log-normalised X; counts would only add size
 cells.write_h5ad(Path(sys.argv[1]) / "gears_perturbseq.h5ad", compression="gzip")
 PY
+}
 
-openpert run-component src/perturbation_effect/datasets/synthetic/config.vsh.yaml \
-  --dataset_id synthetic_simulation --n_genes 1200 --n_perturbations 150 --n_combinations 30 \
-  --n_programs 10 --program_min_size 8 --program_max_size 30 --cells_per_perturbation 60 \
-  --n_control_cells 600 --seed 0 --split simulation --shared_data "$SHARED" \
-  --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad" \
-  --output_gene_knowledge "$DS/gene_knowledge.parquet"
+synthetic_dataset() {  # synthetic_simulation/: the dataset, the additive baseline's prediction and its score
+  run_component src/perturbation_effect/datasets/synthetic/config.vsh.yaml \
+    --dataset_id synthetic_simulation --n_genes 1200 --n_perturbations 150 --n_combinations 30 \
+    --n_programs 10 --program_min_size 8 --program_max_size 30 --cells_per_perturbation 60 \
+    --n_control_cells 600 --seed 0 --split simulation --shared_data "$SHARED" \
+    --output_train "$DS/train.h5ad" --output_test "$DS/test.h5ad" --output_solution "$DS/solution.h5ad" \
+    --output_gene_knowledge "$DS/gene_knowledge.parquet"
 
-# The example prediction is the additive baseline's: every metric is defined on it ("no change" has
-# no Pearson delta, and the mean baseline, the reference of the perturbation-specific correlation, none of that).
-openpert run-component src/perturbation_effect/methods/additive/config.vsh.yaml \
-  --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --output "$DS/prediction.h5ad"
+  # The example prediction is the additive baseline's: every metric is defined on it ("no change" has
+  # no Pearson delta, and the mean baseline, the reference of the perturbation-specific correlation, none of that).
+  run_component src/perturbation_effect/methods/additive/config.vsh.yaml \
+    --input_train "$DS/train.h5ad" --input_test "$DS/test.h5ad" --output "$DS/prediction.h5ad"
 
-openpert run-component src/perturbation_effect/metrics/pearson_delta/config.vsh.yaml \
-  --input_solution "$DS/solution.h5ad" --input_prediction "$DS/prediction.h5ad" --output "$DS/score.h5ad"
+  run_component src/perturbation_effect/metrics/pearson_delta/config.vsh.yaml \
+    --input_solution "$DS/solution.h5ad" --input_prediction "$DS/prediction.h5ad" --output "$DS/score.h5ad"
+}
+
+# The two share nothing: they run at once.
+at_once gears_screen synthetic_dataset
 
 du -sh "$OUT"

@@ -22,6 +22,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 shared="${OPENPERT_SHARED_DATA:-$repo/../shared/data}"
 if [ ! -f "$shared/op3/id_map.csv" ]; then
   echo "perturbation_prediction.sh: $shared/op3 not found: set OPENPERT_SHARED_DATA to the shared data folder" >&2
@@ -32,7 +33,7 @@ out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbation_prediction"
 rm -rf "$out"
 mkdir -p "$out/op3_synthetic" "$out/sc_counts" "$out/public_formats"
 
-openpert run-component "$task/datasets/synthetic/config.vsh.yaml" --shared_data "$shared" \
+run_component "$task/datasets/synthetic/config.vsh.yaml" --shared_data "$shared" \
   --dataset_id op3_synthetic --seed 1 --n_genes 200 --n_compounds 30 --n_test_compounds 10 \
   --plates_per_donor 1 --dmso_wells 4 --cells_per_well 45 --mean_library_size 4000 --min_cells 5 \
   --optional_layers false \
@@ -41,16 +42,16 @@ openpert run-component "$task/datasets/synthetic/config.vsh.yaml" --shared_data 
   --output_id_map "$out/op3_synthetic/id_map.csv" \
   --output_de_test_half "$out/op3_synthetic/de_test_half.h5ad"
 
-openpert run-component "$task/datasets/simulate_sc_counts/config.vsh.yaml" --shared_data "$shared" \
+run_component "$task/datasets/simulate_sc_counts/config.vsh.yaml" --shared_data "$shared" \
   --dataset_id op3_sc_counts --seed 2 --n_genes 100 --n_compounds 8 --n_test_compounds 3 \
   --plates_per_donor 1 --dmso_wells 3 --cells_per_well 10 --mean_library_size 1500 \
   --output "$out/sc_counts/sc_counts.h5ad"
 
-openpert run-component "$task/control_methods/mean_across_compounds/config.vsh.yaml" \
+run_component "$task/control_methods/mean_across_compounds/config.vsh.yaml" \
   --de_train "$out/op3_synthetic/de_train.h5ad" --de_test "$out/op3_synthetic/de_test.h5ad" \
   --id_map "$out/op3_synthetic/id_map.csv" --output "$out/op3_synthetic/prediction.h5ad"
 
-openpert run-component "$task/metrics/mean_rowwise_error/config.vsh.yaml" \
+run_component "$task/metrics/mean_rowwise_error/config.vsh.yaml" \
   --de_test "$out/op3_synthetic/de_test.h5ad" --prediction "$out/op3_synthetic/prediction.h5ad" \
   --output "$out/op3_synthetic/score.h5ad"
 

@@ -40,6 +40,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo"
+source scripts/create_test_resources/run_component.bash  # run_component: `openpert run-component` in one harness process
 out="${OPENPERT_TEST_RESOURCES:-$repo/resources_test}/perturbqa"
 rm -rf "$out"
 mkdir -p "$out/raw"
@@ -91,39 +92,48 @@ Subsets of public files, drawn by scripts/create_test_resources/perturbqa.sh for
   of Gasperini et al. 2019 from the perturbplan package, MIT), no real cells.
 MD
 
+score() {  # <dataset folder>: the random_scores control's prediction and its AUROC
+  local d=$1
+  run_component src/perturbqa/control_methods/random_scores/config.vsh.yaml \
+    --input_train "$d/train.h5ad" --input_test "$d/test.h5ad" --input_kg_edges "$d/kg_edges.parquet" \
+    --input_gene_descriptions "$d/gene_descriptions.parquet" --input_solution "$d/solution.h5ad" \
+    --output "$d/prediction.h5ad"
+  run_component src/perturbqa/metrics/auroc/config.vsh.yaml \
+    --input_solution "$d/solution.h5ad" --input_prediction "$d/prediction.h5ad" --output "$d/score.h5ad"
+}
 make_dataset() {  # id screen subtasks [raw folder]
   local d="$out/$1" raw="${4:-$out/raw}"
   mkdir -p "$d"
-  openpert run-component src/perturbqa/datasets/perturbqa/config.vsh.yaml \
+  run_component src/perturbqa/datasets/perturbqa/config.vsh.yaml \
     --data_dir "$raw/perturbqa" --kg_dir "$raw/knowledge_graphs" \
     --screen "$2" --subtasks "$3" --dataset_id "$1" \
     --output_train "$d/train.h5ad" --output_test "$d/test.h5ad" --output_solution "$d/solution.h5ad" \
     --output_kg_edges "$d/kg_edges.parquet" --output_gene_descriptions "$d/gene_descriptions.parquet"
+  score "$d"
 }
-make_dataset k562 k562 de,gse_gene,gse_pert
-make_dataset k562_dir k562 dir
-make_dataset k562_set_de k562_set de
-make_dataset k562_llm k562 de,gse_gene "$llm_raw"
-if [ -f src/perturbqa/datasets/perturbseq/config.vsh.yaml ]; then
-  d="$out/perturbseq_de"
+make_perturbseq_dataset() {  # perturbseq_de: the label pipeline on the synthetic screen
+  local d="$out/perturbseq_de"
   mkdir -p "$d"
-  openpert run-component src/perturbqa/datasets/perturbseq/config.vsh.yaml \
+  run_component src/perturbqa/datasets/perturbseq/config.vsh.yaml \
     --input "$out/raw/synthetic_perturbseq.h5ad" --kg_dir "$out/raw/knowledge_graphs" \
     --ensembl_map "$out/raw/perturbqa/k562_gw_mapping_full.json" \
     --gene_symbol_column gene_name --n_negative_perturbations 3 --n_negatives 30 --subtasks de \
     --dataset_id perturbseq_de --seed 0 \
     --output_train "$d/train.h5ad" --output_test "$d/test.h5ad" --output_solution "$d/solution.h5ad" \
     --output_kg_edges "$d/kg_edges.parquet" --output_gene_descriptions "$d/gene_descriptions.parquet"
-fi
-
-for d in "$out"/*/; do
-  d="${d%/}"
-  [ -f "$d/train.h5ad" ] || continue
-  files=(--input_train "$d/train.h5ad" --input_test "$d/test.h5ad" --input_kg_edges "$d/kg_edges.parquet"
-         --input_gene_descriptions "$d/gene_descriptions.parquet")
-  openpert run-component src/perturbqa/control_methods/random_scores/config.vsh.yaml "${files[@]}" \
-    --input_solution "$d/solution.h5ad" --output "$d/prediction.h5ad"
-  openpert run-component src/perturbqa/metrics/auroc/config.vsh.yaml \
-    --input_solution "$d/solution.h5ad" --input_prediction "$d/prediction.h5ad" --output "$d/score.h5ad"
-done
+  score "$d"
+}
+k562_datasets() {
+  make_dataset k562 k562 de,gse_gene,gse_pert
+  make_dataset k562_dir k562 dir
+  make_dataset k562_llm k562 de,gse_gene "$llm_raw"
+}
+other_datasets() {
+  make_dataset k562_set_de k562_set de
+  if [ -f src/perturbqa/datasets/perturbseq/config.vsh.yaml ]; then
+    make_perturbseq_dataset
+  fi
+}
+# The datasets share nothing but raw/ (read only): two lanes of them run at once.
+at_once k562_datasets other_datasets
 du -sh "$out"
