@@ -77,6 +77,7 @@ class SharedRuns:
 
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory) -> SharedRuns:
+    """The module's shared component runs (the tests of one bundled dataset form an xdist group)."""
     return SharedRuns(tmp_path_factory.mktemp("shared_runs"))
 
 
