@@ -57,6 +57,28 @@ def must_run(kind: str, name: str, work: Path, **args) -> dict[str, Path]:
     return outputs
 
 
+# The tests that share a module fixture carry one xdist group: under ``--dist loadgroup`` they run in one
+# process, which runs the fixture once.
+@pytest.fixture(scope="module")
+def reference_prediction(tmp_path_factory) -> Path:
+    """The positive control's prediction of the test dataset, which the judge tests grade."""
+    return must_run("control_methods", "reference_answer", tmp_path_factory.mktemp("reference"), **FILES)["output"]
+
+
+@pytest.fixture(scope="module")
+def task_b_only(tmp_path_factory) -> dict[str, Path]:
+    """The loader's dataset of the original Task B file alone (no knowledge graph): its outputs by name."""
+    return must_run("datasets", "biome_bench_jsonl", tmp_path_factory.mktemp("task_b_only"), species="mmu", subtasks="mechanism",
+                    without_kg=True, dataset_id="task_b_only", task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def both_tasks(tmp_path_factory) -> dict[str, Path]:
+    """The loader's dataset of the original Task B and knowledge-graph files, given by path: its outputs by name."""
+    return must_run("datasets", "biome_bench_jsonl", tmp_path_factory.mktemp("both_tasks"), species="mmu", dataset_id="d",
+                    task_b_jsonl=RAW / "task_b_subset.jsonl", kg_jsonl=RAW / "kg_mmu_subset.jsonl")
+
+
 def score_values(path: Path) -> dict[str, float]:
     uns = ad.read_h5ad(path).uns
     return dict(zip(uns["metric_ids"], (float(v) for v in uns["metric_values"])))
@@ -116,14 +138,14 @@ def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path):
             assert task_of[user["content"]] == query_task[messages[-1]["content"]]
 
 
-def test_judge_metric_end_to_end(monkeypatch, tmp_path):
-    reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
+@pytest.mark.xdist_group("biome_bench_reference_prediction")
+def test_judge_metric_end_to_end(monkeypatch, tmp_path, reference_prediction):
     solution, _ = read_items(FILES["input_solution"])
     mech = solution[solution["task"] == TASK_MECHANISM]
     with OpenAIStubServer(stub_responder) as server:
         use_server(monkeypatch, server)
         scores = must_run("metrics", "mechanism_judge", tmp_path, input_solution=FILES["input_solution"],
-                          input_prediction=reference)["output"]
+                          input_prediction=reference_prediction)["output"]
     values, adata = score_values(scores), ad.read_h5ad(scores)
     # The stand-in judge gives 5 to a text keeping all of the reference's bigrams.
     assert all(values[d] == 5.0 for d in JUDGE_DIMENSIONS)
@@ -166,8 +188,8 @@ def test_the_injecting_control_is_flagged_and_talks_up_only_a_judge_that_obeys(m
     assert all(rubric[d] < 2.5 for d in JUDGE_DIMENSIONS) and rubric["kg_coverage"] < 0.5
 
 
-def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monkeypatch, tmp_path):
-    reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
+@pytest.mark.xdist_group("biome_bench_reference_prediction")
+def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monkeypatch, tmp_path, reference_prediction):
     solution, _ = read_items(FILES["input_solution"])
     mech = solution[solution["task"] == TASK_MECHANISM]
     unreadable_for = set(mech["mechanism"].iloc[::2])
@@ -181,7 +203,7 @@ def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monke
     with OpenAIStubServer(half_broken) as server:
         use_server(monkeypatch, server)
         scores = must_run("metrics", "mechanism_judge", tmp_path / "half", input_solution=FILES["input_solution"],
-                          input_prediction=reference)["output"]
+                          input_prediction=reference_prediction)["output"]
     adata = ad.read_h5ad(scores)
     assert adata.uns["n_unreadable_judge"] == len(unreadable_for)
     usage = dict(adata.uns["llm_usage"])
@@ -194,7 +216,7 @@ def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monke
         use_server(monkeypatch, server)
         monkeypatch.setenv(llm.ENV_CACHE, str(tmp_path / "fresh-cache"))  # the answers above must not be reused
         result, _ = run("metrics", "mechanism_judge", tmp_path / "broken", input_solution=FILES["input_solution"],
-                        input_prediction=reference)
+                        input_prediction=reference_prediction)
     # A judge that never answers readably leaves its dimensions missing, every grading a judge abstention
     # (flagged beside the method in the results): the judge model's failure, never a score of the method's.
     assert result.succeeded and "judge answers holds readable scores" in result.log.read_text()
@@ -209,7 +231,8 @@ TOO_LONG = ("This model's maximum context length is 4096 tokens. However, your r
             "reduce the length of the input messages.")
 
 
-def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(monkeypatch, tmp_path):
+@pytest.mark.xdist_group("biome_bench_reference_prediction")
+def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(monkeypatch, tmp_path, reference_prediction):
     test, _ = read_items(FILES["input_test"])
     solution, _ = read_items(FILES["input_solution"])
     relation_item = test.index[test["task"] == TASK_RELATION][0]
@@ -224,13 +247,12 @@ def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(mo
         return stub_responder(request)
 
     said = "prompt of 5000 tokens is longer than the model's context window of 4096 tokens; answered as an abstention"
-    reference = must_run("control_methods", "reference_answer", tmp_path, **FILES)["output"]
     with OpenAIStubServer(refusing) as server:
         use_server(monkeypatch, server)
         method, pred = run("methods", "llm_zero_shot", tmp_path, input_train=FILES["input_train"],
                            input_test=FILES["input_test"])
         judge, score = run("metrics", "mechanism_judge", tmp_path, input_solution=FILES["input_solution"],
-                           input_prediction=reference)
+                           input_prediction=reference_prediction)
     assert method.succeeded and judge.succeeded, (method.log.read_text() + judge.log.read_text())[-3000:]
     answers = ad.read_h5ad(pred["output"])
     assert list(answers.uns["llm_failures"]) == [f"item {relation_item}: {said}"]
@@ -267,19 +289,17 @@ def test_llm_components_stop_clearly_without_a_model(tmp_path, kind, name, input
     assert not any(p.exists() for p in outputs.values())
 
 
-def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
-    out = must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", subtasks="mechanism", without_kg=True,
-                   dataset_id="mmu_b", task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
+@pytest.mark.xdist_group("biome_bench_loaded_datasets")
+def test_loader_on_original_files_and_metrics_without_task_a(tmp_path, task_b_only, both_tasks):
+    out = task_b_only
     test, uns = read_items(out["output_test"])
     train, train_uns = read_items(out["output_train"])
     assert set(test["task"]) == set(train["task"]) == {TASK_MECHANISM}
-    assert uns["dataset_id"] == "mmu_b" and "No Task A items" in train_uns["dataset_description"]
+    assert uns["dataset_id"] == "task_b_only" and "No Task A items" in train_uns["dataset_description"]
     # Read from the data: the KEGG pathway names say "Mus musculus (house mouse)".
     assert train_uns["dataset_organism"] == "mus_musculus" and train_uns["dataset_name"] == "BIOME-Bench house mouse (mmu)"
-    with_kg = must_run("datasets", "biome_bench_jsonl", tmp_path / "kg", species="mmu", dataset_id="mmu_ab",
-                       task_b_jsonl=str(RAW / "task_b_subset.jsonl"), kg_jsonl=str(RAW / "kg_mmu_subset.jsonl"))
-    both, _ = read_items(with_kg["output_test"])
-    train_ab, _ = read_items(with_kg["output_train"])
+    both, _ = read_items(both_tasks["output_test"])
+    train_ab, _ = read_items(both_tasks["output_train"])
     assert not set(both["pathway_id"]) & set(train_ab["pathway_id"])
 
     files = {"input_train": out["output_train"], "input_test": out["output_test"], "input_solution": out["output_solution"]}
@@ -292,13 +312,13 @@ def test_loader_on_original_files_and_metrics_without_task_a(tmp_path):
     assert similarity == {"similarity": 0.0}  # empty explanations
 
 
-def test_loader_reads_the_shared_data_folder_and_names_what_it_lacks(tmp_path):
+@pytest.mark.xdist_group("biome_bench_loaded_datasets")
+def test_loader_reads_the_shared_data_folder_and_names_what_it_lacks(tmp_path, both_tasks):
     shared = tmp_path / "shared"
     (shared / "biome_bench").mkdir(parents=True)
     shutil.copy(RAW / "task_b_subset.jsonl", shared / "biome_bench" / "task_b_hsa_mmu.jsonl")
     shutil.copy(RAW / "kg_mmu_subset.jsonl", shared / "biome_bench" / "kg_mmu.jsonl")
-    explicit = must_run("datasets", "biome_bench_jsonl", tmp_path / "explicit", species="mmu", dataset_id="d",
-                        task_b_jsonl=RAW / "task_b_subset.jsonl", kg_jsonl=shared / "biome_bench" / "kg_mmu.jsonl")
+    explicit = both_tasks  # the same files, given by path
     from_shared = must_run("datasets", "biome_bench_jsonl", tmp_path / "shared_run", species="mmu", dataset_id="d",
                            shared_data=shared)
     for name in ("output_train", "output_test", "output_solution"):
@@ -359,7 +379,8 @@ def test_a_new_species_runs_end_to_end_from_configuration_alone(tmp_path):
 
 
 @pytest.mark.slow
-def test_benchmark_scores_both_tasks_between_controls(tmp_path):
+@pytest.mark.xdist_group("biome_bench_loaded_datasets")
+def test_benchmark_scores_both_tasks_between_controls(tmp_path, task_b_only):
     from openpert.config.task import Task
     from openpert.engines.benchmark import run_benchmark
 
@@ -367,11 +388,9 @@ def test_benchmark_scores_both_tasks_between_controls(tmp_path):
     shutil.copytree(DATA, datasets / "mmu_subset")
     for extra in ("prediction.h5ad", "score.h5ad"):
         (datasets / "mmu_subset" / extra).unlink()
-    must_run("datasets", "biome_bench_jsonl", tmp_path, species="mmu", subtasks="mechanism", without_kg=True,
-             dataset_id="task_b_only", task_b_jsonl=str(RAW / "task_b_subset.jsonl"))
     (datasets / "task_b_only").mkdir()
     for name in ("train", "test", "solution"):
-        shutil.copy(tmp_path / f"biome_bench_jsonl_{name}.h5ad", datasets / "task_b_only" / f"{name}.h5ad")
+        shutil.copy(task_b_only[f"output_{name}"], datasets / "task_b_only" / f"{name}.h5ad")
     results = run_benchmark(Task(TASK), tmp_path / "results", input_dir=datasets, methods=["state_rules"],
                             controls=["reference_answer", "random_or_empty"], metrics=["relation_accuracy"],
                             jobs=2, progress=False)

@@ -3,6 +3,7 @@ answers and scores are known, and on the bundled test resources."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from pathlib import Path
@@ -17,10 +18,10 @@ from pertreasonqa_lib.dataset_files import read_context, read_graph
 from pertreasonqa_lib.faithfulness import FAITHFULNESS_METRICS, GOProfiles, failure_modes, faithfulness_table
 from pertreasonqa_lib.prediction_files import write_prediction
 from pertreasonqa_lib.reference_paths import reference_paths_for_items
-from pertreasonqa_lib.signed_graph import build_signed_graph, compound_targets
+from pertreasonqa_lib.signed_graph import SignedGraph, build_signed_graph, compound_targets
 
 from openpert.config.viash import find_project_root, read_config
-from openpert.run.component import run_component
+from openpert.run.component import resolve_arguments, run_component
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "pertreasonqa"
@@ -50,6 +51,36 @@ def dataset_args(folder: Path, solution: bool = False) -> dict:
     return {f"input_{k}": folder / FILES[k] for k in keys}
 
 
+@functools.cache
+def solution_graph_go(folder: Path) -> tuple[pd.DataFrame, SignedGraph, GOProfiles]:
+    """A dataset's solution items, graph and GO profiles, read once per folder for the in-process scores."""
+    _, _, go = read_context(ad.read_h5ad(folder / "context.h5ad"))
+    return ad.read_h5ad(folder / "solution.h5ad").obs, read_graph(folder / "graph.csv"), go
+
+
+class SharedRuns:
+    """Component runs on files no test changes, shared by the tests of the module: each component runs once
+    on each set of arguments (a default given or left out alike), however many tests read its output."""
+
+    def __init__(self, work: Path):
+        self.work = work
+        self.outputs: dict[tuple, Path] = {}
+
+    def __call__(self, component: str, args: dict) -> Path:
+        # Every argument with its default filled in; the output is each run's own.
+        given = resolve_arguments(read_config(TASK / component / "config.vsh.yaml"), {**args, "output": ""})
+        key = (component, tuple(sorted((k, str(v)) for k, v in given.items())))
+        if key not in self.outputs:
+            self.outputs[key] = run(component, args, self.work / f"run{len(self.outputs)}")
+        return self.outputs[key]
+
+
+@pytest.fixture(scope="module")
+def shared_runs(tmp_path_factory) -> SharedRuns:
+    """The module's shared component runs (the tests of one bundled dataset form an xdist group)."""
+    return SharedRuns(tmp_path_factory.mktemp("shared_runs"))
+
+
 def scores(prediction: Path, folder: Path, work: Path | None = None) -> dict:
     """Every metric of a prediction: through the metric components when ``work`` is given, else in-process."""
     out = {}
@@ -60,10 +91,9 @@ def scores(prediction: Path, folder: Path, work: Path | None = None) -> dict:
             uns = ad.read_h5ad(run(f"metrics/{metric}", base, work / prediction.parent.name)).uns
             out.update({str(k): float(v) for k, v in zip(uns["metric_ids"], uns["metric_values"])})
         return out
-    sol = ad.read_h5ad(folder / "solution.h5ad").obs
+    sol, graph, go = solution_graph_go(folder)
     pred = ad.read_h5ad(prediction).obs
-    _, _, go = read_context(ad.read_h5ad(folder / "context.h5ad"))
-    table = faithfulness_table(sol, pred, read_graph(folder / "graph.csv"), go)
+    table = faithfulness_table(sol, pred, graph, go)
     out["balanced_accuracy"] = float(balanced_accuracy_items(sol["label"].astype(str), pred.loc[sol.index, "answer"]).mean())
     scored = table[table["has_reference"]]
     out.update({m: float(scored[m].mean()) for m in FAITHFULNESS_METRICS})
@@ -212,14 +242,18 @@ def test_metrics_reject_bad_predictions(hand, tmp_path):
 
 # --- the bundled test resources --------------------------------------------------------------------
 CHEMICAL = ROOT / "resources_test" / "pertreasonqa" / "op3_chemical_small"
+#: Each bundled dataset, with the xdist group that keeps its two tests, which share their runs, in one process
+#: (under ``--dist loadgroup``).
+BUNDLED = [pytest.param(RESOURCES, id="genetic", marks=pytest.mark.xdist_group("pertreasonqa_genetic_runs")),
+           pytest.param(CHEMICAL, id="chemical", marks=pytest.mark.xdist_group("pertreasonqa_chemical_runs"))]
 
 
-@pytest.mark.parametrize("folder", [RESOURCES, CHEMICAL], ids=["genetic", "chemical"])
-def test_controls_bracket_methods_on_test_resources(folder, tmp_path):
+@pytest.mark.parametrize("folder", BUNDLED)
+def test_controls_bracket_methods_on_test_resources(folder, tmp_path, shared_runs):
     if not (folder / "test.h5ad").is_file():
         pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
-    ref = scores(run("control_methods/reference_answer", dataset_args(folder, True), tmp_path), folder, tmp_path)
-    rnd = scores(run("control_methods/random_answer", dataset_args(folder, True), tmp_path), folder, tmp_path)
+    ref = scores(shared_runs("control_methods/reference_answer", dataset_args(folder, True)), folder, tmp_path / "reference")
+    rnd = scores(shared_runs("control_methods/random_answer", dataset_args(folder, True)), folder, tmp_path / "random")
     assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
     # a random graph path is a grounded chain, and the reference path only by chance
     assert rnd["path_connectivity"] == 1.0 and rnd["path_coverage"] < 0.9
@@ -229,8 +263,8 @@ def test_controls_bracket_methods_on_test_resources(folder, tmp_path):
     assert (solution["n_reference_paths"] > 0).sum() >= 20
 
 
-@pytest.mark.parametrize("folder", [RESOURCES, CHEMICAL], ids=["genetic", "chemical"])
-def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, tmp_path):
+@pytest.mark.parametrize("folder", BUNDLED)
+def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, shared_runs):
     """Path coverage pays a list or an invented edge no more than a random path, and the headline pays no wrong answer.
 
     The path rule is compared whatever the answer (the random control's answers are random, the
@@ -239,17 +273,19 @@ def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, tmp_
     if not (folder / "test.h5ad").is_file():
         pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
     args = dataset_args(folder, True)
-    random = np.mean([scores(run("control_methods/random_answer", {**args, "seed": k}, tmp_path / f"seed{k}"), folder)
+    # Seed 0, the random control's default, is the run of test_controls_bracket_methods_on_test_resources.
+    random = np.mean([scores(shared_runs("control_methods/random_answer", {**args, "seed": k}), folder)
                       ["path_coverage_any_answer"] for k in range(5)])
-    for control in ("all_nearby_edges", "invented_edge"):
-        s = scores(run(f"control_methods/{control}", args, tmp_path), folder)
+    adversarial = {control: scores(shared_runs(f"control_methods/{control}", args), folder)
+                   for control in ("all_nearby_edges", "invented_edge")}
+    for control, s in adversarial.items():
         assert s["path_coverage_any_answer"] <= random, (control, s["path_coverage_any_answer"], random)
         assert s["edge_recall"] >= 0 and s["edge_precision"] <= 1
-    listed = scores(tmp_path / "out" / "control_methods_all_nearby_edges" / "prediction.h5ad", folder)
+    listed = adversarial["all_nearby_edges"]
     # what a recall-only score would have paid the list, and what precision takes back
     assert listed["edge_recall"] > 0.9 and listed["edge_precision"] < 0.9
     # "unchanged" with the most plausible path: its paths for up/down items no longer count in the headline
-    plausible = scores(run("control_methods/unchanged_plausible_path", args, tmp_path), folder)
+    plausible = scores(shared_runs("control_methods/unchanged_plausible_path", args), folder)
     assert plausible["path_coverage"] < plausible["path_coverage_any_answer"]
     assert plausible["wrong_answer_right_reason"] > 0  # the paths the headline refuses to pay
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import anndata as ad
@@ -27,6 +28,19 @@ def run_method(name: str, dataset: str, tmp_path: Path, kind: str = "methods", *
     return ad.read_h5ad(tmp_path / f"{name}.h5ad")
 
 
+# The tests that share a run carry one xdist group: under ``--dist loadgroup`` they run in one process,
+# which runs the component once.
+@pytest.fixture(scope="module")
+def shared_run(tmp_path_factory):
+    """:func:`run_method` for predictions no test changes: each component runs once per dataset and parameters."""
+
+    @functools.cache
+    def run(name: str, dataset: str, kind: str = "methods", **params) -> ad.AnnData:
+        return run_method(name, dataset, tmp_path_factory.mktemp(name), kind=kind, **params)
+
+    return run
+
+
 def test_physical_answers_de_only(tmp_path):
     pred = run_method("physical", "k562_dir", tmp_path)
     assert np.isnan(pred.obs["score"]).all()  # direction of change is not addressed (as in the paper)
@@ -35,17 +49,18 @@ def test_physical_answers_de_only(tmp_path):
     assert np.isfinite(scores).all() and ((scores >= 0) & (scores <= 1)).all()
 
 
-@pytest.mark.parametrize("dataset", ["k562_dir", "k562_set_de", "perturbseq_de"])
-def test_retrieval_on_other_datasets(tmp_path, dataset):
-    pred = run_method("retrieval", dataset, tmp_path, n_runs=1)
+@pytest.mark.parametrize("dataset", [pytest.param("k562_dir", marks=pytest.mark.xdist_group("perturbqa_k562_dir_retrieval")), "k562_set_de", "perturbseq_de"])
+def test_retrieval_on_other_datasets(shared_run, dataset):
+    pred = shared_run("retrieval", dataset, n_runs=1)
     scores = pred.obs["score"].to_numpy()
     assert np.isfinite(scores).all() and ((scores >= 0) & (scores <= 1)).all()
     assert (pred.obs["text"] == "").all()
 
 
-def test_controls_on_clusters(tmp_path):
-    truth = run_method("ground_truth", "k562", tmp_path, kind="control_methods")
-    rand = run_method("random_scores", "k562", tmp_path, kind="control_methods")
+@pytest.mark.xdist_group("perturbqa_k562_controls")
+def test_controls_on_clusters(shared_run):
+    truth = shared_run("ground_truth", "k562", kind="control_methods")
+    rand = shared_run("random_scores", "k562", kind="control_methods")
     solution = ad.read_h5ad(RESOURCES / "k562" / "solution.h5ad").obs
     clusters = solution.index[solution["subtask"].str.startswith("gse")]
     assert (truth.obs.loc[clusters, "text"] == solution.loc[clusters, "annotation"]).all()
@@ -57,17 +72,18 @@ def test_controls_on_clusters(tmp_path):
         assert (rand.obs.loc[rows, "text"] != solution.loc[rows, "annotation"]).sum() >= len(rows) - 1
 
 
-def test_controls_score_the_decoy_pairs(tmp_path):
+@pytest.mark.xdist_group("perturbqa_k562_controls")
+def test_controls_score_the_decoy_pairs(shared_run):
     test = ad.read_h5ad(RESOURCES / "k562" / "test.h5ad")
     solution = ad.read_h5ad(RESOURCES / "k562" / "solution.h5ad").obs
     pairs = test.obs.index[test.obs["subtask"] == "de"]
     decoys = pairs.difference(solution.index)
     assert len(decoys) == test.uns["n_decoy_items"] > 0
-    truth = run_method("ground_truth", "k562", tmp_path, kind="control_methods")
+    truth = shared_run("ground_truth", "k562", kind="control_methods")
     labelled = pairs.intersection(solution.index)
     assert (truth.obs.loc[labelled, "score"] == solution.loc[labelled, "label"]).all()
     assert (truth.obs.loc[decoys, "score"] == 0).all()
-    rand = run_method("random_scores", "k562", tmp_path, kind="control_methods")
+    rand = shared_run("random_scores", "k562", kind="control_methods")
     assert np.isfinite(rand.obs.loc[pairs, "score"]).all()
 
 
@@ -81,10 +97,11 @@ def test_ora_describes_clusters_only(tmp_path):
     assert all(len(t.split("; ")) <= 3 for t in texts[clusters] if t)
 
 
-def test_retrieval_dir_rule(tmp_path):
+@pytest.mark.xdist_group("perturbqa_k562_dir_retrieval")
+def test_retrieval_dir_rule(tmp_path, shared_run):
     paper = run_method("retrieval", "k562_dir", tmp_path / "paper", n_runs=1, dir_rule="paper")
     assert (paper.obs["score"] == 0.5).all()  # the paper's row: one tied score, AUROC 0.5
-    mean = run_method("retrieval", "k562_dir", tmp_path / "mean", n_runs=1)
+    mean = shared_run("retrieval", "k562_dir", n_runs=1)  # the default rule
     assert mean.obs["score"].nunique() > 1
 
 
@@ -109,8 +126,9 @@ def test_adversarial_controls(tmp_path):
     assert np.isnan(members.obs["score"]).all()
 
 
-def test_random_scores_differ_by_seed(tmp_path):
-    first = run_method("random_scores", "k562", tmp_path / "a", kind="control_methods", seed=0)
+@pytest.mark.xdist_group("perturbqa_k562_controls")
+def test_random_scores_differ_by_seed(tmp_path, shared_run):
+    first = shared_run("random_scores", "k562", kind="control_methods")  # the default seed, 0
     second = run_method("random_scores", "k562", tmp_path / "b", kind="control_methods", seed=1)
     pairs = ad.read_h5ad(RESOURCES / "k562" / "test.h5ad").obs["subtask"] == "de"
     assert not np.allclose(first.obs.loc[pairs, "score"], second.obs.loc[pairs, "score"])

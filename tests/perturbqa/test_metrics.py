@@ -54,33 +54,43 @@ def test_macro_auroc_equals_sklearn_on_real_split(tmp_path, screen, subtask):
     assert values["pooled_auroc"] == pytest.approx(roc_auc_score(sol["label"], scores), rel=1e-12)
 
 
-def test_auroc_not_applicable_and_partial_scores(tmp_path):
-    sol = pd.DataFrame({"subtask": "de", "pert": ["A", "B", "C", "D"], "gene": ["x", "x", "y", "y"],
-                        "label": [1.0, 0.0, 1.0, 0.0], "annotation": ""}, index=[f"de:{p}" for p in "ABCD"])
-    for sub in "abc":
+#: Two genes of two pairs each.
+TWO_GENES = pd.DataFrame({"subtask": "de", "pert": ["A", "B", "C", "D"], "gene": ["x", "x", "y", "y"],
+                          "label": [1.0, 0.0, 1.0, 0.0], "annotation": ""}, index=[f"de:{p}" for p in "ABCD"])
+TWO_GENES_UNS = {"dataset_id": "t", "subtask": "de"}
+#: Scores that order gene x's pairs right and gene y's wrong.
+TWO_GENES_SCORES = pd.Series([0.9, 0.1, 0.2, 0.8], index=TWO_GENES.index)
+
+
+@pytest.fixture(scope="module")
+def two_genes_score(tmp_path_factory) -> ad.AnnData:
+    """The metric's scores of TWO_GENES_SCORES, which two tests read (one xdist group: one run under ``--dist loadgroup``)."""
+    return run_auroc(tmp_path_factory.mktemp("two_genes"), TWO_GENES, TWO_GENES_UNS, TWO_GENES_SCORES)
+
+
+@pytest.mark.xdist_group("perturbqa_auroc_two_genes")
+def test_auroc_not_applicable_and_partial_scores(tmp_path, two_genes_score):
+    sol = TWO_GENES
+    for sub in "ac":
         (tmp_path / sub).mkdir()
     # A method that gives no pair any score does not address the subtask: NaN, not a guess.
-    score = run_auroc(tmp_path / "a", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series(np.nan, index=sol.index))
+    score = run_auroc(tmp_path / "a", sol, TWO_GENES_UNS, pd.Series(np.nan, index=sol.index))
     assert np.isnan(score.uns["metric_values"]).all() and score.n_obs == 0
-    score = run_auroc(tmp_path / "b", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series([0.9, 0.1, 0.2, 0.8], index=sol.index))
     # gene x: AUROC 1, gene y: 0 -> macro 0.5; pooled: 3 of the 4 positive-negative pairs are ordered.
-    assert list(score.uns["metric_values"]) == [0.5, 0.75]
+    assert list(two_genes_score.uns["metric_values"]) == [0.5, 0.75]
     with pytest.raises(AssertionError, match="have no score"):
-        run_auroc(tmp_path / "c", sol, {"dataset_id": "t", "subtask": "de"}, pd.Series([0.9, np.nan, 0.2, 0.8], index=sol.index))
+        run_auroc(tmp_path / "c", sol, TWO_GENES_UNS, pd.Series([0.9, np.nan, 0.2, 0.8], index=sol.index))
 
 
-def test_auroc_ignores_items_the_solution_lacks(tmp_path):
+@pytest.mark.xdist_group("perturbqa_auroc_two_genes")
+def test_auroc_ignores_items_the_solution_lacks(tmp_path, two_genes_score):
     """Decoy pairs of the test file are scored by the method but never by the metric."""
-    sol = pd.DataFrame({"subtask": "de", "pert": ["A", "B", "C", "D"], "gene": ["x", "x", "y", "y"],
-                        "label": [1.0, 0.0, 1.0, 0.0], "annotation": ""}, index=[f"de:{p}" for p in "ABCD"])
-    uns = {"dataset_id": "t", "subtask": "de"}
-    (tmp_path / "plain").mkdir()
-    plain = run_auroc(tmp_path / "plain", sol, uns, pd.Series([0.9, 0.1, 0.2, 0.8], index=sol.index))
+    sol, uns, plain = TWO_GENES, TWO_GENES_UNS, two_genes_score
     test = pd.concat([sol, pd.DataFrame({"subtask": "de", "pert": ["A", "C"], "gene": ["y", "x"]},
                                         index=["de:A:y", "de:C:x"])])
     sol_path, pred_path = tmp_path / "solution.h5ad", tmp_path / "prediction.h5ad"
     ad.AnnData(obs=sol, uns=uns).write_h5ad(sol_path)
-    scores = pd.Series([0.9, 0.1, 0.2, 0.8, 100.0, -100.0], index=test.index)  # extreme decoy scores
+    scores = pd.concat([TWO_GENES_SCORES, pd.Series([100.0, -100.0], index=["de:A:y", "de:C:x"])])  # extreme decoy scores
     ad.AnnData(obs=prediction_frame(test, scores), uns={"dataset_id": "t", "method_id": "m"}).write_h5ad(pred_path)
     config = read_config(ROOT / "src/perturbqa/metrics/auroc/config.vsh.yaml")
     result = run_component(config, {"input_solution": sol_path, "input_prediction": pred_path, "output": tmp_path / "score.h5ad"},
