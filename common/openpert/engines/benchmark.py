@@ -36,18 +36,18 @@ def produced_datasets(plan: dict[str, Any], records: Iterable[JobRecord]) -> lis
 
     Files are the published outputs of each succeeded dataset job, keyed by the format of the
     output argument that wrote them (from the method jobs' wiring: each names the job's output it
-    reads by format).
+    reads by format). They come in the plan's order of dataset jobs, not the order the jobs
+    finished in, so that results.json is the same however many jobs ran at once.
     """
     formats: dict[str, dict[str, str]] = {}
     for entry in plan["jobs"]:
         for fmt, source in entry["context"].items():
             if "job" in source:
                 formats.setdefault(source["job"], {})[source["output"]] = fmt
+    succeeded = {r.job_id: r for r in records if r.stage == "dataset" and r.succeeded and r.job_id in formats}
     made = []
-    for record in records:
-        if record.stage != "dataset" or not record.succeeded or record.job_id not in formats:
-            continue
-        by_arg = formats[record.job_id]
+    for job_id in [e["id"] for e in plan["jobs"] if e["id"] in succeeded]:
+        record, by_arg = succeeded[job_id], formats[job_id]
         made.append({"id": record.dataset_id,
                      "files": {by_arg[arg]: path for arg, path in record.outputs.items() if arg in by_arg}})
     return made
