@@ -15,4 +15,5 @@ for arg in "$@"; do
     break
   fi
 done
-exec python -m pytest "${paths[@]}" -n 2 -p no:cacheprovider "$@"
+# --dist loadgroup: tests marked with one xdist_group share a costly module fixture, so they run in one worker.
+exec python -m pytest "${paths[@]}" -n 2 --dist loadgroup -p no:cacheprovider "$@"
