@@ -15,5 +15,6 @@ for arg in "$@"; do
     break
   fi
 done
-# --dist loadgroup: tests marked with one xdist_group share a costly module fixture, so they run in one worker.
-exec python -m pytest "${paths[@]}" -n 2 --dist loadgroup -p no:cacheprovider "$@"
+# --dist loadfile: a file's tests run in one worker, so that each module fixture (a component or a
+# benchmark run several tests read) is made once, not once in each worker.
+exec python -m pytest "${paths[@]}" -n 2 --dist loadfile -p no:cacheprovider "$@"

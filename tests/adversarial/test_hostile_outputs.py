@@ -64,10 +64,7 @@ def resident_rise() -> Iterator[dict]:
 
 @pytest.fixture(scope="module")
 def hostile_run(tiny_project, tmp_path_factory):
-    """One benchmark run with the hostile methods next to the honest components, and its peak memory.
-
-    Its tests carry one xdist group: under ``--dist loadgroup`` they run in one process, which runs it once.
-    """
+    """One benchmark run with the hostile methods next to the honest components, and its peak memory."""
     tmp = tmp_path_factory.mktemp("hostile_outputs")
     root = copy_project(tiny_project, tmp / "project")
     methods = add_output_bombs(root, layer_width=LAYER_WIDTH, bomb_width=BOMB_WIDTH, index_names=INDEX_NAMES,
@@ -97,7 +94,6 @@ def parquet_runs(tiny_project, tmp_path_factory):
     return {"runs": runs, "rise_mb": rise["mb"]}
 
 
-@pytest.mark.xdist_group("hostile_outputs_run")
 @pytest.mark.parametrize(("method", "element"), [("huge_layer", "layers/extra: 12 x 16,000,000 float64"),
                                                  ("compressed_bomb", "obsm/bomb: 12 x 12,000,000 float64"),
                                                  ("huge_index", "obs/_index: 16,777,216 |S10")])
@@ -111,7 +107,6 @@ def test_declared_sizes_are_refused_unread(hostile_run, method, element):
     assert reason.endswith("+ 64 MB): refused without reading it"), reason
 
 
-@pytest.mark.xdist_group("hostile_outputs_run")
 def test_a_huge_log_is_cut_and_shown(hostile_run, tmp_path):
     """A 1 GB log: the failure names its last line; the published log keeps its start and end; the site shows it."""
     from openpert.report.site import render_site
@@ -130,13 +125,11 @@ def test_a_huge_log_is_cut_and_shown(hostile_run, tmp_path):
     assert shown and all(p.read_bytes() == text for p in shown), shown
 
 
-@pytest.mark.xdist_group("hostile_outputs_run")
 def test_the_harness_memory_stays_bounded(hostile_run):
     """The whole run raised the harness's resident memory by at most PEAK_RISE_MB (each attack: GBs before)."""
     assert hostile_run["rise_mb"] <= PEAK_RISE_MB, f"the harness's memory rose by {hostile_run['rise_mb']:.0f} MB"
 
 
-@pytest.mark.xdist_group("hostile_outputs_run")
 def test_honest_scores_unchanged(hostile_run, clean):
     """The rest of the benchmark finished: the honest components score as in the clean run."""
     assert_honest_unchanged(hostile_run["results"], clean)

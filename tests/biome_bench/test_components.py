@@ -57,8 +57,6 @@ def must_run(kind: str, name: str, work: Path, **args) -> dict[str, Path]:
     return outputs
 
 
-# The tests that share a module fixture carry one xdist group: under ``--dist loadgroup`` they run in one
-# process, which runs the fixture once.
 @pytest.fixture(scope="module")
 def reference_prediction(tmp_path_factory) -> Path:
     """The positive control's prediction of the test dataset, which the judge tests grade."""
@@ -138,7 +136,6 @@ def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path):
             assert task_of[user["content"]] == query_task[messages[-1]["content"]]
 
 
-@pytest.mark.xdist_group("biome_bench_reference_prediction")
 def test_judge_metric_end_to_end(monkeypatch, tmp_path, reference_prediction):
     solution, _ = read_items(FILES["input_solution"])
     mech = solution[solution["task"] == TASK_MECHANISM]
@@ -188,7 +185,6 @@ def test_the_injecting_control_is_flagged_and_talks_up_only_a_judge_that_obeys(m
     assert all(rubric[d] < 2.5 for d in JUDGE_DIMENSIONS) and rubric["kg_coverage"] < 0.5
 
 
-@pytest.mark.xdist_group("biome_bench_reference_prediction")
 def test_judge_metric_leaves_out_unreadable_answers_and_fails_when_all_are(monkeypatch, tmp_path, reference_prediction):
     solution, _ = read_items(FILES["input_solution"])
     mech = solution[solution["task"] == TASK_MECHANISM]
@@ -231,7 +227,6 @@ TOO_LONG = ("This model's maximum context length is 4096 tokens. However, your r
             "reduce the length of the input messages.")
 
 
-@pytest.mark.xdist_group("biome_bench_reference_prediction")
 def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(monkeypatch, tmp_path, reference_prediction):
     test, _ = read_items(FILES["input_test"])
     solution, _ = read_items(FILES["input_solution"])
@@ -289,7 +284,6 @@ def test_llm_components_stop_clearly_without_a_model(tmp_path, kind, name, input
     assert not any(p.exists() for p in outputs.values())
 
 
-@pytest.mark.xdist_group("biome_bench_loaded_datasets")
 def test_loader_on_original_files_and_metrics_without_task_a(tmp_path, task_b_only, both_tasks):
     out = task_b_only
     test, uns = read_items(out["output_test"])
@@ -312,7 +306,6 @@ def test_loader_on_original_files_and_metrics_without_task_a(tmp_path, task_b_on
     assert similarity == {"similarity": 0.0}  # empty explanations
 
 
-@pytest.mark.xdist_group("biome_bench_loaded_datasets")
 def test_loader_reads_the_shared_data_folder_and_names_what_it_lacks(tmp_path, both_tasks):
     shared = tmp_path / "shared"
     (shared / "biome_bench").mkdir(parents=True)
@@ -379,7 +372,6 @@ def test_a_new_species_runs_end_to_end_from_configuration_alone(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("biome_bench_loaded_datasets")
 def test_benchmark_scores_both_tasks_between_controls(tmp_path, task_b_only):
     from openpert.config.task import Task
     from openpert.engines.benchmark import run_benchmark

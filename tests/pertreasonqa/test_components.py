@@ -77,7 +77,7 @@ class SharedRuns:
 
 @pytest.fixture(scope="module")
 def shared_runs(tmp_path_factory) -> SharedRuns:
-    """The module's shared component runs (the tests of one bundled dataset form an xdist group)."""
+    """The module's shared component runs."""
     return SharedRuns(tmp_path_factory.mktemp("shared_runs"))
 
 
@@ -242,10 +242,8 @@ def test_metrics_reject_bad_predictions(hand, tmp_path):
 
 # --- the bundled test resources --------------------------------------------------------------------
 CHEMICAL = ROOT / "resources_test" / "pertreasonqa" / "op3_chemical_small"
-#: Each bundled dataset, with the xdist group that keeps its two tests, which share their runs, in one process
-#: (under ``--dist loadgroup``).
-BUNDLED = [pytest.param(RESOURCES, id="genetic", marks=pytest.mark.xdist_group("pertreasonqa_genetic_runs")),
-           pytest.param(CHEMICAL, id="chemical", marks=pytest.mark.xdist_group("pertreasonqa_chemical_runs"))]
+#: Each bundled dataset; its two tests share their runs.
+BUNDLED = [pytest.param(RESOURCES, id="genetic"), pytest.param(CHEMICAL, id="chemical")]
 
 
 @pytest.mark.parametrize("folder", BUNDLED)

@@ -28,8 +28,6 @@ def run_method(name: str, dataset: str, tmp_path: Path, kind: str = "methods", *
     return ad.read_h5ad(tmp_path / f"{name}.h5ad")
 
 
-# The tests that share a run carry one xdist group: under ``--dist loadgroup`` they run in one process,
-# which runs the component once.
 @pytest.fixture(scope="module")
 def shared_run(tmp_path_factory):
     """:func:`run_method` for predictions no test changes: each component runs once per dataset and parameters."""
@@ -49,7 +47,7 @@ def test_physical_answers_de_only(tmp_path):
     assert np.isfinite(scores).all() and ((scores >= 0) & (scores <= 1)).all()
 
 
-@pytest.mark.parametrize("dataset", [pytest.param("k562_dir", marks=pytest.mark.xdist_group("perturbqa_k562_dir_retrieval")), "k562_set_de", "perturbseq_de"])
+@pytest.mark.parametrize("dataset", ["k562_dir", "k562_set_de", "perturbseq_de"])
 def test_retrieval_on_other_datasets(shared_run, dataset):
     pred = shared_run("retrieval", dataset, n_runs=1)
     scores = pred.obs["score"].to_numpy()
@@ -57,7 +55,6 @@ def test_retrieval_on_other_datasets(shared_run, dataset):
     assert (pred.obs["text"] == "").all()
 
 
-@pytest.mark.xdist_group("perturbqa_k562_controls")
 def test_controls_on_clusters(shared_run):
     truth = shared_run("ground_truth", "k562", kind="control_methods")
     rand = shared_run("random_scores", "k562", kind="control_methods")
@@ -72,7 +69,6 @@ def test_controls_on_clusters(shared_run):
         assert (rand.obs.loc[rows, "text"] != solution.loc[rows, "annotation"]).sum() >= len(rows) - 1
 
 
-@pytest.mark.xdist_group("perturbqa_k562_controls")
 def test_controls_score_the_decoy_pairs(shared_run):
     test = ad.read_h5ad(RESOURCES / "k562" / "test.h5ad")
     solution = ad.read_h5ad(RESOURCES / "k562" / "solution.h5ad").obs
@@ -97,7 +93,6 @@ def test_ora_describes_clusters_only(tmp_path):
     assert all(len(t.split("; ")) <= 3 for t in texts[clusters] if t)
 
 
-@pytest.mark.xdist_group("perturbqa_k562_dir_retrieval")
 def test_retrieval_dir_rule(tmp_path, shared_run):
     paper = run_method("retrieval", "k562_dir", tmp_path / "paper", n_runs=1, dir_rule="paper")
     assert (paper.obs["score"] == 0.5).all()  # the paper's row: one tied score, AUROC 0.5
@@ -126,7 +121,6 @@ def test_adversarial_controls(tmp_path):
     assert np.isnan(members.obs["score"]).all()
 
 
-@pytest.mark.xdist_group("perturbqa_k562_controls")
 def test_random_scores_differ_by_seed(tmp_path, shared_run):
     first = shared_run("random_scores", "k562", kind="control_methods")  # the default seed, 0
     second = run_method("random_scores", "k562", tmp_path / "b", kind="control_methods", seed=1)

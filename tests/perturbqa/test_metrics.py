@@ -64,11 +64,10 @@ TWO_GENES_SCORES = pd.Series([0.9, 0.1, 0.2, 0.8], index=TWO_GENES.index)
 
 @pytest.fixture(scope="module")
 def two_genes_score(tmp_path_factory) -> ad.AnnData:
-    """The metric's scores of TWO_GENES_SCORES, which two tests read (one xdist group: one run under ``--dist loadgroup``)."""
+    """The metric's scores of TWO_GENES_SCORES, which two tests read."""
     return run_auroc(tmp_path_factory.mktemp("two_genes"), TWO_GENES, TWO_GENES_UNS, TWO_GENES_SCORES)
 
 
-@pytest.mark.xdist_group("perturbqa_auroc_two_genes")
 def test_auroc_not_applicable_and_partial_scores(tmp_path, two_genes_score):
     sol = TWO_GENES
     for sub in "ac":
@@ -82,7 +81,6 @@ def test_auroc_not_applicable_and_partial_scores(tmp_path, two_genes_score):
         run_auroc(tmp_path / "c", sol, TWO_GENES_UNS, pd.Series([0.9, np.nan, 0.2, 0.8], index=sol.index))
 
 
-@pytest.mark.xdist_group("perturbqa_auroc_two_genes")
 def test_auroc_ignores_items_the_solution_lacks(tmp_path, two_genes_score):
     """Decoy pairs of the test file are scored by the method but never by the metric."""
     sol, uns, plain = TWO_GENES, TWO_GENES_UNS, two_genes_score
