@@ -383,12 +383,12 @@ def cmd_lint(ns: argparse.Namespace) -> int:
 
 
 def cmd_changed(ns: argparse.Namespace) -> int:
-    from openpert.testing.changed_components import changed_files, method_only_change, rules_changes, touched_components
+    from openpert.testing.changed_components import changed_files, check_scope, rules_changes, touched_components
 
     root = _root()
     paths = changed_files(root, ns.base)
     if ns.scope:
-        print("\n".join(f"{key}={value}" for key, value in _check_scope(root, method_only_change(root, paths)).items()))
+        print("\n".join(f"{key}={value}" for key, value in check_scope(root, paths).items()))
         return 0
     if not ns.rules:
         for folder in touched_components(root, paths):
@@ -409,20 +409,6 @@ def cmd_changed(ns: argparse.Namespace) -> int:
     print("A method cannot be scored by rules its own pull request changes: split the rules into a pull request "
           "of their own, or ask a maintainer to approve both (label `rules-change-approved`).")
     return 1
-
-
-def _check_scope(root: Path, methods: list[Path] | None) -> dict[str, str]:
-    """What a pull request's checks must cover: ``methods`` (a method-only change) or ``full``, with the
-    changed methods, their tasks, and the tasks where a changed method needs a language model."""
-    from openpert.config.viash import read_config
-    from openpert.run.sandbox import needs_llm
-
-    if methods is None:
-        return {"scope": "full", "methods": "", "tasks": "", "llm_tasks": ""}
-    tasks = sorted({m.parent.parent.name for m in methods})
-    llm_tasks = sorted({m.parent.parent.name for m in methods if needs_llm(read_config(m / "config.vsh.yaml"))})
-    return {"scope": "methods", "methods": " ".join(str(m.relative_to(root)) for m in methods),
-            "tasks": " ".join(tasks), "llm_tasks": " ".join(llm_tasks)}
 
 
 def cmd_preview(ns: argparse.Namespace) -> int:

@@ -160,24 +160,41 @@ def method_only_change(root: Path, paths: Iterable[Path]) -> list[Path] | None:
 
     Returns ``None`` when a changed file lies anywhere else (the harness, the science package, a
     task library, a test, a workflow, a control, ...), in a deleted method, or when nothing changed:
-    such a change gets the whole test suite. A method's own folder holds its config, script and the files beside them,
-    which nothing but that method reads.
+    such a change gets the whole test suite. A method's own folder holds its config, script and the
+    files beside them, which nothing but that method reads.
     """
     root = Path(root).resolve()
-    paths = [Path(p).resolve() for p in paths]
-    methods = {_method_folder(root, p) for p in paths}
-    if not paths or None in methods:
+    folders = {_method_folder(root, Path(p).resolve()) for p in paths}
+    # A deleted method, or a folder whose config does not read as a method's, gets the whole suite.
+    if not folders or None in folders or any(_component_type(f) != "method" for f in folders):
         return None
-    return sorted(methods)
+    return sorted(folders)
 
 
 def _method_folder(root: Path, path: Path) -> Path | None:
-    """The method folder ``src/<task>/methods/<name>`` that ``path`` lies in, if it is one."""
+    """The folder ``src/<task>/methods/<name>`` that ``path`` lies in, if any."""
     if not path.is_relative_to(root):
         return None
     parts = path.relative_to(root).parts
     if len(parts) < 5 or parts[0] != "src" or parts[2] != "methods":
         return None  # a file of methods/ itself, or outside every task's methods
-    folder = root.joinpath(*parts[:4])
-    # A deleted method, or a folder whose config does not read as a method's, gets the whole suite.
-    return folder if _component_type(folder) == "method" else None
+    return root.joinpath(*parts[:4])
+
+
+def check_scope(root: Path, paths: Iterable[Path]) -> dict[str, str]:
+    """What a pull request's checks must cover, as ``openpert changed --scope`` prints it for ``$GITHUB_OUTPUT``.
+
+    ``scope`` is ``methods`` for a method-only change (:func:`method_only_change`), else ``full``;
+    ``methods`` the changed methods' folders, ``tasks`` their tasks and ``llm_tasks`` the tasks
+    where a changed method needs a language model (space-separated; empty for ``full``).
+    """
+    from openpert.run.sandbox import needs_llm
+
+    methods = method_only_change(root, paths)
+    if methods is None:
+        return {"scope": "full", "methods": "", "tasks": "", "llm_tasks": ""}
+    root = Path(root).resolve()
+    llm = {m for m in methods if needs_llm(read_config(m / "config.vsh.yaml"))}
+    return {"scope": "methods", "methods": " ".join(str(m.relative_to(root)) for m in methods),
+            "tasks": " ".join(sorted({m.parent.parent.name for m in methods})),
+            "llm_tasks": " ".join(sorted({m.parent.parent.name for m in llm}))}
