@@ -13,6 +13,7 @@ that reason, and where ``$OPENPERT_REQUIRE_REAL_LLM`` is set (CI) they fail inst
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -47,6 +48,7 @@ class Server:
 
     def __init__(self, state: Path):
         self.env = {**os.environ, "OPENPERT_LLM_STATE": str(state), "OPENPERT_LLM_VENV": str(VENV)}
+        self.log = state / "server.log"
         self.port: str | None = None
         self.base_url = ""
 
@@ -112,6 +114,23 @@ def test_n_samples_from_a_server_that_answers_one_choice(server):
     (texts,) = client.generate(["Name one gene."], SamplingParams(temperature=0.7, max_tokens=4, n=3, seed=0))
     # llama.cpp ignores n: the client asked the other two samples one request each.
     assert len(texts) == 3 and client.stats["requests"] == 3
+
+
+def test_a_prompt_asked_again_is_read_from_the_servers_prompt_cache_and_answered_the_same(server):
+    # serve_llm.sh keeps the model's state after each answer: a prompt asked again after another
+    # (PerturbQA's methods write the same gene summaries) is read from there, not from its start.
+    first = "In one sentence, what does the gene TP53 do in K562 cells after a CRISPR knockdown?"
+    client = _client(server)  # no generation cache: each ask reaches the server
+    params = SamplingParams(temperature=0.0, max_tokens=8, seed=0)
+    (answer,) = client.generate([first], params)
+    client.generate(["Name one transcription factor of erythroid cells."], params)
+    before = server.log.read_text()
+    (again,) = client.generate([first], params)
+    read = server.log.read_text()[len(before):]
+    assert "cache hit" in read, read
+    remaining = [int(n) for n in re.findall(r"remaining (\d+) prompt tokens to eval", read)]
+    assert remaining and remaining[-1] <= 2, read  # the whole prompt came from the cache
+    assert again == answer  # greedy decoding from the cached state answers the same
 
 
 def test_a_server_stopping_mid_run_fails_after_retries_and_a_rerun_asks_only_the_rest(tmp_path):
