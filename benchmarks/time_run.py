@@ -12,6 +12,10 @@ runs the command as it is (its output passes through), and writes its wall time 
                             as on a fresh clone: target <= 3 min
 ``full_op3``                ``openpert benchmark --task perturbation_prediction -o DIR``, the
                             full-size OP3 run: target <= 10 min
+``run_benchmark_with_llm_cold``
+                            ``bash scripts/run_benchmark_with_llm.sh`` the same way: the
+                            bundled run with a real small model (docs/llm.md): target <=
+                            ``run_benchmark_cold`` + 5 min
 ``perturbqa_real_before``   the real PerturbQA benchmark (``openpert benchmark --task
                             perturbqa``, every dataset, every non-LLM method, cold cache) on
                             the code before a change: the reference
