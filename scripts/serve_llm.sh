@@ -22,6 +22,14 @@
 #   --threads N    llama.cpp's threads (default: one core fewer than the machine has, at least 1).
 #                  Its threads wait for each other by spinning: with every core also busy with the
 #                  benchmark's jobs, 2 threads on 2 cores generated 2.5 tokens/s where 1 gave 31.
+#   --prompt-cache MB  llama.cpp keeps the model's state after each answer, up to MB megabytes
+#                  (default 512; 0: none), and starts a prompt from the cached state that shares
+#                  its longest prefix: a prompt asked again (PerturbQA's three methods write the
+#                  same gene summaries) or sharing a long prefix with an earlier one (a judge's
+#                  rubric and question) is read only past that prefix; greedy answers do not
+#                  change. Each state also holds up to 128 rows of logits (25 MB for SmolLM2) not
+#                  counted in MB: the server peaked at 2.7 GB on the `*llm*` datasets. llama.cpp
+#                  only (vLLM caches prefixes itself).
 #
 # The server's state (pid, URL, model, log) is in $OPENPERT_LLM_STATE (default .llm_server/); one
 # server at a time per state folder. docs/llm.md says how the benchmark uses it.
@@ -81,6 +89,7 @@ start() {
       *) die "unknown option $1 (see the top of this script)" ;;
     esac
   done
+  [[ "$prompt_cache" =~ ^[0-9]+$ ]] || die "--prompt-cache takes a whole number of megabytes (0: none), got '$prompt_cache'"
   if running; then
     die "a server is already running (pid $(cat "$state/pid"), $(cat "$state/url")): scripts/serve_llm.sh stop first"
   fi

@@ -173,3 +173,14 @@ def test_the_test_command_runs_the_paths_it_is_given_instead_of_the_whole_suite(
     assert collected("tests/test_scripts.py", "--durations=5") == {"tests/test_scripts.py"}
     assert collected("tests/test_scripts.py", "tests/harness/testing/test_changed_components.py") == {
         "tests/test_scripts.py", "tests/harness/testing/test_changed_components.py"}
+
+
+def test_serve_llm_refuses_a_prompt_cache_that_is_not_megabytes(tmp_path):
+    # Checked before anything starts: a server without its cache would only be slower, never an error.
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "serve_llm.sh"), "start", "--prompt-cache", "1GB"],
+                          env={"PATH": "/usr/bin:/bin", "OPENPERT_LLM_STATE": str(tmp_path / "state"),
+                               "OPENPERT_LLM_VENV": str(tmp_path / "no-venv")},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "--prompt-cache takes a whole number of megabytes" in done.stderr and "'1GB'" in done.stderr
+    assert not (tmp_path / "state").exists()  # refused before its state folder was made
