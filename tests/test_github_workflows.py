@@ -189,3 +189,17 @@ def test_a_method_only_pull_request_runs_its_methods_and_tasks_tests_and_main_ru
     # the jobs that compare with a base run for pull requests only
     for name in ("rules", "changed-components", "leaderboard-changes"):
         assert flow["jobs"][name]["if"] == "github.event_name == 'pull_request'", name
+
+
+def test_the_cached_llm_server_wheel_is_keyed_on_every_file_its_build_reads():
+    # pip's cache keys a built wheel on the source alone: a change of pins or build flags that did
+    # not change the workflow's key would restore the old wheel and never build the new one.
+    flow = yaml.safe_load((WORKFLOWS / "pull_request.yml").read_text())
+    keys = [step["with"]["key"] for job in flow["jobs"].values() for step in job.get("steps", [])
+            if step.get("uses", "").startswith("actions/cache@") and "llm-server" in step["with"]["key"]]
+    assert len(keys) == 1, keys
+    hashed = set(re.findall(r"'([^']+)'", re.search(r"hashFiles\(([^)]*)\)", keys[0]).group(1)))
+    install = (ROOT / "scripts" / "serve_llm.sh").read_text()
+    read = set(re.findall(r'\$repo/(requirements/[\w.-]+)', install))
+    assert read == {"requirements/llm-server-lock.txt", "requirements/llm-server-cmake-args.txt"}
+    assert hashed == read
