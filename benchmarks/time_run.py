@@ -20,7 +20,14 @@ runs the command as it is (its output passes through), and writes its wall time 
                             perturbqa``, every dataset, every non-LLM method, cold cache) on
                             the code before a change: the reference
 ``perturbqa_real``          the same after: target <= half of the reference
-``test_suite``              ``bash scripts/test.sh``: target <= 10 min
+``all_tasks_real_before``   the real-data run of all five tasks (``openpert benchmark --task
+                            all -j 2 -o DIR``, every non-LLM component, store filled) on the
+                            code before a change: the reference
+``all_tasks_real``          the same after: target <= the reference (``longest_jobs.py DIR
+                            --before DIR`` says which jobs the time went to)
+``test_suite``              ``bash scripts/test.sh``: target <= 6 min
+``ci``                      ``bash .ci/run`` on a fresh clone (``CI=true``, empty generation
+                            cache): target <= 12 min
 ==========================  =================================================================
 
 The targets hold on an idle 2-core machine; the load average at the start and the end is kept
