@@ -117,8 +117,17 @@ def _json_number(value):
     return value if math.isfinite(value) else None
 
 
-def load_run(outdir: str | Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
+def load_run(outdir: str | Path, datasets: list[dict] | None = None) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     """Per-item values of a run.
+
+    Parameters
+    ----------
+    outdir
+        The task's results folder.
+    datasets
+        The datasets the run scored (``{"id", "files": {format: path}}``), as the benchmark hands
+        them over; ``None``: those ``plan.json`` lists (a run on processed datasets, ``--input``).
+        The returned plan holds them as its ``datasets``.
 
     Returns
     -------
@@ -130,12 +139,19 @@ def load_run(outdir: str | Path) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
     ------
     FileNotFoundError
         When ``outdir`` has no ``plan.json``.
+    ValueError
+        When there is no dataset: plan.json lists none where the run's dataset jobs made them.
     """
     outdir = Path(outdir)
     plan_path = outdir / "plan.json"
     if not plan_path.is_file():
         raise FileNotFoundError(f"{plan_path}: not found; is {outdir} a results folder of a benchmark run?")
     plan = json.loads(plan_path.read_text())
+    if datasets is not None:
+        plan["datasets"] = datasets
+    if not plan["datasets"]:
+        raise ValueError(f"{plan_path}: no dataset to analyse (a run whose dataset jobs made its datasets lists them "
+                         "only in results.json; its statistics are computed by the run itself)")
     score_rows, hard_frames = [], []
     for ds in plan["datasets"]:
         for method in plan["methods"]:
@@ -401,9 +417,12 @@ def lsft_effects(plan: dict, scores: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def task_statistics(outdir: str | Path) -> dict[str, dict]:
-    """Every statistic of the task, as ``results.json`` ``statistics`` entries."""
-    plan, scores, hardness = load_run(outdir)
+def task_statistics(outdir: str | Path, datasets: list[dict] | None = None) -> dict[str, dict]:
+    """Every statistic of the task, as ``results.json`` ``statistics`` entries.
+
+    ``datasets``: those the run scored, as :func:`load_run` takes them (the benchmark passes them).
+    """
+    plan, scores, hardness = load_run(outdir, datasets)
     controls = _controls(plan)
     headline, diagnostic, aggregate_role = statistics_roles()
     # Tested: the paper's headline (its figures) and the aggregate's (what ranks the methods).

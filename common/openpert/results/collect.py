@@ -441,7 +441,7 @@ def write_results(task: Task, plan: dict, records: Sequence[JobRecord], outdir: 
     # Ranks, standings and the lead: computed once, by the results model, and stored with the scores.
     results = complete(results)
     write_text_atomic(outdir / "results.json", json.dumps(results, indent=2))
-    extra = run_task_analysis(task, outdir)
+    extra = run_task_analysis(task, outdir, plan["datasets"])
     if extra:
         results["statistics"].update(_clean(extra.get("statistics", {})))
         results["qc"].extend(extra.get("qc", []))
@@ -640,21 +640,24 @@ def format_summary(results: dict, *, width: int = 24) -> str:
     return "\n".join(lines)
 
 
-def run_task_analysis(task: Task, outdir: Path) -> dict:
-    """Task-specific statistics from ``src/<task>/analysis.py``'s ``task_statistics(outdir)``.
+def run_task_analysis(task: Task, outdir: Path, datasets: Sequence[dict]) -> dict:
+    """Task-specific statistics from ``src/<task>/analysis.py``'s ``task_statistics(outdir, datasets)``.
 
     A task may ship such a module for analyses that need more than per-item metric values (e.g.
-    comparisons across datasets of one task). It runs after ``results.json`` is first written, so a
-    failing analysis loses nothing: it becomes a QC flag with the error, and the run goes on.
+    comparisons across datasets of one task). It is given the datasets the run scored (``{"id",
+    "files": {format: path}}``, those its dataset jobs made included, which plan.json cannot list).
+    It runs after ``results.json`` is first written, so a failing analysis loses nothing: it
+    becomes a QC flag with the error, and the run goes on.
     """
     from openpert.run.task_code import TaskCodeError, call_task_function
 
     path = task.dir / "analysis.py"
     if not path.is_file():
         return {}
+    scored = [{"id": d["id"], "files": {fmt: str(file) for fmt, file in d["files"].items()}} for d in datasets]
     try:
         # The task's own code runs in a child process: the harness never imports it.
-        stats = call_task_function(task.dir, "analysis", "task_statistics", [outdir])
+        stats = call_task_function(task.dir, "analysis", "task_statistics", [outdir], {"datasets": scored})
     except TaskCodeError as err:  # the analysis is a task's own code: report its failure, keep the scores
         message = f"{path}: task_statistics failed: {err}"
         print(message, file=sys.stderr)

@@ -93,6 +93,9 @@ def test_dataset_stage_and_filters(tiny_task, tmp_path):
     assert {r["method_id"] for r in results["dataset_scores"]} == {"group_mean", "zeros"}
     assert {m["id"] for m in results["metrics"]} == {"rmse", "mae"}
     assert (tmp_path / "datasets" / "syn_a" / "train.h5ad").is_file()
+    # The task's analysis is given the datasets the dataset jobs made (plan.json lists none).
+    counts = results["statistics"]["prediction_counts"]["table"]
+    assert counts == [{"dataset_id": d, "test_file": "test.h5ad", "n_predictions": 2} for d in ("syn_a", "syn_b")]
     with pytest.raises(ConfigError, match="unknown methods: nope"):
         make_plan(tiny_task, tiny_task.find_datasets(tmp_path / "datasets"), tmp_path, methods=["nope"])
 
@@ -202,8 +205,8 @@ def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
     clean, mixed, _, _ = runs
     counts = {r["dataset_id"]: r["n_predictions"] for r in clean["statistics"]["prediction_counts"]["table"]}
     assert counts == {"syn": 5}  # 3 controls + 2 methods
-    (project_copy / "src/tiny/analysis.py").write_text("def task_statistics(outdir):\n    raise ValueError('no such column')\n")
-    extra = run_task_analysis(Task(project_copy / "src" / "tiny"), project_copy)
+    (project_copy / "src/tiny/analysis.py").write_text("def task_statistics(outdir, datasets):\n    raise ValueError('no such column')\n")
+    extra = run_task_analysis(Task(project_copy / "src" / "tiny"), project_copy, [])
     assert extra["qc"][0]["flag"] == "analysis_failed" and "ValueError: no such column" in extra["qc"][0]["message"]
 
 
