@@ -43,5 +43,11 @@ def test_nearest_training_item_same_gene_nearest_perturbation():
     # G: Q is 2 undirected hops from P (via A), R is 4: Q wins although R's item has a reference path
     # W unseen: every item counts; of the nearest (Q, 2 hops) the one with a reference path wins the tie
     assert chosen.to_dict() == {"g": "q_g", "h": "q_h", "w": "q_h"}
+    # A double perturbation is as near as its nearer gene; a name the graph lacks is beyond the hop
+    # limit, and a test perturbation the graph lacks leaves every item tied (a reference path wins).
+    train = pd.DataFrame({"perturbation": ["NOPE", "R+A", "S"], "gene": ["K"] * 3, "n_reference_paths": [1, 0, 1]},
+                         index=["nope", "r_a", "s"])
+    test = pd.DataFrame({"perturbation": ["P", "ABSENT"], "gene": ["K", "K"]}, index=["p", "absent"])
+    assert nearest_training_items(train, test, graph).to_dict() == {"p": "r_a", "absent": "nope"}
     with pytest.raises(ValueError, match="no training item"):
         nearest_training_items(train.iloc[:0], test, graph)

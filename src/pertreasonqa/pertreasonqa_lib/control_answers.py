@@ -106,23 +106,31 @@ def nearest_training_items(train: pd.DataFrame, test: pd.DataFrame, graph: Signe
     """
     if train.empty:
         raise ValueError("nearest_training_items: no training item to copy from")
-    has_ref = train["n_reference_paths"].to_numpy() > 0 if "n_reference_paths" in train.columns else np.zeros(len(train), bool)
+    far = max_hops + 1
+    # Ties: an item with a reference path first (0 before 1), then the first in the file (argmin).
+    no_ref = (train["n_reference_paths"].to_numpy() <= 0 if "n_reference_paths" in train.columns
+              else np.ones(len(train), bool)).astype(np.int64)
     by_gene = pd.Series(np.arange(len(train))).groupby(train["gene"].astype(str).to_numpy()).apply(np.asarray).to_dict()
     everything = np.arange(len(train))
-    train_perts = train["perturbation"].astype(str).to_numpy()
-    distance_cache: dict[str, pd.Series] = {}
+    # Each distinct training perturbation once: the graph nodes it starts from (the compound, or the
+    # genes of A+B; -1 for a name the graph lacks), flattened, with where each one's nodes begin.
+    perts, pert_of_row = np.unique(train["perturbation"].astype(str).to_numpy(), return_inverse=True)
+    members = [[p] if graph.drug_targets(p) else p.split("+") for p in perts]
+    member_nodes = graph.nodes.get_indexer([name for names in members for name in names])
+    first_member = np.cumsum([0, *(len(names) for names in members[:-1])])
+    pert_distance: dict[str, np.ndarray] = {}  # test perturbation -> hops to each training perturbation
+    chosen_for: dict[tuple[str, str | None], object] = {}
     chosen = []
     for pert, gene in zip(test["perturbation"].astype(str), test["gene"].astype(str)):
-        if pert not in distance_cache:
-            starts = perturbation_nodes(graph, pert)
-            dist = (hop_distances(graph, starts, max_hops, undirected=True) if len(starts)
-                    else np.full(graph.n_nodes, max_hops + 1))
-            distance_cache[pert] = pd.Series(dist, index=graph.nodes)
-        dist = distance_cache[pert]
-        rows = by_gene.get(gene, everything)
-        far = max_hops + 1
-        d = np.array([min((dist.get(n, far) for n in ([p] if graph.drug_targets(p) else p.split("+"))), default=far)
-                      for p in train_perts[rows]])
-        order = np.lexsort((np.arange(len(rows)), ~has_ref[rows], d))
-        chosen.append(train.index[rows[order[0]]])
+        key = (pert, gene if gene in by_gene else None)  # without training items of its gene: all of them
+        if key not in chosen_for:
+            if pert not in pert_distance:
+                starts = perturbation_nodes(graph, pert)
+                dist = hop_distances(graph, starts, max_hops, undirected=True) if len(starts) else np.full(graph.n_nodes, far)
+                hops = np.append(np.asarray(dist, dtype=np.int64), far)[member_nodes]  # index -1: a node the graph lacks
+                pert_distance[pert] = np.minimum.reduceat(hops, first_member)
+            rows = by_gene[gene] if key[1] is not None else everything
+            rank = pert_distance[pert][pert_of_row[rows]] * 2 + no_ref[rows]
+            chosen_for[key] = train.index[rows[np.argmin(rank)]]
+        chosen.append(chosen_for[key])
     return pd.Series(chosen, index=test.index)
