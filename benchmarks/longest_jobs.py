@@ -79,13 +79,14 @@ def longest(jobs: list[Job], n: int) -> list[Job]:
     return sorted(jobs, key=lambda job: (-job.seconds, job.task, job.job_id))[:n]
 
 
-def _show(label: str, jobs: list[Job], n: int) -> None:
-    print(f"{label}: {len(jobs)} jobs, {sum(j.seconds for j in jobs):,.0f} job-seconds")
-    for task, row in per_task(jobs).items():
+def _show(label: str, table: dict[str, dict[str, float]], slowest: list[Job]) -> None:
+    print(f"{label}: {sum(r['jobs'] for r in table.values()):.0f} jobs, "
+          f"{sum(r['job_seconds'] for r in table.values()):,.0f} job-seconds")
+    for task, row in table.items():
         failed = f", {row['failed']:.0f} failed" if row["failed"] else ""
         print(f"  {task:<26} {row['jobs']:>5.0f} jobs{failed:<12} {row['job_seconds']:>9,.0f} s")
-    print(f"  the {n} longest:")
-    for job in longest(jobs, n):
+    print(f"  the {len(slowest)} longest:")
+    for job in slowest:
         mark = "" if job.status == "succeeded" else f"  ({job.status})"
         print(f"    {job.seconds:>8.1f} s  {job.task}/{job.job_id}{mark}")
 
@@ -97,19 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=10, help="how many of the longest jobs to show (default 10)")
     parser.add_argument("--name", default="longest_jobs", help="the figures' file name (default longest_jobs)")
     args = parser.parse_args(argv)
-    after = read_jobs(args.results)
-    runs = {"after": after}
+    runs = {"after": read_jobs(args.results)}
     if args.before is not None:
-        runs = {"before": read_jobs(args.before), "after": after}
+        runs = {"before": read_jobs(args.before), **runs}
     figures: dict[str, float] = {}
     details: dict[str, object] = {}
     for label, jobs in runs.items():
-        _show(label if args.before is not None else str(args.results), jobs, args.n)
-        figures[f"{label}_job_seconds"] = sum(job.seconds for job in jobs)
-        figures[f"{label}_jobs"] = len(jobs)
-        figures[f"{label}_failed"] = sum(job.status != "succeeded" for job in jobs)
-        details[f"{label}_per_task"] = per_task(jobs)
-        details[f"{label}_longest"] = [vars(job) for job in longest(jobs, args.n)]
+        table, slowest = per_task(jobs), longest(jobs, args.n)
+        _show(f"{label} ({args.before if label == 'before' else args.results})", table, slowest)
+        for figure in ("jobs", "failed", "job_seconds"):
+            figures[f"{label}_{figure}"] = sum(row[figure] for row in table.values())
+        details[f"{label}_per_task"] = table
+        details[f"{label}_longest"] = [vars(job) for job in slowest]
     if args.before is not None:
         figures["job_seconds_ratio"] = figures["after_job_seconds"] / figures["before_job_seconds"]
         print(f"job-seconds after / before: {figures['job_seconds_ratio']:.2f}")

@@ -654,10 +654,9 @@ def run_task_analysis(task: Task, outdir: Path, datasets: Sequence[dict]) -> dic
     path = task.dir / "analysis.py"
     if not path.is_file():
         return {}
-    scored = [{"id": d["id"], "files": {fmt: str(file) for fmt, file in d["files"].items()}} for d in datasets]
     try:
         # The task's own code runs in a child process: the harness never imports it.
-        stats = call_task_function(task.dir, "analysis", "task_statistics", [outdir], {"datasets": scored})
+        stats = call_task_function(task.dir, "analysis", "task_statistics", [outdir], {"datasets": list(datasets)})
     except TaskCodeError as err:  # the analysis is a task's own code: report its failure, keep the scores
         message = f"{path}: task_statistics failed: {err}"
         print(message, file=sys.stderr)

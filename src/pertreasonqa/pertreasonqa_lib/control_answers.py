@@ -112,12 +112,12 @@ def nearest_training_items(train: pd.DataFrame, test: pd.DataFrame, graph: Signe
               else np.ones(len(train), bool)).astype(np.int64)
     by_gene = pd.Series(np.arange(len(train))).groupby(train["gene"].astype(str).to_numpy()).apply(np.asarray).to_dict()
     everything = np.arange(len(train))
-    # Each distinct training perturbation once: the graph nodes it starts from (the compound, or the
-    # genes of A+B; -1 for a name the graph lacks), flattened, with where each one's nodes begin.
+    # Each distinct training perturbation once: the graph nodes it starts from, flattened, with where
+    # each one's nodes begin (-1, beyond the hop limit, for a perturbation the graph lacks).
     perts, pert_of_row = np.unique(train["perturbation"].astype(str).to_numpy(), return_inverse=True)
-    members = [[p] if graph.drug_targets(p) else p.split("+") for p in perts]
-    member_nodes = graph.nodes.get_indexer([name for names in members for name in names])
-    first_member = np.cumsum([0, *(len(names) for names in members[:-1])])
+    starts_of = [nodes if len(nodes) else np.array([-1]) for nodes in (perturbation_nodes(graph, p) for p in perts)]
+    member_nodes = np.concatenate(starts_of)
+    first_member = np.cumsum([0, *(len(nodes) for nodes in starts_of[:-1])])
     pert_distance: dict[str, np.ndarray] = {}  # test perturbation -> hops to each training perturbation
     chosen_for: dict[tuple[str, str | None], object] = {}
     chosen = []
@@ -127,7 +127,7 @@ def nearest_training_items(train: pd.DataFrame, test: pd.DataFrame, graph: Signe
             if pert not in pert_distance:
                 starts = perturbation_nodes(graph, pert)
                 dist = hop_distances(graph, starts, max_hops, undirected=True) if len(starts) else np.full(graph.n_nodes, far)
-                hops = np.append(np.asarray(dist, dtype=np.int64), far)[member_nodes]  # index -1: a node the graph lacks
+                hops = np.append(dist, far)[member_nodes]
                 pert_distance[pert] = np.minimum.reduceat(hops, first_member)
             rows = by_gene[gene] if key[1] is not None else everything
             rank = pert_distance[pert][pert_of_row[rows]] * 2 + no_ref[rows]
