@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     details: dict[str, object] = {}
     for label, jobs in runs.items():
         table, slowest = per_task(jobs), longest(jobs, args.n)
-        _show(f"{label} ({args.before if label == 'before' else args.results})", table, slowest)
+        shown = "before" if label == "before" else "after" if args.before is not None else "run"
+        _show(f"{shown} ({args.before if label == 'before' else args.results})", table, slowest)
         for figure in ("jobs", "failed", "job_seconds"):
             figures[f"{label}_{figure}"] = sum(row[figure] for row in table.values())
         details[f"{label}_per_task"] = table
