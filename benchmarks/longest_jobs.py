@@ -98,15 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=10, help="how many of the longest jobs to show (default 10)")
     parser.add_argument("--name", default="longest_jobs", help="the figures' file name (default longest_jobs)")
     args = parser.parse_args(argv)
-    runs = {"after": read_jobs(args.results)}
-    if args.before is not None:
-        runs = {"before": read_jobs(args.before), **runs}
+    runs = {"run": args.results} if args.before is None else {"before": args.before, "after": args.results}
     figures: dict[str, float] = {}
     details: dict[str, object] = {}
-    for label, jobs in runs.items():
+    for label, folder in runs.items():
+        jobs = read_jobs(folder)
         table, slowest = per_task(jobs), longest(jobs, args.n)
-        shown = "before" if label == "before" else "after" if args.before is not None else "run"
-        _show(f"{shown} ({args.before if label == 'before' else args.results})", table, slowest)
+        _show(f"{label} ({folder})", table, slowest)
         for figure in ("jobs", "failed", "job_seconds"):
             figures[f"{label}_{figure}"] = sum(row[figure] for row in table.values())
         details[f"{label}_per_task"] = table
