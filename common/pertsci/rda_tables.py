@@ -21,7 +21,7 @@ verified by the manifest's sha256:
   (:func:`format_r_double`).
 
 Rows keep the order of the original, the files have a header line and end lines with ``\\n``.
-R data files are read with the ``rdata`` package (pure Python; it reads R lists, which perturbplan's
+R data files are read by :mod:`pertsci.r_serialization` (R lists included, which perturbplan's
 objects are). An original that cannot be read, or does not hold the expected table, raises
 :class:`RDataError` naming the file.
 """
@@ -29,13 +29,14 @@ objects are). An original that cannot be read, or does not hold the expected tab
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from pertsci import r_serialization
 
 #: The columns of DoRothEA's regulon table, in the order written.
 DOROTHEA_COLUMNS = ("tf", "confidence", "target", "mor")
@@ -56,7 +57,7 @@ class RDataError(ValueError):
 
 
 def read_rda(path: Path) -> dict[str, Any]:
-    """The objects of an R data file, converted to Python.
+    """The objects of an R data file, converted to Python (:func:`pertsci.r_serialization.to_python`).
 
     Parameters
     ----------
@@ -74,24 +75,14 @@ def read_rda(path: Path) -> dict[str, Any]:
     RDataError
         When the file is missing or is not a readable R data file; the message names it.
     """
-    import rdata
-
     path = Path(path)
     if not path.is_file():
         raise RDataError(f"{path}: no such R data file")
-    # Tibbles are data frames with more classes; rdata warns about each class it has no constructor for.
-    constructors = {**rdata.conversion.DEFAULT_CLASS_MAP,
-                    "tbl_df": rdata.conversion.DEFAULT_CLASS_MAP["data.frame"],
-                    "tbl": rdata.conversion.DEFAULT_CLASS_MAP["data.frame"]}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            objects = rdata.read_rda(path, constructor_dict=constructors)
-    except Exception as err:  # the reader raises many kinds (EOFError, NotImplementedError, ValueError, ...)
-        raise RDataError(f"{path}: not a readable R data file (.rda): {type(err).__name__}: {err}") from None
-    if not isinstance(objects, dict):
-        raise RDataError(f"{path}: not an R data file of named objects (found {type(objects).__name__})")
-    return {str(name): value for name, value in objects.items()}
+        return r_serialization.read_rda(path)
+    except r_serialization.RSerializationError as err:
+        detail = str(err).removeprefix(f"{path}: ")
+        raise RDataError(f"{path}: not a readable R data file (.rda): {detail}") from None
 
 
 def format_r_double(x: float) -> str:

@@ -1,4 +1,4 @@
-"""pertsci.rda_tables: shared-data tables derived from R data files, on small files the tests write and on the real originals."""
+"""pertsci.rda_tables: shared-data tables derived from R data files written by R (the real originals: tests/harness/data/test_derived_files.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import struct
 import subprocess
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
 from pertsci.rda_tables import RDataError, dorothea_regulons, format_r_double, perturbplan_baseline
@@ -19,26 +17,15 @@ HAS_RSCRIPT = shutil.which("Rscript") is not None
 needs_r = pytest.mark.skipif(not HAS_RSCRIPT, reason="Rscript not on PATH (apt-get install r-base-core; scripts/install_system_deps.sh does)")
 
 
-def _can_write_rda() -> bool:
-    import rdata
-
-    return hasattr(rdata, "write_rda")
-
-
-needs_writer = pytest.mark.skipif(not _can_write_rda(), reason="the installed rdata cannot write .rda files (write_rda came in rdata 1.0)")
-
-
-def write_rda(path: Path, objects: dict) -> Path:
-    """An R data file of ``objects``, written by the reader's own library (no R needed)."""
-    import rdata
-
-    rdata.write_rda(path, objects)
-    return path
-
-
 def run_r(code: str, cwd: Path) -> None:
     done = subprocess.run(["Rscript", "-e", code], cwd=cwd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def save_rda(path: Path, objects: str) -> Path:
+    """An R data file written by R's ``save()``: ``objects`` is R code for a named list of the objects."""
+    run_r(f'objects <- {objects}; save(list = names(objects), envir = list2env(objects), file = "{path.name}")', path.parent)
+    return path
 
 
 # --- numbers as R's write.table writes them -------------------------------------------------------
@@ -103,12 +90,11 @@ def test_format_r_double_equals_r_write_table(tmp_path):
 
 # --- DoRothEA -----------------------------------------------------------------------------------
 
-REGULONS = pd.DataFrame({
-    "tf": ["ADNP", "AHR", "AR", "AR", "ZEB1", "ZEB1", "MYC"],
-    "confidence": ["D", "C", "A", "B", "E", "A", "C"],
-    "target": ["ATF7IP", "CYP1A1", "KLK3", "TMPRSS2", "VIM", "CDH1", "NPM1"],
-    "mor": [1.0, 1.0, 1.0, -1.0, 1.0, -1.0, 1.0],
-})
+#: A small regulon table, in R.
+REGULONS_R = ('data.frame(tf = c("ADNP", "AHR", "AR", "AR", "ZEB1", "ZEB1", "MYC"), '
+              'confidence = c("D", "C", "A", "B", "E", "A", "C"), '
+              'target = c("ATF7IP", "CYP1A1", "KLK3", "TMPRSS2", "VIM", "CDH1", "NPM1"), '
+              'mor = c(1, 1, 1, -1, 1, -1, 1), stringsAsFactors = FALSE)')
 REGULONS_ABC = ("tf\tconfidence\ttarget\tmor\n"
                 "AHR\tC\tCYP1A1\t1.0\n"
                 "AR\tA\tKLK3\t1.0\n"
@@ -117,9 +103,9 @@ REGULONS_ABC = ("tf\tconfidence\ttarget\tmor\n"
                 "MYC\tC\tNPM1\t1.0\n")
 
 
-@needs_writer
+@needs_r
 def test_dorothea_keeps_levels_in_order(tmp_path):
-    rda = write_rda(tmp_path / "dorothea_hs.rda", {"dorothea_hs": REGULONS})
+    rda = save_rda(tmp_path / "dorothea_hs.rda", f"list(dorothea_hs = {REGULONS_R})")
     out = tmp_path / "out.tsv"
     dorothea_regulons({"rda": rda}, out, confidence=["A", "B", "C"])
     assert out.read_bytes() == REGULONS_ABC.encode()
@@ -130,10 +116,7 @@ def test_dorothea_keeps_levels_in_order(tmp_path):
 @needs_r
 def test_dorothea_from_an_r_saved_tibble(tmp_path):
     """As the package ships it: a tibble saved by R (bzip2 here), strings and a double mor."""
-    run_r('d <- data.frame(tf = c("ADNP", "AHR", "AR", "AR", "ZEB1", "ZEB1", "MYC"), '
-          'confidence = c("D", "C", "A", "B", "E", "A", "C"), '
-          'target = c("ATF7IP", "CYP1A1", "KLK3", "TMPRSS2", "VIM", "CDH1", "NPM1"), '
-          'mor = c(1, 1, 1, -1, 1, -1, 1), stringsAsFactors = FALSE); '
+    run_r(f'd <- {REGULONS_R}; '
           'class(d) <- c("tbl_df", "tbl", "data.frame"); dorothea_hs <- d; '
           'save(dorothea_hs, file = "dorothea_hs.rda", compress = "bzip2")', tmp_path)
     out = tmp_path / "out.tsv"
@@ -147,20 +130,20 @@ def test_dorothea_refuses_unknown_levels(tmp_path, confidence):
         dorothea_regulons({"rda": tmp_path / "x.rda"}, tmp_path / "out.tsv", confidence=confidence)
 
 
-@needs_writer
+@needs_r
 def test_dorothea_refuses_a_table_without_its_columns(tmp_path):
-    rda = write_rda(tmp_path / "other.rda", {"x": REGULONS.drop(columns="mor")})
+    rda = save_rda(tmp_path / "other.rda", f"list(x = {REGULONS_R}[, 1:3])")
     with pytest.raises(RDataError, match=r"other\.rda.*lacks the columns \['mor'\]"):
         dorothea_regulons({"rda": rda}, tmp_path / "out.tsv", confidence=["A"])
 
 
 # --- perturbplan ---------------------------------------------------------------------------------
 
-BASELINE = pd.DataFrame({
-    "response_id": ["ENSG00000243485", "ENSG00000262879", "ENSG00000000003", "ENSG00000000005"],
-    "relative_expression": [1.1249688018027e-07, float.fromhex("0x1.f19fe8c12fde8p-15"), 0.000123, 0.1 + 0.2],
-    "expression_size": [414.442808521051, 100000.0, 123456.0, 0.0],
-})
+#: A small baseline table, in R: numbers R writes in fixed and scientific notation, one whose
+#: 16th digit is near a half (as a hexadecimal literal, exact).
+BASELINE_R = ('data.frame(response_id = c("ENSG00000243485", "ENSG00000262879", "ENSG00000000003", "ENSG00000000005"), '
+              'relative_expression = c(1.1249688018027e-07, 0x1.f19fe8c12fde8p-15, 0.000123, 0.1 + 0.2), '
+              'expression_size = c(414.442808521051, 100000, 123456, 0), stringsAsFactors = FALSE)')
 BASELINE_TSV = ("response_id\trelative_expression\texpression_size\n"
                 "ENSG00000243485\t1.1249688018027e-07\t414.442808521051\n"
                 "ENSG00000262879\t5.9321480429638e-05\t1e+05\n"
@@ -168,16 +151,15 @@ BASELINE_TSV = ("response_id\trelative_expression\texpression_size\n"
                 "ENSG00000000005\t0.3\t0\n")
 
 
-def _perturbplan_object(stats: pd.DataFrame) -> dict:
-    """A perturbplan reference as the package's data/<dataset>.rda holds it: a named list."""
-    return {"baseline_expression_stats": stats,
-            "library_parameters": {"UMI_per_cell": np.array([59163.3]), "variation": np.array([0.397])},
-            "mapping_efficiency": np.array([0.711])}
+def _perturbplan_object(stats: str) -> str:
+    """A perturbplan reference as the package's data/<dataset>.rda holds it, in R: a named list."""
+    return (f"list(baseline_expression_stats = {stats}, "
+            "library_parameters = list(UMI_per_cell = 59163.3, variation = 0.397), mapping_efficiency = 0.711)")
 
 
-@needs_writer
+@needs_r
 def test_perturbplan_writes_the_table_as_r_does(tmp_path):
-    rda = write_rda(tmp_path / "K562_test.rda", {"K562_test": _perturbplan_object(BASELINE)})
+    rda = save_rda(tmp_path / "K562_test.rda", f"list(K562_test = {_perturbplan_object(BASELINE_R)})")
     out = tmp_path / "out.tsv"
     perturbplan_baseline({"rda": rda}, out)
     assert out.read_bytes() == BASELINE_TSV.encode()
@@ -205,18 +187,19 @@ def test_perturbplan_equals_r_write_table(tmp_path):
     assert out.read_bytes() == (tmp_path / "expected.tsv").read_bytes()
 
 
-@needs_writer
+@needs_r
 def test_perturbplan_names_the_object_among_several(tmp_path):
-    rda = write_rda(tmp_path / "two.rda", {"a": _perturbplan_object(BASELINE), "b": _perturbplan_object(BASELINE.iloc[:1])})
+    rda = save_rda(tmp_path / "two.rda", f"list(a = {_perturbplan_object(BASELINE_R)}, "
+                                         f"b = {_perturbplan_object(BASELINE_R + '[1, ]')})")
     with pytest.raises(RDataError, match=r"two\.rda: holds 2 R objects"):
         perturbplan_baseline({"rda": rda}, tmp_path / "out.tsv")
     perturbplan_baseline({"rda": rda}, tmp_path / "out.tsv", object_name="b")
     assert (tmp_path / "out.tsv").read_text().splitlines() == BASELINE_TSV.splitlines()[:2]
 
 
-@needs_writer
+@needs_r
 def test_perturbplan_refuses_a_data_frame(tmp_path):
-    rda = write_rda(tmp_path / "frame.rda", {"x": BASELINE})
+    rda = save_rda(tmp_path / "frame.rda", f"list(x = {BASELINE_R})")
     with pytest.raises(RDataError, match=r"frame\.rda: the R object is not a list with an element 'baseline_expression_stats'"):
         perturbplan_baseline({"rda": rda}, tmp_path / "out.tsv")
 
@@ -248,3 +231,4 @@ def test_missing_original_names_the_file(tmp_path):
 def test_sources_must_name_the_rda(tmp_path):
     with pytest.raises(ValueError, match=r"sources must be \{'rda'"):
         perturbplan_baseline({"original": tmp_path / "x.rda"}, tmp_path / "out.tsv")
+
