@@ -299,7 +299,12 @@ def read_serialized(data: bytes) -> RObject:
         reader._take(reader.int())  # the writer's native encoding
     elif version != 2:
         raise RSerializationError(f"serialization format version {version} (versions 2 and 3 are read)")
-    return reader.item()
+    try:
+        return reader.item()
+    except (UnicodeDecodeError, RecursionError, IndexError, TypeError, AttributeError) as err:
+        # Bytes that follow the format's grammar but not its rules (a string not in its encoding,
+        # an ALTREP state of the wrong shape, nesting past Python's stack).
+        raise RSerializationError(f"malformed R data before byte {reader.pos}: {type(err).__name__}: {err}") from None
 
 
 def _numeric(obj: RObject) -> np.ndarray:
@@ -315,7 +320,8 @@ def _numeric(obj: RObject) -> np.ndarray:
 
 def _data_frame(obj: RObject) -> pd.DataFrame:
     names = [str(n) for n in obj.attributes["names"].value] if "names" in obj.attributes else []
-    columns = [to_python(column) for column in obj.value]
+    # A column with names of its own keeps its values only: the frame's rows are its row names.
+    columns = [np.asarray(c) if isinstance(c, pd.Series) else c for c in map(to_python, obj.value)]
     if len(names) != len(columns):
         raise RSerializationError(f"a data frame of {len(columns)} columns with {len(names)} names")
     frame = pd.DataFrame(dict(enumerate(columns)))

@@ -158,3 +158,9 @@ def test_an_environment_has_no_python_value():
     env = read_serialized(data)
     with pytest.raises(RSerializationError, match="type 4"):
         to_python(env)
+
+
+def test_a_string_not_in_its_encoding_is_malformed_data():
+    data = HEADER + _flags(16) + struct.pack(">i", 1) + _flags(9, levels=8) + struct.pack(">i", 2) + b"\xff\xfe"
+    with pytest.raises(RSerializationError, match="malformed R data .*UnicodeDecodeError"):
+        read_serialized(data)
