@@ -130,6 +130,9 @@ class _Reader:
     def strings(self) -> np.ndarray:
         """A character vector's elements (after its flags): one loop over the bytes, the format's hot path."""
         n = self.length()
+        if 8 * n > len(self.data) - self.pos:  # each element takes 8 bytes at least: no allocation for a false length
+            raise RSerializationError(f"the data end before the {n} elements of a character vector "
+                                      f"({len(self.data) - self.pos} bytes left at byte {self.pos})")
         out = np.empty(n, dtype=object)
         data, pos, unpack = self.data, self.pos, struct.unpack_from
         try:
@@ -245,6 +248,8 @@ class _Reader:
         name = info.value[0][1].value if info.type in _PAIRLISTS and info.value else None
         if name in ("compact_intseq", "compact_realseq"):
             n, start, step = (float(v) for v in state.value[:3])
+            if not 0 <= n < 2**52:
+                raise RSerializationError(f"a compact sequence of {n} elements before byte {self.pos}")
             values = start + step * np.arange(int(n))
             obj = RObject(INTSXP, values.astype(np.int32)) if name == "compact_intseq" else RObject(REALSXP, values)
         elif isinstance(name, str) and name.startswith("wrap_"):

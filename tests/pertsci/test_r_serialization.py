@@ -164,3 +164,9 @@ def test_a_string_not_in_its_encoding_is_malformed_data():
     data = HEADER + _flags(16) + struct.pack(">i", 1) + _flags(9, levels=8) + struct.pack(">i", 2) + b"\xff\xfe"
     with pytest.raises(RSerializationError, match="malformed R data .*UnicodeDecodeError"):
         read_serialized(data)
+
+
+def test_a_length_past_the_data_is_refused_before_anything_is_allocated():
+    data = HEADER + _flags(16) + struct.pack(">i", 2**31 - 1) + _chars("a")
+    with pytest.raises(RSerializationError, match=r"the data end before the 2147483647 elements of a character vector \(9 bytes left"):
+        read_serialized(data)
