@@ -36,12 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# Item types (serialize.c / Rinternals.h).
-NILSXP, SYMSXP, LISTSXP, CLOSXP, ENVSXP, PROMSXP, LANGSXP = 0, 1, 2, 3, 4, 5, 6
+# The item types read here (serialize.c / Rinternals.h); any other (byte code, ...) is an error.
+SYMSXP, LISTSXP, CLOSXP, ENVSXP, PROMSXP, LANGSXP = 1, 2, 3, 4, 5, 6
 SPECIALSXP, BUILTINSXP, CHARSXP, LGLSXP, INTSXP, REALSXP, CPLXSXP = 7, 8, 9, 10, 13, 14, 15
-STRSXP, DOTSXP, VECSXP, EXPRSXP, BCODESXP, EXTPTRSXP, WEAKREFSXP, RAWSXP, S4SXP = 16, 17, 19, 20, 21, 22, 23, 24, 25
-ALTREP_SXP, ATTRLISTSXP, ATTRLANGSXP = 238, 239, 240
-BASEENV_SXP, EMPTYENV_SXP, BCREPREF, BCREPDEF, GENERICREFSXP, CLASSREFSXP = 241, 242, 243, 244, 245, 246
+STRSXP, DOTSXP, VECSXP, EXPRSXP, EXTPTRSXP, WEAKREFSXP, RAWSXP, S4SXP = 16, 17, 19, 20, 22, 23, 24, 25
+ALTREP_SXP, ATTRLISTSXP, ATTRLANGSXP, BASEENV_SXP, EMPTYENV_SXP = 238, 239, 240, 241, 242
 PERSISTSXP, PACKAGESXP, NAMESPACESXP, BASENAMESPACE_SXP = 247, 248, 249, 250
 MISSINGARG_SXP, UNBOUNDVALUE_SXP, GLOBALENV_SXP, NILVALUE_SXP, REFSXP = 251, 252, 253, 254, 255
 
@@ -135,21 +134,20 @@ class _Reader:
                                       f"({len(self.data) - self.pos} bytes left at byte {self.pos})")
         out = np.empty(n, dtype=object)
         data, pos, unpack = self.data, self.pos, struct.unpack_from
-        try:
-            for i in range(n):
-                flags, size = unpack(">ii", data, pos)
-                pos += 8
-                if flags & 0xFF != CHARSXP:
-                    raise RSerializationError(f"a character vector holds an item of type {flags & 0xFF} at byte {pos - 8}")
-                if size == -1:
-                    out[i] = None
-                    continue
-                if pos + size > len(data):
-                    raise struct.error("short")
-                out[i] = data[pos:pos + size].decode("latin-1" if (flags >> 12) & _LATIN1 else "utf-8")
-                pos += size
-        except struct.error:
-            raise RSerializationError(f"the data end inside a character vector (at byte {pos})") from None
+        for i in range(n):
+            if pos + 8 > len(data):
+                raise RSerializationError(f"the data end inside a character vector (at byte {pos})")
+            flags, size = unpack(">ii", data, pos)
+            pos += 8
+            if flags & 0xFF != CHARSXP:
+                raise RSerializationError(f"a character vector holds an item of type {flags & 0xFF} at byte {pos - 8}")
+            if size == -1:
+                out[i] = None
+                continue
+            if pos + size > len(data):
+                raise RSerializationError(f"the data end inside a character vector (at byte {pos})")
+            out[i] = data[pos:pos + size].decode("latin-1" if (flags >> 12) & _LATIN1 else "utf-8")
+            pos += size
         self.pos = pos
         return out
 
@@ -219,7 +217,7 @@ class _Reader:
             return self._altrep()
         else:
             raise RSerializationError(f"an R object of type {kind} (byte code or another kind this reader does not "
-                                      f"read) at byte {self.pos}")
+                                      f"read) at byte {self.pos - 4}")
         if flags & (1 << 9):
             obj.attributes = self.attributes()
         return obj
@@ -387,7 +385,8 @@ def to_python(obj: RObject) -> Any:
         return values
     if obj.type == RAWSXP:
         return obj.value
-    raise RSerializationError(f"an R object of type {obj.type} ({_SINGLETONS.get(obj.type, 'no data')}) has no Python value")
+    raise RSerializationError(f"an R object of type {obj.type} (an environment, a function or another object "
+                              "that holds no data) has no Python value")
 
 
 def read_rda(path: str | Path) -> dict[str, Any]:
@@ -406,8 +405,8 @@ def read_rda(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     RSerializationError
-        When the file is not such a file, or holds what this reader does not read (the message
-        names the file and the problem).
+        When the file is not such a file, or holds what this reader does not read: "<path>: not
+        a readable R data file (.rda): <the problem>".
     OSError
         When the file cannot be read.
     """
@@ -418,4 +417,4 @@ def read_rda(path: str | Path) -> dict[str, Any]:
             raise RSerializationError(f"no saved objects (the file holds an R object of type {saved.type})")
         return {str(name): to_python(value) for name, value in saved.value}
     except RSerializationError as err:
-        raise RSerializationError(f"{path}: {err}") from None
+        raise RSerializationError(f"{path}: not a readable R data file (.rda): {err}") from None

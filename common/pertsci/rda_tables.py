@@ -80,9 +80,8 @@ def read_rda(path: Path) -> dict[str, Any]:
         raise RDataError(f"{path}: no such R data file")
     try:
         return r_serialization.read_rda(path)
-    except r_serialization.RSerializationError as err:
-        detail = str(err).removeprefix(f"{path}: ")
-        raise RDataError(f"{path}: not a readable R data file (.rda): {detail}") from None
+    except r_serialization.RSerializationError as err:  # its message names the file
+        raise RDataError(str(err)) from None
 
 
 def format_r_double(x: float) -> str:

@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import gzip
 import random
-import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
+from r_script import needs_r, run_r, save_rda
 
 from pertsci.rda_tables import RDataError, dorothea_regulons, format_r_double, perturbplan_baseline
 
-HAS_RSCRIPT = shutil.which("Rscript") is not None
-needs_r = pytest.mark.skipif(not HAS_RSCRIPT, reason="Rscript not on PATH (apt-get install r-base-core; scripts/install_system_deps.sh does)")
 
-
-def run_r(code: str, cwd: Path) -> None:
-    done = subprocess.run(["Rscript", "-e", code], cwd=cwd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-
-
-def save_rda(path: Path, objects: str) -> Path:
-    """An R data file written by R's ``save()``: ``objects`` is R code for a named list of the objects."""
-    run_r(f'objects <- {objects}; save(list = names(objects), envir = list2env(objects), file = "{path.name}")', path.parent)
+def _save_rda(path: Path, objects: str) -> Path:
+    save_rda(path.parent, objects, {path.name: ""})
     return path
 
 
@@ -105,7 +95,7 @@ REGULONS_ABC = ("tf\tconfidence\ttarget\tmor\n"
 
 @needs_r
 def test_dorothea_keeps_levels_in_order(tmp_path):
-    rda = save_rda(tmp_path / "dorothea_hs.rda", f"list(dorothea_hs = {REGULONS_R})")
+    rda = _save_rda(tmp_path / "dorothea_hs.rda", f"list(dorothea_hs = {REGULONS_R})")
     out = tmp_path / "out.tsv"
     dorothea_regulons({"rda": rda}, out, confidence=["A", "B", "C"])
     assert out.read_bytes() == REGULONS_ABC.encode()
@@ -132,7 +122,7 @@ def test_dorothea_refuses_unknown_levels(tmp_path, confidence):
 
 @needs_r
 def test_dorothea_refuses_a_table_without_its_columns(tmp_path):
-    rda = save_rda(tmp_path / "other.rda", f"list(x = {REGULONS_R}[, 1:3])")
+    rda = _save_rda(tmp_path / "other.rda", f"list(x = {REGULONS_R}[, 1:3])")
     with pytest.raises(RDataError, match=r"other\.rda.*lacks the columns \['mor'\]"):
         dorothea_regulons({"rda": rda}, tmp_path / "out.tsv", confidence=["A"])
 
@@ -159,7 +149,7 @@ def _perturbplan_object(stats: str) -> str:
 
 @needs_r
 def test_perturbplan_writes_the_table_as_r_does(tmp_path):
-    rda = save_rda(tmp_path / "K562_test.rda", f"list(K562_test = {_perturbplan_object(BASELINE_R)})")
+    rda = _save_rda(tmp_path / "K562_test.rda", f"list(K562_test = {_perturbplan_object(BASELINE_R)})")
     out = tmp_path / "out.tsv"
     perturbplan_baseline({"rda": rda}, out)
     assert out.read_bytes() == BASELINE_TSV.encode()
@@ -189,7 +179,7 @@ def test_perturbplan_equals_r_write_table(tmp_path):
 
 @needs_r
 def test_perturbplan_names_the_object_among_several(tmp_path):
-    rda = save_rda(tmp_path / "two.rda", f"list(a = {_perturbplan_object(BASELINE_R)}, "
+    rda = _save_rda(tmp_path / "two.rda", f"list(a = {_perturbplan_object(BASELINE_R)}, "
                                          f"b = {_perturbplan_object(BASELINE_R + '[1, ]')})")
     with pytest.raises(RDataError, match=r"two\.rda: holds 2 R objects"):
         perturbplan_baseline({"rda": rda}, tmp_path / "out.tsv")
@@ -199,7 +189,7 @@ def test_perturbplan_names_the_object_among_several(tmp_path):
 
 @needs_r
 def test_perturbplan_refuses_a_data_frame(tmp_path):
-    rda = save_rda(tmp_path / "frame.rda", f"list(x = {BASELINE_R})")
+    rda = _save_rda(tmp_path / "frame.rda", f"list(x = {BASELINE_R})")
     with pytest.raises(RDataError, match=r"frame\.rda: the R object is not a list with an element 'baseline_expression_stats'"):
         perturbplan_baseline({"rda": rda}, tmp_path / "out.tsv")
 
