@@ -29,6 +29,7 @@ import http.server
 import itertools
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -171,6 +172,9 @@ class OpenAIStubServer:
         self.die_after = None if die_after is None else int(die_after)
         #: Chat requests answered with their choices (HTTP 200).
         self.answered = 0
+        # Answers given whose bytes are still being written: the server dies only once none is.
+        self._writing = 0
+        self._counted = threading.local()  # whether this handler thread's answer was counted in ``answered``
         self._stop_lock = threading.Lock()
         self.connections = 0
         self._open: set[socket.socket] = set()
@@ -292,6 +296,8 @@ class OpenAIStubServer:
             if self.die_after is not None and self.answered >= self.die_after:
                 return None
             self.answered += 1
+            self._writing += 1
+        self._counted.value = True
         completion_words = sum(len(t.split()) for t in texts)
         response = {
             "id": f"chatcmpl-stub-{next(self._ids)}",
@@ -400,6 +406,10 @@ class OpenAIStubServer:
             def do_POST(self) -> None:  # noqa: N802 - name required by BaseHTTPRequestHandler
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
+                if len(raw) < length:
+                    # The connection closed mid-request (the server was stopped): nobody is left to answer.
+                    self.close_connection = True
+                    return
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     self._send_json(404, _error_body(f"no route POST {self.path}"))
                     return
@@ -411,6 +421,7 @@ class OpenAIStubServer:
                 if not isinstance(body, dict):
                     self._send_json(400, _error_body("request body must be a JSON object"))
                     return
+                server._counted.value = False
                 with server._lock:
                     server._in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server._in_flight)
@@ -423,10 +434,16 @@ class OpenAIStubServer:
                     # Dead: the connection closes without an answer, as a crashed server's does.
                     self.close_connection = True
                     return
-                self._send_json(*answer)
-                if server.dead:
-                    # The last answer is on its way; then the server goes, and takes every connection with it.
-                    threading.Thread(target=server.stop, name="openpert-llm-stub-death", daemon=True).start()
+                try:
+                    self._send_json(*answer)
+                finally:
+                    if server._counted.value:
+                        with server._lock:
+                            server._writing -= 1
+                            last_written = server._writing == 0
+                        if last_written and server.dead:
+                            # Every answer given is written: the server goes, and takes every connection with it.
+                            threading.Thread(target=server.stop, name="openpert-llm-stub-death", daemon=True).start()
 
         return Handler
 
@@ -436,6 +453,13 @@ class _Server(http.server.ThreadingHTTPServer):
     # many at once, and the kernel retries them only after a second: tests
     # of concurrency would be slow and timing-dependent.
     request_queue_size = 128
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that closes or resets its connection while the server reads or
+        # writes is what clients do (and what a dying server provokes): not a fault.
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 def _error_body(message: str) -> dict[str, Any]:
