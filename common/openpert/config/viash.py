@@ -12,6 +12,7 @@ The project root is the nearest folder above the config that holds ``_viash.yaml
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import re
 from collections import Counter
 from functools import cached_property
@@ -90,16 +91,31 @@ def config_files(path: str | Path) -> list[Path]:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+#: Parsed YAML, pickled, by the file's bytes. A process reads the same component and API files again
+#: and again (each config merges several API files; every task listing reads every config), and
+#: unpickling costs about a tenth of parsing. Keyed by content, never by path or time: an edited
+#: file is parsed anew, however soon after it was read. Callers get a fresh copy they may change.
+_PARSED: dict[bytes, bytes] = {}
+_PARSED_MAX = 4096
+
+
 def load_yaml(path: Path) -> Any:
     """Load one YAML file, with errors that name it."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
     try:
-        with open(path) as fh:
-            return yaml.load(fh, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+        text = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise ConfigError(f"{path}: file not found") from None
+    parsed = _PARSED.get(text)
+    if parsed is None:
+        try:
+            value = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: invalid YAML: {err}") from None
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        parsed = _PARSED[text] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return pickle.loads(parsed)  # noqa: S301 - pickled by this function, from YAML's safe constructors
 
 
 def as_list(value: Any) -> list:

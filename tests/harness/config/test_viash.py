@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from openpert.config.viash import ConfigError, config_files, deep_merge, read_config
+from openpert.config.viash import ConfigError, config_files, deep_merge, load_yaml, read_config
 
 
 def write(path: Path, text: str) -> Path:
@@ -151,3 +151,28 @@ def test_dataset_entries_are_checked_once_for_every_reader(project):
                               ("[{id: a, large: maybe}]", r"info.datasets\[0\].large must be true or false")]:
         with pytest.raises(ConfigError, match=message):
             _ = _dataset_component(project, datasets).dataset_entries
+
+
+def test_a_yaml_file_is_read_anew_when_edited_and_each_reader_gets_its_own_copy(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("a: [1, 2]\n")
+    first = load_yaml(path)
+    first["a"].append(3)  # a caller that edits what it read must not edit what the next one reads
+    assert load_yaml(path) == {"a": [1, 2]}
+    # Edited at once (same size, same clock tick): the new content, not the one parsed before.
+    path.write_text("a: [1, 5]\n")
+    assert load_yaml(path) == {"a": [1, 5]}
+    (tmp_path / "other.yaml").write_text("a: [1, 2]\n")
+    assert load_yaml(tmp_path / "other.yaml") == {"a": [1, 2]}
+
+
+def test_a_yaml_file_that_cannot_be_read_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"missing\.yaml: file not found"):
+        load_yaml(tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("a: [1, 2\n")
+    for _ in range(2):  # a failure is not remembered as a success
+        with pytest.raises(ConfigError, match=r"bad\.yaml: invalid YAML"):
+            load_yaml(tmp_path / "bad.yaml")
+    (tmp_path / "latin1.yaml").write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.yaml: invalid YAML"):
+        load_yaml(tmp_path / "latin1.yaml")
