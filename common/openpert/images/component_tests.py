@@ -1,6 +1,6 @@
 """Component tests in image environments: does each component run with what its image declares?
 
-One component's test is ``<env>/bin/python -m pytest <component folder> -p no:cacheprovider -q``
+One component's test is ``<env>/bin/python -m pytest <component folder> -p openpert.testing.plugin -p no:cacheprovider -q``
 run from the project root: the project's pytest plugin runs the component on its test resources
 and validates its outputs, all inside the environment of the image the component names, so a
 component that imports something its image lacks fails there.
@@ -43,6 +43,9 @@ from openpert.images.components import component_configs
 from openpert.images.environments import ImageEnv, Log, component_env, harness_source, log_to_stderr
 from openpert.run import sandbox as sandboxing
 
+#: The pytest plugin that turns a component's config into its test.
+PLUGIN = "openpert.testing.plugin"
+
 #: Variables of the caller that would let a test see packages its environment lacks, or change pytest.
 _DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
             "PYTEST_XDIST_AUTO_NUM_WORKERS", "VIRTUAL_ENV", "PIP_REQUIRE_VIRTUALENV")
@@ -74,6 +77,11 @@ def test_environment(env: ImageEnv, embed_cache: Path) -> dict[str, str]:
     variables["VIRTUAL_ENV"] = str(env.path)
     variables["PATH"] = f"{env.path / 'bin'}{os.pathsep}{variables.get('PATH', '')}"
     variables["PYTHONNOUSERSITE"] = "1"
+    # Only the project's plugin (named on the command line) is loaded: another package's plugin
+    # (zarr registers one) could change how a test runs, and it costs seconds in a sandbox, where the
+    # modules of a plugin's package are assertion-rewritten on every start (a read-only checkout
+    # cannot cache them).
+    variables["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     variables["OPENPERT_EMBED_CACHE"] = str(embed_cache)
     # As the text image sets them: the model ships in a package, nothing is fetched.
     variables["HF_HUB_OFFLINE"] = "1"
@@ -85,7 +93,7 @@ def test_environment(env: ImageEnv, embed_cache: Path) -> dict[str, str]:
 test_environment.__test__ = False  # type: ignore[attr-defined]
 
 #: Variables of :func:`test_environment` that pass into a sandboxed test (no credentials, no host paths of the caller's).
-SANDBOX_VARIABLES = ("PATH", "VIRTUAL_ENV", "PYTHONNOUSERSITE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LANG", "LC_ALL",
+SANDBOX_VARIABLES = ("PATH", "VIRTUAL_ENV", "PYTHONNOUSERSITE", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "LANG", "LC_ALL",
                      "OPENPERT_SHARED_DATA", "OPENPERT_DATA", *sandboxing.THREAD_VARIABLES)
 
 
@@ -214,7 +222,7 @@ def run_component_test(folder: str | Path, env: ImageEnv, root: str | Path, time
     """
     folder = Path(folder).resolve()
     root = Path(root).resolve()
-    command = [str(env.python), "-m", "pytest", str(folder), "-p", "no:cacheprovider", "-q"]
+    command = [str(env.python), "-m", "pytest", str(folder), "-p", PLUGIN, "-p", "no:cacheprovider", "-q"]
     started = time.monotonic()
     try:
         sandboxed = _use_sandbox(sandbox)

@@ -98,6 +98,7 @@ def test_the_test_process_sees_only_its_environment(monkeypatch, tmp_path):
     env = ImageEnv(path=tmp_path / "env", base="core", key="k")
     variables = test_environment(env, tmp_path / "embed")
     assert "PYTHONPATH" not in variables and "PYTEST_ADDOPTS" not in variables
+    assert variables["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1", "only the plugin the command names is loaded"
     assert variables["PYTHONNOUSERSITE"] == "1"
     assert variables["PATH"].startswith(str(tmp_path / "env" / "bin"))
     assert variables["OPENPERT_EMBED_CACHE"] == str(tmp_path / "embed"), "no cached embedding can stand in for the model"
@@ -161,6 +162,28 @@ def test_a_hostile_component_test_cannot_write_into_its_image_environment(projec
     assert sorted(str(p) for p in env.path.rglob("*")) == before
     assert not (project_copy / "planted.txt").exists()
     assert not list(host_tmp.iterdir()), "the test's temporary folders outlived it"
+
+
+#: A pytest plugin that another package of an image registers (as zarr does): it fails every test it sees.
+FOREIGN_PLUGIN = """\
+def pytest_runtest_call(item):
+    raise AssertionError("a plugin the component test did not ask for ran")
+"""
+
+
+@needs_sandbox()
+def test_only_the_project_plugin_runs_in_a_component_test(project_copy, tmp_path):
+    """Another package's pytest plugin is not loaded: it could change how the test runs (and costs seconds)."""
+    env = _small_env(tmp_path)
+    packages = next(env.path.glob("lib/python*/site-packages"))
+    (packages / "foreign_plugin.py").write_text(FOREIGN_PLUGIN)
+    info = packages / "foreign_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foreign-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nforeign = foreign_plugin\n")
+    folder = project_copy / "src" / "tiny" / "methods" / "group_mean"
+    result = run_component_test(folder, env, project_copy, sandbox=True, timeout=600)
+    assert result.status == "passed" and "1 passed" in result.output, result.output[-3000:]
 
 
 def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(project_copy, tmp_path, monkeypatch):
