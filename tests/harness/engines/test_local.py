@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -106,26 +108,28 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
     # a slow method makes the kill land while jobs are still pending
     slow = project_copy / "src/tiny/methods/group_mean/script.py"
     slow.write_text(slow.read_text().replace("import anndata as ad\n", "import time\n\nimport anndata as ad\ntime.sleep(1.5)\n", 1))
+    # Four jobs, one at a time: the control truth, then group_mean (slow), then their two metric jobs.
+    # The kill comes once truth has finished, so it lands in group_mean with the metric jobs pending.
     cmd = [sys.executable, "-m", "openpert.cli", "benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(out),
-           "--methods", "group_mean", "shrunk_mean", "--metrics", "errors", "-j", "1"]
+           "--methods", "group_mean", "--controls", "truth", "--metrics", "errors", "-j", "1"]
     proc = subprocess.Popen(cmd, cwd=project_copy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     work = out / "tiny" / "work"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(list(work.glob("*/*/record.json"))) < 3:
+    while time.monotonic() < deadline and not list(work.glob("*/*/record.json")):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     finished = {json.loads(p.read_text())["job_id"] for p in work.glob("*/*/record.json")}
-    assert len(finished) >= 3
-    results = run_benchmark(Task(project_copy / "src" / "tiny"), out / "tiny", input_dir=project_copy / "resources_test" / "tiny",
-                            methods=["group_mean", "shrunk_mean"], metrics=["errors"], resume=True, progress=False)
+    assert finished, "no job finished before the kill"
+    same = {"input_dir": project_copy / "resources_test" / "tiny", "methods": ["group_mean"], "controls": ["truth"],
+            "metrics": ["errors"], "resume": True, "progress": False}
+    results = run_benchmark(Task(project_copy / "src" / "tiny"), out / "tiny", **same)
     assert not results["failures"]
     cached = {r["job_id"] for r in results["resources"] if r["cached"]}
     assert cached == finished, "exactly the jobs finished before the kill are reused"
-    assert len(results["resources"]) == 10 and len(cached) < 10
+    assert len(results["resources"]) == 4 and len(cached) < 4
     # a second resume reuses everything and gives the same scores
-    again = run_benchmark(Task(project_copy / "src" / "tiny"), out / "tiny", input_dir=project_copy / "resources_test" / "tiny",
-                          methods=["group_mean", "shrunk_mean"], metrics=["errors"], resume=True, progress=False)
+    again = run_benchmark(Task(project_copy / "src" / "tiny"), out / "tiny", **same)
     assert all(r["cached"] for r in again["resources"])
     assert raw_scores(again) == raw_scores(results)
 
@@ -210,17 +214,30 @@ def test_task_analysis_is_merged_and_its_failure_is_a_flag(runs, project_copy):
     assert extra["qc"][0]["flag"] == "analysis_failed" and "ValueError: no such column" in extra["qc"][0]["message"]
 
 
-def test_progress_is_one_line_per_job_start_and_end_when_not_a_terminal(tiny_task, tmp_path, capsys):
-    inputs = tiny_task.root / "resources_test" / "tiny"
-    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean", "fail_raise"], controls=[],
-                  metrics=["errors"])
-    lines = capsys.readouterr().err.splitlines()
+@pytest.fixture(scope="module")
+def unsandboxed_run(tiny_task, tmp_path_factory):
+    """group_mean and fail_raise scored by ``errors``, run with the sandbox off and the default progress display.
+
+    Returns ``(results folder, results, what the run wrote to stderr)``.
+    """
+    out = tmp_path_factory.mktemp("unsandboxed_run") / "out"
+    # capsys is a test's fixture: this module's fixture catches the progress lines itself
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        results = run_benchmark(tiny_task, out, input_dir=tiny_task.root / "resources_test" / "tiny",
+                                methods=["group_mean", "fail_raise"], controls=[], metrics=["errors"], sandbox=False)
+    return out, results, err.getvalue()
+
+
+def test_progress_is_one_line_per_job_start_and_end_when_not_a_terminal(unsandboxed_run, tiny_task, capsys):
+    out, _, err = unsandboxed_run
+    lines = err.splitlines()
     assert "start    syn/group_mean" in lines
     ended = {line.split()[1]: line.split()[2] for line in lines if line.startswith("end ")}
     assert ended["syn/group_mean"] == "succeeded" and ended["syn/fail_raise"] == "failed"
     assert ended["syn/group_mean/errors"] == "succeeded"
-    run_benchmark(tiny_task, tmp_path / "out", input_dir=inputs, methods=["group_mean"], controls=[], metrics=["errors"],
-                  resume=True, progress=False)
+    run_benchmark(tiny_task, out, input_dir=tiny_task.root / "resources_test" / "tiny", methods=["group_mean"], controls=[],
+                  metrics=["errors"], resume=True, progress=False, sandbox=False)
     assert capsys.readouterr().err == ""
 
 
@@ -307,40 +324,63 @@ def two_datasets(project, tmp_path):
     return inputs
 
 
-@pytest.mark.parametrize("name", ["test.h5ad", "train.h5ad"])
-def test_a_corrupt_dataset_file_fails_its_dataset_only(project_copy, tmp_path, name):
-    task = Task(project_copy / "src" / "tiny")
-    inputs = two_datasets(project_copy, tmp_path)
-    damaged = inputs / "syn_b" / name
-    damaged.write_bytes(damaged.read_bytes()[:300])
-    out = tmp_path / "out"
-    results = run_benchmark(task, out, input_dir=inputs, methods=["group_mean"], controls=["truth"], metrics=["errors"],
-                            jobs=2, progress=False)
+#: The dataset of the faulty run whose file of that name is cut short.
+CORRUPT = {"test.h5ad": "bad_test", "train.h5ad": "bad_train"}
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tiny_project, tmp_path_factory):
+    """One benchmark (group_mean, truth, errors) beside faults that must stay local to what they break.
+
+    The project has a method whose config is invalid YAML; the inputs are the dataset ``syn_a``
+    whole and, for each name of :data:`CORRUPT`, a copy of it whose file of that name is cut short.
+    One run shows every fault at once, each test reading its own (4 jobs, not 4 per fault).
+    Returns ``(results, results folder)``.
+    """
+    root = tmp_path_factory.mktemp("faulty_run")
+    project = root / "project"
+    shutil.copytree(tiny_project, project)
+    broken = project / "src" / "tiny" / "methods" / "broken"
+    broken.mkdir()
+    (broken / "config.vsh.yaml").write_text("name: broken\narguments: [\n")
+    inputs = root / "inputs"
+    for ds in ("syn_a", *CORRUPT.values()):
+        shutil.copytree(tiny_inputs(project) / "syn", inputs / ds)
+    for name, ds in CORRUPT.items():
+        damaged = inputs / ds / name
+        damaged.write_bytes(damaged.read_bytes()[:300])
+    out = root / "out"
+    results = run_benchmark(Task(project / "src" / "tiny"), out, input_dir=inputs, methods=["group_mean"],
+                            controls=["truth"], metrics=["errors"], jobs=2, progress=False)
+    return results, out
+
+
+@pytest.mark.parametrize("name", list(CORRUPT))
+def test_a_corrupt_dataset_file_fails_its_dataset_only(faulty_run, tiny_task, tmp_path, name):
+    results, out = faulty_run
     assert json.loads((out / "results.json").read_text())["scores"] == results["scores"]
     assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}
     assert {(s["method_id"], s["metric_id"]) for s in results["scores"]} == {
         (m, k) for m in ("group_mean", "truth") for k in ("rmse", "mae")}
-    (failure,) = results["failures"]
-    assert failure["job_id"] == "datasets/syn_b" and failure["stage"] == "dataset" and failure["dataset_id"] == "syn_b"
-    assert f"syn_b/{name}" in failure["reason"] and "cannot be read as h5ad" in failure["reason"]
+    # each corrupt dataset fails its own dataset job, and nothing else fails
+    assert sorted(f["job_id"] for f in results["failures"]) == sorted(f"datasets/{ds}" for ds in CORRUPT.values())
+    dataset = CORRUPT[name]
+    (failure,) = [f for f in results["failures"] if f["dataset_id"] == dataset]
+    assert failure["job_id"] == f"datasets/{dataset}" and failure["stage"] == "dataset"
+    assert f"{dataset}/{name}" in failure["reason"] and "cannot be read as h5ad" in failure["reason"]
     assert name in (out / failure["log"]).read_text()
     # with every dataset unusable there is nothing to benchmark: that stays the task's error, with the reasons
-    for file in (inputs / "syn_a").iterdir():
+    inputs = two_datasets(tiny_task.root, tmp_path)
+    for file in [inputs / "syn_b" / name, *(inputs / "syn_a").iterdir()]:
         file.write_bytes(file.read_bytes()[:300])
     with pytest.raises(ConfigError, match=r"no usable dataset: datasets/syn_a: invalid dataset file: .*syn_a/\w+.h5ad"):
-        run_benchmark(task, tmp_path / "out2", input_dir=inputs, methods=["group_mean"], metrics=["errors"], progress=False)
+        run_benchmark(tiny_task, tmp_path / "out2", input_dir=inputs, methods=["group_mean"], metrics=["errors"], progress=False)
 
 
-def test_a_malformed_component_config_is_reported_and_the_task_runs(project_copy, tmp_path):
+def test_a_malformed_component_config_is_reported_and_the_task_runs(faulty_run):
     from openpert.results.collect import format_summary
 
-    broken = project_copy / "src" / "tiny" / "methods" / "broken"
-    broken.mkdir()
-    (broken / "config.vsh.yaml").write_text("name: broken\narguments: [\n")
-    task = Task(project_copy / "src" / "tiny")
-    out = tmp_path / "out"
-    results = run_benchmark(task, out, input_dir=tiny_inputs(project_copy), methods=["group_mean"], controls=["truth"],
-                            metrics=["errors"], jobs=2, progress=False)
+    results, out = faulty_run
     (error,) = results["config_errors"]
     assert error["component"] == "broken" and error["type"] == "method"
     assert error["config"] == "src/tiny/methods/broken/config.vsh.yaml" and "broken/config.vsh.yaml: invalid YAML" in error["reason"]
@@ -366,12 +406,10 @@ def test_a_dataset_without_test_items_fails_its_job(project_copy, tmp_path):
     assert {s["dataset_id"] for s in results["scores"]} == {"syn_a"}
 
 
-def test_the_sandbox_mode_reaches_every_job_record(tiny_task, group_mean_run, tmp_path):
+def test_the_sandbox_mode_reaches_every_job_record(unsandboxed_run, group_mean_run):
     from openpert.run.sandbox import available
 
-    inputs = tiny_task.root / "resources_test" / "tiny"
-    off = run_benchmark(tiny_task, tmp_path / "off", input_dir=inputs, methods=["group_mean"], controls=[],
-                        metrics=["errors"], progress=False, sandbox=False)
+    _, off, _ = unsandboxed_run
     assert {r["sandbox"] for r in off["resources"]} == {"none"}
     if available():
         # the shared run ran with the default mode, the sandbox where it works
@@ -435,27 +473,45 @@ def test_job_slots_bound_jobs_across_engines_and_stop_them_all():
             pass
 
 
-def test_several_tasks_share_the_job_slots_and_report_in_order(project_copy, tmp_path, capsys, monkeypatch):
+@pytest.fixture(scope="module")
+def two_tasks_run(tiny_project, tmp_path_factory):
+    """The CLI's benchmark of two tasks at once (tiny and tiny2, one method, one control, one metric).
+
+    The project holds the fixture task twice (tiny2 under another name, with its own test
+    resources) and, in resources_test/other, a folder of a foreign task that neither reads.
+    Returns ``(project, results folder, stdout, stderr, {task: results.json as written by this run})``.
+    """
     from openpert.cli import main
 
-    # A second task: the fixture task under another name, with its own test resources.
-    shutil.copytree(project_copy / "src" / "tiny", project_copy / "src" / "tiny2")
-    info = project_copy / "src" / "tiny2" / "api" / "task_info.yaml"
+    project = tmp_path_factory.mktemp("two_tasks") / "project"
+    shutil.copytree(tiny_project, project)
+    shutil.copytree(project / "src" / "tiny", project / "src" / "tiny2")
+    info = project / "src" / "tiny2" / "api" / "task_info.yaml"
     info.write_text(info.read_text().replace("name: tiny\n", "name: tiny2\n", 1))
-    shutil.copytree(project_copy / "resources_test" / "tiny", project_copy / "resources_test" / "tiny2")
-    monkeypatch.chdir(project_copy)
+    shutil.copytree(project / "resources_test" / "tiny", project / "resources_test" / "tiny2")
+    foreign = project / "resources_test" / "other" / "half"
+    foreign.mkdir(parents=True)
+    (foreign / "train.h5ad").write_bytes(b"not a dataset of tiny")
+    out = project.parent / "out"
     args = ["benchmark", "--task", "tiny", "tiny2", "--input", "resources_test", "--methods", "group_mean",
-            "--controls", "truth", "--metrics", "errors", "-j", "2", "-o", str(tmp_path / "out")]
-    assert main(args) == 0
-    captured = capsys.readouterr()
+            "--controls", "truth", "--metrics", "errors", "-j", "2", "-o", str(out)]
+    # capsys is a test's fixture: this module's fixture catches the CLI's output itself
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        mp.chdir(project)
+        assert main(args) == 0
+    results = {task: json.loads((out / task / "results.json").read_text()) for task in ("tiny", "tiny2")}
+    return project, out, stdout.getvalue(), stderr.getvalue(), results
+
+
+def test_several_tasks_share_the_job_slots_and_report_in_order(two_tasks_run):
+    _, _, out, err, results = two_tasks_run
     # Each task's summary in the order asked; the progress lines name the task of each job.
-    assert captured.out.index("tiny: ") < captured.out.index("tiny2: ")
-    started = [line.split()[1] for line in captured.err.splitlines() if line.startswith("start ")]
+    assert out.index("tiny: ") < out.index("tiny2: ")
+    started = [line.split()[1] for line in err.splitlines() if line.startswith("start ")]
     assert "tiny/syn/group_mean" in started and "tiny2/syn/group_mean" in started
-    first = json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())
-    second = json.loads((tmp_path / "out" / "tiny2" / "results.json").read_text())
-    assert [(s["method_id"], s["metric_id"], s["raw"]) for s in first["scores"]] == \
-           [(s["method_id"], s["metric_id"], s["raw"]) for s in second["scores"]]
+    assert [(s["method_id"], s["metric_id"], s["raw"]) for s in results["tiny"]["scores"]] == \
+           [(s["method_id"], s["metric_id"], s["raw"]) for s in results["tiny2"]["scores"]]
 
 
 def test_visible_gpus_reads_device_files_and_cuda_visible_devices(tmp_path):
@@ -483,19 +539,20 @@ def test_a_gpu_job_without_a_gpu_runs_with_a_notice_unless_a_server_generates():
     assert gpu_notice("d/m", None, needs_llm=False, env={}, visible=0) == ""
 
 
-def test_one_task_reads_its_own_folder_of_a_resources_tree(project_copy, tmp_path, monkeypatch):
+def test_one_task_reads_its_own_folder_of_a_resources_tree(two_tasks_run, monkeypatch):
     from openpert.cli import main
 
     # `--input resources_test` (the folder of every task's resources) means resources_test/tiny for
     # the task tiny, as it does with several tasks; a foreign task's folder beside it is not read.
-    bad = project_copy / "resources_test" / "other" / "half"
-    bad.mkdir(parents=True)
-    (bad / "train.h5ad").write_bytes(b"not a dataset of tiny")
-    monkeypatch.chdir(project_copy)
+    # The two-task run's jobs of tiny are this run's too: resumed, it finds them done, but it reads
+    # its input folder as any run does (resources_test itself would hold tiny/syn, tiny2/syn and other/half).
+    project, out, _, _, _ = two_tasks_run
+    assert (project / "resources_test" / "other" / "half" / "train.h5ad").is_file()
+    monkeypatch.chdir(project)
     args = ["benchmark", "--task", "tiny", "--input", "resources_test", "--methods", "group_mean",
-            "--controls", "truth", "--metrics", "errors", "-j", "2", "-o", str(tmp_path / "out"), "--quiet"]
+            "--controls", "truth", "--metrics", "errors", "-j", "2", "-o", str(out), "--quiet", "--resume"]
     assert main(args) == 0
-    results = json.loads((tmp_path / "out" / "tiny" / "results.json").read_text())
+    results = json.loads((out / "tiny" / "results.json").read_text())
     assert {d["dataset_id"] for d in results["datasets"]} == {"syn"}
 
 
