@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import anndata as ad
@@ -22,6 +23,7 @@ from pertreasonqa_lib.signed_graph import SignedGraph, build_signed_graph, compo
 
 from openpert.config.viash import find_project_root, read_config
 from openpert.run.component import resolve_arguments, run_component
+from openpert.run.viash_block import substitute_block
 
 ROOT = find_project_root(Path(__file__).resolve())
 TASK = ROOT / "src" / "pertreasonqa"
@@ -44,6 +46,24 @@ def run(component: str, args: dict, work: Path) -> Path:
     result = run_component(config, args, work_dir=work / "run" / component.replace("/", "_"), context=context)
     assert result.succeeded, result.log.read_text()[-3000:]
     return Path(args["output"])
+
+
+def run_script_here(component: str, args: dict, output: Path) -> Path:
+    """Run a component's own script in this process, on the arguments a job of it would get; return its output.
+
+    For the many seeded draws of a control that only serve as a yardstick: the same script and
+    arguments as a job, without the job's process start and sandbox (``run`` tests those).
+    """
+    config = read_config(TASK / component / "config.vsh.yaml")
+    script = TASK / component / "script.py"
+    par = resolve_arguments(config, {**{k: str(v) for k, v in args.items()}, "output": str(output)})
+    source = substitute_block(script.read_text(), par, {"resources_dir": str(TASK), "name": config.name}, path=script)
+    path = list(sys.path)
+    try:
+        exec(compile(source, str(script), "exec"), {"__name__": "__main__"})
+    finally:
+        sys.path[:] = path  # the script appends resources_dir, as in a job; this process keeps its own path
+    return output
 
 
 def dataset_args(folder: Path, solution: bool = False) -> dict:
@@ -250,8 +270,12 @@ BUNDLED = [pytest.param(RESOURCES, id="genetic"), pytest.param(CHEMICAL, id="che
 def test_controls_bracket_methods_on_test_resources(folder, tmp_path, shared_runs):
     if not (folder / "test.h5ad").is_file():
         pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
-    ref = scores(shared_runs("control_methods/reference_answer", dataset_args(folder, True)), folder, tmp_path / "reference")
-    rnd = scores(shared_runs("control_methods/random_answer", dataset_args(folder, True)), folder, tmp_path / "random")
+    # The metric components score the random control, whose scores are neither 0 nor 1; they score as the
+    # in-process scores do, which then serve for the reference control (all 1) here and in the other tests.
+    rnd_prediction = shared_runs("control_methods/random_answer", dataset_args(folder, True))
+    rnd = scores(rnd_prediction, folder, tmp_path / "random")
+    assert rnd == pytest.approx(scores(rnd_prediction, folder))
+    ref = scores(shared_runs("control_methods/reference_answer", dataset_args(folder, True)), folder)
     assert ref["balanced_accuracy"] == 1.0 and ref["edge_recall"] == 1.0 and ref["path_connectivity"] == 1.0
     # a random graph path is a grounded chain, and the reference path only by chance
     assert rnd["path_connectivity"] == 1.0 and rnd["path_coverage"] < 0.9
@@ -262,7 +286,7 @@ def test_controls_bracket_methods_on_test_resources(folder, tmp_path, shared_run
 
 
 @pytest.mark.parametrize("folder", BUNDLED)
-def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, shared_runs):
+def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, tmp_path, shared_runs):
     """Path coverage pays a list or an invented edge no more than a random path, and the headline pays no wrong answer.
 
     The path rule is compared whatever the answer (the random control's answers are random, the
@@ -271,9 +295,12 @@ def test_adversarial_controls_score_at_most_random_on_path_coverage(folder, shar
     if not (folder / "test.h5ad").is_file():
         pytest.skip("run scripts/create_test_resources/pertreasonqa.sh")
     args = dataset_args(folder, True)
-    # Seed 0, the random control's default, is the run of test_controls_bracket_methods_on_test_resources.
-    random = np.mean([scores(shared_runs("control_methods/random_answer", {**args, "seed": k}), folder)
-                      ["path_coverage_any_answer"] for k in range(5)])
+    # Seed 0, the random control's default, is the job of test_controls_bracket_methods_on_test_resources;
+    # seeds 1-4 are the same script on the same arguments, drawn in this process.
+    draws = [shared_runs("control_methods/random_answer", args)]
+    draws += [run_script_here("control_methods/random_answer", {**args, "seed": k}, tmp_path / f"random_seed{k}.h5ad")
+              for k in range(1, 5)]
+    random = np.mean([scores(draw, folder)["path_coverage_any_answer"] for draw in draws])
     adversarial = {control: scores(shared_runs(f"control_methods/{control}", args), folder)
                    for control in ("all_nearby_edges", "invented_edge")}
     for control, s in adversarial.items():
