@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from preview_fixture import change_checkout
+from preview_change_run_fixture import ChangePreview, shared_change_preview
 from project_paths import ROOT
 from run_pair_fixture import write_run
 
@@ -30,13 +30,26 @@ def _bash(script: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "PATH": path, **env}, timeout=300)
 
 
+@pytest.fixture(scope="module")
+def change_preview(tiny_project, tmp_path_factory) -> ChangePreview:
+    """A checkout of a fixture pull request on `tiny` and its cache of the base's run (shared with test_preview.py).
+
+    group_mean's script changes on the branch so that it falls below shrunk_mean.
+    """
+    return shared_change_preview(tiny_project, tmp_path_factory)
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_pull_request_preview_puts_the_moves_and_the_displaced_methods_in_the_summary(project_copy: Path,
+def test_pull_request_preview_puts_the_moves_and_the_displaced_methods_in_the_summary(change_preview: ChangePreview,
                                                                                        tmp_path: Path) -> None:
-    # A fixture pull request on `tiny`: group_mean's script changes so that it falls below shrunk_mean.
-    change_checkout(project_copy)
+    # Copies of the checkout and of the base's cached run, as the workflow's "Cache of main's bundled run" step
+    # restores it: the step runs the branch's benchmark, and the base's comes from the cache (tests/harness/
+    # testing/test_preview.py checks the base's run and its caching).
+    project_copy, cache = tmp_path / "project", tmp_path / "cache"
+    shutil.copytree(change_preview.checkout, project_copy, symlinks=True)
+    shutil.copytree(change_preview.cache, cache, symlinks=True)
     summary = tmp_path / "summary.md"
-    env = {"GITHUB_STEP_SUMMARY": str(summary), "BASE_REF": "main", "OPENPERT_CACHE": str(tmp_path / "cache")}
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "BASE_REF": "main", "OPENPERT_CACHE": str(cache)}
     for name in ("Scores and ranks beside main's", "Comparison in the job summary"):
         proc = _bash(_step("pull_request.yml", "leaderboard-changes", name), project_copy, **env)
         assert proc.returncode == 0, name + proc.stdout + proc.stderr
