@@ -8,11 +8,16 @@ this component run with what its image declares?*, in a plain virtual environmen
   check``, plus the pinned test tools (``docker/test_requirements.txt``: pytest, which the image
   lacks) and the harness and pertsci installed ``--no-deps`` from the checkout (editable, so the
   environment runs the code of the work tree, as an image built from it would).
-- A component that adds python packages gets an **overlay**: the base image's environment built
-  anew with the declared packages installed on top by pip (with their dependencies, upgrading by
-  default), as the component's Dockerfile installs them on top of its base image. It is a complete
-  environment rather than a ``.pth`` view onto the base one: the job sandbox shows a job only the
-  environment of its interpreter.
+- A component that adds python packages gets an **overlay**: a copy of the base image's
+  environment (built first) with the declared packages installed on top by pip (with their
+  dependencies, upgrading by default), as the component's Dockerfile installs them on top of its
+  base image. It is a complete environment rather than a ``.pth`` view onto the base one: the job
+  sandbox shows a job only the environment of its interpreter. The copy hard-links the base's files
+  (see :func:`_copy_env` for why pip cannot write through them), so it takes seconds and no disk.
+
+The environments hold no pip of their own (a job needs none): the harness's pip installs into them
+(``pip --python``), with the index configuration in effect. Their modules are compiled to bytecode
+at build time: jobs run them read-only and could not cache it.
 
 Environments are cached below a folder (default ``<project>/.cache/images``, or
 ``$OPENPERT_IMAGE_ENVS``) under a name keyed by the hash of what they are built from: the
@@ -24,9 +29,12 @@ from building the same environment at once.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
+import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -143,11 +151,27 @@ def _run(command: list[str], log_file: Path, what: str, env: dict | None = None)
         raise ImageError(f"{what} failed (exit {proc.returncode}){full}; log {log_file}:\n{tail}")
 
 
+def _host_pip() -> bool:
+    """Whether this interpreter's pip can install into another environment (``--python``: pip 22.3 or later)."""
+    try:
+        version = importlib.metadata.version("pip")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2]) >= (22, 3)
+
+
+def _pip(env_python: str) -> list[str]:
+    """The pip command for the environment of ``env_python``: this interpreter's pip (the environment has
+    none: ensurepip would cost seconds per build, and compile a pip no job uses), else the environment's own."""
+    return [sys.executable, "-m", "pip", "--python", env_python] if _host_pip() else [env_python, "-m", "pip"]
+
+
 def _pip_check(python: str, log_file: Path, what: str, ignore: tuple[str, ...] = ()) -> None:
     """``pip check``; problems of the packages named in ``ignore`` (line prefixes) are not errors."""
-    proc = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True, env=_pip_env())
+    command = [*_pip(python), "check"]
+    proc = subprocess.run(command, capture_output=True, text=True, env=_pip_env())
     with open(log_file, "a") as log:
-        log.write(f"$ {python} -m pip check\n{proc.stdout}{proc.stderr}")
+        log.write(f"$ {' '.join(command)}\n{proc.stdout}{proc.stderr}")
     problems = [line for line in proc.stdout.splitlines()
                 if line.strip() and not line.startswith("No broken requirements") and not line.startswith(ignore)]
     if problems or (proc.returncode != 0 and not ignore):
@@ -217,9 +241,78 @@ def _env_folders(cache: Path) -> list[Path]:
             for folder in sorted(where.iterdir()) if folder.is_dir() and folder != cache / "overlays"]
 
 
+#: The files of a virtual environment that name its folder: written anew in a copy, never linked.
+_NAMES_ITS_FOLDER = ("pyvenv.cfg", "bin")
+#: The reasons ``os.link`` fails for a whole file system: the copy then copies the files.
+_CANNOT_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+
+
+def _copy_env(base: Path, path: Path) -> dict[str, int]:
+    """Copy the finished environment ``base`` to ``path``, hard-linking its files where the file system allows.
+
+    A link is safe because nothing the overlay's build does writes into an existing file: pip
+    removes a file before it writes one (installing, its script maker) and uninstalls by moving
+    files away, and bytecode is written through a rename. What names the environment's folder
+    (``pyvenv.cfg``, the scripts' shebangs and activate scripts of ``bin/``) is written anew with
+    the new folder, and base's completion stamp is left out. Symbolic links (the interpreter,
+    ``lib64``) are copied as links.
+
+    Returns
+    -------
+    ``relative path -> inode`` of the files linked, to tell which of them the build left shared.
+    """
+    old, new = str(base).encode(), str(path).encode()
+    linked: dict[str, int] = {}
+    can_link = True
+    for folder, dirs, names in os.walk(base):
+        target = path / os.path.relpath(folder, base)
+        target.mkdir(exist_ok=True)
+        shutil.copymode(folder, target)
+        for name in list(dirs):
+            if os.path.islink(os.path.join(folder, name)):  # not walked into (followlinks is off)
+                os.symlink(os.readlink(os.path.join(folder, name)), target / name)
+        for name in names:
+            source = os.path.join(folder, name)
+            relative = os.path.relpath(source, base)
+            if relative == STAMP:
+                continue
+            if os.path.islink(source):
+                os.symlink(os.readlink(source), target / name)
+            elif relative.split(os.sep, 1)[0] in _NAMES_ITS_FOLDER:
+                (target / name).write_bytes(Path(source).read_bytes().replace(old, new))
+                shutil.copymode(source, target / name)
+            else:
+                if can_link:
+                    try:
+                        os.link(source, target / name)
+                        linked[relative] = os.lstat(source).st_ino
+                        continue
+                    except OSError as err:
+                        if err.errno not in _CANNOT_LINK:
+                            raise
+                        can_link = False
+                shutil.copy2(source, target / name)
+    return linked
+
+
+def _still_linked(path: Path, linked: dict[str, int]) -> tuple[int, int]:
+    """How many of the ``linked`` files of ``path`` are still the base's (the build replaced none), and their size."""
+    files = size = 0
+    for relative, inode in linked.items():
+        try:
+            info = os.lstat(path / relative)
+        except FileNotFoundError:
+            continue  # the build removed it (an upgrade)
+        if info.st_ino == inode:
+            files += 1
+            size += info.st_size
+    return files, size
+
+
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
-           what: str, log: Log, stamp: dict, cache: Path) -> float:
-    """Build one environment at ``path`` (removed first): pins, the harness, then ``extras`` with pip.
+           what: str, log: Log, stamp: dict, cache: Path, base: Path | None = None) -> float:
+    """Build one environment at ``path`` (removed first): pins and the harness, or a copy of the finished
+    environment ``base`` (which holds them), then ``extras`` with pip.
 
     Its files equal to those of the finished environments of ``cache`` are then shared with them
     (:mod:`~openpert.images.shared_files`).
@@ -231,26 +324,37 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
     path.parent.mkdir(parents=True, exist_ok=True)
     build_log = path.parent / f"{path.name}.build.log"
     build_log.write_text("")
-    _run([interpreter, "-m", "venv", str(path)], build_log, f"{path}: creating the virtual environment")
-    write_text_atomic(path / PINS_FILE, "".join(f"{pin}\n" for pin in pins))
     env_python = str(path / "bin" / "python")
-    pip = [env_python, "-m", "pip", "install", "--quiet"]
-    files = ", ".join(sorted({str(pin.source) for pin in pins}))
-    _run([*pip, "--no-deps", "--requirement", str(path / PINS_FILE)], build_log, f"{path}: installing the pins of {files}",
-         _pip_env())
-    _run([env_python, "-m", "pip", "check"], build_log, f"{path}: pip check: the requirement files {files} are not a closed set",
-         _pip_env())
+    # Compiled to bytecode as pip installs: jobs run the environment read-only, so bytecode missing
+    # here would be compiled again on every import of every job.
+    pip = [*_pip(env_python), "install", "--quiet"]
     source = harness_source()
-    # Editable: the environment follows the work tree, as an image built from it would hold it.
-    # One install at a time per checkout, whatever the cache: the build writes the package's
-    # metadata (common/openpert.egg-info) into the checkout.
-    checkout = hashlib.sha256(str(source).encode()).hexdigest()[:12]
-    with locked(Path(tempfile.gettempdir()) / f"openpert-harness-install-{checkout}.lock"):
-        _run([*pip, "--no-deps", "--editable", str(source)], build_log, f"{path}: installing the harness from {source}",
-             _pip_env())
-    if strict:
-        _run([env_python, "-m", "pip", "check"], build_log,
-             f"{path}: pip check: the harness's dependencies ({source / 'pyproject.toml'}) are not all in {files}", _pip_env())
+    linked: dict[str, int] = {}
+    if base is not None:
+        # Under the base's lock, so that no rebuild or prune removes it meanwhile; what is copied
+        # then outlives it (hard links).
+        with locked(base.parent / f".{base.name}.lock"):
+            linked = _copy_env(base, path)
+    else:
+        _run([interpreter, "-m", "venv", *(["--without-pip"] if _host_pip() else []), str(path)], build_log,
+             f"{path}: creating the virtual environment")
+        write_text_atomic(path / PINS_FILE, "".join(f"{pin}\n" for pin in pins))
+        files = ", ".join(sorted({str(pin.source) for pin in pins}))
+        _run([*pip, "--no-deps", "--requirement", str(path / PINS_FILE)], build_log,
+             f"{path}: installing the pins of {files}", _pip_env())
+        _run([*_pip(env_python), "check"], build_log,
+             f"{path}: pip check: the requirement files {files} are not a closed set", _pip_env())
+        # Editable: the environment follows the work tree, as an image built from it would hold it.
+        # One install at a time per checkout, whatever the cache: the build writes the package's
+        # metadata (common/openpert.egg-info) into the checkout.
+        checkout = hashlib.sha256(str(source).encode()).hexdigest()[:12]
+        with locked(Path(tempfile.gettempdir()) / f"openpert-harness-install-{checkout}.lock"):
+            _run([*pip, "--no-deps", "--editable", str(source)], build_log, f"{path}: installing the harness from {source}",
+                 _pip_env())
+        if strict:
+            _run([*_pip(env_python), "check"], build_log,
+                 f"{path}: pip check: the harness's dependencies ({source / 'pyproject.toml'}) are not all in {files}",
+                 _pip_env())
     if extras:
         # As the component's Dockerfile installs them: with their dependencies, on top of the image.
         _run([*pip, *(["--upgrade"] if upgrade else []), *extras], build_log, f"{path}: installing {' '.join(extras)}",
@@ -258,13 +362,15 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
         # Not strict: the stand-in image lacks the harness's dependencies; judge what the extras need.
         _pip_check(env_python, build_log, f"{path}: pip check after installing {' '.join(extras)}",
                    ignore=() if strict else ("openpert ",))
+    copied_files, copied_bytes = _still_linked(path, linked)
     finished = [other for other in _env_folders(cache) if (other / STAMP).is_file() and other != path]
     shared = share_identical_files(path, finished)
-    log(f"{path.name}: {shared.files} files ({shared.bytes / 1e9:.2f} GB) shared with the finished environments of {cache}"
+    shared_files, shared_bytes = shared.files + copied_files, shared.bytes + copied_bytes
+    log(f"{path.name}: {shared_files} files ({shared_bytes / 1e9:.2f} GB) shared with the finished environments of {cache}"
         + (f"; stopped, the file system refused a hard link: {shared.refused}" if shared.refused else ""))
     seconds = time.monotonic() - started
     stamp = {"key": key, **stamp, "interpreter": interpreter, "harness": str(source), "packages": len(pins),
-             "shared_files": shared.files, "shared_bytes": shared.bytes,
+             "shared_files": shared_files, "shared_bytes": shared_bytes,
              "extras": extras, "build_seconds": round(seconds, 1), "built": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_text_atomic(path / STAMP, json.dumps(stamp, indent=2) + "\n")
     build_log.unlink(missing_ok=True)
@@ -277,11 +383,11 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
              upgrade: bool = True) -> ImageEnv:
     """The environment of base image ``base`` (and ``packages``), built unless a finished one with the same key is cached.
 
-    With ``packages``, an overlay: a complete virtual environment of its own (the base's pins, the
-    harness, then ``packages`` installed by pip with their dependencies, as a component's Dockerfile
-    installs them), not a view onto the base environment: the job sandbox shows a job its
-    interpreter's environment alone, so an environment that reached into another folder would lose
-    it there.
+    With ``packages``, an overlay: a complete virtual environment of its own (a copy of the base's
+    environment, built first, then ``packages`` installed by pip with their dependencies, as a
+    component's Dockerfile installs them), not a view onto the base environment: the job sandbox
+    shows a job its interpreter's environment alone, so an environment that reached into another
+    folder would lose it there.
 
     Parameters
     ----------
@@ -329,8 +435,11 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
     with locked(folder / f".{path.name}.lock"):
         if not rebuild and _read_stamp(path, key):
             return ImageEnv(path=path, base=base, key=key, packages=packages)
+        # An overlay starts as a copy of its base environment (built now unless cached), which holds
+        # the pins and the harness.
+        under = base_env(root, base, cache_dir=cache, python=interpreter, log=log, strict=strict).path if packages else None
         seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict, what, log,
-                         {"base": base, "python": version, **stamp}, cache)
+                         {"base": base, "python": version, **stamp}, cache, base=under)
         return ImageEnv(path=path, base=base, key=key, packages=packages, built_seconds=seconds)
 
 

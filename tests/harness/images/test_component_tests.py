@@ -62,7 +62,8 @@ def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declar
     (result,) = [r for r in run.results if r.folder.name == "needs_six"]
     assert result.status == "failed", result.output[-2000:]
     assert "No module named 'six'" in result.output
-    assert result.command[1:] == ["-m", "pytest", str(folder.resolve()), "-p", "no:cacheprovider", "-q"]
+    assert result.command[1:] == ["-m", "pytest", str(folder.resolve()), "-p", "openpert.testing.plugin", "-p", "no:cacheprovider",
+                                  "-q"]
     summary = format_summary(run, fixture_with_images)
     assert "--- failed: src/tiny/methods/needs_six [core]" in summary
     assert summary.rstrip().splitlines()[-1].startswith("1 passed, 1 failed in ")

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from project_paths import ROOT
@@ -26,7 +27,9 @@ def tiny_base(demo_project, base_writer) -> object:
 
 
 def _installed(env) -> set[str]:
-    out = subprocess.run([str(env.python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True)
+    # This interpreter's pip lists the environment's packages: the environment holds no pip of its own.
+    out = subprocess.run([sys.executable, "-m", "pip", "--python", str(env.python), "list", "--format", "json"],
+                         capture_output=True, text=True, check=True)
     return {item["name"].lower() for item in json.loads(out.stdout)}
 
 
