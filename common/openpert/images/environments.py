@@ -29,7 +29,7 @@ from building the same environment at once.
 from __future__ import annotations
 
 import dataclasses
-import errno
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -50,7 +50,7 @@ from openpert.images import ImageError
 from openpert.images.bases import base_chain, python_version, tool_requirements
 from openpert.images.components import image_declaration
 from openpert.images.requirements import RequirementsFile, merge_pins
-from openpert.images.shared_files import share_identical_files
+from openpert.images.shared_files import CANNOT_LINK, share_identical_files
 
 #: The file that marks a finished environment (and says what it was built from).
 STAMP = ".openpert-image-env.json"
@@ -151,6 +151,7 @@ def _run(command: list[str], log_file: Path, what: str, env: dict | None = None)
         raise ImageError(f"{what} failed (exit {proc.returncode}){full}; log {log_file}:\n{tail}")
 
 
+@functools.cache
 def _host_pip() -> bool:
     """Whether this interpreter's pip can install into another environment (``--python``: pip 22.3 or later)."""
     try:
@@ -243,8 +244,6 @@ def _env_folders(cache: Path) -> list[Path]:
 
 #: The files of a virtual environment that name its folder: written anew in a copy, never linked.
 _NAMES_ITS_FOLDER = ("pyvenv.cfg", "bin")
-#: The reasons ``os.link`` fails for a whole file system: the copy then copies the files.
-_CANNOT_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
 def _copy_env(base: Path, path: Path) -> dict[str, int]:
@@ -288,7 +287,7 @@ def _copy_env(base: Path, path: Path) -> dict[str, int]:
                         linked[relative] = os.lstat(source).st_ino
                         continue
                     except OSError as err:
-                        if err.errno not in _CANNOT_LINK:
+                        if err.errno not in CANNOT_LINK:  # the file system has no hard links: copy
                             raise
                         can_link = False
                 shutil.copy2(source, target / name)

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 #: The reasons ``os.link`` fails for a whole file system, not one file: then nothing is shared.
-_CANNOT_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
+CANNOT_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +150,7 @@ def share_identical_files(env: str | os.PathLike, others: Iterable[str | os.Path
                 # Python compiles it again.
                 continue
             except OSError as err:
-                if err.errno in _CANNOT_LINK:
+                if err.errno in CANNOT_LINK:
                     return Shared(files, size, refused=f"{other / relative} -> {env / relative}: {err.strerror}")
                 raise
             done.update(group)
