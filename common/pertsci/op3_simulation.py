@@ -392,15 +392,18 @@ def _draw_effects(meta: Op3Metadata, compounds: pd.DataFrame, genes: list[str], 
         elif u < 0.4:
             sens[m, [0, 1]] *= 0.15  # T and NK cells
     directions = rng.choice([-1.0, 1.0], n_mech)
+    # Each cell type's GRN edges with their targets' gene positions (-1: not simulated), found once.
+    gene_index = pd.Index(genes)
+    grn = {c: (edges["source"], gene_index.get_indexer(edges["target"]), edges["coef_mean"].to_numpy())
+           for c, ct in enumerate(CELL_TYPES) if (edges := meta.grn.get(ct)) is not None}
     for m, tfs in enumerate(mech_tfs):
-        for c, ct in enumerate(CELL_TYPES):
-            edges = meta.grn.get(ct)
-            if edges is None:
+        for c in range(n_ct):
+            if c not in grn:
                 continue
-            sub = edges[edges["source"].isin(tfs) & edges["target"].isin(gidx)]
-            if len(sub):
-                idx = sub["target"].map(gidx).to_numpy()
-                np.add.at(beta[m, c], idx, directions[m] * 3.0 * sub["coef_mean"].to_numpy())
+            sources, targets, coef = grn[c]
+            keep = sources.isin(tfs).to_numpy() & (targets >= 0)
+            if keep.any():
+                np.add.at(beta[m, c], targets[keep], directions[m] * 3.0 * coef[keep])
             for tf in tfs:
                 if tf in gidx:
                     beta[m, c, gidx[tf]] += directions[m] * 0.8
