@@ -35,7 +35,7 @@ def change_checkout(root: Path) -> Path:
     git(root, "checkout", "-q", "-b", "change")
     script = root / "src/tiny/methods/group_mean/script.py"
     text = script.read_text()
-    assert "pred = means.loc" in text, f"{script}: the line the change edits is gone"
-    script.write_text(text.replace("pred = means.loc", "pred = 0 * means.loc"))
+    assert "pred = np.stack(" in text, f"{script}: the line the change edits is gone"
+    script.write_text(text.replace("pred = np.stack(", "pred = 0 * np.stack("))
     git(root, "commit", "-qam", "group_mean predicts zeros")
     return root

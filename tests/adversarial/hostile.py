@@ -44,6 +44,7 @@ info:
 resources:
   - type: python_script
     path: script.py
+  - {{type: file, path: /src/tiny/tiny_lib/h5ad_files.py, dest: tiny_lib/h5ad_files.py}}
 engines:
   - type: native
 runners:
@@ -57,15 +58,17 @@ SCRIPT_HEAD = '''\
 import os
 import sys
 
-import anndata as ad
 import numpy as np
 
 ## VIASH START
 par = {"input_train": "train.h5ad", "input_test": "test.h5ad", "output": "prediction.h5ad"}
-meta = {"name": "hostile"}
+meta = {"name": "hostile", "resources_dir": "src/tiny"}
 ## VIASH END
 
-test = ad.read_h5ad(par["input_test"])
+sys.path.append(meta["resources_dir"])
+from tiny_lib.h5ad_files import read, write  # noqa: E402
+
+test = read(par["input_test"])
 found = []  # what the attack obtained, published in the prediction's uns for the test to inspect
 
 
@@ -73,14 +76,14 @@ def submit(values, note=""):
     """Write a prediction (the stolen truth when the attack worked, else zeros)."""
     uns = {"dataset_id": test.uns["dataset_id"], "method_id": meta["name"], "found": np.array([str(f).replace("\\0", " ") for f in found] or [""]),
            "note": note}
-    ad.AnnData(obs=test.obs[[]], var=test.var[[]], layers={"prediction": np.asarray(values, dtype=float)}, uns=uns).write_h5ad(par["output"])
+    write(par["output"], test.obs_names, test.var_names, layers={"prediction": np.asarray(values, dtype=float)}, uns=uns)
 
 
 def steal(path):
     """Use a solution file as the prediction if it can be read; True when it worked."""
     try:
-        sol = ad.read_h5ad(path)
-        truth = sol[test.obs_names].layers["truth"]
+        sol = read(path)
+        truth = sol.layers["truth"][sol.positions(test.obs_names)]
     except Exception as err:  # noqa: BLE001
         print(f"could not read {path}: {type(err).__name__}: {err}", file=sys.stderr)
         return False

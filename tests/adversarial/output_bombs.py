@@ -20,7 +20,7 @@ HUGE_LAYER = '''
 import h5py
 submit(np.zeros(test.shape))
 with h5py.File(par["output"], "r+") as fh:
-    layer = fh["layers"].create_dataset("extra", shape=(test.n_obs, {width}), dtype="f8", chunks=(1, 1 << 16),
+    layer = fh["layers"].create_dataset("extra", shape=(test.shape[0], {width}), dtype="f8", chunks=(1, 1 << 16),
                                         fillvalue=0.5)
     layer.attrs["encoding-type"], layer.attrs["encoding-version"] = "array", "0.2.0"
 '''
@@ -30,9 +30,9 @@ import zlib
 import h5py
 submit(np.zeros(test.shape))
 columns = 1 << 16
-block = zlib.compress(bytes(test.n_obs * columns * 8), 9)
+block = zlib.compress(bytes(test.shape[0] * columns * 8), 9)
 with h5py.File(par["output"], "r+") as fh:
-    bomb = fh["obsm"].create_dataset("bomb", shape=(test.n_obs, {width}), dtype="f8", chunks=(test.n_obs, columns),
+    bomb = fh["obsm"].create_dataset("bomb", shape=(test.shape[0], {width}), dtype="f8", chunks=(test.shape[0], columns),
                                      compression="gzip")
     bomb.attrs["encoding-type"], bomb.attrs["encoding-version"] = "array", "0.2.0"
     for start in range(0, {width}, columns):

@@ -44,8 +44,8 @@ SOLUTION_ARG = """arguments:
     required: true
 """
 STEAL_BODY = """
-sol = ad.read_h5ad(par["input_solution"])
-submit(sol[test.obs_names].layers["truth"], note="stolen")
+sol = read(par["input_solution"])
+submit(sol.layers["truth"][sol.positions(test.obs_names)], note="stolen")
 """
 
 

@@ -125,7 +125,7 @@ for cand in [{solution!r}, {solution_dir!r} + "/prediction.h5ad"]:
     if steal(cand):
         sys.exit(0)
     try:
-        pred = ad.read_h5ad(cand).layers["prediction"]
+        pred = read(cand).layers["prediction"]
         found.append("prediction:" + cand)
         submit(pred, note="stolen")
         sys.exit(0)

@@ -8,6 +8,7 @@ import sys
 
 import anndata as ad
 import pytest
+from fixture_tasks import copy_tiny_task
 
 from openpert.cli import main
 from openpert.config.lint import lint_paths
@@ -226,7 +227,7 @@ def test_datasets_of_several_tasks_go_each_to_its_task(project_copy, tmp_path, c
     from openpert.config.task import Task
 
     # A second task, a copy of the first, whose only dataset is named otherwise.
-    shutil.copytree(project_copy / "src" / "tiny", project_copy / "src" / "tiny2")
+    copy_tiny_task(project_copy, "tiny2")
     shutil.copytree(project_copy / "resources_test" / "tiny" / "syn", project_copy / "resources_test" / "tiny2" / "other")
     tasks = [Task(project_copy / "src" / name) for name in ("tiny", "tiny2")]
     ns = argparse.Namespace(datasets=["other", "syn"], input=str(project_copy / "resources_test"))

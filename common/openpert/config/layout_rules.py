@@ -9,10 +9,11 @@ Three rooms, and imports run one way (harness -/-> science -/-> task):
   harness plugin run in-process) and never another task.
 
 For components, the rules are about what reaches a job: every repository module a script imports
-is declared in its ``resources`` (its task library as ``/src/<task>/<task>_lib``, a helper next to
-the script by its file name); nothing under ``src/`` refers to ``tests/``; and only dataset
-components may read the project's shared data folder, through their declared ``--shared_data``
-input. Imports are read with :mod:`ast`, so a rule never depends on how the code is formatted.
+is declared in its ``resources`` (its task library as ``/src/<task>/<task>_lib``, or the one module
+of it the script imports with ``dest`` its place in the library; a helper next to the script by its
+file name); nothing under ``src/`` refers to ``tests/``; and only dataset components may read the
+project's shared data folder, through their declared ``--shared_data`` input. Imports are read
+with :mod:`ast`, so a rule never depends on how the code is formatted.
 
 Dependencies are declared where they are used, and used where declared: every distribution the
 harness, the science package or a task imports is a dependency or an extra of ``pyproject.toml``,
@@ -194,17 +195,19 @@ def check_component(config: ComponentConfig) -> list[Violation]:
     folder = config.path.parent
     task_dir = config.task_dir
     libraries = task_libraries(config.root)
-    declared: set[Path] = set()
+    declared: dict[Path, str] = {}  # each declared file or folder -> where the job finds it among its resources
     for res in config.resources:
         if isinstance(res, dict) and isinstance(res.get("path"), str):
-            declared.add(config.resource_path(res).resolve())
+            path = config.resource_path(res).resolve()
+            declared[path] = str(res.get("dest") or path.name)
     sources = [p for p in python_files(folder) if p.resolve() in declared]
     for path in sources:
         for line, module in imported_modules(path):
             name = module.split(".", 1)[0]
             if name in libraries and task_dir is not None and libraries[name] == task_dir.name:
-                needed = (task_dir / name).resolve()
-                if needed not in declared:
+                # The whole library, or the one module of it imported, staged at its place in the library.
+                module_file = f"{module.replace('.', '/')}.py"
+                if (task_dir / name).resolve() not in declared and declared.get((task_dir / module_file).resolve()) != module_file:
                     violations.append(Violation(path, line, "undeclared-resource",
                                                 f"imports {module}; declare {{type: file, path: /src/{task_dir.name}/{name}}} in resources"))
             elif (folder / f"{name}.py").is_file() and (folder / f"{name}.py").resolve() not in declared:

@@ -104,6 +104,20 @@ def test_a_component_must_declare_the_library_and_helpers_it_imports(project):
     assert check_component(read_config(config)) == []
 
 
+def test_one_module_of_the_library_may_be_declared_where_the_job_finds_it(project):
+    script = "import sys\nsys.path.append(meta['resources_dir'])\nfrom alpha_lib.model import fit\n"
+    module = "  - {type: file, path: /src/alpha/alpha_lib/model.py"
+    config = _component(project, "alpha", "methods", "m", script, module + ", dest: alpha_lib/model.py}\n")
+    assert check_component(read_config(config)) == []
+    # Staged as model.py at the top of the resources, the import would not find it.
+    config = _component(project, "alpha", "methods", "m", script, module + "}\n")
+    assert [v.rule for v in check_component(read_config(config))] == ["undeclared-resource"]
+    # Another module of the library is not the one imported.
+    other = script.replace("alpha_lib.model", "alpha_lib.other")
+    config = _component(project, "alpha", "methods", "m", other, module + ", dest: alpha_lib/model.py}\n")
+    assert [v.rule for v in check_component(read_config(config))] == ["undeclared-resource"]
+
+
 def test_only_dataset_components_read_the_shared_data_folder(project):
     lookup = "import os\nfolder = os.environ['OPENPERT_SHARED_DATA']\n"
     method = _component(project, "alpha", "methods", "m", lookup)

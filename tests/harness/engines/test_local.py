@@ -15,6 +15,7 @@ import time
 import pandas as pd
 import pytest
 from conftest import FAILING, GOOD  # noqa: E402
+from fixture_tasks import copy_tiny_task
 
 from openpert.config.formats import content_identity
 from openpert.config.task import Task
@@ -171,14 +172,14 @@ def test_a_model_server_that_dies_mid_run_is_resumed_asking_only_the_rest(projec
 
     # Six questions, one request each; the server dies after two answers.
     script = project_copy / "src/tiny/methods/llm_constant/script.py"
-    one = ('(answers,) = client.generate([f"Give one number for {test.n_obs} rows."], SamplingParams(temperature=0, n=1, seed=0))\n'
+    one = ('(answers,) = client.generate([f"Give one number for {test.shape[0]} rows."], SamplingParams(temperature=0, n=1, seed=0))\n'
            "value = float(answers[0].strip())")
     assert one in script.read_text()
     # The client retries as it always does, with a backoff of milliseconds rather than its default seconds.
     client = 'client = client_from_arguments(**{k: v for k, v in par.items() if k.startswith("llm_")})'
     assert client in script.read_text()
     script.write_text(script.read_text().replace(one, (
-        'answers = client.generate([f"Give one number for part {i} of {test.n_obs} rows." for i in range(6)], '
+        'answers = client.generate([f"Give one number for part {i} of {test.shape[0]} rows." for i in range(6)], '
         "SamplingParams(temperature=0, n=1, seed=0))\n"
         "value = sum(float(a[0].strip()) for a in answers) / len(answers)")).replace(
         client, client[:-1] + ", retry_base_delay=0.01)"))
@@ -485,9 +486,7 @@ def two_tasks_run(tiny_project, tmp_path_factory):
 
     project = tmp_path_factory.mktemp("two_tasks") / "project"
     shutil.copytree(tiny_project, project)
-    shutil.copytree(project / "src" / "tiny", project / "src" / "tiny2")
-    info = project / "src" / "tiny2" / "api" / "task_info.yaml"
-    info.write_text(info.read_text().replace("name: tiny\n", "name: tiny2\n", 1))
+    copy_tiny_task(project, "tiny2")
     shutil.copytree(project / "resources_test" / "tiny", project / "resources_test" / "tiny2")
     foreign = project / "resources_test" / "other" / "half"
     foreign.mkdir(parents=True)
