@@ -397,10 +397,7 @@ def _draw_effects(meta: Op3Metadata, compounds: pd.DataFrame, genes: list[str], 
     grn = {c: (edges["source"], gene_index.get_indexer(edges["target"]), edges["coef_mean"].to_numpy())
            for c, ct in enumerate(CELL_TYPES) if (edges := meta.grn.get(ct)) is not None}
     for m, tfs in enumerate(mech_tfs):
-        for c in range(n_ct):
-            if c not in grn:
-                continue
-            sources, targets, coef = grn[c]
+        for c, (sources, targets, coef) in grn.items():
             keep = sources.isin(tfs).to_numpy() & (targets >= 0)
             if keep.any():
                 np.add.at(beta[m, c], targets[keep], directions[m] * 3.0 * coef[keep])

@@ -217,11 +217,11 @@ def build_signed_graph(edges: pd.DataFrame) -> SignedGraph:
     merged = grouped["sign"].sum().pipe(np.sign).astype(int).rename("sign").to_frame()
     # The set of databases of a pair as a bit mask (a sum over its distinct databases), named once
     # per mask: a handful of masks where a string join per pair would run tens of thousands of times.
-    names = sorted(df["database"].astype(str).unique())
+    database = df["database"].astype(str)
+    names = sorted(database.unique())
     if len(names) > 62:
         raise ValueError(f"edge table: {len(names)} databases; at most 62 can be merged")
-    bits = pd.Series(np.left_shift(1, pd.Categorical(df["database"].astype(str), categories=names).codes.astype(np.int64)),
-                     index=df.index)
+    bits = pd.Series(np.left_shift(1, pd.Categorical(database, categories=names).codes.astype(np.int64)), index=df.index)
     distinct = ~df.duplicated(["source", "target", "database"])
     masks = bits[distinct].groupby([df.loc[distinct, "source"], df.loc[distinct, "target"]], sort=True).sum()
     labels = {int(m): ";".join(n for i, n in enumerate(names) if m >> i & 1) for m in np.unique(masks.to_numpy())}
