@@ -210,6 +210,9 @@ def main() -> None:
     missing = [name for name, hook in hooks.items() if hook is None]
     if missing:
         sys.exit(f"profile_run: the harness no longer has {', '.join(missing)}; update the clocks of this script")
+    # The probe takes the place of the script on the interpreter's command line: every job starts
+    # one (a job forked from the fork server has no command line of its own to probe).
+    os.environ["OPENPERT_FORKSERVER"] = "off"
     local_engine.LocalEngine.run_job = clocks.wrap_run_job(local_engine.LocalEngine.run_job)
     component_module.execute = clocks.wrap_execute(component_module.execute)
     FileFormat.validate = clocks.wrap_validate(FileFormat.validate)

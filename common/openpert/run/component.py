@@ -35,6 +35,7 @@ from openpert.config.formats import FormatError, compared_attribute
 from openpert.config.viash import PROJECT_FILE, Argument, ComponentConfig, ConfigError, as_list
 from openpert.engines.resource_labels import label_advice, parse_label_resources
 from openpert.files import read_tail, shown_path
+from openpert.run import forkserver
 from openpert.run import sandbox as sandboxing
 from openpert.run.llm_proxy import ENV_RELAY, RELAY_PORT, LLMProxy, LLMProxyError
 from openpert.run.process import DiskMeter, Limits, PeakReport, execute
@@ -590,10 +591,14 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
 
     report = PeakReport()
     tasks = task_limit(limits, sandboxed=box is not None)
-    # Bytecode is used only where it matches its source (hash-based .pyc files included), so what the
-    # job runs is what its cache key hashed (openpert.engines.cache_keys).
-    launcher = ["--check-hash-based-pycs", "always", "-c", FAST_EXIT_LAUNCHER, str(report.write_fd),
+
+    def launcher(report: PeakReport) -> list[str]:
+        # Bytecode is used only where it matches its source (hash-based .pyc files included), so what
+        # the job runs is what its cache key hashed (openpert.engines.cache_keys).
+        return ["--check-hash-based-pycs", "always", "-c", FAST_EXIT_LAUNCHER, str(report.write_fd),
                 str(tasks if tasks is not None else -1)]
+
+    joined: forkserver.JobStart | None = None
     if box is not None:
         box.read_only.append(resources_dir)
         box.chdir = PurePosixPath(box.inside(start_dir))
@@ -602,10 +607,20 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
         if proxy is not None:
             box.env["OPENPERT_LLM_BASE_URL"] = proxy.job_base_url()
             box.env[ENV_RELAY] = f"{box.inside(proxy.socket_path)} {RELAY_PORT}"
-        cmd = box.command([str(sandboxing.python_environment().executable), *launcher, seen_as(script)])
+        python = str(sandboxing.python_environment().executable)
+        cmd = box.command([python, *launcher(report), seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
+        # The same job forked from a server that has imported the scientific stack already.
+        server = forkserver.server_for(
+            max(1, int(limits.cpus or 1)), sandboxing.job_environment(cpus=limits.cpus, llm=False, llm_cache=False),
+            FAST_EXIT_LAUNCHER)
+        if server is not None:
+            joined = forkserver.JobStart(server, argv=[seen_as(script)], env=box.env, cwd=str(box.chdir), tasks=tasks,
+                                         report_fd=report.write_fd)
+            joined.fsize = int(limits.disk_mb * 2**20) if limits.disk_mb is not None else None
+            cmd = box.command(joined.anchor_argv(python), info_fd=joined.info_fd)
     else:
-        cmd = [sys.executable, *launcher, str(script)]
+        cmd = [sys.executable, *launcher(report), str(script)]
         env = dict(os.environ)
         env["TMPDIR"] = str(temp_dir)
         env["VIASH_TEMP"] = str(temp_dir)
@@ -626,8 +641,20 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
     try:
         if proxy is not None and on_llm_proxy is not None:
             on_llm_proxy(proxy)
-        code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
-                                                  sandboxed=box is not None, header=header, peak_report=report, disk=disk)
+        try:
+            code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
+                                                      sandboxed=box is not None, header=header, peak_report=report,
+                                                      disk=disk, joined=joined)
+        except forkserver.ForkServerError as err:
+            assert joined is not None and box is not None
+            # No code of the job ran: it starts again in a fresh interpreter, and so do the
+            # jobs after it.
+            log_.warning("openpert: %s; jobs start a fresh interpreter from now on", err)
+            forkserver.retire(joined.server)
+            report = PeakReport()
+            cmd = box.command([python, *launcher(report), seen_as(script)])
+            code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
+                                                      sandboxed=True, header=header, peak_report=report, disk=disk)
     finally:
         if proxy is not None:
             proxy.stop()

@@ -34,6 +34,7 @@ import subprocess
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
@@ -131,6 +132,13 @@ def _descendant_pids(pid: int) -> list[int]:
             found.extend(children)
             parents.extend(children)
     return found
+
+
+def _joined_pids(job: psutil.Process | None) -> list[int]:
+    """The pids of a joined job (:func:`execute`'s ``joined``) and its descendants, while it runs."""
+    if job is None or not _alive(job):
+        return []  # not started, or ended: its pid may name another process by now
+    return [job.pid, *_descendant_pids(job.pid)]
 
 
 def _tree(proc: psutil.Process, descendants: list[int] | None = None) -> list[psutil.Process]:
@@ -291,6 +299,16 @@ def _last_error_line(log: Path) -> str:
     return lines[-1][:500] if lines else ""
 
 
+class JoinedJob(Protocol):
+    """A job started inside a running command (:func:`execute`'s ``joined``)."""
+
+    #: Descriptors the command inherits.
+    pass_fds: tuple[int, ...]
+
+    def __call__(self, log_fd: int) -> int | None:
+        """Start the job, its output going to ``log_fd``; return its pid (``None``: the command has ended)."""
+
+
 class PeakReport:
     """A pipe on which a job's launcher reports its own peak resident size (``VmHWM``) as it ends.
 
@@ -359,7 +377,7 @@ def size_limit_wrapper(disk_mb: float | None) -> list[str]:
 
 def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mapping[str, str] | None = None,
             poll_s: float = 0.1, sandboxed: bool = False, header: str = "", peak_report: PeakReport | None = None,
-            disk: DiskMeter | None = None) -> tuple[int, str, float, float]:
+            disk: DiskMeter | None = None, joined: JoinedJob | None = None) -> tuple[int, str, float, float]:
     """Run ``cmd``, enforce limits, capture output.
 
     Parameters
@@ -382,6 +400,11 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
         resident size as it ends; it is closed here.
     disk
         What counts toward ``limits.disk_mb`` (default: everything under ``cwd``, and the log).
+    joined
+        The job is not ``cmd`` but a process that ``joined`` starts inside it once it runs (a fork
+        server's job in the sandbox of a bubblewrap anchor, :mod:`openpert.run.forkserver`): it is
+        watched beside ``cmd``'s tree, and ``cmd`` ends when it does. ``peak_report`` is passed to
+        it rather than to ``cmd``. If it cannot start, ``cmd`` is killed and the error raised.
 
     Returns
     -------
@@ -404,14 +427,28 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
         if header:
             out.write(header.encode())
             out.flush()
+        report_fds = (peak_report.write_fd,) if peak_report is not None and joined is None else ()
         try:
             proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=dict(env) if env is not None else None, start_new_session=True,
-                                    pass_fds=(peak_report.write_fd,) if peak_report is not None else ())
+                                    pass_fds=(*report_fds, *(joined.pass_fds if joined is not None else ())))
+            _ACTIVE.add(proc.pid)
+            job = None
+            if joined is not None:
+                try:
+                    pid = joined(out.fileno())
+                except BaseException:
+                    _kill_group(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    _ACTIVE.discard(proc.pid)
+                    raise
+                try:
+                    job = psutil.Process(pid) if pid is not None else None
+                except psutil.NoSuchProcess:
+                    job = None  # it has ended already; the command ends with it
         finally:
             if peak_report is not None:
                 peak_report.close_writer()
-        _ACTIVE.add(proc.pid)
         ps = psutil.Process(proc.pid)
         # Between two samples of memory and time, wait on the process itself (a pidfd becomes
         # readable when it exits), so that a finished job is noticed at once, not at the next poll.
@@ -432,7 +469,7 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
                 if pid:
                     status = wstatus
                     break
-                descendants = _descendant_pids(proc.pid) if _PROC_CHILDREN else None
+                descendants = _descendant_pids(proc.pid) + _joined_pids(job) if _PROC_CHILDREN else None
                 if (forced is None and limits.processes is not None and descendants is not None
                         and len(descendants) + 1 > limits.processes):
                     # Counted before anything else is read of them: a fork bomb outgrows a slow sample.
@@ -449,6 +486,8 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
                     exited(min(count_every, next_sample - elapsed))
                     continue
                 procs = _tree(ps, descendants)
+                if not _PROC_CHILDREN and job is not None and _alive(job):
+                    procs += [job, *job.children(recursive=True)]
                 seen.update(procs[1:])
                 peak = max(peak, _tree_rss(procs))
                 # Every process's own high-water mark (the launcher's is not the job's).

@@ -19,10 +19,11 @@ What a job sees
     Private, writable: the host folders ``<work_dir>/.tmp`` and ``<work_dir>/.home``. Disk rather
     than a tmpfs, because tmpfs pages would escape the memory limit (they belong to no process).
 The Python environment, read-only
-    A virtual environment (``sys.prefix``) at ``/opt/venv``, so that neither ``sys.prefix`` nor
-    ``PATH`` names the repository it may live in; the base interpreter (``sys.base_prefix`` and
-    what the venv's ``python`` links to) at its own path, because the venv's links and
-    ``pyvenv.cfg`` name it. Science packages installed in editable mode from the repository
+    The virtual environment (``sys.prefix``) and the base interpreter (``sys.base_prefix`` and
+    what the venv's ``python`` links to) at their own paths: the venv's links and ``pyvenv.cfg``
+    name the base, and a job forked from :mod:`openpert.run.forkserver` runs modules imported from
+    there. (So ``sys.prefix`` may name the folder of the repository; a path grants nothing, see
+    below.) Science packages installed in editable mode from the repository
     (``pertsci``) are bound alone, at ``/opt/openpert/lib/<name>``, which ``PYTHONPATH`` names: the
     editable install's own path entry (the repository's ``common/``) does not exist in the
     sandbox, so the rest of the repository (the harness included) stays out of reach. (The
@@ -134,8 +135,6 @@ JOB_DIR = PurePosixPath("/job")
 #: The job's private home and temporary folder inside the sandbox.
 HOME_DIR = PurePosixPath("/home/job")
 TMP_DIR = PurePosixPath("/tmp")
-#: Where a virtual environment appears inside the sandbox.
-VENV_DIR = PurePosixPath("/opt/venv")
 #: Where science packages installed from the repository (editable) appear; on ``PYTHONPATH``.
 LIB_DIR = PurePosixPath("/opt/openpert/lib")
 #: Where an LLM component finds its generation cache.
@@ -239,18 +238,12 @@ def python_environment() -> PythonEnvironment:
 
     prefix, base = Path(sys.prefix), Path(sys.base_prefix)
     executable = Path(sys.executable)
-    in_venv = prefix != base
     # The base interpreter first: the venv's python is a link to it, and pyvenv.cfg names it.
     bind(base)
     real = Path(os.path.realpath(executable))
     bind(real.parent.parent if real.parent.name == "bin" else real.parent)
-    if in_venv and _is_under(executable, [prefix]):
-        binds.append((prefix, VENV_DIR))
-        bound.append(prefix)
-        inside_exe = VENV_DIR / executable.relative_to(prefix).as_posix()
-    else:
-        bind(prefix)
-        inside_exe = PurePosixPath(executable)
+    bind(prefix)
+    inside_exe = PurePosixPath(executable)
     python_path: list[PurePosixPath] = []
     for name in SCIENCE_PACKAGES:
         spec = importlib.util.find_spec(name)
@@ -334,17 +327,23 @@ class Sandbox:
             return str(HOME_DIR.joinpath(*rel.parts[1:]))
         return str(JOB_DIR / rel.as_posix()) if rel.parts else str(JOB_DIR)
 
-    def command(self, argv: list[str]) -> list[str]:
+    def command(self, argv: list[str], *, info_fd: int | None = None) -> list[str]:
         """The ``bwrap`` command line that runs ``argv`` (sandbox paths) in this sandbox.
 
         Run it with :attr:`env` as its whole environment (``subprocess.Popen(..., env=box.env)``):
         bubblewrap passes its own environment on, and its PID 1's environment can be read from
         inside the sandbox, so it must hold nothing else. (Not ``--setenv``: a command line can be
         read by every user of the host, and the environment may hold an API key.)
+
+        With ``info_fd``, ``argv`` is PID 1 of the sandbox (``--as-pid-1``: the anchor a fork
+        server's job joins, :mod:`openpert.run.forkserver`), and bubblewrap writes its host pid
+        on that descriptor (``--info-fd``).
         """
         self.home.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(parents=True, exist_ok=True)
         cmd = [bwrap_path() or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+        if info_fd is not None:
+            cmd += ["--as-pid-1", "--info-fd", str(info_fd)]
         cmd += _system_args()
         for host, inside in (python_environment().binds if self.bind_python else ()):
             cmd += ["--ro-bind", str(host), str(inside)]

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -135,7 +136,8 @@ def test_job_cannot_read_files_outside_its_inputs(project_copy, tmp_path):
     # Climbing: every file name reachable from the work folder's parents, the system and the
     # Python environment aside (they are the same for every job).
     names = []
-    skip = ("/proc", "/sys", "/dev", "/usr", "/opt", "/root")
+    import sys
+    skip = ("/proc", "/sys", "/dev", "/usr", "/opt", "/root", sys.prefix, sys.base_prefix)
     for folder, dirs, files in os.walk(os.path.abspath(os.path.join(os.getcwd(), "..", ".."))):
         if folder.startswith(skip):
             dirs[:] = []
@@ -438,7 +440,9 @@ def test_job_sees_a_scrubbed_environment(project_copy, tmp_path, monkeypatch):
     for result in (plain, llm):
         env = report_of(result)["env"]
         assert "OPENPERT_TEST_SECRET" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "OPENPERT_SHARED_DATA" not in env
-        text = json.dumps(env)
+        # The Python environment's bin folder is the one host path it names (bound at its own path).
+        assert env["PATH"] == f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin"
+        text = json.dumps({name: value for name, value in env.items() if name != "PATH"})
         assert "hunter" not in text
         assert str(tmp_path) not in text and str(REPO) not in text and str(project_copy) not in text
         assert env["HOME"] == "/home/job" and env["TMPDIR"] == "/tmp"

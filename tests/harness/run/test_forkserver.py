@@ -1,0 +1,188 @@
+"""Jobs forked from a fork server: in their sandbox, with nothing of the server, as a fresh interpreter would run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+from sandbox_marks import needs_sandbox
+
+from openpert.config.viash import read_config
+from openpert.engines.plan import label_resources, limits_for
+from openpert.run import forkserver
+from openpert.run.component import run_component
+
+needs_bwrap = needs_sandbox()
+pytestmark = needs_bwrap
+
+CONFIG = """\
+__merge__: ../../api/comp_method.yaml
+name: {name}
+label: Probe
+summary: Reports how it was started (test fixture).
+description: A test fixture that reports what its process holds.
+references:
+  doi: [10.1000/fixture]
+resources:
+  - type: python_script
+    path: script.py
+  - type: file
+    path: /src/tiny/tiny_lib/h5ad_files.py
+    dest: tiny_lib/h5ad_files.py
+engines:
+  - type: native
+runners:
+  - type: executable
+  - type: nextflow
+    directives:
+      label: [lowmem, lowcpu, lowtime]
+"""
+
+#: The probe reports before it imports anything of its own.
+SCRIPT = """\
+import json
+import os
+import sys
+
+## VIASH START
+par = {{"input_train": "train.h5ad", "input_test": "test.h5ad", "output": "prediction.h5ad"}}
+meta = {{"name": "probe"}}
+## VIASH END
+
+report = {{"modules": sorted(name for name in ("anndata", "pandas", "numpy") if name in sys.modules)}}
+{body}
+print("REPORT " + json.dumps(report, default=str), flush=True)
+import numpy as np
+from tiny_lib import h5ad_files
+test = h5ad_files.read(par["input_test"])
+h5ad_files.write(par["output"], obs_names=test.obs_names, var_names=test.var_names,
+                 layers={{"prediction": np.zeros(test.shape)}},
+                 uns={{"dataset_id": test.uns["dataset_id"], "method_id": meta["name"]}})
+"""
+
+#: What a process holds and may do: capabilities, descriptors, its place among the processes.
+HOLDINGS = """
+import ctypes, subprocess
+with open("/proc/self/status") as fh:
+    report["status"] = {line.split(":")[0]: line.split()[1] for line in fh if line.startswith(("Cap", "NoNewPrivs"))}
+report["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+report["pid"], report["ppid"] = os.getpid(), os.getppid()
+report["root"] = sorted(os.listdir("/"))
+libc = ctypes.CDLL(None, use_errno=True)
+report["new_user_namespace"] = libc.unshare(0x10000000) == 0  # CLONE_NEWUSER
+child = subprocess.run([sys.executable, "-c", "print(open('/proc/self/status').read())"], capture_output=True, text=True)
+report["child_status"] = {line.split(":")[0]: line.split()[1] for line in child.stdout.splitlines() if line.startswith("Cap")}
+report["environ"] = sorted(os.environ)
+report["sys_path"] = sys.path
+"""
+
+
+def add_probe(project: Path, body: str) -> Path:
+    name = f"probe_{uuid.uuid4().hex[:8]}"
+    folder = project / "src" / "tiny" / "methods" / name
+    folder.mkdir(parents=True)
+    (folder / "config.vsh.yaml").write_text(CONFIG.format(name=name))
+    (folder / "script.py").write_text(SCRIPT.format(body=textwrap.dedent(body).strip()))
+    return folder / "config.vsh.yaml"
+
+
+def run(project: Path, config_path: Path, work: Path):
+    config = read_config(config_path)
+    data = project / "resources_test" / "tiny" / "syn"
+    args = {"input_train": data / "train.h5ad", "input_test": data / "test.h5ad",
+            "output": work.parent / f"{work.name}_out" / "prediction.h5ad"}
+    limits = limits_for(config.labels, label_resources(project), where=config.name)
+    return run_component(config, args, work_dir=work, limits=limits, sandbox=True)
+
+
+def report_of(result) -> dict:
+    for line in result.log.read_text(errors="replace").splitlines():
+        if line.startswith("REPORT "):
+            return json.loads(line[len("REPORT "):])
+    raise AssertionError(f"no report in the log ({result.reason}):\n{result.log.read_text(errors='replace')[-3000:]}")
+
+
+@pytest.fixture(autouse=True)
+def fresh_servers(monkeypatch):
+    """Each test starts its own servers (and ends them), whatever ran before in the worker."""
+    monkeypatch.delenv(forkserver.ENV_FORKSERVER, raising=False)
+    forkserver.close_all()
+    yield
+    forkserver.close_all()
+
+
+def test_a_forked_job_holds_no_capability_and_nothing_of_the_server(project_copy, tmp_path):
+    """Joined to bubblewrap's namespaces with every capability dropped, its own descriptors only."""
+    result = run(project_copy, add_probe(project_copy, HOLDINGS), tmp_path / "w")
+    assert result.succeeded, result.reason
+    seen = report_of(result)
+    # Forked: the scientific stack was there before the script imported anything, and its parent
+    # (the server's middle process) lies outside its PID namespace, where bubblewrap's anchor is PID 1.
+    assert seen["modules"] == ["anndata", "numpy", "pandas"]
+    assert seen["ppid"] == 0 and seen["pid"] == 2
+    assert all(int(value, 16) == 0 for key, value in seen["status"].items() if key.startswith("Cap")), seen["status"]
+    assert seen["status"]["NoNewPrivs"] == "1"
+    assert all(int(value, 16) == 0 for value in seen["child_status"].values()), seen["child_status"]
+    assert not seen["new_user_namespace"]
+    # stdin, the log twice, the peak-memory pipe, and the descriptor the listing itself opened
+    assert seen["fds"] == [0, 1, 2, 3, 4]
+    assert "oldroot" not in seen["root"] and "newroot" not in seen["root"]
+    assert not any(name.startswith("OPENPERT_FORK") for name in seen["environ"])
+    assert seen["sys_path"][0] == "/job/.resources"
+
+
+def test_jobs_get_fresh_random_state_and_the_exit_a_fresh_interpreter_gives(project_copy, tmp_path):
+    """Unseeded numpy draws differ between jobs; sys.exit's code and an exception's traceback are the script's."""
+    draw = add_probe(project_copy, "import numpy as np\nreport['draw'] = np.random.rand()")
+    first, second = (run(project_copy, draw, tmp_path / name) for name in ("a", "b"))
+    assert first.succeeded and second.succeeded, (first.reason, second.reason)
+    assert report_of(first)["draw"] != report_of(second)["draw"]
+
+    exits = run(project_copy, add_probe(project_copy, "sys.exit(3)"), tmp_path / "exit")
+    assert exits.exit_code == 3
+    raises = run(project_copy, add_probe(project_copy, "raise ValueError('on purpose')"), tmp_path / "raise")
+    assert raises.exit_code == 1 and raises.reason.endswith("ValueError: on purpose"), raises.reason
+    log = raises.log.read_text()
+    assert 'script.py", line 11, in <module>' in log
+    assert "in middle" not in log and "in job" not in log  # the server's own frames are not shown
+
+
+def test_a_server_that_fails_leaves_the_job_to_a_fresh_interpreter(project_copy, tmp_path, monkeypatch, caplog):
+    """No job is lost to the server: it runs fresh, with one warning, and so do the jobs after it."""
+
+    def broken(self, **kwargs):
+        raise forkserver.ForkServerError("the fork server has ended (exit 1: on purpose)")
+
+    monkeypatch.setattr(forkserver.ForkServer, "start", broken)
+    config = add_probe(project_copy, "report['ppid'] = os.getppid()")
+    with caplog.at_level(logging.WARNING, logger="openpert.run.component"):
+        first = run(project_copy, config, tmp_path / "a")
+        second = run(project_copy, config, tmp_path / "b")
+    assert first.succeeded and second.succeeded, (first.reason, second.reason)
+    assert report_of(first)["ppid"] == report_of(second)["ppid"] == 1  # bubblewrap's own PID 1
+    assert [r.getMessage() for r in caplog.records if "fork server" in r.getMessage()] == [
+        "openpert: the fork server has ended (exit 1: on purpose); jobs start a fresh interpreter from now on"]
+
+
+def test_the_fork_server_can_be_turned_off(project_copy, tmp_path, monkeypatch):
+    monkeypatch.setenv(forkserver.ENV_FORKSERVER, "off")
+    result = run(project_copy, add_probe(project_copy, "report['ppid'] = os.getppid()"), tmp_path / "w")
+    assert result.succeeded, result.reason
+    assert report_of(result) == {"modules": [], "ppid": 1}
+
+
+def test_a_job_can_not_reach_the_server(project_copy, tmp_path):
+    """The server's socket is not among the job's descriptors, and its processes are outside the job's namespace."""
+    body = """
+    report["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    report["cmdlines"] = [open(f"/proc/{p}/cmdline", "rb").read().split(b"\\0")[:3] for p in report["processes"]]
+    """
+    result = run(project_copy, add_probe(project_copy, body), tmp_path / "w")
+    assert result.succeeded, result.reason
+    seen = report_of(result)
+    assert seen["processes"] == [1, 2]  # the anchor and the job
+    assert "-S" in str(seen["cmdlines"][0]) and "forkserver" not in json.dumps(seen).lower()
