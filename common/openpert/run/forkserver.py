@@ -57,6 +57,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 
 log_ = logging.getLogger(__name__)
 
@@ -67,6 +68,9 @@ PRELOADED = ("numpy", "scipy.sparse", "pandas", "h5py", "anndata")
 ENV_FORKSERVER = "OPENPERT_FORKSERVER"
 #: The largest request (JSON) the server reads.
 _MAX_REQUEST = 1 << 20
+#: Seconds a request may wait for the server: its imports on first use, then a fork and ``setns``
+#: (milliseconds). A server that does not answer in time is not used again.
+START_TIMEOUT_S = 120.0
 
 #: What bubblewrap runs: ``python -I -S -c ANCHOR STATUS_FD READY_FD``. PID 1 of the job's
 #: namespace: it says on ``READY_FD`` that the sandbox is complete (bubblewrap gives its pid before
@@ -138,7 +142,9 @@ def job(request, log, report):
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        # What the server's import system cached was seen from the host.
+        # Where a fresh interpreter puts PYTHONPATH (sandbox folders, which the server did not import
+        # from); what the server's import system cached was seen from the host.
+        sys.path[1:1] = [folder for folder in request["env"].get("PYTHONPATH", "").split(os.pathsep) if folder]
         sys.path_importer_cache.clear()
         importlib.invalidate_caches()
         if "numpy.random" in sys.modules:
@@ -255,8 +261,9 @@ class ForkServer:
     Parameters
     ----------
     env
-        The server's whole environment: a job's (:func:`openpert.run.sandbox.job_environment`), so
-        that what the preloaded modules read at import is what a job would have given them.
+        The server's environment: a job's (:func:`openpert.run.sandbox.job_environment`), so that
+        what the preloaded modules read at import is what a job would have given them; but not
+        ``PYTHONPATH``, whose folders are the sandbox's (each job puts them on its ``sys.path``).
     launcher
         The code each job runs as ``python -c`` would
         (:data:`openpert.run.component.FAST_EXIT_LAUNCHER`).
@@ -264,14 +271,19 @@ class ForkServer:
 
     def __init__(self, env: Mapping[str, str], launcher: str):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        ours.settimeout(START_TIMEOUT_S)
         self._lock = threading.Lock()
         self._folder = tempfile.TemporaryDirectory(prefix="openpert-forkserver-")
+        # A file rather than a pipe: nobody reads the server's errors until it fails.
+        self._stderr = Path(self._folder.name) / "stderr.log"
         try:
-            self._process = subprocess.Popen(
-                [sys.executable, "--check-hash-based-pycs", "always", "-c", SERVER, str(theirs.fileno()), launcher,
-                 *PRELOADED],
-                env=dict(env), cwd=self._folder.name, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            with open(self._stderr, "wb") as stderr:
+                self._process = subprocess.Popen(
+                    [sys.executable, "--check-hash-based-pycs", "always", "-c", SERVER, str(theirs.fileno()), launcher,
+                     *PRELOADED],
+                    env={k: v for k, v in env.items() if k != "PYTHONPATH"}, cwd=self._folder.name,
+                    pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                    start_new_session=True)
         finally:
             theirs.close()
         self._socket = ours
@@ -318,9 +330,9 @@ class ForkServer:
         return int(answer)
 
     def _server_error(self) -> str:
-        if self._process.poll() is None or self._process.stderr is None:
+        if self._process.poll() is None:
             return ""
-        lines = self._process.stderr.read().decode(errors="replace").strip().splitlines()
+        lines = self._stderr.read_text(errors="replace").strip().splitlines()
         return f" (exit {self._process.returncode}: {lines[-1]})" if lines else f" (exit {self._process.returncode})"
 
     def close(self) -> None:
@@ -331,8 +343,6 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
-        if self._process.stderr is not None:
-            self._process.stderr.close()
         self._folder.cleanup()
 
 

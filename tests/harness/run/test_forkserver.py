@@ -168,11 +168,23 @@ def test_a_server_that_fails_leaves_the_job_to_a_fresh_interpreter(project_copy,
         "openpert: the fork server has ended (exit 1: on purpose); jobs start a fresh interpreter from now on"]
 
 
-def test_the_fork_server_can_be_turned_off(project_copy, tmp_path, monkeypatch):
+def test_the_fork_server_can_be_turned_off_and_a_forked_job_imports_from_where_a_fresh_one_does(
+        project_copy, tmp_path, monkeypatch):
+    body = """
+    report['ppid'] = os.getppid()
+    report['path'] = [folder for folder in sys.path if os.path.isdir(folder)]
+    report['prefix'], report['executable'] = sys.prefix, sys.executable
+    """
+    config = add_probe(project_copy, body)
+    forked = run(project_copy, config, tmp_path / "forked")
     monkeypatch.setenv(forkserver.ENV_FORKSERVER, "off")
-    result = run(project_copy, add_probe(project_copy, "report['ppid'] = os.getppid()"), tmp_path / "w")
-    assert result.succeeded, result.reason
-    assert report_of(result) == {"modules": [], "ppid": 1}
+    fresh = run(project_copy, config, tmp_path / "fresh")
+    assert forked.succeeded and fresh.succeeded, (forked.reason, fresh.reason)
+    seen_fresh, seen_forked = report_of(fresh), report_of(forked)
+    assert seen_fresh["modules"] == [] and seen_fresh["ppid"] == 1 and seen_forked["ppid"] == 0
+    assert seen_forked["path"] == seen_fresh["path"]
+    assert seen_forked["path"][:2] == ["/job/.resources", "/opt/openpert/lib"]  # the script's folder, PYTHONPATH
+    assert (seen_forked["prefix"], seen_forked["executable"]) == (seen_fresh["prefix"], seen_fresh["executable"])
 
 
 def test_a_job_can_not_reach_the_server(project_copy, tmp_path):
