@@ -581,11 +581,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``openpert`` command."""
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     # run-component's own arguments are not known until its config is read.
     if argv[:1] == ["run-component"]:
         ns, rest = parser.parse_known_args(argv)
+        if own_process:
+            # One job in this process (as Nextflow runs them): a fork server would only add its
+            # own start to it. (A caller that runs several commands in one process keeps it.)
+            from openpert.run.forkserver import ENV_FORKSERVER
+
+            os.environ.setdefault(ENV_FORKSERVER, "off")
     else:
         ns, rest = parser.parse_args(argv), []
     from openpert.data.commands import run as run_data

@@ -41,6 +41,17 @@ def test_run_component_cli(tiny_project, tmp_path, capsys, monkeypatch):
     assert code == 2 and "nope/config.vsh.yaml: file not found" in capsys.readouterr().err
 
 
+def test_run_component_in_a_process_of_its_own_starts_no_fork_server(tmp_path, monkeypatch):
+    """One job per process (Nextflow's tasks): no server; a caller running several commands keeps it."""
+    monkeypatch.delenv("OPENPERT_FORKSERVER", raising=False)
+    missing = str(tmp_path / "config.vsh.yaml")
+    assert main(["run-component", missing]) == 2
+    assert "OPENPERT_FORKSERVER" not in os.environ
+    monkeypatch.setattr(sys, "argv", ["openpert", "run-component", missing])
+    assert main() == 2
+    assert os.environ["OPENPERT_FORKSERVER"] == "off"
+
+
 def test_lint(tiny_project, tmp_path):
     assert lint_paths([tiny_project / "src"]) == []
     bad = tmp_path / "project"

@@ -39,7 +39,8 @@ random state of numpy is reseeded from the operating system's entropy in each jo
 import would.
 
 Where it is used: sandboxed jobs of the harness's own interpreter (not a component test's image
-environment), on Linux with pidfd ``setns`` (5.8 and later). Elsewhere, or when the probe
+environment), on Linux with pidfd ``setns`` (5.8 and later), in a process that runs several jobs
+(``openpert run-component``, one job per process as Nextflow runs them, starts none). Elsewhere, or when the probe
 (:func:`server_for`) fails, jobs start a fresh interpreter as before; ``$OPENPERT_FORKSERVER=off``
 asks for that.
 """
