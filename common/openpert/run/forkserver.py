@@ -193,9 +193,12 @@ def middle(request, fds, reply):
         os.close(pidfd)
         child = os.fork()
         if child == 0:
-            os.close(reply)
-            os.close(status)
-            job(request, log, report)
+            try:
+                os.close(reply)
+                os.close(status)
+                job(request, log, report)
+            finally:
+                os._exit(126)  # job() never returns; nothing may go back up into the server's code
         os.close(log)
         os.close(report)
         os.write(reply, str(child).encode())
@@ -239,8 +242,11 @@ while True:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(read_end)
-        middle(request, list(fds), write_end)
+        try:
+            os.close(read_end)
+            middle(request, list(fds), write_end)
+        finally:
+            os._exit(1)  # middle() never returns; a fork must not go on as the server
     os.close(write_end)
     for fd in fds:
         os.close(fd)

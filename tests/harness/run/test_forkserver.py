@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from adversarial.hostile import METHOD_CONFIG
 from sandbox_marks import needs_sandbox
 
 from openpert.config.viash import read_config
@@ -18,29 +19,6 @@ from openpert.run.component import run_component
 
 needs_bwrap = needs_sandbox()
 pytestmark = needs_bwrap
-
-CONFIG = """\
-__merge__: ../../api/comp_method.yaml
-name: {name}
-label: Probe
-summary: Reports how it was started (test fixture).
-description: A test fixture that reports what its process holds.
-references:
-  doi: [10.1000/fixture]
-resources:
-  - type: python_script
-    path: script.py
-  - type: file
-    path: /src/tiny/tiny_lib/h5ad_files.py
-    dest: tiny_lib/h5ad_files.py
-engines:
-  - type: native
-runners:
-  - type: executable
-  - type: nextflow
-    directives:
-      label: [lowmem, lowcpu, lowtime]
-"""
 
 #: The probe reports before it imports anything of its own.
 SCRIPT = """\
@@ -85,7 +63,7 @@ def add_probe(project: Path, body: str) -> Path:
     name = f"probe_{uuid.uuid4().hex[:8]}"
     folder = project / "src" / "tiny" / "methods" / name
     folder.mkdir(parents=True)
-    (folder / "config.vsh.yaml").write_text(CONFIG.format(name=name))
+    (folder / "config.vsh.yaml").write_text(METHOD_CONFIG.format(name=name, labels="lowmem, lowcpu, lowtime"))
     (folder / "script.py").write_text(SCRIPT.format(body=textwrap.dedent(body).strip()))
     return folder / "config.vsh.yaml"
 
