@@ -611,9 +611,8 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
         cmd = box.command([python, *launcher(report), seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
         # The same job forked from a server that has imported the scientific stack already.
-        server = forkserver.server_for(
-            max(1, int(limits.cpus or 1)), sandboxing.job_environment(cpus=limits.cpus, llm=False, llm_cache=False),
-            FAST_EXIT_LAUNCHER)
+        server = forkserver.server_for(sandboxing.job_environment(cpus=limits.cpus, llm=False, llm_cache=False),
+                                       FAST_EXIT_LAUNCHER)
         if server is not None:
             joined = forkserver.JobStart(server, argv=[seen_as(script)], env=box.env, cwd=str(box.chdir), tasks=tasks,
                                          report_fd=report.write_fd)

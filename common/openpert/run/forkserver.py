@@ -263,7 +263,7 @@ class ForkServerError(RuntimeError):
 
 
 class ForkServer:
-    """One fork server: a clean interpreter with :data:`PRELOADED` imported, for jobs of one CPU count.
+    """One fork server: a clean interpreter with :data:`PRELOADED` imported, for jobs of one environment.
 
     Parameters
     ----------
@@ -410,7 +410,8 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-_servers: dict[int, ForkServer | None] = {}
+#: Servers by their environment (the CPU count's thread variables, the BLAS kernel's settings...).
+_servers: dict[frozenset[tuple[str, str]], ForkServer | None] = {}
 _servers_lock = threading.Lock()
 
 
@@ -420,30 +421,33 @@ def enabled(host_env: Mapping[str, str] = os.environ) -> bool:
             and host_env.get(ENV_FORKSERVER, "").strip().lower() != "off")
 
 
-def server_for(cpus: int, env: Mapping[str, str], launcher: str) -> ForkServer | None:
-    """The fork server of jobs with ``cpus`` CPUs (started on first use), or ``None`` where there is none.
+def server_for(env: Mapping[str, str], launcher: str) -> ForkServer | None:
+    """The fork server started with ``env`` (started on first use), or ``None`` where there is none.
 
-    ``env`` is the environment the server starts with (the first caller's; every job of one CPU
-    count has the same, apart from the variables it is given on its own).
+    ``env`` is the environment jobs share before each is given its own variables
+    (:func:`openpert.run.sandbox.job_environment` without a job's caches or model): their CPU
+    count's thread variables and the host's BLAS kernel settings, which the preloaded modules
+    read as they are imported. Jobs of another environment get a server of their own.
     """
     if not enabled():
         return None
+    key = frozenset(env.items())
     with _servers_lock:
-        if cpus not in _servers:
+        if key not in _servers:
             try:
-                _servers[cpus] = ForkServer(env, launcher)
+                _servers[key] = ForkServer(env, launcher)
             except OSError as err:
                 log_.warning("openpert: no fork server (%s); jobs start a fresh interpreter", err)
-                _servers[cpus] = None
-        return _servers[cpus]
+                _servers[key] = None
+        return _servers[key]
 
 
 def retire(server: ForkServer) -> None:
-    """Stop using a server that failed (its CPU count gets no other: jobs start fresh interpreters)."""
+    """Stop using a server that failed (its environment gets no other: those jobs start fresh interpreters)."""
     with _servers_lock:
-        for cpus, known in list(_servers.items()):
+        for key, known in list(_servers.items()):
             if known is server:
-                _servers[cpus] = None
+                _servers[key] = None
     server.close()
 
 

@@ -176,3 +176,16 @@ def test_a_job_can_not_reach_the_server(project_copy, tmp_path):
     seen = report_of(result)
     assert seen["processes"] == [1, 2]  # the anchor and the job
     assert "-S" in str(seen["cmdlines"][0]) and "forkserver" not in json.dumps(seen).lower()
+
+
+def test_jobs_of_another_environment_get_a_server_of_their_own():
+    """The thread count and the BLAS kernel are read as numpy is imported: a server serves one of each."""
+    from openpert.run.component import FAST_EXIT_LAUNCHER
+    from openpert.run.sandbox import job_environment
+
+    one = job_environment(cpus=1, llm=False, llm_cache=False, host_env={})
+    two = job_environment(cpus=2, llm=False, llm_cache=False, host_env={})
+    haswell = job_environment(cpus=1, llm=False, llm_cache=False, host_env={"OPENBLAS_CORETYPE": "Haswell"})
+    servers = [forkserver.server_for(env, FAST_EXIT_LAUNCHER) for env in (one, two, haswell, dict(one))]
+    assert None not in servers
+    assert len({id(server) for server in servers[:3]}) == 3 and servers[3] is servers[0]
