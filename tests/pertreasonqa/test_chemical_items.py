@@ -106,11 +106,6 @@ def test_simulation_design_of_a_reduced_screen():
     assert pc.simulation_design(2, 1, 4, 40.0, 0)["n_test_compounds"] == 1
 
 
-def test_dataset_uns_names_the_simulation():
-    uns = pc.dataset_uns("c", "id_cell_id_pert", ["id_cell_id_pert"], 16, 0, 1234, {"n_mapped": 9, "n_hpa_genes": 10})
-    assert uns["dataset_id"] == "c" and uns["fold"] == "id_cell_id_pert"
-    assert "Simulation (16 compounds, seed 0): 1234 cells." in uns["dataset_description"]
-    assert "full-size" in pc.dataset_uns("c", "all", [], 0, 0, 1, {"n_mapped": 9, "n_hpa_genes": 10})["dataset_description"]
 
 
 def test_signed_rank_cannot_call_genes_with_three_donor_pairs():

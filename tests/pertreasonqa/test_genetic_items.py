@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from pertreasonqa_lib.genetic_items import CELLS, dataset_uns, load_perturbqa_items
+from pertreasonqa_lib.genetic_items import CELLS, load_perturbqa_items
 from project_paths import SHARED_DATA
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data not found at {SHARED_DATA}")
@@ -37,11 +37,6 @@ def test_labels_need_a_direction_for_every_de_pair(tmp_path):
         load_perturbqa_items("HeLa", tmp_path)
 
 
-def test_dataset_uns_names_the_folds_and_the_mapping():
-    uns = dataset_uns("g", "all", ["id_cell_id_pert", "ood_cell_id_pert"], {"n_mapped": 8163, "n_hpa_genes": 19670})
-    assert uns["dataset_id"] == "g" and uns["fold"] == "all"
-    assert uns["dataset_description"].startswith("Test fold(s): id_cell_id_pert, ood_cell_id_pert.")
-    assert "8163 of 19670 genes map to a symbol" in uns["dataset_description"]
 
 
 @needs_data

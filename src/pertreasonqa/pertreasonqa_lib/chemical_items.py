@@ -15,7 +15,7 @@ drug-target edges are the simulation's ground truth rather than curated literatu
 - :func:`chemical_splits`: B.1's alignment of compounds to the functional gene split: a compound
   is OOD when more than 10% of its targets lie in OOD gene clusters.
 - :func:`chemical_items`: everything, from the simulation (:func:`simulation_design`) to items with
-  their folds; :func:`dataset_uns` the metadata of a dataset built from them.
+  their folds.
 
 Choices the paper leaves open
 -----------------------------
@@ -53,7 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pertreasonqa_lib.functional_splits import ID_SPLIT, N_CLUSTERS, fold_label, fold_of_items, split_id_perturbations
+from pertreasonqa_lib.functional_splits import ID_SPLIT, N_CLUSTERS, fold_of_items, split_id_perturbations
 from pertreasonqa_lib.genetic_items import genetic_split
 from pertsci import op3_simulation as op3_sim
 from pertsci.normalisation import normalize_log_tp10k
@@ -306,33 +306,3 @@ def simulation_design(n_compounds: int, plates_per_donor: int, dmso_wells: int, 
         design["n_test_compounds"] = max(1, design["n_compounds"] // 3)
     return design
 
-
-def dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], n_compounds: int, seed: int, n_cells: int,
-                basal_stats: Mapping[str, int]) -> dict:
-    """The ``uns`` metadata of a chemical dataset (written to every file).
-
-    Parameters
-    ----------
-    dataset_id, fold
-        The dataset's id and its ``--fold`` (one fold or ``all``).
-    test_folds
-        The folds of its test file.
-    n_compounds, seed, n_cells
-        Size (0: full size) and seed of the simulation, and the cells it drew.
-    basal_stats
-        ``n_mapped`` and ``n_hpa_genes`` of the blood basal expression.
-    """
-    size = "full-size" if n_compounds == 0 else f"{n_compounds} compounds"
-    return {
-        "dataset_id": dataset_id,
-        "dataset_name": f"Compounds: {fold_label(fold)}",  # a short label (at most 30 characters)
-        "dataset_summary": f"Compound outcomes of the synthetic OP3 experiment with drug-target-anchored, cell-conditioned reference paths; test fold(s) {', '.join(test_folds)}.",
-        "dataset_description": f"Test fold(s): {', '.join(test_folds)}. Simulation ({size}, seed {seed}): "
-                               f"{n_cells} cells. Training: B, myeloid and NK cell items of the train and valid "
-                               f"compounds. HPA v20 blood: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol.",
-        "dataset_reference": "szalata2024benchmark",
-        "dataset_url": "https://github.com/openproblems-bio/task_perturbation_prediction",
-        "dataset_organism": "homo_sapiens",
-        "dataset_license": "CC BY 4.0 (OP3 metadata); HPA: CC BY-SA 3.0",
-        "fold": fold,
-    }

@@ -17,14 +17,11 @@ from typing import Any
 import anndata as ad
 import pandas as pd
 
-from pertreasonqa_lib import chemical_items, genetic_items
+from pertreasonqa_lib.dataset_metadata import DATASET_UNS
 from pertreasonqa_lib.signed_graph import SignedGraph
 
 #: Output of each file of a build (the keys of :func:`write_build`'s ``outputs``, ``--output_<key>``).
 BUILD_OUTPUTS = ("items", "network", "cells")
-
-#: The ``uns`` metadata of each modality's datasets, from the build's facts.
-_DATASET_UNS = {"chemical": chemical_items.dataset_uns, "genetic": genetic_items.dataset_uns}
 
 
 @dataclass
@@ -44,7 +41,7 @@ class Build:
     cells
         Cell -> ``{"distribution": "ID" | "OOD"}``.
     facts
-        ``modality`` (``chemical`` or ``genetic``) and the arguments of its ``dataset_uns`` that
+        ``modality`` (``chemical`` or ``genetic``) and the arguments of its metadata function (:data:`pertreasonqa_lib.dataset_metadata.DATASET_UNS`) that
         describe the build (simulation size and seed, basal-expression counts).
     """
 
@@ -66,8 +63,8 @@ def write_build(build: Build, outputs: Mapping[str, str | Path]) -> None:
     outputs
         A path for each of :data:`BUILD_OUTPUTS`.
     """
-    if build.facts.get("modality") not in _DATASET_UNS:
-        raise ValueError(f"build facts: modality {build.facts.get('modality')!r}; expected one of {sorted(_DATASET_UNS)}")
+    if build.facts.get("modality") not in DATASET_UNS:
+        raise ValueError(f"build facts: modality {build.facts.get('modality')!r}; expected one of {sorted(DATASET_UNS)}")
     build.items.to_parquet(outputs["items"], index=True)
     build.graph.to_frame().to_parquet(outputs["network"], index=False)
     order = list(build.thresholds.index)
@@ -101,9 +98,9 @@ def read_build(items: str | Path, network: str | Path, cells: str | Path) -> Bui
 
 
 def fold_uns(facts: Mapping[str, Any], dataset_id: str, fold: str, test_folds: Sequence[str]) -> dict:
-    """The ``uns`` metadata of a dataset cut from a build, by its modality's ``dataset_uns``."""
+    """The ``uns`` metadata of a dataset cut from a build, by its modality's metadata function."""
     args = {k: v for k, v in facts.items() if k != "modality"}
-    return _DATASET_UNS[facts["modality"]](dataset_id, fold, test_folds, **args)
+    return DATASET_UNS[facts["modality"]](dataset_id, fold, test_folds, **args)
 
 
 def _plain(value: Any) -> Any:

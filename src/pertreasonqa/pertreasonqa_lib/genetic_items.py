@@ -3,8 +3,7 @@
 - :func:`load_perturbqa_items`: outcome items (cell, perturbation, effect gene, label) from the
   PerturbQA labels: ``de`` label 0 -> *unchanged*; ``de`` 1 with ``dir`` 1 -> *up*, 0 -> *down*.
 - :func:`genetic_split`: B.1's functional split of the CRISPRi perturbations
-  (:mod:`pertreasonqa_lib.functional_splits`), and :func:`genetic_items` the items with their folds;
-  :func:`dataset_uns` the metadata of a dataset built from them.
+  (:mod:`pertreasonqa_lib.functional_splits`), and :func:`genetic_items` the items with their folds.
 
 Choices the paper leaves open
 -----------------------------
@@ -15,7 +14,7 @@ Choices the paper leaves open
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +24,6 @@ from pertreasonqa_lib.functional_splits import (
     N_CLUSTERS,
     OOD_FRACTION,
     assign_splits,
-    fold_label,
     fold_of_items,
     functional_clusters,
 )
@@ -124,31 +122,3 @@ def genetic_items(edges: pd.DataFrame, data_dir: str | Path, *, n_clusters: int 
     items.index = pd.Index(items["cell"] + "|" + items["perturbation"] + "|" + items["gene"], name="item_id")
     return items, splits
 
-
-def dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], basal_stats: Mapping[str, int]) -> dict:
-    """The ``uns`` metadata of a genetic dataset (written to every file).
-
-    Parameters
-    ----------
-    dataset_id, fold
-        The dataset's id and its ``--fold`` (one fold or ``all``).
-    test_folds
-        The folds of its test file.
-    basal_stats
-        ``n_mapped`` and ``n_hpa_genes`` of the basal expression.
-    """
-    n_filled = basal_stats.get("n_filled_K562")
-    filled = f"; {n_filled} further K562 genes from ENCODE RNA-seq (quantile-mapped to NX)" if n_filled else ""
-    return {
-        "dataset_id": dataset_id,
-        "dataset_name": f"CRISPRi: {fold_label(fold)}",  # a short label (at most 30 characters)
-        "dataset_summary": f"PerturbQA CRISPRi outcomes of K562 (ID) and RPE1 (OOD) with cell-conditioned reference paths; test fold(s) {', '.join(test_folds)}.",
-        "dataset_description": f"Test fold(s): {', '.join(test_folds)}. Training: K562 items of the train and valid "
-                               f"perturbations. HPA v20: {basal_stats['n_mapped']} of {basal_stats['n_hpa_genes']} genes map to a symbol"
-                               f"{filled}.",
-        "dataset_reference": "10.1016/j.cell.2022.05.013",
-        "dataset_url": "https://github.com/genentech/PerturbQA",
-        "dataset_organism": "homo_sapiens",
-        "dataset_license": "PerturbQA labels: Genentech non-commercial; HPA: CC BY-SA 3.0; benchmarking use only",
-        "fold": fold,
-    }
