@@ -31,7 +31,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from openpert.config.project import shared_data_dir
@@ -40,7 +40,14 @@ from openpert.config.viash_schema import ensure_schemas, schema_dir
 from openpert.data.store import default_store_dir
 from openpert.files import shown_path
 from openpert.images.components import component_configs
-from openpert.images.environments import ImageEnv, Log, component_env, harness_source, log_to_stderr
+from openpert.images.environments import (
+    ImageEnv,
+    Log,
+    component_env,
+    component_env_request,
+    harness_source,
+    log_to_stderr,
+)
 from openpert.run import sandbox as sandboxing
 
 #: The pytest plugin that turns a component's config into its test.
@@ -302,7 +309,7 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
     cache_dir
         Where environments are kept (default ``<root>/.cache/images``).
     jobs
-        Component tests run at once (environments are built one at a time first).
+        Component tests run at once (beside them, environments are built one at a time).
     python
         Interpreter to build environments with.
     timeout
@@ -323,29 +330,45 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
     excluded = [(Path(e) if Path(e).is_absolute() else root / e).resolve() for e in exclude]
     configs = [c for c in component_configs(root, list(paths) if paths else None)
                if not any(c.path.is_relative_to(folder) for folder in excluded)]
-    envs: dict[Path, EnvBuild] = {}
-    planned: list[tuple[ComponentConfig, ImageEnv | None, str]] = []
+    # Environments are built one at a time (a build links the files it shares with the finished
+    # ones), in the order the components first need them, while the tests of those already built run:
+    # a test waits for its own environment only, and the tests run in the order their environments
+    # are ready.
+    builder = ThreadPoolExecutor(max_workers=1)
+    builds: dict[tuple, Future[ImageEnv]] = {}
+    planned: list[tuple[ComponentConfig, Future[ImageEnv] | None, str]] = []
     for config in configs:
         try:
-            env = component_env(config, cache_dir=cache_dir, python=python, log=log)
+            request = component_env_request(config)
         except ConfigError as err:
             planned.append((config, None, str(err)))
             continue
-        build = envs.setdefault(env.path, EnvBuild(env.label, env.path, env.built_seconds, 0))
-        build.components += 1
-        planned.append((config, env, ""))
+        if request not in builds:
+            builds[request] = builder.submit(component_env, config, cache_dir=cache_dir, python=python, log=log)
+        planned.append((config, builds[request], ""))
+    ready_order = list(builds.values())
 
-    def run(item: tuple[ComponentConfig, ImageEnv | None, str]) -> ComponentTestResult:
-        config, env, error = item
+    def run(at: int) -> ComponentTestResult:
+        config, build, error = planned[at]
         folder = config.path.parent
+        try:
+            env = build.result() if build is not None else None
+        except ConfigError as err:
+            env, error = None, str(err)
         if env is None:
             return ComponentTestResult(folder, "-", "error", 0.0, error)
         result = run_component_test(folder, env, root, timeout=timeout, sandbox=sandbox)
         log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {shown_path(folder, root)}")
         return result
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        results = list(pool.map(run, planned))
+    order = sorted(range(len(planned)), key=lambda at: -1 if planned[at][1] is None else ready_order.index(planned[at][1]))
+    with builder, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        outcomes = dict(zip(order, pool.map(run, order)))
+    results = [outcomes[at] for at in range(len(planned))]
+    envs: dict[Path, EnvBuild] = {}
+    for build in (build for _, build, _ in planned if build is not None and build.exception() is None):
+        env = build.result()
+        envs.setdefault(env.path, EnvBuild(env.label, env.path, env.built_seconds, 0)).components += 1
     return TestRun(envs=list(envs.values()), results=results, seconds=time.monotonic() - started)
 
 

@@ -442,11 +442,10 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
         return ImageEnv(path=path, base=base, key=key, packages=packages, built_seconds=seconds)
 
 
-def component_env(config: ComponentConfig, cache_dir: str | Path | None = None, python: str | Path | None = None,
-                  log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
-    """The environment a component's test runs in: its base image's, with an overlay if it adds packages.
+def component_env_request(config: ComponentConfig) -> tuple[str, tuple[str, ...], bool]:
+    """What a component's environment is made of, without making it: base image, added packages, ``upgrade``.
 
-    ``strict`` is :func:`base_env`'s.
+    Components with the same request share one environment (:func:`component_env`).
 
     Raises
     ------
@@ -462,8 +461,23 @@ def component_env(config: ComponentConfig, cache_dir: str | Path | None = None, 
         raise ImageError(f"{config.path}: engines: setup with apt packages or docker lines cannot be reproduced in a "
                          "virtual environment; test this component in its image (docker build)")
     upgrade = all(entry.get("upgrade", True) for entry in declaration.setup if entry.get("type") == "python")
-    return base_env(config.root, declaration.base.name, cache_dir=cache_dir, python=python, log=log, rebuild=rebuild,
-                    strict=strict, packages=declaration.python_packages, upgrade=upgrade)
+    return declaration.base.name, tuple(declaration.python_packages), upgrade
+
+
+def component_env(config: ComponentConfig, cache_dir: str | Path | None = None, python: str | Path | None = None,
+                  log: Log = log_to_stderr, rebuild: bool = False, strict: bool = True) -> ImageEnv:
+    """The environment a component's test runs in: its base image's, with an overlay if it adds packages.
+
+    ``strict`` is :func:`base_env`'s.
+
+    Raises
+    ------
+    ImageError
+        As :func:`component_env_request`.
+    """
+    base, packages, upgrade = component_env_request(config)
+    return base_env(config.root, base, cache_dir=cache_dir, python=python, log=log, rebuild=rebuild,
+                    strict=strict, packages=packages, upgrade=upgrade)
 
 
 def prune_envs(root: str | Path, cache_dir: str | Path | None = None, python: str | Path | None = None,

@@ -234,3 +234,37 @@ def test_a_sandboxed_test_reads_the_viash_schemas_the_host_keeps(tmp_path, monke
     folder = schemas / VIASH_SCHEMA_VERSION
     assert ["--ro-bind", str(folder), str(folder)] == cmd[cmd.index(str(folder)) - 1:][:3]
     assert variables["OPENPERT_VIASH_SCHEMAS"] == str(schemas)
+
+
+def test_tests_start_while_later_environments_build_and_results_keep_the_components_order(fixture_with_images, monkeypatch,
+                                                                                        tmp_path):
+    """The overlay of needs_six builds while group_mean's test runs; each test waits for its own environment only."""
+    import threading
+
+    from openpert.images import component_tests
+
+    _needs_six(fixture_with_images, declared=True)
+    overlay_building = threading.Event()
+    group_mean_tested = threading.Event()
+
+    def component_env(config, **kwargs):
+        if config.name == "needs_six":
+            overlay_building.set()
+            # The overlay is done only once the base's test has run: built one after the other, this never ends.
+            assert group_mean_tested.wait(timeout=30), "the base environment's test waited for the overlay's build"
+            return ImageEnv(path=tmp_path / "overlay", base="core", key="o", packages=("six==1.17.0",), built_seconds=1.0)
+        return ImageEnv(path=tmp_path / "core", base="core", key="c", built_seconds=None)
+
+    def run_component_test(folder, env, root, **kwargs):
+        if folder.name == "group_mean":
+            assert overlay_building.wait(timeout=30)
+            group_mean_tested.set()
+        return component_tests.ComponentTestResult(folder, env.label, "passed", 0.1, "")
+
+    monkeypatch.setattr(component_tests, "component_env", component_env)
+    monkeypatch.setattr(component_tests, "run_component_test", run_component_test)
+    run = test_components(fixture_with_images, ["src/tiny/methods/needs_six", "src/tiny/methods/group_mean"],
+                          cache_dir=tmp_path, jobs=2, log=lambda m: None)
+    assert [r.folder.name for r in run.results] == ["group_mean", "needs_six"]  # the components' order, as found
+    assert all(r.status == "passed" for r in run.results)
+    assert sorted((e.path.name, e.components, e.seconds) for e in run.envs) == [("core", 1, None), ("overlay", 1, 1.0)]
