@@ -41,8 +41,8 @@ def genetic_dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], b
     }
 
 
-def chemical_dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], n_compounds: int, seed: int, n_cells: int,
-                basal_stats: Mapping[str, int]) -> dict:
+def chemical_dataset_uns(dataset_id: str, fold: str, test_folds: Sequence[str], n_compounds: int, seed: int,
+                         n_cells: int, basal_stats: Mapping[str, int]) -> dict:
     """The ``uns`` metadata of a chemical dataset (written to every file).
 
     Parameters
