@@ -616,7 +616,6 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
         if server is not None:
             joined = forkserver.JobStart(server, argv=[seen_as(script)], env=box.env, cwd=str(box.chdir), tasks=tasks,
                                          report_fd=report.write_fd)
-            joined.fsize = int(limits.disk_mb * 2**20) if limits.disk_mb is not None else None
             cmd = box.command(joined.anchor_argv(python), info_fd=joined.info_fd)
     else:
         cmd = [sys.executable, *launcher(report), str(script)]

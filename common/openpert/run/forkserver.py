@@ -143,6 +143,7 @@ def job(request, log, report):
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
+        os.environ["PWD"] = request["cwd"]  # as bubblewrap (--chdir) sets it for the command it runs
         # Where a fresh interpreter puts PYTHONPATH (sandbox folders, which the server did not import
         # from); what the server's import system cached was seen from the host.
         sys.path[1:1] = [folder for folder in request["env"].get("PYTHONPATH", "").split(os.pathsep) if folder]
@@ -367,7 +368,6 @@ class JobStart:
         self._info_read, self.info_fd = os.pipe()
         self.status_fd, self._status_write = os.pipe()
         self._ready_read, self.ready_fd = os.pipe()
-        self.fsize: int | None = None
 
     @property
     def pass_fds(self) -> tuple[int, int, int]:
@@ -378,8 +378,9 @@ class JobStart:
         """The anchor's command line in the sandbox (``python`` is the interpreter's sandbox path)."""
         return [python, "-I", "-S", "-c", ANCHOR, str(self.status_fd), str(self.ready_fd)]
 
-    def __call__(self, log_fd: int) -> int | None:
-        """Once bubblewrap runs: fork the job into its sandbox; return the job's host pid.
+    def __call__(self, log_fd: int, file_size: int | None) -> int | None:
+        """Once bubblewrap runs: fork the job into its sandbox (its log ``log_fd``, its files capped at
+        ``file_size`` bytes); return the job's host pid.
 
         ``None`` when bubblewrap or the anchor ended before the sandbox was complete: their own
         error, in the job's log, is the job's (a fresh interpreter would not have started either).
@@ -395,7 +396,7 @@ class JobStart:
             except (ValueError, KeyError, TypeError) as err:
                 raise ForkServerError(f"bubblewrap did not say where its sandbox is ({info[:200]!r})") from err
             return self.server.start(anchor=anchor, argv=self.argv, env=self.env, cwd=self.cwd, tasks=self.tasks,
-                                     fsize=self.fsize, log_fd=log_fd, report_fd=self.report_fd,
+                                     fsize=file_size, log_fd=log_fd, report_fd=self.report_fd,
                                      status_fd=self._status_write)
         finally:
             for fd in (self._info_read, self._status_write, self._ready_read):

@@ -305,8 +305,9 @@ class JoinedJob(Protocol):
     #: Descriptors the command inherits.
     pass_fds: tuple[int, ...]
 
-    def __call__(self, log_fd: int) -> int | None:
-        """Start the job, its output going to ``log_fd``; return its pid (``None``: the command has ended)."""
+    def __call__(self, log_fd: int, file_size: int | None) -> int | None:
+        """Start the job, its output going to ``log_fd``, each file it writes capped at ``file_size`` bytes
+        (``RLIMIT_FSIZE``; ``None``: no cap); return its pid (``None``: the command has ended)."""
 
 
 class PeakReport:
@@ -372,7 +373,12 @@ def size_limit_wrapper(disk_mb: float | None) -> list[str]:
             log_.warning("openpert: prlimit (util-linux) is not installed: a job's files are not capped one by one "
                          "(RLIMIT_FSIZE); its disk limit is enforced by walking its folder only")
         return []
-    return [prlimit, f"--fsize={int(disk_mb * 2**20)}", "--"]
+    return [prlimit, f"--fsize={file_size_limit(disk_mb)}", "--"]
+
+
+def file_size_limit(disk_mb: float | None) -> int | None:
+    """The ``RLIMIT_FSIZE`` of a job with a disk limit of ``disk_mb``, in bytes (``None``: no limit)."""
+    return int(disk_mb * 2**20) if disk_mb is not None else None
 
 
 def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mapping[str, str] | None = None,
@@ -436,7 +442,7 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
             job = None
             if joined is not None:
                 try:
-                    pid = joined(out.fileno())
+                    pid = joined(out.fileno(), file_size_limit(limits.disk_mb))
                 except BaseException:
                     _kill_group(proc.pid, signal.SIGKILL)
                     proc.wait()
