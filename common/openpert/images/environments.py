@@ -3,11 +3,13 @@
 Docker is not always at hand (nor fast); an image environment answers the same question, *does
 this component run with what its image declares?*, in a plain virtual environment:
 
-- A **base environment** is built from exactly the requirement files of the image's ``FROM`` chain
+- A **base environment** holds exactly the requirement files of the image's ``FROM`` chain
   (``ml`` = core's pins + ml's pins), installed with ``--no-deps`` and proved closed by ``pip
   check``, plus the pinned test tools (``docker/test_requirements.txt``: pytest, which the image
   lacks) and the harness and pertsci installed ``--no-deps`` from the checkout (editable, so the
-  environment runs the code of the work tree, as an image built from it would).
+  environment runs the code of the work tree, as an image built from it would). It is built as
+  its image is: the first image of a chain from scratch, the others as a copy of their ``FROM``
+  image's environment (built first) with their own pins installed on top.
 - A component that adds python packages gets an **overlay**: a copy of the base image's
   environment (built first) with the declared packages installed on top by pip (with their
   dependencies, upgrading by default), as the component's Dockerfile installs them on top of its
@@ -309,9 +311,13 @@ def _still_linked(path: Path, linked: dict[str, int]) -> tuple[int, int]:
 
 
 def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str], upgrade: bool, strict: bool,
-           what: str, log: Log, stamp: dict, cache: Path, base: Path | None = None) -> float:
-    """Build one environment at ``path`` (removed first): pins and the harness, or a copy of the finished
-    environment ``base`` (which holds them), then ``extras`` with pip.
+           what: str, log: Log, stamp: dict, cache: Path, base: Path | None = None, added: Sequence = ()) -> float:
+    """Build one environment at ``path`` (removed first), then install ``extras`` on top with pip.
+
+    Without ``base``: a new environment with ``pins`` and the harness. With ``base``: a copy of that
+    finished environment (which holds the harness and every pin but the ``added`` ones), then the
+    ``added`` pins, as an image's Dockerfile installs its own requirement file on top of its ``FROM``
+    image.
 
     Its files equal to those of the finished environments of ``cache`` are then shared with them
     (:mod:`~openpert.images.shared_files`).
@@ -334,6 +340,20 @@ def _build(path: Path, key: str, interpreter: str, pins: list, extras: list[str]
         # then outlives it (hard links).
         with locked(base.parent / f".{base.name}.lock"):
             linked = _copy_env(base, path)
+        if added:
+            write_text_atomic(path / PINS_FILE, "".join(f"{pin}\n" for pin in pins))
+            files = ", ".join(sorted({str(pin.source) for pin in added}))
+            added_file = path.parent / f"{path.name}.added.txt"
+            write_text_atomic(added_file, "".join(f"{pin}\n" for pin in added))
+            try:
+                _run([*pip, "--no-deps", "--requirement", str(added_file)], build_log,
+                     f"{path}: installing the pins of {files}", _pip_env())
+            finally:
+                added_file.unlink(missing_ok=True)
+            if strict:
+                _run([*_pip(env_python), "check"], build_log,
+                     f"{path}: pip check: the requirement files {files} and those of the image they build on are "
+                     "not a closed set", _pip_env())
     else:
         _run([interpreter, "-m", "venv", *(["--without-pip"] if _host_pip() else []), str(path)], build_log,
              f"{path}: creating the virtual environment")
@@ -419,7 +439,9 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
     root = Path(root).resolve()
     pins = merge_pins(base_env_files(root, base))
     interpreter = _interpreter(python)
-    version = _check_interpreter(interpreter, python_version(root, base), base_chain(root, base)[0].dockerfile)
+    chain = base_chain(root, base)
+    parent = chain[-2].name if len(chain) > 1 else None
+    version = _check_interpreter(interpreter, python_version(root, base), chain[0].dockerfile)
     base_key = base_env_key(root, base, interpreter)
     cache = Path(cache_dir).resolve() if cache_dir else default_cache_dir(root)
     packages = tuple(packages)
@@ -434,11 +456,18 @@ def base_env(root: str | Path, base: str, cache_dir: str | Path | None = None, p
     with locked(folder / f".{path.name}.lock"):
         if not rebuild and _read_stamp(path, key):
             return ImageEnv(path=path, base=base, key=key, packages=packages)
-        # An overlay starts as a copy of its base environment (built now unless cached), which holds
-        # the pins and the harness.
-        under = base_env(root, base, cache_dir=cache, python=interpreter, log=log, strict=strict).path if packages else None
+        # An overlay starts as a copy of its base image's environment, and a base image's environment
+        # as a copy of its FROM image's (each built now unless cached): the copy holds the harness
+        # and the pins of the images below, so only what this one adds is installed.
+        under, added = None, []
+        if packages:
+            under = base_env(root, base, cache_dir=cache, python=interpreter, log=log, strict=strict).path
+        elif parent is not None:
+            under = base_env(root, parent, cache_dir=cache, python=interpreter, log=log, strict=strict).path
+            below = {pin.key for pin in merge_pins(base_env_files(root, parent))}
+            added = [pin for pin in pins if pin.key not in below]
         seconds = _build(path, key, interpreter, pins, list(packages), upgrade, strict, what, log,
-                         {"base": base, "python": version, **stamp}, cache, base=under)
+                         {"base": base, "python": version, **stamp}, cache, base=under, added=added)
         return ImageEnv(path=path, base=base, key=key, packages=packages, built_seconds=seconds)
 
 

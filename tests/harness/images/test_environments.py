@@ -45,8 +45,8 @@ def test_an_interpreter_of_another_python_than_the_image_is_refused(demo_project
 
 @pytest.mark.slow
 def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_is_cached_and_an_overlay_adds_to_a_copy(
-        tiny_base, component_writer, tmp_path):
-    """One base environment serves both halves: what it holds and how it is cached, then an overlay built on it
+        tiny_base, component_writer, base_writer, tmp_path):
+    """One base environment serves every part: what it holds and how it is cached, then an overlay and an image built on it
     (each environment build is a virtual environment, pip and an editable install: the slow part of these tests)."""
     cache = tmp_path / "envs"
     env = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
@@ -85,14 +85,23 @@ def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_is_cac
     assert stamp["shared_files"] > 100 and stamp["shared_bytes"] > 1_000_000
     assert _imports(overlay, "packaging.version")
 
-    # A change of the requirement file is a new environment; the old one is pruned as stale, and so is the
-    # overlay built on it.
+    # An image FROM another is built as its Dockerfile builds it: a copy of the environment below, its own pins on top.
+    base_writer(tiny_base, "child", "registry.example/demo-org/tiny:1.2.3", ["six==1.17.0"])
+    child = base_env(tiny_base, "child", cache_dir=cache, strict=False, log=lambda m: None)
+    assert child.path.parent == cache and _installed(child) - _installed(env) == {"six"} and _imports(child, "openpert")
+    site = next(child.path.glob("lib/python3.*/site-packages"))
+    assert os.path.samestat((site / "packaging" / "version.py").stat(), (env.path / module.relative_to(overlay.path)).stat())
+    pins = set((env.path / "openpert-requirements.txt").read_text().split())
+    assert set((child.path / "openpert-requirements.txt").read_text().split()) == pins | {"six==1.17.0"}
+
+    # A change of the requirement file is a new environment; the old one is pruned as stale, and so are the
+    # overlay and the image built on it.
     requirements = tiny_base / "docker" / "tiny" / "requirements.txt"
     requirements.write_text(requirements.read_text() + "six==1.17.0\n")
     changed = base_env(tiny_base, "tiny", cache_dir=cache, strict=False, log=lambda m: None)
     assert changed.path != env.path and _imports(changed, "six")
-    assert prune_envs(tiny_base, cache_dir=cache, log=lambda m: None) == [env.path, overlay.path]
-    assert changed.path.is_dir() and not env.path.exists() and not overlay.path.exists()
+    assert prune_envs(tiny_base, cache_dir=cache, log=lambda m: None) == [child.path, env.path, overlay.path]
+    assert changed.path.is_dir() and not env.path.exists() and not overlay.path.exists() and not child.path.exists()
 
 
 @pytest.mark.slow
