@@ -285,17 +285,28 @@ class MiniLM:
                 x = layer_norm(linear(hidden, f"{prefix}.output.dense") + x, f"{prefix}.output.LayerNorm")
         return x
 
-    def sentence_embeddings(self, batch: Batch):
+    def sentence_embeddings(self, batch: Batch, *, tokens: Any = None):
         """Unit-norm sentence vectors: ``float32`` tensor of shape ``(n_texts, 384)``.
 
         The mean of the token embeddings over the text's positions (padding excluded, the count
         clamped at 1e-9), scaled to unit L2 norm, as sentence-transformers' ``Pooling`` and
         ``Normalize`` compute them.
+
+        Parameters
+        ----------
+        batch : Batch
+            The padded texts (:meth:`tokenize` or :meth:`pad`).
+        tokens : torch.Tensor, optional
+            ``token_embeddings(batch)`` when the caller has it already: the encoder, by far the
+            costlier part, then does not run a second time. Default: computed here.
         """
         import torch  # noqa: PLC0415 - imported with the model
         import torch.nn.functional as F  # noqa: PLC0415, N812
 
-        tokens = self.token_embeddings(batch)
+        if tokens is None:
+            tokens = self.token_embeddings(batch)
+        elif tuple(tokens.shape) != (*batch.input_ids.shape, self.dim):
+            raise ValueError(f"tokens has shape {tuple(tokens.shape)}, expected {(*batch.input_ids.shape, self.dim)} for this batch")
         with torch.inference_mode():
             mask = batch.attention_mask.unsqueeze(-1).to(tokens.dtype)
             total = (tokens * mask).sum(dim=1, dtype=tokens.dtype)

@@ -29,7 +29,11 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from pertsci import edger, limma_ebayes, limma_voom
+from pertsci import limma_voom
+
+# pertsci.edger and pertsci.limma_ebayes import scipy.stats (about a second of processor time) and
+# only the DE functions need them: they are imported there, so that a process which simulates or
+# sums cells without testing them (op3_simulation's callers) does not pay for them.
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +191,8 @@ def filter_genes(pb: ad.AnnData, *, cell_type_key: str = "cell_type", factors: S
     numpy.ndarray
         Boolean mask over ``pb.var_names``.
     """
+    from pertsci import edger  # noqa: PLC0415 - imports scipy.stats, see the module imports
+
     keep = np.ones(pb.n_vars, dtype=bool)
     for ct in pd.unique(pb.obs[cell_type_key]):
         sub = pb[pb.obs[cell_type_key] == ct]
@@ -281,6 +287,8 @@ def limma_de(
     anndata.AnnData
         Rows x genes with the DE layers; ``obs`` is ``rows`` (index ``"<cell type>, <compound>"``).
     """
+    from pertsci import edger, limma_ebayes  # noqa: PLC0415 - import scipy.stats, see the module imports
+
     design, contrasts = design_and_contrasts(pb, rows, control=control)
     counts = np.asarray(pb.X, dtype=float).T  # genes x samples
     t0 = time.perf_counter()

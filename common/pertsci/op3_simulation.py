@@ -73,6 +73,9 @@ HPA_COLUMNS = {
     "T regulatory cells": ["T_reg"],
 }
 GRN_FILES = {ct: ct.replace(" ", "_") + ".csv.gz" for ct in CELL_TYPES}
+#: Cells x genes (dense-equivalent entries) that :func:`simulate_op3_pseudobulk` holds before summing them:
+#: a few wells of the full-size screen, every well of a reduced one.
+_PSEUDOBULK_BLOCK_VALUES = 1 << 24
 #: Approximate PBMC composition of the real dataset's cells (T cells dominate).
 CELL_TYPE_PROPORTIONS = {"B cells": 0.12, "Myeloid cells": 0.12, "NK cells": 0.15, "T cells CD4+": 0.38,
                          "T cells CD8+": 0.15, "T regulatory cells": 0.08}
@@ -655,8 +658,8 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, half_seed
                             **kwargs) -> ad.AnnData:
     """The pseudobulk of :func:`simulate_op3` with the same arguments, without keeping single cells.
 
-    Each well's cells are drawn and summed per cell type at once, so a full-size screen needs the
-    memory of its pseudobulk matrix only. The result equals
+    The cells are drawn well by well and summed per cell type a few wells at a time, so a full-size
+    screen needs the memory of its pseudobulk matrix and of a few wells' cells only. The result equals
     ``op3_processing.pseudobulk(simulate_op3(meta, **kwargs), min_cells=min_cells)``.
 
     Parameters
@@ -689,14 +692,36 @@ def simulate_op3_pseudobulk(meta: Op3Metadata, *, min_cells: int = 10, half_seed
     sim = _simulate(meta, **params)
     var = pd.DataFrame(index=pd.Index(sim.genes))
     split_rng = np.random.default_rng(half_seed) if half_seed is not None else None
-    parts = []
+    parts: list[ad.AnnData] = []
+    pending: list[tuple[pd.DataFrame, sp.csr_matrix, np.ndarray | None]] = []
+
+    def flush() -> None:
+        # A sample is a (plate, well, cell type) and never spans two wells, so summing several wells
+        # at once gives each well's samples, in the same order; a column is carried over when it is
+        # constant in every sample of the group of wells, hence when it is in every well, which is
+        # what the inner join of the parts keeps either way.
+        cells = ad.AnnData(X=sp.vstack([c for _, c, _ in pending], format="csr"),
+                           obs=pd.concat([o for o, _, _ in pending]), var=var)
+        half = None if split_rng is None else np.concatenate([h for _, _, h in pending])
+        parts.append(op3_processing.pseudobulk(cells, min_cells=0, half=half))
+        pending.clear()
+
+    n_values = 0
     for obs, counts in sim.wells:
-        cells = ad.AnnData(X=counts, obs=obs, var=var)
         half = None
         if split_rng is not None:
-            codes = pd.factorize(pd.MultiIndex.from_frame(obs[["plate_name", "well", "cell_type"]].astype(str)))[0]
+            # Plate and well are one value in a well: its samples are its cell types, in order of appearance.
+            codes = pd.factorize(obs["cell_type"].astype(str))[0]
             half = op3_processing.half_of_cells(codes, split_rng)
-        parts.append(op3_processing.pseudobulk(cells, min_cells=0, half=half))
+        pending.append((obs, counts, half))
+        n_values += counts.shape[0] * counts.shape[1]
+        # Wells are summed a group at a time: one pseudobulk call per well costs more in pandas than
+        # the sums, and the cells held at once stay within a bounded number of matrix entries.
+        if n_values >= _PSEUDOBULK_BLOCK_VALUES:
+            flush()
+            n_values = 0
+    if pending:
+        flush()
     pb = ad.concat(parts, merge="same")
     keep = (pb.obs["n_cells"].to_numpy() >= min_cells) & (np.asarray(pb.X).sum(axis=1) > 0)
     pb = pb[keep].copy()

@@ -56,14 +56,27 @@ def test_vectors_equal_the_reference_bit_for_bit(model, minilm_reference, thread
     """Unpadded, padded to the longest text and padded to a fixed length, on one thread or two.
 
     Each text alone (batch size 1) needs the hand-written texts only, which span every length up to
-    the limit; batches add random texts, so that a batch pads texts of many lengths. A change of the
-    arithmetic changes the bits of nearly every vector: more texts would catch nothing more, while each
-    forward pass costs its torch calls on two threads of a busy machine.
+    the limit; batches padded to their longest text add random texts, so that a batch pads texts of
+    many lengths to widths other than 64 and 256 (the text truncated at 256 is left out of them: a
+    batch holding it is padded to 256, the case below). Padded to 256, the hand-written texts alone are a
+    batch of many lengths (2 to 256 word pieces, the truncated text unpadded among them): random texts
+    would only add rows of the same kind. A change of the arithmetic changes the bits of nearly every
+    vector: more texts would catch nothing more, while each forward pass costs its torch calls on two
+    threads of a busy machine. The sentence vectors are pooled from the token embeddings just
+    compared, so that the encoder runs once per batch on each side.
     """
     import torch
 
-    texts = TEXTS + _random_texts(0 if batch_size == 1 else 14, seed=2)
-    texts = [t for t, e in zip(texts, model.word_pieces(texts)) if length is None or len(e.ids) <= length]
+    texts = TEXTS + _random_texts(0 if batch_size == 1 or length == 256 else 14, seed=2)
+    if length is not None:
+        longest = length
+    elif batch_size == 1:
+        longest = model.max_seq_length
+    else:
+        # A batch padded to its longest text that holds the truncated text is a batch padded to 256, as
+        # in the case (64, 256), which holds that text: these batches are left to the other widths.
+        longest = model.max_seq_length - 1
+    texts = [t for t, e in zip(texts, model.word_pieces(texts)) if len(e.ids) <= longest]
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -74,18 +87,28 @@ def test_vectors_equal_the_reference_bit_for_bit(model, minilm_reference, thread
             with torch.inference_mode():
                 expected = minilm_reference.forward(dict(features))
             batch = model.tokenize(chunk, length=length)
-            assert torch.equal(model.token_embeddings(batch), expected["token_embeddings"])
-            assert torch.equal(model.sentence_embeddings(batch), expected["sentence_embedding"])
+            tokens = model.token_embeddings(batch)
+            assert torch.equal(tokens, expected["token_embeddings"])
+            assert torch.equal(model.sentence_embeddings(batch, tokens=tokens), expected["sentence_embedding"])
     finally:
         torch.set_num_threads(before)
 
 
 def test_sentence_vectors_have_unit_norm_and_meaning(model):
-    vectors = model.sentence_embeddings(model.tokenize([
+    import torch
+
+    batch = model.tokenize([
         "Knocking out TP53 makes the cells grow faster.",
         "Cells proliferate more quickly after TP53 knockout.",
         "The recipe calls for two cups of flour and an egg.",
-    ])).numpy()
+    ])
+    vectors = model.sentence_embeddings(batch)
+    # Pooled from the batch alone or from its token embeddings (as the comparison with the reference does): the same bits.
+    tokens = model.token_embeddings(batch)
+    assert torch.equal(vectors, model.sentence_embeddings(batch, tokens=tokens))
+    with pytest.raises(ValueError, match=r"tokens has shape \(2, 14, 384\), expected \(3, 14, 384\)"):
+        model.sentence_embeddings(batch, tokens=tokens[:2])
+    vectors = vectors.numpy()
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.3
 
