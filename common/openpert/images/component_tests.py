@@ -3,7 +3,9 @@
 One component's test is ``<env>/bin/python -m pytest <component folder> -p openpert.testing.plugin -p no:cacheprovider -q``
 run from the project root: the project's pytest plugin runs the component on its test resources
 and validates its outputs, all inside the environment of the image the component names, so a
-component that imports something its image lacks fails there.
+component that imports something its image lacks fails there. Up to :data:`BATCH` components of
+one environment run in one such session (their folders on one command line), each judged by the
+reports of its own tests.
 
 What could hide a missing package is kept out: the caller's ``PYTHONPATH``, user site-packages and
 pytest options are dropped, and the embedding cache is a new empty folder for each test (a cached
@@ -25,8 +27,9 @@ every build and test.
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import os
-import re
 import subprocess
 import tempfile
 import time
@@ -52,6 +55,8 @@ from openpert.run import sandbox as sandboxing
 
 #: The pytest plugin that turns a component's config into its test.
 PLUGIN = "openpert.testing.plugin"
+#: The most components of one environment whose tests run in one pytest session.
+BATCH = 10
 
 #: Variables of the caller that would let a test see packages its environment lacks, or change pytest.
 _DROPPED = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTEST_ADDOPTS", "PYTEST_PLUGINS",
@@ -213,55 +218,115 @@ def _use_sandbox(sandbox: bool | None) -> bool:
     return False
 
 
-def run_component_test(folder: str | Path, env: ImageEnv, root: str | Path, timeout: float | None = None,
-                       sandbox: bool | None = None) -> ComponentTestResult:
-    """Run one component's test in ``env`` (see the module docstring); never raises for a failing test.
+def component_test_command(env: ImageEnv, folders: Sequence[Path]) -> list[str]:
+    """The pytest command that runs the tests of the components in ``folders`` in ``env``."""
+    return [str(env.python), "-m", "pytest", *map(str, folders), "-p", PLUGIN, "-p", "no:cacheprovider", "-q"]
+
+
+def _outcomes(records: list[dict], folders: Sequence[Path], root: Path) -> dict[Path, list[dict]]:
+    """The test reports of a session (see :data:`openpert.testing.plugin.ENV_OUTCOMES`), by component folder."""
+    by_folder: dict[Path, list[dict]] = {folder: [] for folder in folders}
+    for record in records:
+        where = (root / str(record.get("nodeid", "")).split("::", 1)[0]).resolve()
+        owner = max((f for f in folders if where.is_relative_to(f)), key=lambda f: len(f.parts), default=None)
+        if owner is not None:
+            by_folder[owner].append(record)
+    return by_folder
+
+
+def _component_result(folder: Path, env: ImageEnv, records: list[dict], session: subprocess.CompletedProcess | None,
+                      session_output: str, root: Path) -> ComponentTestResult:
+    """One component's result from its share of a session's test reports."""
+    command = component_test_command(env, [folder])
+    seconds = sum(float(r.get("seconds") or 0.0) for r in records)
+    tests: dict[str, str] = {}
+    for record in records:
+        outcome, nodeid = record.get("outcome"), record.get("nodeid", "")
+        if outcome == "failed" or (outcome == "skipped" and tests.get(nodeid) != "failed"):
+            tests[nodeid] = outcome
+        elif record.get("when") == "call":
+            tests.setdefault(nodeid, outcome)
+    counts = {s: sum(v == s for v in tests.values()) for s in ("failed", "passed", "skipped")}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    if not tests:
+        ended = "it ended before reaching them" if session is None or session.returncode not in (0, 5) else "it collected none"
+        return ComponentTestResult(folder, env.label, "error", seconds,
+                                   f"{session_output[-3000:]}\npytest ran no test in {folder} ({ended}; is it a component "
+                                   f"of the project at {root}?)", command)
+    texts = [f"_____ {r['nodeid']} ({r['when']}) _____\n{r['text']}" for r in records if r.get("text") and r.get("outcome") == "failed"]
+    status = "failed" if counts["failed"] else "skipped" if not counts["passed"] else "passed"
+    return ComponentTestResult(folder, env.label, status, seconds, "\n".join([*texts, summary]), command)
+
+
+def run_component_tests(folders: Sequence[str | Path], env: ImageEnv, root: str | Path, timeout: float | None = None,
+                        sandbox: bool | None = None) -> list[ComponentTestResult]:
+    """Run the tests of several components of one environment in one pytest session (see the module docstring).
+
+    One session instead of one per component spares each component the start of pytest, the
+    harness and its imports; the outcome of each is told apart by the test reports the project's
+    plugin records (:data:`openpert.testing.plugin.ENV_OUTCOMES`). Never raises for a failing test.
 
     Parameters
     ----------
-    folder, env, root
-        The component's folder, its image environment and the project.
+    folders, env, root
+        The components' folders, their image environment and the project.
     timeout
-        Seconds the test may take.
+        Seconds each component's test may take (the session may take that many times the number of components).
     sandbox
         ``None``: ``$OPENPERT_SANDBOX`` (default ``auto``: sandboxed where bubblewrap works);
-        ``True``: required (a result with status ``error`` where it cannot run); ``False``: none.
+        ``True``: required (results with status ``error`` where it cannot run); ``False``: none.
+
+    Returns
+    -------
+    One result per folder, in their order.
     """
-    folder = Path(folder).resolve()
+    from openpert.testing.plugin import ENV_OUTCOMES
+
+    folders = [Path(folder).resolve() for folder in folders]
     root = Path(root).resolve()
-    command = [str(env.python), "-m", "pytest", str(folder), "-p", PLUGIN, "-p", "no:cacheprovider", "-q"]
-    started = time.monotonic()
+    command = component_test_command(env, folders)
     try:
         sandboxed = _use_sandbox(sandbox)
     except ConfigError as err:
-        return ComponentTestResult(folder, env.label, "error", 0.0, str(err), command)
-    # Everything the test writes (its temporary folders, the embedding cache) lives here and goes with it.
+        return [ComponentTestResult(folder, env.label, "error", 0.0, str(err), component_test_command(env, [folder]))
+                for folder in folders]
+    limit = timeout * len(folders) if timeout else None
+    # Everything the session writes (its temporary folders, the embedding cache, its reports) lives here and goes with it.
     with tempfile.TemporaryDirectory(prefix="openpert-component-test-") as scratch:
         variables = test_environment(env, Path(scratch) / "embeddings")
         run = command
         if sandboxed:
             run, variables = sandboxed_command(command, env, root, Path(scratch), variables)
+            reports = sandboxing.Sandbox(Path(scratch)).tmp / "outcomes.jsonl"
+            variables[ENV_OUTCOMES] = str(sandboxing.TMP_DIR / reports.name)
         else:
             (Path(scratch) / "embeddings").mkdir()
             (Path(scratch) / "tmp").mkdir()
             variables["TMPDIR"] = str(Path(scratch) / "tmp")
+            reports = Path(scratch) / "tmp" / "outcomes.jsonl"
+            variables[ENV_OUTCOMES] = str(reports)
+        session: subprocess.CompletedProcess | None = None
         try:
-            proc = subprocess.run(run, cwd=root, env=variables, capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL)
+            session = subprocess.run(run, cwd=root, env=variables, capture_output=True, text=True, timeout=limit,
+                                     stdin=subprocess.DEVNULL)
+            output = session.stdout + session.stderr
         except subprocess.TimeoutExpired as err:
-            output = (err.stdout or "") if isinstance(err.stdout, str) else ""
-            return ComponentTestResult(folder, env.label, "failed", time.monotonic() - started,
-                                       f"{output}\ntimed out after {timeout} s", command)
-    seconds = time.monotonic() - started
-    output = proc.stdout + proc.stderr
-    if proc.returncode == 0:
-        status = "skipped" if re.search(r"\b\d+ skipped\b", output) and not re.search(r"\b\d+ passed\b", output) else "passed"
-    elif proc.returncode == 5:
-        status = "error"
-        output += f"\npytest collected no test in {folder} (is it a component of the project at {root}?)"
-    else:
-        status = "failed"
-    return ComponentTestResult(folder, env.label, status, seconds, output, command)
+            output = f"{err.stdout if isinstance(err.stdout, str) else ''}\ntimed out after {limit} s"
+        records = []
+        if reports.is_file():
+            for line in reports.read_text(errors="replace").splitlines():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a killed session: its test counts as not reported
+    by_folder = _outcomes(records, folders, root)
+    return [_component_result(folder, env, by_folder[folder], session, output, root) for folder in folders]
+
+
+def run_component_test(folder: str | Path, env: ImageEnv, root: str | Path, timeout: float | None = None,
+                       sandbox: bool | None = None) -> ComponentTestResult:
+    """Run one component's test in ``env`` (:func:`run_component_tests` of one folder)."""
+    return run_component_tests([folder], env, root, timeout=timeout, sandbox=sandbox)[0]
 
 
 # Not a test of this module: pytest must not collect it from here.
@@ -309,7 +374,7 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
     cache_dir
         Where environments are kept (default ``<root>/.cache/images``).
     jobs
-        Component tests run at once (beside them, environments are built one at a time).
+        Test sessions run at once (beside them, environments are built one at a time).
     python
         Interpreter to build environments with.
     timeout
@@ -346,24 +411,31 @@ def test_components(root: str | Path, paths: Sequence[str | Path] | None = None,
         if request not in builds:
             builds[request] = builder.submit(component_env, config, cache_dir=cache_dir, python=python, log=log)
         planned.append((config, builds[request], ""))
+    # The components of one environment run in sessions of up to BATCH (one pytest start for each
+    # session, not each component), in the order their environments are ready.
     ready_order = list(builds.values())
+    batches: list[list[int]] = [[at] for at, (_, build, _) in enumerate(planned) if build is None]
+    for build in ready_order:
+        members = [at for at, (_, b, _) in enumerate(planned) if b is build]
+        size = math.ceil(len(members) / math.ceil(len(members) / BATCH))  # as even as sessions of at most BATCH allow
+        batches += [members[i:i + size] for i in range(0, len(members), size)]
 
-    def run(at: int) -> ComponentTestResult:
-        config, build, error = planned[at]
-        folder = config.path.parent
+    def run(batch: list[int]) -> list[ComponentTestResult]:
+        _, build, error = planned[batch[0]]
+        folders = [planned[at][0].path.parent for at in batch]
         try:
             env = build.result() if build is not None else None
         except ConfigError as err:
             env, error = None, str(err)
         if env is None:
-            return ComponentTestResult(folder, "-", "error", 0.0, error)
-        result = run_component_test(folder, env, root, timeout=timeout, sandbox=sandbox)
-        log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {shown_path(folder, root)}")
-        return result
+            return [ComponentTestResult(folder, "-", "error", 0.0, error) for folder in folders]
+        results = run_component_tests(folders, env, root, timeout=timeout, sandbox=sandbox)
+        for result in results:
+            log(f"{result.status:7s} {result.seconds:6.1f} s  [{env.label}] {shown_path(result.folder, root)}")
+        return results
 
-    order = sorted(range(len(planned)), key=lambda at: -1 if planned[at][1] is None else ready_order.index(planned[at][1]))
     with builder, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        outcomes = dict(zip(order, pool.map(run, order)))
+        outcomes = {at: result for batch, results in zip(batches, pool.map(run, batches)) for at, result in zip(batch, results)}
     results = [outcomes[at] for at in range(len(planned))]
     envs: dict[Path, EnvBuild] = {}
     for build in (build for _, build, _ in planned if build is not None and build.exception() is None):

@@ -10,6 +10,8 @@ with finite values; a prediction names its method). The config must also pass ``
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -209,3 +211,30 @@ def pytest_collect_file(parent, file_path: Path):
     if root != project or not file_path.resolve().is_relative_to(root / "src"):
         return None
     return ComponentFile.from_parent(parent, path=file_path)
+
+
+#: A file to which the session appends one JSON line per test report (its node id, phase, outcome,
+#: duration and failure text): how the image tests, which run many components in one session, tell
+#: each component's outcome apart.
+ENV_OUTCOMES = "OPENPERT_TEST_OUTCOMES"
+
+
+def _record_outcome(report) -> None:
+    path = os.environ.get(ENV_OUTCOMES)
+    if not path:
+        return
+    line = {"nodeid": report.nodeid, "when": getattr(report, "when", "collect"), "outcome": report.outcome,
+            "seconds": getattr(report, "duration", 0.0), "text": report.longreprtext if report.failed or report.skipped else ""}
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Record each phase of each test (see :data:`ENV_OUTCOMES`)."""
+    _record_outcome(report)
+
+
+def pytest_collectreport(report) -> None:
+    """Record a file that failed to collect (see :data:`ENV_OUTCOMES`): its component's test failed."""
+    if report.failed:
+        _record_outcome(report)

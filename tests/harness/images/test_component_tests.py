@@ -20,6 +20,7 @@ from openpert.config.viash_schema import VIASH_SCHEMA_VERSION
 from openpert.images.component_tests import (
     format_summary,
     run_component_test,
+    run_component_tests,
     sandboxed_command,
     test_components,
     test_environment,
@@ -49,15 +50,29 @@ def _needs_six(project: Path, declared: bool) -> Path:
 
 
 def test_a_component_importing_what_its_image_lacks_fails_and_passes_once_declared_and_components_share_their_environment(
-        fixture_with_images):
-    """One run of both components shows the failure, the shared environment and the summary; then the declared package."""
+        fixture_with_images, monkeypatch):
+    """One run of both components shows the failure, the shared environment and the summary; then the declared package.
+
+    Both run in one pytest session, and each is judged by its own test."""
+    from openpert.images import component_tests
+
     folder = _needs_six(fixture_with_images, declared=False)
     env = component_env(read_config(folder / "config.vsh.yaml"), cache_dir=CACHE)
     assert env.base == "core" and not env.packages
+    sessions: list[list[str]] = []
+    real_session = component_tests.run_component_tests
+
+    def session(folders, *args, **kwargs):
+        sessions.append([f.name for f in folders])
+        return real_session(folders, *args, **kwargs)
+
+    monkeypatch.setattr(component_tests, "run_component_tests", session)
     lines: list[str] = []
     run = test_components(fixture_with_images, ["src/tiny/methods/group_mean", "src/tiny/methods/needs_six"],
                           cache_dir=CACHE, jobs=2, log=lines.append)
+    assert sessions == [["group_mean", "needs_six"]]
     assert {r.folder.name: r.status for r in run.results} == {"group_mean": "passed", "needs_six": "failed"}
+    assert "No module named 'six'" not in next(r.output for r in run.results if r.folder.name == "group_mean")
     assert len(run.envs) == 1 and run.envs[0].label == "core" and run.envs[0].components == 2
     (result,) = [r for r in run.results if r.folder.name == "needs_six"]
     assert result.status == "failed", result.output[-2000:]
@@ -255,16 +270,36 @@ def test_tests_start_while_later_environments_build_and_results_keep_the_compone
             return ImageEnv(path=tmp_path / "overlay", base="core", key="o", packages=("six==1.17.0",), built_seconds=1.0)
         return ImageEnv(path=tmp_path / "core", base="core", key="c", built_seconds=None)
 
-    def run_component_test(folder, env, root, **kwargs):
+    def run_component_tests(folders, env, root, **kwargs):
+        (folder,) = folders  # one component per environment here
         if folder.name == "group_mean":
             assert overlay_building.wait(timeout=30)
             group_mean_tested.set()
-        return component_tests.ComponentTestResult(folder, env.label, "passed", 0.1, "")
+        return [component_tests.ComponentTestResult(folder, env.label, "passed", 0.1, "")]
 
     monkeypatch.setattr(component_tests, "component_env", component_env)
-    monkeypatch.setattr(component_tests, "run_component_test", run_component_test)
+    monkeypatch.setattr(component_tests, "run_component_tests", run_component_tests)
     run = test_components(fixture_with_images, ["src/tiny/methods/needs_six", "src/tiny/methods/group_mean"],
                           cache_dir=tmp_path, jobs=2, log=lambda m: None)
     assert [r.folder.name for r in run.results] == ["group_mean", "needs_six"]  # the components' order, as found
     assert all(r.status == "passed" for r in run.results)
     assert sorted((e.path.name, e.components, e.seconds) for e in run.envs) == [("core", 1, None), ("overlay", 1, 1.0)]
+
+
+@needs_sandbox()
+def test_a_session_judges_each_component_by_its_own_tests_and_names_one_it_ran_none_of(project_copy, tmp_path):
+    """A failing test file beside one component fails that component only; a folder with no test is an error."""
+    env = _small_env(tmp_path)
+    methods = project_copy / "src" / "tiny" / "methods"
+    (methods / "shrunk_mean" / "test_own.py").write_text("def test_own():\n    assert 1 == 2, 'its own test'\n")
+    empty = project_copy / "src" / "tiny" / "no_component"
+    empty.mkdir()
+    results = run_component_tests([methods / "group_mean", methods / "shrunk_mean", empty], env, project_copy, sandbox=True,
+                                  timeout=600)
+    assert [(r.folder.name, r.status) for r in results] == [("group_mean", "passed"), ("shrunk_mean", "failed"),
+                                                            ("no_component", "error")], [r.output for r in results]
+    assert results[0].output == "1 passed" and "its own test" not in results[0].output
+    assert "its own test" in results[1].output and results[1].output.endswith("1 failed, 1 passed")
+    assert f"pytest ran no test in {empty.resolve()}" in results[2].output
+    assert results[1].command == [str(env.python), "-m", "pytest", str((methods / "shrunk_mean").resolve()),
+                                  "-p", "openpert.testing.plugin", "-p", "no:cacheprovider", "-q"]
