@@ -7,6 +7,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 source scripts/setup_env.sh
+# Bytecode is cached (in the git-ignored __pycache__ folders), pytest's rewritten test modules
+# included: with PYTHONDONTWRITEBYTECODE set, as some machines set it, every process of the suite
+# would compile again every module it imports, and each worker rewrite every test module's asserts.
+unset PYTHONDONTWRITEBYTECODE
 paths=(tests)
 [ -d src ] && paths+=(src)
 for arg in "$@"; do
