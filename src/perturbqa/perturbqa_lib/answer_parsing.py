@@ -9,6 +9,7 @@ gene-set description.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -22,6 +23,9 @@ __all__ = ["ABSTAIN", "parse_summer_answer", "parse_option_answer", "parse_gene_
 ABSTAIN = -1
 _SECTION = re.compile(r"(?:^|\n)\s*(?:\d\)\s*)?(?:\*\*)?(Brief overview of gene set|Upstream pathways may affect this gene set|Name of gene set)(?:\*\*)?\s*:\s*",
                       re.IGNORECASE)
+_FLAGS = re.IGNORECASE | re.MULTILINE
+# Any text, newlines included: stands for a gene in the phrases matched before the gene's own.
+_ANY_TEXT = "(?s:.*)"
 
 
 def _clean_answer(text: str) -> str:
@@ -33,26 +37,55 @@ def _clean_answer(text: str) -> str:
     return text.split("[End of Output]")[0].split("Output:")[0]
 
 
-def _phrases(subtask: str, label: int, pert: str, gene: str) -> list[str]:
-    """Phrases that commit an answer to ``label`` (after removing "in <cell line> cells ")."""
-    p, g = re.escape(pert), re.escape(gene)
+def _phrases(subtask: str, label: int, pert: str, gene: str) -> tuple[list[str], list[str]]:
+    """Phrases that commit an answer to ``label`` (after removing "in <cell line> cells ").
+
+    ``pert`` and ``gene`` are regular expressions put where the phrases name the genes (the
+    escaped symbols, or any text for :func:`_fixed_phrases`). Returns the phrases naming the genes
+    and those that do not.
+    """
+    p, g = pert, gene
     if subtask == "de":
         if label == 0:
-            return [rf"knockdown of {p} does not (?:impact|affect|result in differential expression of) {g}",
-                    rf"knockdown of {p} (?:is|would be) (?:unlikely|not likely) to result in differential expression of {g}",
-                    rf"unlikely that (?:a )?crispri knockdown of {p}", rf"unlikely that knocking down {p}",
-                    r"(?:final )?answer:\s*(?:\*\*)?no\b", r"^\W*no\.", r"\*\*no\*\*"]
-        return [rf"knockdown of {p} results in differential expression of {g}",
-                rf"knockdown of {p} (?:is|would be) likely to result in differential expression of {g}",
-                rf"(?<!un)likely that (?:a )?crispri knockdown of {p} (?:will|would) result in differential expression of {g}",
-                r"(?:final )?answer:\s*(?:\*\*)?yes\b", r"^\W*yes\.", r"\*\*yes\*\*"]
+            return ([rf"knockdown of {p} does not (?:impact|affect|result in differential expression of) {g}",
+                     rf"knockdown of {p} (?:is|would be) (?:unlikely|not likely) to result in differential expression of {g}",
+                     rf"unlikely that (?:a )?crispri knockdown of {p}", rf"unlikely that knocking down {p}"],
+                    [r"(?:final )?answer:\s*(?:\*\*)?no\b", r"^\W*no\.", r"\*\*no\*\*"])
+        return ([rf"knockdown of {p} results in differential expression of {g}",
+                 rf"knockdown of {p} (?:is|would be) likely to result in differential expression of {g}",
+                 rf"(?<!un)likely that (?:a )?crispri knockdown of {p} (?:will|would) result in differential expression of {g}"],
+                [r"(?:final )?answer:\s*(?:\*\*)?yes\b", r"^\W*yes\.", r"\*\*yes\*\*"])
     if label == 0:
-        return [rf"knockdown of {p} results in a decrease in (?:the )?expression of {g}",
-                rf"(?<!un)likely (?:that )?(?:a )?crispri knockdown of {p} (?:will|would) result in a decrease",
-                r"(?:final )?answer:\s*(?:\*\*)?decrease\b", r"^\W*decrease\.", r"\*\*decrease\*\*"]
-    return [rf"knockdown of {p} results in an increase in (?:the )?expression of {g}",
-            rf"(?<!un)likely (?:that )?(?:a )?crispri knockdown of {p} (?:will|would) result in an increase",
-            r"(?:final )?answer:\s*(?:\*\*)?increase\b", r"^\W*increase\.", r"\*\*increase\*\*"]
+        return ([rf"knockdown of {p} results in a decrease in (?:the )?expression of {g}",
+                 rf"(?<!un)likely (?:that )?(?:a )?crispri knockdown of {p} (?:will|would) result in a decrease"],
+                [r"(?:final )?answer:\s*(?:\*\*)?decrease\b", r"^\W*decrease\.", r"\*\*decrease\*\*"])
+    return ([rf"knockdown of {p} results in an increase in (?:the )?expression of {g}",
+             rf"(?<!un)likely (?:that )?(?:a )?crispri knockdown of {p} (?:will|would) result in an increase"],
+            [r"(?:final )?answer:\s*(?:\*\*)?increase\b", r"^\W*increase\.", r"\*\*increase\*\*"])
+
+
+@functools.cache
+def _fixed_phrases(subtask: str, label: int) -> tuple[re.Pattern, re.Pattern]:
+    """The phrases of ``label`` that name no gene, and those that do with any text for the genes.
+
+    Both are compiled once. The second matches wherever a phrase naming the actual genes could:
+    when it does not match, no such phrase does, and the phrases of the pair need not be compiled
+    (compiling them for every question took most of the parsing time).
+    """
+    named, generic = _phrases(subtask, label, _ANY_TEXT, _ANY_TEXT)
+    return (re.compile("|".join(f"(?:{pat})" for pat in generic), _FLAGS),
+            re.compile("|".join(f"(?:{pat})" for pat in named), _FLAGS))
+
+
+def _commits(body: str, subtask: str, label: int, pert: str, gene: str) -> bool:
+    """Whether ``body`` contains a phrase committing to ``label``."""
+    generic, named_any = _fixed_phrases(subtask, label)
+    if generic.search(body):
+        return True
+    if not named_any.search(body):
+        return False
+    named, _ = _phrases(subtask, label, re.escape(pert), re.escape(gene))
+    return any(re.search(pat, body, flags=_FLAGS) for pat in named)
 
 
 def parse_summer_answer(text: str, subtask: str, pert: str, gene: str, cell_line: str = "K562") -> int:
@@ -63,10 +96,7 @@ def parse_summer_answer(text: str, subtask: str, pert: str, gene: str, cell_line
     label gets that label, any other text (both, neither, or "insufficient evidence") abstains.
     """
     body = _clean_answer(text).replace(f"in {cell_line} cells ", "")
-    hits = []
-    for label in (0, 1):
-        found = any(re.search(pat, body, flags=re.IGNORECASE | re.MULTILINE) for pat in _phrases(subtask, label, pert, gene))
-        hits.append(found)
+    hits = [_commits(body, subtask, label, pert, gene) for label in (0, 1)]
     if hits[0] and not hits[1]:
         return 0
     if hits[1] and not hits[0]:
