@@ -51,3 +51,13 @@ def test_nearest_training_item_same_gene_nearest_perturbation():
     assert nearest_training_items(train, test, graph).to_dict() == {"p": "r_a", "absent": "nope"}
     with pytest.raises(ValueError, match="no training item"):
         nearest_training_items(train.iloc[:0], test, graph)
+
+
+def test_answers_on_one_graph_queried_many_times_are_those_of_a_fresh_graph():
+    # The graph keeps what the queries share (node positions, out-edges, the last perturbation's
+    # hop distances): whatever was asked before, each answer is the one a fresh graph gives.
+    shared = graph_of(GRAPH)
+    queries = [("P", "G", 3), ("P", "Y", 3), ("P", "G", 1), ("A", "G", 3), ("P", "B", 2), ("X", "G", 3), ("P", "Y", 2)]
+    for pert, gene, hops in queries * 2:
+        for answer in (nearby_edges, graph_paths, shortest_hop_path):
+            assert answer(shared, pert, gene, hops) == answer(graph_of(GRAPH), pert, gene, hops), (answer.__name__, pert, gene, hops)

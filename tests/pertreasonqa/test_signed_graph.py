@@ -78,3 +78,10 @@ def test_start_nodes_of_compounds_genes_and_combinations():
     assert sorted(g.nodes[g.start_nodes("A+T2")]) == ["A", "T2"]
     assert g.start_nodes("NOT_A_NODE") is None
     assert compound_targets(g, "D") == [("T1", -1), ("T2", 1)] and compound_targets(g, "A") == []
+
+
+def test_node_positions_are_the_index_positions():
+    g = drug_graph()
+    names = ["T2", "NOT_A_NODE", "D", "A", "T2"]
+    assert g.node_positions(names).tolist() == g.nodes.get_indexer(names).tolist()
+    assert g.node_positions([]).tolist() == []

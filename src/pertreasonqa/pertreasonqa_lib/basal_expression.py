@@ -29,7 +29,6 @@ import pandas as pd
 
 from pertreasonqa_lib.cell_state import to_grid
 from pertsci import knowledge_graphs as kg
-from pertsci import op3_simulation as op3_sim
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +130,12 @@ def hpa_profiles(file: str, columns: Mapping[str, Sequence[str]], data_dir: str 
     base = Path(data_dir)
     path = base / file
     wanted = sorted({c for cols in columns.values() for c in cols})
-    df = pd.read_csv(path, sep="\t")
-    missing = sorted(set(["GeneID", *wanted]) - set(df.columns))
+    header = pd.read_csv(path, sep="\t", nrows=0).columns
+    missing = sorted(set(["GeneID", *wanted]) - set(header))
     if missing:
         raise ValueError(f"{path}: missing columns {missing}")
+    # Only the columns averaged: the cell-line table has a hundred more (tissues, blood cells).
+    df = pd.read_csv(path, sep="\t", usecols=["GeneID", *wanted])
     if df["GeneID"].duplicated().any():
         raise ValueError(f"{path}: duplicated GeneID rows")
     table = df.set_index("GeneID")
@@ -167,4 +168,8 @@ def load_blood_basal(data_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, 
     by_symbol, all_genes, stats
         As :func:`hpa_profiles`.
     """
+    # Imported here: the simulator's module pulls in scipy.stats (through its processing), which
+    # the cell lines' basal expression does not need.
+    from pertsci import op3_simulation as op3_sim
+
     return hpa_profiles(BLOOD_FILE, op3_sim.HPA_COLUMNS, data_dir)

@@ -29,8 +29,8 @@ Triplet = tuple[str, int, str]
 def perturbation_nodes(graph: SignedGraph, perturbation: str) -> np.ndarray:
     """Graph nodes where a perturbation's mechanism starts: the compound itself, or the genes of ``A+B`` (absent ones dropped)."""
     names = [perturbation] if graph.drug_targets(perturbation) else str(perturbation).split("+")
-    idx = graph.nodes.get_indexer(names)
-    return idx[idx >= 0].astype(np.int64)
+    idx = graph.node_positions(names)
+    return idx[idx >= 0]
 
 
 def _triplets(graph: SignedGraph, edges) -> list[Triplet]:
@@ -40,12 +40,27 @@ def _triplets(graph: SignedGraph, edges) -> list[Triplet]:
 def nearby_edges(graph: SignedGraph, perturbation: str, gene: str, max_hops: int = MAX_HOPS) -> list[Triplet]:
     """Every edge on some walk of at most ``max_hops`` edges from the perturbation to the gene, with its graph sign."""
     starts = perturbation_nodes(graph, perturbation)
-    end = graph.nodes.get_indexer([gene])
+    end = graph.node_positions([gene])
     if len(starts) == 0 or end[0] < 0:
         return []
-    fwd = hop_distances(graph, starts, max_hops)
+    fwd = _forward_hops(graph, starts, max_hops)
     bwd = hop_distances(graph, end, max_hops, reverse=True)
     return _triplets(graph, np.flatnonzero(fwd[graph.src] + 1 + bwd[graph.dst] <= max_hops))
+
+
+def _forward_hops(graph: SignedGraph, starts: np.ndarray, max_hops: int) -> np.ndarray:
+    """:func:`hop_distances` from ``starts``, kept for the next call with the same start nodes.
+
+    The controls answer item after item, and a perturbation's items come one after the other: its
+    distances are computed once, not once per item. Only the last start set is kept.
+    """
+    key = (tuple(starts.tolist()), max_hops)
+    last = graph.__dict__.get("_last_forward_hops")
+    if last is None or last[0] != key:
+        dist = hop_distances(graph, starts, max_hops)
+        dist.flags.writeable = False  # shared between calls
+        last = graph.__dict__["_last_forward_hops"] = (key, dist)
+    return last[1]
 
 
 def graph_paths(graph: SignedGraph, perturbation: str, gene: str, max_hops: int = MAX_HOPS,
@@ -62,25 +77,23 @@ def shortest_hop_path(graph: SignedGraph, perturbation: str, gene: str, max_hops
     no PageRank, no sign rule.
     """
     starts = perturbation_nodes(graph, perturbation)
-    end = graph.nodes.get_indexer([gene])[0]
+    end = int(graph.node_positions([gene])[0])
     if len(starts) == 0 or end < 0 or end in starts:
         return []
-    out: dict[int, list[int]] = {}
-    for e in range(graph.n_edges):
-        out.setdefault(int(graph.src[e]), []).append(e)
+    out = graph.out_edges()
     entered: dict[int, int] = {int(s): -1 for s in starts}
     depth = {int(s): 0 for s in starts}
     queue = deque(int(s) for s in starts)
-    while queue:
+    # The gene's entering edge is fixed when the gene is first reached: the search ends there.
+    while queue and end not in entered:
         node = queue.popleft()
-        if node == end:
-            break
         if depth[node] == max_hops:
             continue
-        for e in out.get(node, ()):
-            nxt = int(graph.dst[e])
+        for e, nxt in out.get(node, ()):
             if nxt not in entered:
                 entered[nxt], depth[nxt] = e, depth[node] + 1
+                if nxt == end:
+                    break
                 queue.append(nxt)
     if end not in entered:
         return []

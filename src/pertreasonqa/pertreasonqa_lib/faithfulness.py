@@ -23,6 +23,7 @@ and the two failure modes of Table 3 (:func:`failure_modes`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -173,7 +174,9 @@ def path_coverage(predicted: Iterable[Sequence], reference_paths: Sequence[Seque
 
 def graph_signs(graph: SignedGraph) -> dict[tuple[str, str], int]:
     """``(source, target) -> sign`` of every edge of the graph, symbols normalised as the metrics compare them."""
-    return {(_norm(u), _norm(v)): int(s) for u, v, s in zip(graph.nodes[graph.src], graph.nodes[graph.dst], graph.sign)}
+    names = [_norm(n) for n in graph.nodes]  # each node's symbol normalised once, not once per edge
+    src, dst = np.asarray(graph.src).tolist(), np.asarray(graph.dst).tolist()
+    return {(names[u], names[v]): s for u, v, s in zip(src, dst, np.asarray(graph.sign).astype(np.int64).tolist())}
 
 
 def path_connectivity(predicted: Iterable[Sequence], starts: Iterable[str], target: str,
@@ -252,6 +255,7 @@ class GOProfiles:
         if self.membership.shape != (len(self.genes), len(self.idf)):
             raise ValueError(f"GO membership has shape {self.membership.shape}, expected ({len(self.genes)}, {len(self.idf)})")
         self._key = pd.Index([_norm(g) for g in self.genes])
+        self._row: dict[str, int] | None = None  # symbol -> row, built on the first look-up
 
     @classmethod
     def from_gene_sets(cls, sets: Mapping[str, Sequence[str]], genes: Iterable[str] | None = None) -> GOProfiles:
@@ -261,30 +265,43 @@ class GOProfiles:
         uses the whole collection.
         """
         names = list(sets)
-        members = [{_norm(g) for g in sets[n]} for n in names]
-        all_genes = sorted(set().union(*members)) if members else []
-        sizes = np.array([len(m) for m in members], dtype=float)
+        # Every (term, gene) membership as integer codes: each distinct symbol is normalised once,
+        # and a term's genes are counted once per normalised symbol.
+        listed = [list(sets[name]) for name in names]
+        flat = list(itertools.chain.from_iterable(listed))
+        codes: dict[str, int] = {}  # normalised symbol -> code
+        raw_codes = {g: codes.setdefault(_norm(g), len(codes)) for g in dict.fromkeys(flat)}  # symbol as given -> code
+        code_of = np.fromiter(map(raw_codes.__getitem__, flat), dtype=np.int64, count=len(flat))
+        term_of = np.repeat(np.arange(len(names), dtype=np.int64), [len(m) for m in listed])
+        pairs = np.unique(term_of * max(len(codes), 1) + code_of)
+        term, code = np.divmod(pairs, max(len(codes), 1))
+        all_genes = sorted(codes) if names else []
+        sizes = np.bincount(term, minlength=len(names)).astype(float)
         idf = np.log(len(all_genes) / sizes) if len(names) else np.zeros(0)
         index = pd.Index(all_genes if genes is None else list(dict.fromkeys(genes)))
         key = pd.Index([_norm(g) for g in index])
-        rows, cols = [], []
-        for j, m in enumerate(members):
-            pos = key.get_indexer(sorted(m))
-            pos = pos[pos >= 0]
-            rows.append(pos)
-            cols.append(np.full(len(pos), j))
-        r = np.concatenate(rows) if rows else np.array([], dtype=np.int64)
-        c = np.concatenate(cols) if cols else np.array([], dtype=np.int64)
-        mat = sp.csr_matrix((np.ones(len(r)), (r, c)), shape=(len(index), len(names)))
+        row_of_code = key.get_indexer(list(codes)) if names else np.zeros(0, dtype=np.int64)
+        r = row_of_code[code] if len(code) else np.array([], dtype=np.int64)
+        keep = r >= 0
+        mat = sp.csr_matrix((np.ones(int(keep.sum())), (r[keep], term[keep])), shape=(len(index), len(names)))
         return cls(genes=index, membership=mat, idf=idf)
 
     def profile(self, genes: Iterable[str]) -> np.ndarray:
         """Sum of the IDF-weighted annotation vectors of ``genes`` (unknown genes add nothing)."""
-        pos = self._key.get_indexer([_norm(g) for g in genes])
-        pos = pos[pos >= 0]
+        if self._row is None:
+            # A dictionary look-up per gene: the profiles are read a few genes at a time, per item.
+            self._key.get_indexer([])  # raises on symbols that are not unique, as the index would
+            self._row = dict(zip(self._key, range(len(self._key))))
+        pos = [r for r in (self._row.get(_norm(g), -1) for g in genes) if r >= 0]
         if len(pos) == 0:
             return np.zeros(len(self.idf))
-        return np.asarray(self.membership[pos].sum(axis=0)).ravel() * self.idf
+        m = self.membership
+        if m.dtype != np.float64:
+            return np.asarray(m[pos].sum(axis=0)).ravel() * self.idf
+        # The rows' entries added column by column in row order, as the sparse row sum adds them.
+        cols = np.concatenate([m.indices[m.indptr[p]:m.indptr[p + 1]] for p in pos])
+        vals = np.concatenate([m.data[m.indptr[p]:m.indptr[p + 1]] for p in pos])
+        return np.bincount(cols, weights=vals, minlength=m.shape[1]) * self.idf
 
 
 def go_similarity(predicted: Sequence[Sequence], reference_paths: Sequence[Sequence[Sequence]], starts: Iterable[str],

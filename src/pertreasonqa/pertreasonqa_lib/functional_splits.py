@@ -133,13 +133,12 @@ def functional_vectors(genes: Sequence[str], edges: pd.DataFrame, go_sets: Mappi
     ppr = sp.csr_matrix((np.concatenate(vals_), (np.concatenate(rows_), np.concatenate(cols_))),
                         shape=(len(nodes), len(genes)))
     terms = list(go_sets)
-    rows, cols = [], []
-    for j, t in enumerate(terms):
-        pos = nodes.get_indexer(list(dict.fromkeys(go_sets[t])))
-        pos = pos[pos >= 0]
-        rows.append(pos)
-        cols.append(np.full(len(pos), j))
-    member = sp.csr_matrix((np.ones(sum(len(r) for r in rows), dtype=np.float32), (np.concatenate(rows), np.concatenate(cols))),
+    # Every term's distinct genes, term after term, looked up in one pass.
+    members = [list(dict.fromkeys(go_sets[t])) for t in terms]
+    pos = nodes.get_indexer([g for m in members for g in m])
+    term_of = np.repeat(np.arange(len(terms)), [len(m) for m in members])
+    known = pos >= 0
+    member = sp.csr_matrix((np.ones(int(known.sum()), dtype=np.float32), (pos[known], term_of[known])),
                            shape=(len(nodes), len(terms)))
     vectors = np.asarray((ppr.T @ member).todense())
     return vectors, terms
@@ -163,9 +162,15 @@ def fixed_point_unit(vectors: np.ndarray, scale: int = KMEANS_SCALE) -> np.ndarr
         raise ValueError(f"vectors must be a matrix, got shape {x.shape}")
     if not np.isfinite(x).all():
         raise ValueError("vectors hold NaN or infinite values")
-    norms = np.array([math.sqrt(math.fsum(row[row != 0] ** 2)) for row in x])
+    # The non-zero squares of each row, row after row (row-major order), summed exactly per row.
+    nonzero = x != 0
+    squares = (x[nonzero] ** 2).tolist()
+    ends = np.cumsum(np.count_nonzero(nonzero, axis=1)).tolist()
+    norms = np.array([math.sqrt(math.fsum(squares[lo:hi])) for lo, hi in zip([0, *ends[:-1]], ends)])
     safe = np.where(norms > 0, norms, 1.0)
-    return np.rint(x / safe[:, None] * float(scale))
+    out = x / safe[:, None]
+    out *= float(scale)
+    return np.rint(out, out=out)
 
 
 def _cosines(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -398,7 +403,7 @@ def fold_of_items(items: pd.DataFrame, splits: pd.DataFrame, cells: Mapping[str,
     unknown = sorted(set(items["cell"]) - set(cells))
     if unknown:
         raise KeyError(f"cells {unknown} have no ID/OOD distribution")
-    is_id_cell = items["cell"].map(lambda c: cells[c]["distribution"] == "ID").to_numpy()
+    is_id_cell = np.isin(items["cell"].to_numpy(), [c for c in cells if cells[c]["distribution"] == "ID"])
     pert_part = np.where(dist == "OOD", "ood_pert", "id_pert")
     out = np.where(is_id_cell, np.where(split == "test", "id_cell_" + pert_part, split),
                    np.where(split == "test", "ood_cell_" + pert_part, "unused"))

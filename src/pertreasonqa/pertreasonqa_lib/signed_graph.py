@@ -153,8 +153,29 @@ class SignedGraph:
         targets = self.drug_targets(perturbation)
         if targets is not None:
             return np.fromiter(sorted(targets), dtype=np.int64)
-        idx = self.nodes.get_indexer(str(perturbation).split("+"))
-        return idx.astype(np.int64) if (idx >= 0).all() else None
+        idx = self.node_positions(str(perturbation).split("+"))
+        return idx if (idx >= 0).all() else None
+
+    def node_positions(self, names: Iterable[str]) -> np.ndarray:
+        """Position of each name among the nodes, -1 where it is none (as ``nodes.get_indexer``).
+
+        A cached dictionary: the per-item queries of the controls and the path search name a few
+        nodes at a time, where an index look-up costs more than the search itself.
+        """
+        lookup = self.__dict__.get("_node_positions")
+        if lookup is None:
+            lookup = self.__dict__["_node_positions"] = dict(zip(self.nodes, range(len(self.nodes))))
+        return np.fromiter((lookup.get(n, -1) for n in names), dtype=np.int64)
+
+    def out_edges(self) -> dict[int, list[tuple[int, int]]]:
+        """Cached node -> ``(edge, target node)`` of its out-edges, in edge order (nodes without one are absent)."""
+        out = self.__dict__.get("_out_edges")
+        if out is None:
+            out = {}
+            for e, (u, v) in enumerate(zip(np.asarray(self.src).tolist(), np.asarray(self.dst).tolist())):
+                out.setdefault(u, []).append((e, v))
+            self.__dict__["_out_edges"] = out
+        return out
 
     def subgraph(self, keep_edges: np.ndarray) -> SignedGraph:
         """The graph of the edges selected by a boolean mask (nodes: their endpoints, kinds kept)."""
