@@ -64,7 +64,8 @@ def call_task_function(task_dir: str | Path, module: str, function: str, paths: 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(task_dir), *filter(None, [os.environ.get("PYTHONPATH")])]))
     with tempfile.TemporaryDirectory(prefix="openpert-task-code-") as tmp:
         answer = Path(tmp) / "answer.json"
-        argv = [sys.executable, "-c", _PROGRAM, module, function, json.dumps([str(p) for p in paths]),
+        # -B: a benchmark reads the project and writes only its results folder (no __pycache__ beside the task's code).
+        argv = [sys.executable, "-B", "-c", _PROGRAM, module, function, json.dumps([str(p) for p in paths]),
                 json.dumps(dict(kwargs or {})), str(answer)]
         try:
             done = subprocess.run(argv, cwd=task_dir, env=env, capture_output=True, text=True, timeout=timeout_s,
