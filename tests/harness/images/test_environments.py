@@ -110,6 +110,11 @@ def test_requirement_files_that_are_not_a_closed_set_fail_pip_check_naming_them(
     base_writer(demo_project, "open", "python:3.11-slim", ["jsonschema-specifications==2025.9.1"])
     with pytest.raises(ImageError, match=r"pip check: the requirement files .*docker/open/requirements.txt are not a closed set"):
         base_env(demo_project, "open", cache_dir=tmp_path / "envs", strict=False, log=lambda m: None)
+    # The same pins on top of another image's environment (core's, which lacks referencing too).
+    base_writer(demo_project, "open_on_core", "registry.example/demo-org/core:1.2.3", ["jsonschema-specifications==2025.9.1"])
+    with pytest.raises(ImageError, match=r"pip check: the requirement files .*docker/open_on_core/requirements.txt and those "
+                                         r"of the image they build on are not a closed set"):
+        base_env(demo_project, "open_on_core", cache_dir=tmp_path / "envs", strict=False, log=lambda m: None)
 
 
 def test_a_full_disk_is_named_as_the_reason_a_build_failed(tiny_base, tmp_path, monkeypatch):
