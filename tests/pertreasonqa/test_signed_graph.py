@@ -44,6 +44,10 @@ def test_hop_distances_forward_reverse():
     assert d.to_dict() == {"A": 1, "B": 2, "C": 3, "P": 0, "X": 3}  # 3 = beyond the limit of 2
     r = pd.Series(hop_distances(g, [g.nodes.get_loc("B")], 4, reverse=True), index=g.nodes)
     assert r["A"] == 1 and r["P"] == 2 and r["X"] == 2 and r["C"] == 5
+    # Each direction's last answer is kept, read-only, and answers only the same start set and depth.
+    again = hop_distances(g, [p], 2)
+    assert again is hop_distances(g, [p], 2) and not again.flags.writeable and again.tolist() == d.tolist()
+    assert hop_distances(g, [p], 1).tolist() == [1, 2, 2, 0, 2] and hop_distances(g, [g.nodes.get_loc("X")], 2)[p] == 3
 
 
 def test_restrict_graph_keeps_paths_only():

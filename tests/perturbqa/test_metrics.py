@@ -44,7 +44,7 @@ def run_auroc(tmp_path, solution: pd.DataFrame, uns: dict, scores: pd.Series) ->
 
 @needs_data
 @pytest.mark.parametrize("screen,subtask", [("k562", "de"), ("rpe1", "dir")])
-def test_macro_auroc_equals_sklearn_on_real_split(tmp_path, screen, subtask):
+def test_macro_auroc_equals_its_definition_and_sklearn_on_real_split(tmp_path, screen, subtask):
     manifest = read_screen_manifest(ROOT / "src/perturbqa/datasets/perturbqa/screens" / f"{screen}.yaml")
     ds = perturbqa_dataset(SHARED_DATA / "perturbqa", manifest, [subtask], f"{screen}_{subtask}")
     sol = ds["solution"]

@@ -43,24 +43,9 @@ def nearby_edges(graph: SignedGraph, perturbation: str, gene: str, max_hops: int
     end = graph.node_positions([gene])
     if len(starts) == 0 or end[0] < 0:
         return []
-    fwd = _forward_hops(graph, starts, max_hops)
+    fwd = hop_distances(graph, starts, max_hops)
     bwd = hop_distances(graph, end, max_hops, reverse=True)
     return _triplets(graph, np.flatnonzero(fwd[graph.src] + 1 + bwd[graph.dst] <= max_hops))
-
-
-def _forward_hops(graph: SignedGraph, starts: np.ndarray, max_hops: int) -> np.ndarray:
-    """:func:`hop_distances` from ``starts``, kept for the next call with the same start nodes.
-
-    The controls answer item after item, and a perturbation's items come one after the other: its
-    distances are computed once, not once per item. Only the last start set is kept.
-    """
-    key = (tuple(starts.tolist()), max_hops)
-    last = graph.__dict__.get("_last_forward_hops")
-    if last is None or last[0] != key:
-        dist = hop_distances(graph, starts, max_hops)
-        dist.flags.writeable = False  # shared between calls
-        last = graph.__dict__["_last_forward_hops"] = (key, dist)
-    return last[1]
 
 
 def graph_paths(graph: SignedGraph, perturbation: str, gene: str, max_hops: int = MAX_HOPS,

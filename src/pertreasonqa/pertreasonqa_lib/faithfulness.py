@@ -290,7 +290,9 @@ class GOProfiles:
         """Sum of the IDF-weighted annotation vectors of ``genes`` (unknown genes add nothing)."""
         if self._row is None:
             # A dictionary look-up per gene: the profiles are read a few genes at a time, per item.
-            self._key.get_indexer([])  # raises on symbols that are not unique, as the index would
+            if not self._key.is_unique:
+                twice = sorted(set(self._key[self._key.duplicated()]))[:5]
+                raise ValueError(f"GO genes name one symbol twice (compared case-insensitively): {twice}")
             self._row = dict(zip(self._key, range(len(self._key))))
         pos = [r for r in (self._row.get(_norm(g), -1) for g in genes) if r >= 0]
         if len(pos) == 0:

@@ -281,8 +281,20 @@ def hop_distances(graph: SignedGraph, starts: Sequence[int], max_hops: int, *, r
         Follow edges backwards (distance *to* the start set).
     undirected
         Follow edges both ways.
+
+    Returns
+    -------
+    numpy.ndarray
+        Read-only: the graph keeps the last answer of each direction for the next call with the same
+        start set and depth (a perturbation's items are answered one after the other, each from its
+        start nodes).
     """
-    step = graph.reach_matrix("undirected" if undirected else "reverse" if reverse else "forward")
+    direction = "undirected" if undirected else "reverse" if reverse else "forward"
+    key = (max_hops, tuple(np.asarray(starts, dtype=np.int64).tolist()))
+    last = graph.__dict__.setdefault("_last_hop_distances", {})
+    if direction in last and last[direction][0] == key:
+        return last[direction][1]
+    step = graph.reach_matrix(direction)
     dist = np.full(graph.n_nodes, max_hops + 1, dtype=np.int64)
     frontier = np.zeros(graph.n_nodes, dtype=bool)
     frontier[np.asarray(starts, dtype=np.int64)] = True
@@ -294,6 +306,8 @@ def hop_distances(graph: SignedGraph, starts: Sequence[int], max_hops: int, *, r
             break
         dist[new] = hop
         frontier = new
+    dist.flags.writeable = False
+    last[direction] = (key, dist)
     return dist
 
 
