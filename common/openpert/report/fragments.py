@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from markupsafe import Markup
@@ -47,6 +48,14 @@ def label(text: Any) -> Markup:
     Markup
         The label.
     """
+    if type(text) is str:
+        return _plain_label(text)
+    return macro("label_span")(text)
+
+
+# The same few names (methods, datasets, metrics) label thousands of cells of a task's tables.
+@lru_cache(maxsize=4096)
+def _plain_label(text: str) -> Markup:
     return macro("label_span")(text)
 
 

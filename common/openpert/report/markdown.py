@@ -146,7 +146,14 @@ def render_markdown(text: Any) -> Markup:
     """
     if text is None or not str(text).strip():
         return Markup("")
-    body = _parser().render(str(text)).strip()
+    return _render_block(str(text))
+
+
+# A description shows on several pages (the task page, each component's page, tooltips), and its
+# rendering depends on its text only: each text is parsed once.
+@lru_cache(maxsize=4096)
+def _render_block(text: str) -> Markup:
+    body = _parser().render(text).strip()
     return Markup(f'<div class="md">{body}</div>')
 
 
@@ -165,7 +172,12 @@ def render_inline(text: Any) -> Markup:
     """
     if text is None or not str(text).strip():
         return Markup("")
-    return Markup(_parser().renderInline(" ".join(str(text).split())))
+    return _render_line(" ".join(str(text).split()))
+
+
+@lru_cache(maxsize=4096)
+def _render_line(text: str) -> Markup:
+    return Markup(_parser().renderInline(text))
 
 
 def plain_text(text: Any) -> str:
@@ -183,6 +195,10 @@ def plain_text(text: Any) -> str:
     """
     if text is None:
         return ""
-    rendered = _parser().render(str(text))
-    stripped = re.sub(r"<[^>]+>", " ", rendered)
+    return _plain(str(text))
+
+
+@lru_cache(maxsize=4096)
+def _plain(text: str) -> str:
+    stripped = re.sub(r"<[^>]+>", " ", _parser().render(text))
     return " ".join(html.unescape(stripped).split())

@@ -6,6 +6,7 @@ Python gathers what each section shows into plain view models; the markup is in 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -100,8 +101,12 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
     sections: list[SectionView] = []
 
     def add(section_id: str, title: str, content: Any, intro: Any = "") -> None:
+        # The heavy sections come as a function that renders them: a section on its own page is not
+        # rendered again for the heading and link it leaves here.
         if section_id in moved:
             content, intro = render("task/moved_section.html", title=title, href=moved[section_id]), Markup("")
+        elif callable(content):
+            content = content()
         sections.append(SectionView(section_id, title, content, intro))
 
     add("overview", "Overview", overview(results, paths, tests_href=tests_href), intro=scale_details(results) + coverage_note(results))
@@ -128,16 +133,17 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
         add("about", "About the task", about)
     for i, dataset in enumerate(results.datasets if datasets_inline else []):
         did = str(dataset.get("dataset_id"))
-        add(paths.dataset_anchor(did), f"Dataset: {short_label(results.dataset_label(did))}", dataset_section(results, paths, dataset, i))
+        add(paths.dataset_anchor(did), f"Dataset: {short_label(results.dataset_label(did))}",
+            functools.partial(dataset_section, results, paths, dataset, i))
     if results.datasets and not datasets_inline:
         add("datasets", "Datasets", _dataset_links(results, paths))
     for key, entry in results.statistics:
         add(f"stat-{paths.statistic_slug(key)}", str(entry.get("label") or key),
-            statistic_section(results, paths, key, entry))
-    add("failures", "Failures", _failures(results, log_links))
+            functools.partial(statistic_section, results, paths, key, entry))
+    add("failures", "Failures", functools.partial(_failures, results, log_links))
     if results.skipped or results.config_errors:
         add("skipped", "Components not run", _skipped(results))
-    add("qc", "Quality-control flags", _qc(results))
+    add("qc", "Quality-control flags", functools.partial(_qc, results))
     if results.llm_usage:
         threshold = results.data.get("llm_abstention_threshold")
         add("llm-usage", "Language-model use", llm_usage_table(results, results.llm_usage, "table-llm-usage"),
@@ -150,9 +156,9 @@ def render_task_page(results: TaskResults, paths: TaskPaths, log_links: dict[str
                              "any prompt too long, is a quality-control flag, marked beside the method on the "
                              "dataset's leaderboard: its score there is partly, or mostly, the fallback's. "
                              + llm_model_sentence((results.data.get("provenance") or {}).get("llm"))))
-    add("resources", "Resource use", _resources(results, jobs_inline=datasets_inline))
-    add("components", "Components", _components(results, paths))
-    add("provenance", "Provenance", provenance_section(results))
+    add("resources", "Resource use", functools.partial(_resources, results, jobs_inline=datasets_inline))
+    add("components", "Components", functools.partial(_components, results, paths))
+    add("provenance", "Provenance", functools.partial(provenance_section, results))
     add("downloads", "Downloads", _downloads(results, paths))
 
     return render(

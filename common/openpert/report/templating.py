@@ -9,14 +9,14 @@ the markup lives in ``report/templates/``. Autoescape is on for every template, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 import openpert
-from openpert.report import formatting, text_parts
+from openpert.report import formatting, text_parts, views
 
 TEMPLATE_PACKAGE = ("openpert.report", "templates")
 
@@ -38,6 +38,9 @@ def environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
+        # The templates are package data that never change while the site renders: checking each
+        # one's file on every lookup (thousands per page) would cost more than rendering it.
+        auto_reload=False,
     )
     env.filters.update(
         short_label=text_parts.short_label,
@@ -53,6 +56,7 @@ def environment() -> jinja2.Environment:
         doi_parts=text_parts.doi_parts,
         reference_parts=text_parts.reference_parts,
         link_parts=text_parts.link_parts,
+        row_cells=views.row_cells,
     )
     env.globals.update(site_name=text_parts.SITE_NAME, openpert_version=openpert.__version__, missing=formatting.MISSING)
     return env
@@ -76,6 +80,7 @@ def render(template: str, /, **context: Any) -> Markup:
     return Markup(environment().get_template(template).render(**context))
 
 
+@cache
 def macro(name: str, template: str = "macros.html") -> Callable[..., Markup]:
     """A macro of a template, callable from Python (its result is ``Markup``).
 
@@ -89,6 +94,6 @@ def macro(name: str, template: str = "macros.html") -> Callable[..., Markup]:
     Returns
     -------
     callable
-        The macro.
+        The macro (looked up once: the cells of a table call the same few macros thousands of times).
     """
     return getattr(environment().get_template(template).module, name)

@@ -94,3 +94,24 @@ def cell(content: Any, sort: Any = None, title: str = "") -> Cell:
     if isinstance(content, tuple):
         content, sort = content
     return Cell(content, sort, title)
+
+
+def row_cells(table: Table, row: Sequence[Cell]) -> list[tuple[Cell, str, bool]]:
+    """A row's cells as the ``data_table`` macro writes them: each with its tag and its column's number flag.
+
+    Parameters
+    ----------
+    table
+        The table.
+    row
+        One of its rows.
+
+    Returns
+    -------
+    list of (Cell, str, bool)
+        Per cell: the cell, ``"th"`` for the row header (the first cell when the table has row
+        headers) else ``"td"``, and whether its column holds numbers (``False`` past the last column).
+    """
+    columns = table.columns
+    first = "th" if table.row_headers else "td"
+    return [(c, first if i == 0 else "td", columns[i].numeric if i < len(columns) else False) for i, c in enumerate(row)]

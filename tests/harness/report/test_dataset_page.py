@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -49,32 +48,26 @@ def test_a_dataset_page_links_back_up_to_the_task_folder(tmp_path: Path) -> None
 
 
 @pytest.mark.browser
-def test_a_dataset_page_works_from_a_file_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.skip("chromium is not on PATH (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+def test_a_dataset_page_works_from_a_file_url(chromium: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(site_module, "PAGE_WEIGHT_LIMIT", 100_000)
     task_dir = site_module.render_site([write_results_dir(tmp_path / "results" / "perturbqa")],
                                        tmp_path / "site").parent / "perturbqa"
     problems: list[str] = []
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page: Any = browser.new_page()
-            page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
-            page.on("pageerror", lambda e: problems.append(f"script error: {e}"))
-            page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
-            page.goto((task_dir / "datasets" / "k562.html").as_uri(), wait_until="networkidle")
-            # The stylesheet and script load from two folders up: the table sorts, the controls toggle shows.
-            assert page.eval_on_selector(".site-header", "e => getComputedStyle(e).backgroundColor") == "rgb(20, 35, 61)"
-            page.locator("#table-k562 th[data-col='1'] button").click()
-            assert page.get_attribute("#table-k562 th[data-col='1']", "aria-sort") == "ascending"
-            assert page.locator("label.toggle").first.is_visible()
-            page.locator(".breadcrumbs a").nth(1).click()
-            page.wait_for_load_state("networkidle")
-            assert page.url.endswith("/perturbqa/index.html")
-            assert page.locator("#datasets a[href='datasets/k562.html']").count() == 1
-        finally:
-            browser.close()
+    page: Any = chromium.new_page()
+    try:
+        page.on("console", lambda m: m.type == "error" and problems.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: problems.append(f"script error: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"failed: {r.url}"))
+        page.goto((task_dir / "datasets" / "k562.html").as_uri(), wait_until="networkidle")
+        # The stylesheet and script load from two folders up: the table sorts, the controls toggle shows.
+        assert page.eval_on_selector(".site-header", "e => getComputedStyle(e).backgroundColor") == "rgb(20, 35, 61)"
+        page.locator("#table-k562 th[data-col='1'] button").click()
+        assert page.get_attribute("#table-k562 th[data-col='1']", "aria-sort") == "ascending"
+        assert page.locator("label.toggle").first.is_visible()
+        page.locator(".breadcrumbs a").nth(1).click()
+        page.wait_for_load_state("networkidle")
+        assert page.url.endswith("/perturbqa/index.html")
+        assert page.locator("#datasets a[href='datasets/k562.html']").count() == 1
+    finally:
+        page.close()
     assert problems == []

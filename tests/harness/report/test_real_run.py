@@ -47,41 +47,38 @@ def test_real_run_page_weight(real_site):
     assert page_weight(site / "tiny" / "index.html") < PAGE_WEIGHT_LIMIT
 
 
-def test_real_run_pages_in_chromium(real_site, tmp_path):
+def test_real_run_pages_in_chromium(real_site, chromium, tmp_path):
     # the browser set-up of the website's own browser tests (skips the same way without chromium)
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, WIDTHS, Watched, check_layout, screenshot_dir, shoot, sync_api
+    from test_browser import WIDTHS, Watched, check_layout, screenshot_dir, shoot
 
     _, site = real_site
     folder = screenshot_dir(tmp_path)
-    with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_ARGS)
-        try:
-            for name, task_page in (("index.html", False), ("tiny/index.html", True)):
-                watched = Watched(context)
-                page = watched.open((site / name).as_uri())
-                assert watched.problems == []
-                if task_page:
-                    assert page.locator("table.sortable").count() > 0
-                    # Failed methods are marked in the overview.
-                    assert page.locator("#table-overview td.sc.failed").count() > 0
-                for label, width in WIDTHS.items():
-                    check_layout(page, width, task_page=task_page)
-                    shoot(page, folder, f"real-run-{'task' if task_page else 'index'}-{label}")
-                assert watched.problems == []
-                page.close()
-        finally:
-            context.close()
+    pages = (("index.html", False), ("tiny/index.html", True))
+    opened = [Watched(chromium) for _ in pages]
+    for watched, (name, _) in zip(opened, pages):
+        watched.start((site / name).as_uri())
+    for watched, (_, task_page) in zip(opened, pages):
+        page = watched.settle()
+        assert watched.problems == []
+        if task_page:
+            assert page.locator("table.sortable").count() > 0
+            # Failed methods are marked in the overview.
+            assert page.locator("#table-overview td.sc.failed").count() > 0
+        for label, width in WIDTHS.items():
+            check_layout(page, width, task_page=task_page)
+            shoot(page, folder, f"real-run-{'task' if task_page else 'index'}-{label}")
+        assert watched.problems == []
+        page.close()
 
 
 @pytest.mark.skipif(not os.environ.get("OPENPERT_REPORT_RESULTS"),
                     reason="set OPENPERT_REPORT_RESULTS to a results/ folder of a benchmark run")
-def test_benchmark_results_site(tmp_path, capsys):
+def test_benchmark_results_site(tmp_path, capsys, chromium):
     """The site of a full benchmark run (``$OPENPERT_REPORT_RESULTS``): page weight, layout, no external request.
 
     Prints each task page's weight (HTML and the assets it loads) so CI logs keep the figure.
     """
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, WIDTHS, Watched, check_layout, screenshot_dir, shoot, sync_api
+    from test_browser import WIDTHS, Watched, check_layout, screenshot_dir, shoot
 
     from openpert.report.site import PAGE_WEIGHT_LIMIT, page_weight
 
@@ -96,19 +93,13 @@ def test_benchmark_results_site(tmp_path, capsys):
             print(f"\npage weight {task}: {weight:,} bytes")
     assert max(weights.values()) < PAGE_WEIGHT_LIMIT
     folder = screenshot_dir(tmp_path)
-    with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_ARGS)
-        try:
-            for page_path in [site / "index.html", *pages]:
-                watched = Watched(context)
-                page = watched.open(page_path.as_uri())
-                task_page = page_path.parent != site
-                for label, width in WIDTHS.items():
-                    check_layout(page, width, task_page=task_page)
-                    name = page_path.parent.name if task_page else "index"
-                    shoot(page, folder, f"benchmark-{name}-{label}")
-                assert watched.problems == [], page_path
-                page.close()
-        finally:
-            context.close()
+    for page_path in [site / "index.html", *pages]:
+        watched = Watched(chromium)
+        page = watched.open(page_path.as_uri())
+        task_page = page_path.parent != site
+        for label, width in WIDTHS.items():
+            check_layout(page, width, task_page=task_page)
+            name = page_path.parent.name if task_page else "index"
+            shoot(page, folder, f"benchmark-{name}-{label}")
+        assert watched.problems == [], page_path
+        page.close()

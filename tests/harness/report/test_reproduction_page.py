@@ -145,31 +145,22 @@ def test_a_section_written_by_the_run_renders_without_the_project(tmp_path, site
 
 
 @pytest.mark.browser
-def test_the_section_in_chromium(site, tmp_path):
+def test_the_section_in_chromium(site, chromium, tmp_path):
     """The page with its Reproduction section loads cleanly and keeps the layout rules on a desktop and a phone."""
-    import shutil
-
-    if shutil.which("chromium") is None:
-        pytest.skip("chromium is not on PATH (apt-get install chromium)")
-    from test_browser import CHROMIUM, CHROMIUM_ARGS, WIDTHS, Watched, check_layout, screenshot_dir, shoot, sync_api
+    from test_browser import WIDTHS, Watched, check_layout, screenshot_dir, shoot
 
     root, _, _ = site
     folder = screenshot_dir(tmp_path)
-    with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,
-                                                        headless=True, args=CHROMIUM_ARGS)
-        try:
-            watched = Watched(context)
-            page = watched.open((root / "perturbqa" / "index.html").as_uri())
-            assert page.locator("#reproduction table.sortable").count() == 3
-            for label, width in WIDTHS.items():
-                check_layout(page, width, task_page=True)
-                section = page.locator("section#reproduction")
-                assert section.bounding_box()["width"] <= width
-                shoot(page, folder, f"reproduction-{label}")
-            assert watched.problems == []
-        finally:
-            context.close()
+    watched = Watched(chromium)
+    page = watched.open((root / "perturbqa" / "index.html").as_uri())
+    assert page.locator("#reproduction table.sortable").count() == 3
+    for label, width in WIDTHS.items():
+        check_layout(page, width, task_page=True)
+        section = page.locator("section#reproduction")
+        assert section.bounding_box()["width"] <= width
+        shoot(page, folder, f"reproduction-{label}")
+    assert watched.problems == []
+    page.close()
 
 
 def test_a_reported_method_run_here_with_another_model_shows_those_values_in_a_column_of_their_own(tmp_path):

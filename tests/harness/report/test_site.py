@@ -6,7 +6,7 @@ import html
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -133,9 +133,12 @@ class Site:
     root: Path
     results_dirs: list[Path]
     data: dict[str, dict[str, Any]]  # task name -> results.json
+    pages: dict[str, Node] = field(default_factory=dict)  # task name -> its parsed page (tests only read it)
 
     def task_page(self, task: str = "perturbqa") -> Node:
-        return parse(self.root / task / "index.html")
+        if task not in self.pages:
+            self.pages[task] = parse(self.root / task / "index.html")
+        return self.pages[task]
 
 
 @pytest.fixture(scope="module")

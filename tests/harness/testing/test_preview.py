@@ -15,13 +15,19 @@ from openpert.testing import preview as preview_module
 from openpert.testing.preview import preview
 
 
+@pytest.fixture(scope="module")
+def change_repository(tiny_project, tmp_path_factory) -> Path:
+    """A checkout of the change (made once: the tests that use it run no benchmark, and leave its files as they are)."""
+    return change_checkout(shutil.copytree(tiny_project, tmp_path_factory.mktemp("change") / "project"))
+
+
 @pytest.fixture
-def change(project_copy, tmp_path, monkeypatch) -> Path:
-    """A checkout whose branch makes group_mean fall below shrunk_mean, with a private cache."""
-    change_checkout(project_copy)
+def change(change_repository, tmp_path, monkeypatch) -> Path:
+    """A checkout whose branch makes group_mean fall below shrunk_mean, on that branch, with a private cache."""
+    _git(change_repository, "checkout", "-q", "change")
     monkeypatch.setenv("OPENPERT_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(project_copy)
-    return project_copy
+    monkeypatch.chdir(change_repository)
+    return change_repository
 
 
 def _methods(result) -> dict[str, dict]:
