@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from project_paths import ROOT
 
 from openpert.config.task import discover_tasks
@@ -30,9 +31,14 @@ def _touch(path: Path) -> None:
     path.write_text(path.read_text() + "\n# edited\n")
 
 
-def test_editing_one_task_library_changes_only_its_components(tmp_path):
+@pytest.fixture(scope="module")
+def before(tmp_path_factory) -> dict[str, str]:
+    """The digests of an unedited copy of the code: the same in every copy (a key names no path), so read once."""
+    return _digests(_copy_code(tmp_path_factory.mktemp("unedited")))
+
+
+def test_editing_one_task_library_changes_only_its_components(tmp_path, before):
     root = _copy_code(tmp_path)
-    before = _digests(root)
     libraries = sorted(p for p in (root / "src").glob("*/*_lib") if p.is_dir())
     assert libraries, "every task keeps its own code in src/<task>/<task>_lib"
     lib = libraries[0]
@@ -44,17 +50,15 @@ def test_editing_one_task_library_changes_only_its_components(tmp_path):
     assert all(k.startswith(f"{task}/") for k in changed), sorted(k for k in changed if not k.startswith(f"{task}/"))
 
 
-def test_editing_the_harness_changes_no_component(tmp_path):
+def test_editing_the_harness_changes_no_component(tmp_path, before):
     root = _copy_code(tmp_path)
-    before = _digests(root)
     for module in ("report/task_page.py", "results/scoring.py", "engines/local.py"):
         _touch(root / "common" / "openpert" / module)
     assert _digests(root) == before
 
 
-def test_editing_the_science_package_changes_every_component(tmp_path):
+def test_editing_the_science_package_changes_every_component(tmp_path, before):
     root = _copy_code(tmp_path)
-    before = _digests(root)
     _touch(root / "common" / "pertsci" / "wilcoxon.py")
     after = _digests(root)
     assert all(before[k] != after[k] for k in before)

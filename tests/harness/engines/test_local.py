@@ -108,7 +108,9 @@ def test_resume_after_kill_redoes_only_unfinished_jobs(project_copy, tmp_path):
     out = tmp_path / "results"
     # a slow method makes the kill land while jobs are still pending
     slow = project_copy / "src/tiny/methods/group_mean/script.py"
-    slow.write_text(slow.read_text().replace("import anndata as ad\n", "import time\n\nimport anndata as ad\ntime.sleep(1.5)\n", 1))
+    text = slow.read_text()
+    assert "import numpy as np\n" in text
+    slow.write_text(text.replace("import numpy as np\n", "import time\n\nimport numpy as np\n\ntime.sleep(1.5)\n", 1))
     # Four jobs, one at a time: the control truth, then group_mean (slow), then their two metric jobs.
     # The kill comes once truth has finished, so it lands in group_mean with the metric jobs pending.
     cmd = [sys.executable, "-m", "openpert.cli", "benchmark", "--task", "tiny", "--input", "resources_test/tiny", "-o", str(out),

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "nextflow"))
-from groovy_tools import ROOT, needs_groovy, run_groovy, strict_problems  # noqa: E402
+from groovy_tools import ROOT, needs_groovy, run_groovy, strict_check_all  # noqa: E402
 
 from openpert.config.task import Task  # noqa: E402
 from openpert.config.viash import read_config  # noqa: E402
@@ -40,45 +40,70 @@ HOSTILE = [
 # --------------------------------------------------------------------------------------------------
 # parsing and the strict syntax
 
+BAD_SCRIPT = (
+    "import groovy.json.JsonSlurper\n"
+    "include { foo } from './foo' addParams(x: 1)\n"
+    "params.x = 1\n"
+    "println 'top'\n"
+    "class Helper { }\n"
+    "def f(a) {\n"
+    "    println params.x\n"
+    "    for (i in [1, 2]) { println i }\n"
+    "    while (false) { }\n"
+    "    switch (a) { case 1: break }\n"
+    "    final b = 2\n"
+    "    String c = 'x'\n"
+    "    def d = (Map) a\n"
+    "    def e = [*a]\n"
+    "    g(h = 1)\n"
+    "    a++\n"
+    "    [1].each { println it }\n"
+    "    def s = $/x/$\n"
+    "}\n"
+    "process p {\n    input:\n    env FOO\n    val x\n    '''\n    echo\n    '''\n}\n"
+    "process q {\n    input:\n    val x\n    shell:\n    '''\n    echo\n    '''\n}\n"
+    "workflow {\n    Channel.of(1)\n}\n"
+)
+BAD_CONFIG = (
+    "import foo.Bar\n"
+    "def hostname() { 'x' }\n"
+    "def y = 1\n"
+    "if (y) { params.a = 1 }\n"
+    "params { a = 1 }\n"
+    "google.location = 'x'\n"
+    'google.subnetwork = "regions/${google.location}/x"\n'
+    "process {\n    withLabel: big { memory = { 4.GB * task.attempt } }\n    cpus = y\n}\n"
+    "profiles { local { process.executor = 'local'; println 'x' } }\n"
+    "includeConfig 'other.config'\n"
+)
+
+
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory):
+    """``strict_syntax.groovy`` on main.nf, nextflow.config and the files below, all in one Groovy run, by name."""
+    folder = tmp_path_factory.mktemp("strict")
+    files = {"bad.nf": BAD_SCRIPT, "bad.config": BAD_CONFIG, "snippet.nf": "println 'Hello'\ndef x = 1\nprintln x\n",
+             "broken.nf": "workflow {\n"}
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    checks = {"main.nf": ("script", ROOT / "main.nf"), "nextflow.config": ("config", ROOT / "nextflow.config")}
+    checks.update({name: ("config" if name.endswith(".config") else "script", folder / name) for name in files})
+    return dict(zip(checks, strict_check_all(list(checks.values()))))
+
 
 @needs_groovy
-def test_main_nf_keeps_to_the_strict_syntax():
-    assert strict_problems("script", ROOT / "main.nf") == (0, [])
+def test_main_nf_keeps_to_the_strict_syntax(strict):
+    assert strict["main.nf"].problems() == (0, [])
 
 
 @needs_groovy
-def test_nextflow_config_keeps_to_the_strict_syntax():
-    assert strict_problems("config", ROOT / "nextflow.config") == (0, [])
+def test_nextflow_config_keeps_to_the_strict_syntax(strict):
+    assert strict["nextflow.config"].problems() == (0, [])
 
 
 @needs_groovy
-def test_strict_checker_reports_every_rule_it_knows(tmp_path):
-    script = tmp_path / "bad.nf"
-    script.write_text(
-        "import groovy.json.JsonSlurper\n"
-        "include { foo } from './foo' addParams(x: 1)\n"
-        "params.x = 1\n"
-        "println 'top'\n"
-        "class Helper { }\n"
-        "def f(a) {\n"
-        "    println params.x\n"
-        "    for (i in [1, 2]) { println i }\n"
-        "    while (false) { }\n"
-        "    switch (a) { case 1: break }\n"
-        "    final b = 2\n"
-        "    String c = 'x'\n"
-        "    def d = (Map) a\n"
-        "    def e = [*a]\n"
-        "    g(h = 1)\n"
-        "    a++\n"
-        "    [1].each { println it }\n"
-        "    def s = $/x/$\n"
-        "}\n"
-        "process p {\n    input:\n    env FOO\n    val x\n    '''\n    echo\n    '''\n}\n"
-        "process q {\n    input:\n    val x\n    shell:\n    '''\n    echo\n    '''\n}\n"
-        "workflow {\n    Channel.of(1)\n}\n"
-    )
-    code, problems = strict_problems("script", script)
+def test_strict_checker_reports_every_rule_it_knows(strict):
+    code, problems = strict["bad.nf"].problems()
     assert code == 1
     expected = [
         ":0: import declaration", ":2: include with addParams", ":4: statement outside a workflow",
@@ -95,20 +120,7 @@ def test_strict_checker_reports_every_rule_it_knows(tmp_path):
     # params declarations, functions, processes and workflows are what a script may hold
     assert not any(":3:" in p for p in problems)
 
-    config = tmp_path / "bad.config"
-    config.write_text(
-        "import foo.Bar\n"
-        "def hostname() { 'x' }\n"
-        "def y = 1\n"
-        "if (y) { params.a = 1 }\n"
-        "params { a = 1 }\n"
-        "google.location = 'x'\n"
-        'google.subnetwork = "regions/${google.location}/x"\n'
-        "process {\n    withLabel: big { memory = { 4.GB * task.attempt } }\n    cpus = y\n}\n"
-        "profiles { local { process.executor = 'local'; println 'x' } }\n"
-        "includeConfig 'other.config'\n"
-    )
-    code, problems = strict_problems("config", config)
+    code, problems = strict["bad.config"].problems()
     assert code == 1
     expected = [":0: import declaration", ":2: function declaration 'hostname'", ":3: config statement",
                 ":4: config statement", ":7: 'google' referenced", ":10: 'y' referenced", ":12: config statement"]
@@ -118,18 +130,14 @@ def test_strict_checker_reports_every_rule_it_knows(tmp_path):
 
 
 @needs_groovy
-def test_a_code_snippet_is_an_implicit_workflow(tmp_path):
-    snippet = tmp_path / "snippet.nf"
-    snippet.write_text("println 'Hello'\ndef x = 1\nprintln x\n")
-    assert strict_problems("script", snippet) == (0, [])
+def test_a_code_snippet_is_an_implicit_workflow(strict):
+    assert strict["snippet.nf"].problems() == (0, [])
 
 
 @needs_groovy
-def test_a_file_that_does_not_parse_is_an_error(tmp_path):
-    broken = tmp_path / "broken.nf"
-    broken.write_text("workflow {\n")
+def test_a_file_that_does_not_parse_is_an_error(strict):
     with pytest.raises(AssertionError, match="does not parse"):
-        strict_problems("script", broken)
+        strict["broken.nf"].problems()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -24,6 +24,10 @@
  * Usage: groovy strict_syntax.groovy script|config <file>
  * Prints one problem a line as `<file>:<line>: <problem>` and exits 1 when there are any; a file
  * that does not parse exits 2 with the parser's message.
+ *
+ * Usage: groovy strict_syntax.groovy script|config <file> script|config <file> ...
+ * Checks every file in one run and prints a JSON list with, for each, `file`, `code` (as the exit
+ * code above) and `lines` (its problems, or the parser's message); exits 0.
  */
 import org.codehaus.groovy.ast.ClassCodeVisitorSupport
 import org.codehaus.groovy.ast.ClassNode
@@ -323,30 +327,45 @@ def checkConfig(StrictRules rules, ModuleNode module) {
 }
 
 // --- main ----------------------------------------------------------------------------------------
-if (args.length != 2 || !(args[0] in ['script', 'config'])) {
-    System.err.println('usage: groovy strict_syntax.groovy script|config <file>')
+/** Exit code (0, 1, or 2 when the file does not parse) and the lines to print of one file. */
+def check(String kind, File file) {
+    def text = file.text
+    def unit = new CompilationUnit()
+    def source = unit.addSource(file.name, text)
+    try {
+        unit.compile(Phases.CONVERSION)
+    } catch (MultipleCompilationErrorsException err) {
+        return [2, ["${file}: does not parse: ${err.message}".toString()]]
+    }
+    def module = source.AST
+    def rules = new StrictRules(source: source, fileName: file.toString())
+    // every statement and method body, with the general rules
+    module.statementBlock.visit(rules)
+    module.methods.each { m -> m.code?.visit(rules) }
+    module.classes.findAll { c -> !c.isScript() }.each { c -> rules.visitClass(c) }
+    if (kind == 'script')
+        checkScript(rules, module, text)
+    else
+        checkConfig(rules, module)
+    return [rules.problems ? 1 : 0, rules.problems]
+}
+
+def pairs = args.toList().collate(2)
+if (!pairs || pairs.any { p -> p.size() != 2 || !(p[0] in ['script', 'config']) }) {
+    System.err.println('usage: groovy strict_syntax.groovy script|config <file> [script|config <file> ...]')
     System.exit(64)
 }
-def kind = args[0]
-def file = new File(args[1])
-def text = file.text
-def unit = new CompilationUnit()
-def source = unit.addSource(file.name, text)
-try {
-    unit.compile(Phases.CONVERSION)
-} catch (MultipleCompilationErrorsException err) {
-    System.err.println("${file}: does not parse: ${err.message}")
-    System.exit(2)
+if (pairs.size() == 1) {
+    def (code, lines) = check(pairs[0][0], new File(pairs[0][1]))
+    if (code == 2) {
+        System.err.println(lines[0])
+    } else {
+        lines.each { p -> println p }
+    }
+    System.exit(code)
 }
-def module = source.AST
-def rules = new StrictRules(source: source, fileName: file.toString())
-// every statement and method body, with the general rules
-module.statementBlock.visit(rules)
-module.methods.each { m -> m.code?.visit(rules) }
-module.classes.findAll { c -> !c.isScript() }.each { c -> rules.visitClass(c) }
-if (kind == 'script')
-    checkScript(rules, module, text)
-else
-    checkConfig(rules, module)
-rules.problems.each { p -> println p }
-System.exit(rules.problems ? 1 : 0)
+// Several files: one JVM start (most of a check's time) for them all, their outcomes as JSON.
+println groovy.json.JsonOutput.toJson(pairs.collect { p ->
+    def (code, lines) = check(p[0], new File(p[1]))
+    [file: p[1], code: code, lines: lines]
+})
