@@ -81,6 +81,10 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return records
 
 
+#: The relation vocabulary as the Task A prompt lists it: ``['activates', 'inhibits', ...]``.
+_VOCABULARY_LIST = "[" + ", ".join(f"'{r}'" for r in RELATIONS) + "]"
+
+
 def relation_prompt(pathway_name: str, source: str, source_state: str, target: str, target_state: str,
                     condition: str) -> str:
     """The Task A user prompt, in exactly the format of the repository's ``TASK-A`` items.
@@ -96,12 +100,11 @@ def relation_prompt(pathway_name: str, source: str, source_state: str, target: s
     -------
     str
     """
-    vocabulary = "[" + ", ".join(f"'{r}'" for r in RELATIONS) + "]"
     return (
         f"**Pathway Context**: {pathway_name}\n\n"
         "Determine the specific biological relationship between the Source and Target entities under the given Condition.\n"
         "You must select the relationship strictly from the following vocabulary:\n"
-        f"{vocabulary}\n\n"
+        f"{_VOCABULARY_LIST}\n\n"
         f"**Source**: {source} ({source_state})\n"
         f"**Target**: {target} ({target_state})\n"
         f"**Condition**: {condition}\n\n"

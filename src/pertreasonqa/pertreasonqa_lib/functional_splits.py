@@ -157,20 +157,22 @@ def fixed_point_unit(vectors: np.ndarray, scale: int = KMEANS_SCALE) -> np.ndarr
     scale
         Length of a unit vector on the grid (:data:`KMEANS_SCALE`).
     """
-    x = np.asarray(vectors, dtype=np.float64)
+    x = np.array(vectors, dtype=np.float64)  # a copy of its own: scaled in place below
     if x.ndim != 2:
         raise ValueError(f"vectors must be a matrix, got shape {x.shape}")
-    if not np.isfinite(x).all():
-        raise ValueError("vectors hold NaN or infinite values")
-    # The non-zero squares of each row, row after row (row-major order), summed exactly per row.
+    # The non-zero entries of each row, row after row (row-major order); NaN and infinities are among them.
     nonzero = x != 0
-    squares = (x[nonzero] ** 2).tolist()
+    values = x[nonzero]
+    if not np.isfinite(values).all():
+        raise ValueError("vectors hold NaN or infinite values")
+    # Their squares summed exactly per row.
+    squares = (values ** 2).tolist()
     ends = np.cumsum(np.count_nonzero(nonzero, axis=1)).tolist()
     norms = np.array([math.sqrt(math.fsum(squares[lo:hi])) for lo, hi in zip([0, *ends[:-1]], ends)])
     safe = np.where(norms > 0, norms, 1.0)
-    out = x / safe[:, None]
-    out *= float(scale)
-    return np.rint(out, out=out)
+    x /= safe[:, None]
+    x *= float(scale)
+    return np.rint(x, out=x)
 
 
 def _cosines(x: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -264,12 +266,28 @@ def spherical_kmeans(vectors: np.ndarray, n_clusters: int, seed: int = 0, max_it
     sq_norms = (x * x).sum(axis=1).astype(np.int64)  # exact: integers below 2**42
     rng = np.random.default_rng(seed)
     centres = x[_kmeans_pp(x, sq_norms, n_clusters, rng)]
-    labels = np.argmax(_cosines(x, centres), axis=1)
+    cosines = _cosines(x, centres)
+    labels = np.argmax(cosines, axis=1)
+    # Each column of the cosines and each centre depends on its own cluster's members only, and every
+    # sum is exact: a cluster whose members did not change keeps its centre and its column, and only
+    # the others are computed again (the result is that of recomputing them all).
+    fitted = None  # the labels the current centres are the means of (none yet: the seeds)
     for _ in range(max_iter):
         labels = refill_empty_clusters(x, labels, centres)
-        member = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(n_clusters, n))
-        centres = fixed_point_unit(np.asarray(member @ x), scale)  # exact: integer sums below 2**53
-        new = np.argmax(_cosines(x, centres), axis=1)
+        if fitted is None:
+            changed = np.arange(n_clusters)
+        else:
+            moved = labels != fitted
+            changed = np.union1d(labels[moved], fitted[moved])
+        if len(changed):
+            rank = np.full(n_clusters, -1)
+            rank[changed] = np.arange(len(changed))
+            rows = np.flatnonzero(rank[labels] >= 0)
+            member = sp.csr_matrix((np.ones(len(rows)), (rank[labels[rows]], rows)), shape=(len(changed), n))
+            centres[changed] = fixed_point_unit(np.asarray(member @ x), scale)  # exact: integer sums below 2**53
+            cosines[:, changed] = _cosines(x, centres[changed])
+        fitted = labels
+        new = np.argmax(cosines, axis=1)
         if np.array_equal(new, labels):
             break
         labels = new

@@ -51,8 +51,8 @@ suspect = {item: found for item, e in zip(items.index, explanations) if (found :
 if suspect:
     print(f"QC: {len(suspect)} of {len(items)} explanations of {pred_uns['method_id']} hold instruction-like text "
           f"addressed to the grader: " + "; ".join(f"{item} ({', '.join(found)})" for item, found in list(suspect.items())[:5]))
-coverage, n_bad_kg = kg_coverage(client, explanations, [json.loads(s) for s in items["reference_kg"]], sampling,
-                                 items.index)
+reference_kgs = [json.loads(s) for s in items["reference_kg"]]  # parsed once: the coverage and its count read them
+coverage, n_bad_kg = kg_coverage(client, explanations, reference_kgs, sampling, items.index)
 similarity = cosine_similarity_texts([strip_think(e) for e in explanations], items["mechanism"].tolist())
 # Task A, for the paper's average over both tasks.
 relation = solution[solution["task"] == TASK_RELATION]
@@ -70,7 +70,7 @@ print(f"{len(items)} Task B items ({n_bad_judge} unreadable judge answers, {n_ba
 # about; an unreadable answer leaves that item's value NaN, left out of the means.
 tally = AnswerTally()
 tally.add_counts(questions=len(items), samples=len(items), abstentions=n_bad_judge, fallbacks=n_bad_judge)
-n_asked = int(sum(1 for e, kg in zip(explanations, items["reference_kg"]) if json.loads(kg) and strip_think(e).strip()))
+n_asked = int(sum(1 for e, kg in zip(explanations, reference_kgs) if kg and strip_think(e).strip()))
 tally.add_counts(questions=n_asked, samples=n_asked, abstentions=n_bad_kg, fallbacks=n_bad_kg)
 write_score(par["output"], dataset_id=uns["dataset_id"], method_id=pred_uns["method_id"], values=values,
             per_item=judged.set_axis(items.index).assign(kg_coverage=coverage),
