@@ -22,6 +22,14 @@ from openpert.run.component import run_component
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
 
+# The suite's workers share the machine's cores. An OpenMP thread (torch's, in the MiniLM and MLP
+# tests that run in a worker) that has finished its part of an operation spins before it sleeps:
+# between the hundreds of small operations of a forward pass, the second thread kept spinning, which
+# cost the two-thread MiniLM comparisons 2 to 10 times the CPU of the one-thread ones (not a bit of
+# their results changed). A passive thread sleeps at once. OpenMP reads it as it loads, before any
+# test module imports torch; jobs are not affected (their environment is the sandbox's own).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # Copies of the fixture project live in temporary folders with no ../shared and no manifest of the
 # project beside them: they read the Viash schemas the repository's data store holds (fetched here
 # once, from ../shared when it exists). Where they cannot be had, the tests that validate configs

@@ -10,6 +10,7 @@ pair's samples abstain or are unparseable.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -55,13 +56,39 @@ def run(name: str, dataset: str, tmp_path: Path, cache: Path) -> tuple[ad.AnnDat
     return ad.read_h5ad(out), requests
 
 
+@functools.cache
+def dataset_files(dataset: str) -> tuple[ad.AnnData, ad.AnnData, pd.DataFrame]:
+    """Training and test files and knowledge graph of a test dataset, read once for every check (none changes them)."""
+    d = RESOURCES / dataset
+    train, test = read_dataset(d / "train.h5ad", d / "test.h5ad")
+    return train, test, pd.read_parquet(d / "kg_edges.parquet")
+
+
+@functools.cache
+def retrieved_examples(dataset: str, subtask: str, seed: int) -> tuple[list[list[Example]], dict]:
+    """SUMMER's retrieval for every test pair of a subtask under ``seed``, and the generator's state after it.
+
+    The same for the checks of SUMMER and LLM (No CoT), which share it; No CoT goes on drawing
+    from the returned state.
+    """
+    train, test, edges = dataset_files(dataset)
+    items = test.obs[test.obs["subtask"] == subtask]
+    perts, genes = items["pert"].tolist(), items["gene"].tolist()
+    retriever = Retriever(training_pairs(train.obs, subtask), edges, train.uns["sets"])
+    retriever.prepare(perts, genes)
+    rng = np.random.default_rng(seed)
+    retrieved = [retriever.retrieve(p, g, rng) for p, g in zip(perts, genes)]
+    return retrieved, rng.bit_generator.state
+
+
 def summary(entity: str) -> str:
     """What the stub answers to a summary prompt about ``entity``."""
     return f"Summary of {entity}: a gene with a cellular function."
 
 
-def expected_prompts(method: str, subtask: str, items, train, edges, seed: int = 0) -> list[list[str]]:
-    """The prompts the library should send for each pair item, rebuilt from its parts."""
+def expected_prompts(method: str, subtask: str, items, dataset: str, seed: int = 0) -> list[list[str]]:
+    """The prompts the library should send for each pair item of ``dataset``, rebuilt from its parts."""
+    train = dataset_files(dataset)[0]
     sets = train.uns["sets"]
     ctx, cell = train.uns["cell_line_description"], train.uns["cell_line"]
     pairs = training_pairs(train.obs, subtask)
@@ -72,10 +99,9 @@ def expected_prompts(method: str, subtask: str, items, train, edges, seed: int =
     perts, genes = items["pert"].tolist(), items["gene"].tolist()
     if method == "no_retrieval":
         return [[no_retrieval_prompt(subtask, summary(p), s_g(g), ctx, h) for h in (0, 1)] for p, g in zip(perts, genes)]
-    retriever = Retriever(pairs, edges, sets)
-    retriever.prepare(perts, genes)
+    retrieved, state = retrieved_examples(dataset, subtask, seed)
     rng = np.random.default_rng(seed)
-    retrieved = [retriever.retrieve(p, g, rng) for p, g in zip(perts, genes)]
+    rng.bit_generator.state = state
     if method == "summer":
         return [[summer_prompt(subtask, p, g, summary(p), s_g(g), cell, ctx,
                                [(e.pert, e.gene, summary(e.pert), s_g(e.gene), e.label) for e in ex])]
@@ -95,9 +121,7 @@ def expected_prompts(method: str, subtask: str, items, train, edges, seed: int =
 
 def check(name: str, dataset: str, pred: ad.AnnData, requests: list[dict]) -> dict[str, int]:
     """Check requests and scores of one run; count items scored from answers and by fallback."""
-    d = RESOURCES / dataset
-    train, test = read_dataset(d / "train.h5ad", d / "test.h5ad")
-    edges = pd.read_parquet(d / "kg_edges.parquet")
+    train, test, _ = dataset_files(dataset)
     assert all(r["model"] == "stub-model" for r in requests)
     questions = {r["messages"][-1]["content"]: r for r in requests
                  if stub.kind(r["messages"][-1]["content"]) in ("summer", "no_cot", "no_retrieval")}
@@ -111,7 +135,7 @@ def check(name: str, dataset: str, pred: ad.AnnData, requests: list[dict]) -> di
         if items.empty:
             continue
         per_gene, overall = gene_prevalence(train.obs, subtask)
-        prompts = expected_prompts(METHOD[name], subtask, items, train, edges)
+        prompts = expected_prompts(METHOD[name], subtask, items, dataset)
         for item, gene, item_prompts in zip(items.index, items["gene"], prompts):
             assert all(p in questions for p in item_prompts), f"{name}: prompt of {item} differs from the library's"
             sent.update(item_prompts)
@@ -144,12 +168,14 @@ def test_llm_method_end_to_end_and_cache(tmp_path, name):
     totals = {"answered": 0, "fallback": 0}
     cache = tmp_path / "cache"
     # Gene-set downstream entities (K562-set) share every code path but the summaries; SUMMER covers them.
-    datasets = ("k562", "k562_dir", "k562_set_de") if name == "summer" else ("k562", "k562_dir")
+    # k562_llm holds de items and gene clusters in 4 items, k562_dir direction items: every kind of
+    # item, at a fifth of the requests of k562 (720 de items).
+    datasets = ("k562_llm", "k562_dir", "k562_set_de") if name == "summer" else ("k562_llm", "k562_dir")
     for dataset in datasets:
         pred, requests = run(name, dataset, tmp_path, cache)
         for k, v in check(name, dataset, pred, requests).items():
             totals[k] += v
-        if dataset == "k562":
+        if dataset == "k562_llm":
             first = pred
             gse = first.obs.index.str.startswith("gse_")
             texts = first.obs["text"].to_numpy()[gse]
@@ -163,7 +189,7 @@ def test_llm_method_end_to_end_and_cache(tmp_path, name):
     # Both paths ran: scores from parsed answers, and the prevalence fallback.
     assert totals["answered"] > 0 and totals["fallback"] > 0, totals
     # The generation cache: the same run again sends nothing and writes the same prediction.
-    again, requests = run(name, "k562", tmp_path, cache)
+    again, requests = run(name, "k562_llm", tmp_path, cache)
     assert requests == []
     np.testing.assert_array_equal(again.obs["score"].to_numpy(), first.obs["score"].to_numpy())
     np.testing.assert_array_equal(again.obs["text"].to_numpy(), first.obs["text"].to_numpy())
@@ -180,7 +206,7 @@ def test_stub_answers_parse_as_planned():
 
 def test_questions_longer_than_the_context_window_fall_back_and_are_named(tmp_path):
     d = RESOURCES / "k562_dir"
-    train, test = read_dataset(d / "train.h5ad", d / "test.h5ad")
+    train, test, _ = dataset_files("k562_dir")
     pert = str(test.obs["pert"].iloc[0])
     refused = test.obs.index[(test.obs["pert"] == pert) | (test.obs["gene"] == pert)]
     too_long = ("This model's maximum context length is 8192 tokens. However, you requested 9290 tokens (9034 in the "
