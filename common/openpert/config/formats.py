@@ -60,12 +60,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import yaml
 
 from openpert.config.declared import Declared, RefusedFile, declared_size
 from openpert.files import format_bytes
+
+# numpy and pandas are imported where files are read: the command line and the component-test plugin
+# import this module for its specs and errors, and most of their commands read no file.
 
 FILE_TYPES = ("h5ad", "csv", "tsv", "parquet", "json", "jsonl", "yaml")
 #: File types whose slots are ``columns`` (the others: h5ad's slot groups, or ``keys``).
@@ -380,6 +381,7 @@ class FileFormat:
 
     def _check_match(self, obj: Any, rule: MatchRule, other_path: Path, *, bounded: bool = False,
                      memory_bytes: int | None = None) -> list[str]:
+        import numpy as np
         try:
             theirs_s = compared_attribute(other_path, rule.that, bounded=bounded, memory_bytes=memory_bytes)
         except _UnreadableFile as err:  # the rule cannot hold, and the message says why
@@ -571,6 +573,8 @@ def declared_of(path: str | Path, ftype: str) -> Declared:
 
 def _comparable(value: Any) -> Any:
     """An attribute as rules compare it: a scalar as it is, values as an index of strings."""
+    import numpy as np
+    import pandas as pd
     if np.isscalar(value):
         return value
     if isinstance(getattr(value, "dtype", None), pd.CategoricalDtype):
@@ -694,6 +698,7 @@ def read_h5ad_attribute(path: Path, name: str, declared: Declared, *, bounded: b
 
 def _column_order(group: Any) -> list[str]:
     """The columns of an anndata dataframe group (its ``column-order``), ``[]`` when it is none."""
+    import numpy as np
     if group is None:
         return []
     order = group.attrs.get("column-order", [])
@@ -714,6 +719,7 @@ def load_file(path: Path, ftype: str) -> Any:
     harness overhead per job small. The cache holds a few small objects at most. This reads
     whatever the file holds: callers check what it declares first (:meth:`FileFormat.validate`).
     """
+    import pandas as pd
     key = (content_identity(path), ftype)
     if key in _CACHE:
         return _CACHE[key]
@@ -768,6 +774,8 @@ def _get_slot(obj: Any, ftype: str, group: str, name: str) -> tuple[bool, Any]:
 
 
 def _check_value(value: Any, slot: Slot, where: str, *, matrix: bool) -> list[str]:
+    import numpy as np
+    import pandas as pd
     import scipy.sparse as sp
 
     arr = value

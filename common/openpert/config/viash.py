@@ -410,9 +410,12 @@ class ComponentConfig:
     def description(self) -> str:
         return self.data.get("description") or ""
 
-    @property
+    @cached_property
     def task_dir(self) -> Path | None:
-        """``src/<task>`` when the component lives in a task folder."""
+        """``src/<task>`` when the component lives in a task folder.
+
+        Looked up once per config (every resource path and job asks for it; a config is not moved once read).
+        """
         for folder in self.path.parents:
             if (folder / "api").is_dir():
                 return folder
@@ -473,6 +476,14 @@ class ComponentConfig:
     def _script_resource(self) -> dict | None:
         return next((r for r in self.resources if isinstance(r, dict) and str(r.get("type", "")).endswith("_script")), None)
 
+    @cached_property
+    def _resource_folders(self) -> tuple[Path, ...]:
+        """Where resources may lie: the component's folder, and its task's library when it is in a task."""
+        folders = [self.path.parent.resolve()]
+        if self.task_dir is not None:
+            folders.append((self.task_dir / f"{self.task_dir.name}_lib").resolve())
+        return tuple(folders)
+
     def resource_path(self, res: dict) -> Path:
         """Absolute path of a resource entry (``/`` = project root, else next to the config).
 
@@ -484,9 +495,7 @@ class ComponentConfig:
         if not isinstance(ref, str) or not ref:
             raise ConfigError(f"{self.path}: resources: entry without a path: {res!r}")
         resolved = ((self.root / ref.lstrip("/")) if ref.startswith("/") else (self.path.parent / ref)).resolve()
-        allowed = [self.path.parent.resolve()]
-        if self.task_dir is not None:
-            allowed.append((self.task_dir / f"{self.task_dir.name}_lib").resolve())
+        allowed = self._resource_folders
         if not any(resolved == a or resolved.is_relative_to(a) for a in allowed):
             raise ConfigError(f"{self.path}: resources: {ref!r} resolves to {resolved}, outside the component's folder "
                               f"and its task library ({self.task_dir.name + '_lib' if self.task_dir else 'none'})")

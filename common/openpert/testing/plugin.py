@@ -15,6 +15,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,7 +25,11 @@ from openpert.config.viash import (
     find_project_root,
     read_config,
 )
-from openpert.run.component import RunResult, run_component
+
+# The job runner (numpy and the rest) is imported when a component test runs: pytest loads this plugin
+# in every session of the environment, most of which run none.
+if TYPE_CHECKING:
+    from openpert.run.component import RunResult
 
 
 class ComponentTestError(AssertionError):
@@ -118,6 +123,7 @@ def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dic
     from openpert.engines.plan import label_resources, limits_for
     from openpert.files import read_tail
     from openpert.results.collect import read_score
+    from openpert.run.component import run_component
 
     # The scaffold's placeholder text is lint's to report: a new component's code is tested as written.
     problems = [p for p in lint_config(config) if not p.endswith(PLACEHOLDER)]
