@@ -108,6 +108,11 @@ def test_go_similarity_idf_cosine():
     assert go_similarity([], ref, ["P"], "G", prof) == 0.0
     assert go_similarity([("P", 1, "G")], [[("P", 1, "G")]], ["P"], "G", prof) == 1.0  # direct edge both
     assert np.isnan(go_similarity([("P", 1, "G")], [], ["P"], "G", prof))
+    # A membership stored as integers (as a dataset file may hold it) profiles the same.
+    stored = GOProfiles(genes=prof.genes, membership=prof.membership.astype(np.int8), idf=prof.idf)
+    assert stored.membership.dtype == np.float64
+    np.testing.assert_array_equal(stored.profile(["B", "c", "nope"]), prof.profile(["B", "c", "nope"]))
+    np.testing.assert_array_equal(stored.profile(["B", "C"]), [np.log(2), 2 * np.log(2), 0.0])
 
 
 def test_faithfulness_of_a_chemical_mechanism_starts_at_the_compound():

@@ -251,7 +251,8 @@ class GOProfiles:
     idf: np.ndarray
 
     def __post_init__(self) -> None:
-        self.membership = sp.csr_matrix(self.membership)
+        # float64 whatever the file stored (0/1 memberships convert exactly): profiles sum its entries as they are.
+        self.membership = sp.csr_matrix(self.membership, dtype=np.float64)
         if self.membership.shape != (len(self.genes), len(self.idf)):
             raise ValueError(f"GO membership has shape {self.membership.shape}, expected ({len(self.genes)}, {len(self.idf)})")
         self._key = pd.Index([_norm(g) for g in self.genes])
@@ -298,8 +299,6 @@ class GOProfiles:
         if len(pos) == 0:
             return np.zeros(len(self.idf))
         m = self.membership
-        if m.dtype != np.float64:
-            return np.asarray(m[pos].sum(axis=0)).ravel() * self.idf
         # The rows' entries added column by column in row order, as the sparse row sum adds them.
         cols = np.concatenate([m.indices[m.indptr[p]:m.indptr[p + 1]] for p in pos])
         vals = np.concatenate([m.data[m.indptr[p]:m.indptr[p + 1]] for p in pos])

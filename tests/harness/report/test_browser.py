@@ -22,7 +22,6 @@ from typing import Any
 
 import pytest
 from archive_fixture import write_archive  # noqa: E402
-from browser_fixture import CHROMIUM  # noqa: E402
 from report_fixture import write_results_dir  # noqa: E402
 
 from openpert.report import render_site  # noqa: E402
@@ -31,12 +30,6 @@ from openpert.report.leaderboards import overall_rows  # noqa: E402
 from openpert.report.task_results import TaskResults  # noqa: E402
 
 pytestmark = pytest.mark.browser
-
-if CHROMIUM is None:
-    pytest.skip("chromium is not on PATH (apt-get install chromium)", allow_module_level=True)
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="playwright is not installed (pip install playwright)"
-)
 
 TASKS = ["perturbqa", "perturbseq"]
 #: Viewport widths the pages must read at: a laptop and a phone.
@@ -78,12 +71,6 @@ def server(site: Path) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser(chromium: Any) -> Any:
-    """The shared Chromium's browser context."""
-    return chromium
 
 
 class Watched:
@@ -195,12 +182,12 @@ def _results(site: Path, task: str = "perturbqa") -> dict[str, Any]:
     return json.loads((site / task / "results.json").read_text())
 
 
-def test_pages_load_cleanly_over_http(browser: Any, server: str, tmp_path: Path) -> None:
+def test_pages_load_cleanly_over_http(chromium: Any, server: str, tmp_path: Path) -> None:
     folder = screenshot_dir(tmp_path)
     pages = [("index.html", None)] + [(f"{t}/index.html", t) for t in TASKS]
     pages += [("perturbqa/methods/gat.html", None), ("perturbqa/metrics/brier.html", None)]
     # All pages load at once; each is checked once its network is idle.
-    opened = [Watched(browser) for _ in pages]
+    opened = [Watched(chromium) for _ in pages]
     for watched, (path, _) in zip(opened, pages):
         watched.start(f"{server}/{path}")
     for watched, (path, task) in zip(opened, pages):
@@ -218,8 +205,8 @@ def test_pages_load_cleanly_over_http(browser: Any, server: str, tmp_path: Path)
         page.close()
 
 
-def test_page_works_from_file_url(browser: Any, site: Path) -> None:
-    watched = Watched(browser)
+def test_page_works_from_file_url(chromium: Any, site: Path) -> None:
+    watched = Watched(chromium)
     page = watched.open((site / "perturbqa" / "index.html").as_uri())
     assert page.locator("link[rel=stylesheet]").count() == 1
     # The stylesheet applied: the site header is dark, not the browser default.
@@ -234,11 +221,11 @@ def test_page_works_from_file_url(browser: Any, site: Path) -> None:
     page.close()
 
 
-def test_clicking_a_header_sorts_within_bands(browser: Any, server: str, site: Path) -> None:
+def test_clicking_a_header_sorts_within_bands(chromium: Any, server: str, site: Path) -> None:
     data = _results(site)
     labels = {m["id"]: m["label"] for m in data["methods"]}
     scores = {s["method_id"]: s["score"] for s in data["dataset_scores"] if s["dataset_id"] == "k562"}
-    watched = Watched(browser)
+    watched = Watched(chromium)
     page = watched.open(f"{server}/perturbqa/index.html")
     methods_rows = "#table-k562 tbody.band-methods tr[data-method]"
     control_rows = "#table-k562 tbody.band-controls tr[data-method]"
@@ -281,11 +268,11 @@ def test_clicking_a_header_sorts_within_bands(browser: Any, server: str, site: P
     page.close()
 
 
-def test_controls_toggle_hides_and_shows_controls(browser: Any, server: str, site: Path) -> None:
+def test_controls_toggle_hides_and_shows_controls(chromium: Any, server: str, site: Path) -> None:
     data = _results(site)
     # The band holds the controls that do not rank; baselines rank among the methods.
     controls = [m["id"] for m in data["methods"] if m.get("control") in ("positive", "negative", "adversarial", "ceiling")]
-    watched = Watched(browser)
+    watched = Watched(chromium)
     page = watched.open(f"{server}/perturbqa/index.html")
     toggle = page.locator("input[data-controls-for='table-overview']")
     assert toggle.is_visible() and toggle.is_checked()
@@ -302,12 +289,12 @@ def test_controls_toggle_hides_and_shows_controls(browser: Any, server: str, sit
     page.close()
 
 
-def test_what_changed_and_history_render(browser: Any, tmp_path: Path) -> None:
+def test_what_changed_and_history_render(chromium: Any, tmp_path: Path) -> None:
     archive = write_archive(tmp_path)
     results = write_results_dir(tmp_path / "results" / "perturbqa")
     site = render_site([results], tmp_path / "site", archive=archive).parent
     folder = screenshot_dir(tmp_path)
-    watched = Watched(browser)
+    watched = Watched(chromium)
     page = watched.open((site / "perturbqa" / "index.html").as_uri())
     for section in ("#what-changed", "#history"):
         assert page.locator(section).is_visible()
@@ -376,12 +363,12 @@ def _too_wide(page: Any) -> list[str]:
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_first_score_is_on_the_first_screen(browser: Any, server: str, site: Path, tmp_path: Path, task: str) -> None:
+def test_first_score_is_on_the_first_screen(chromium: Any, server: str, site: Path, tmp_path: Path, task: str) -> None:
     folder = screenshot_dir(tmp_path)
     top = next(r for r in overall_rows(TaskResults(_results(site, task), site / task)) if not r.control)
     opened = {}
     for name, (width, height) in SCREENS.items():
-        watched = Watched(browser)
+        watched = Watched(chromium)
         watched.page.set_viewport_size({"width": width, "height": height})
         watched.start(f"{server}/{task}/index.html")
         opened[name] = watched
@@ -411,7 +398,7 @@ def _variant_site(base: Path, change: Any) -> Path:
     return render_site([folder], base / "site").parent
 
 
-def test_a_missing_value_never_reads_as_a_number(browser: Any, tmp_path: Path) -> None:
+def test_a_missing_value_never_reads_as_a_number(chromium: Any, tmp_path: Path) -> None:
     def drop_accuracy_of_mlp(data: dict[str, Any]) -> None:
         # The MLP does not address accuracy: no score, and no failure either.
         data["scores"] = [s for s in data["scores"] if (s["method_id"], s["metric_id"]) != ("mlp", "accuracy")]
@@ -422,7 +409,7 @@ def test_a_missing_value_never_reads_as_a_number(browser: Any, tmp_path: Path) -
     dataset_ids = [d["dataset_id"] for d in data["datasets"]]
     headline = [m["id"] for m in data["metrics"] if results.is_headline(m["id"])]
     failed = {(f.get("dataset_id"), f.get("method_id")) for f in data["failures"]}
-    page = Watched(browser).open((site / "perturbqa" / "index.html").as_uri())
+    page = Watched(chromium).open((site / "perturbqa" / "index.html").as_uri())
     cells = page.evaluate(
         """() => Object.fromEntries([...document.querySelectorAll('#table-overview tbody tr[data-method]')].map(
             r => [r.dataset.method, [...r.querySelectorAll('td')].map(td => td.innerText.trim())]))"""
@@ -449,7 +436,7 @@ def _dismiss(dialogs: list[str], dialog: Any) -> None:
     dialog.dismiss()
 
 
-def test_nothing_executable_reaches_a_page(browser: Any, tmp_path: Path) -> None:
+def test_nothing_executable_reaches_a_page(chromium: Any, tmp_path: Path) -> None:
     def make_hostile(data: dict[str, Any]) -> None:
         for entry in [m for m in data["methods"] if m["id"] == "mlp"] + [data["metrics"][0], data["datasets"][0]]:
             entry.update(EXECUTABLE)
@@ -468,7 +455,7 @@ def test_nothing_executable_reaches_a_page(browser: Any, tmp_path: Path) -> None
     # network is idle.
     opened: list[tuple[Path, Watched, list[str]]] = []
     for path in pages:
-        watched = Watched(browser)
+        watched = Watched(chromium)
         dialogs: list[str] = []
         watched.page.on("dialog", functools.partial(_dismiss, dialogs))
         watched.start(path.as_uri())
