@@ -178,6 +178,7 @@ def test_llm_method_end_to_end_and_cache(tmp_path, name):
         if dataset == "k562_llm":
             first = pred
             gse = first.obs.index.str.startswith("gse_")
+            assert gse.any(), "k562_llm holds gene clusters"
             texts = first.obs["text"].to_numpy()[gse]
             if name == "summer":
                 # Parsed from the stub's gene-set description: name, then brief overview.
