@@ -608,7 +608,6 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
             box.env["OPENPERT_LLM_BASE_URL"] = proxy.job_base_url()
             box.env[ENV_RELAY] = f"{box.inside(proxy.socket_path)} {RELAY_PORT}"
         python = str(sandboxing.python_environment().executable)
-        cmd = box.command([python, *launcher(report), seen_as(script)])
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
         # The same job forked from a server that has imported the scientific stack already.
         server = forkserver.server_for(sandboxing.job_environment(cpus=limits.cpus, llm=False, llm_cache=False),
@@ -617,6 +616,8 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
             joined = forkserver.JobStart(server, argv=[seen_as(script)], env=box.env, cwd=str(box.chdir), tasks=tasks,
                                          report_fd=report.write_fd)
             cmd = box.command(joined.anchor_argv(python), info_fd=joined.info_fd)
+        else:
+            cmd = box.command([python, *launcher(report), seen_as(script)])
     else:
         cmd = [sys.executable, *launcher(report), str(script)]
         env = dict(os.environ)

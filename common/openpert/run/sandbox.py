@@ -524,14 +524,30 @@ def embeds_text(config: ComponentConfig) -> bool:
     that hides the import (``importlib``) merely gets no shared cache and embeds into its private
     home.
     """
-    for path in _python_files(config):
-        try:
-            source = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if _imports_embedding_module(source):
-            return True
-    return False
+    return any(_file_embeds_text(path) for path in _python_files(config))
+
+
+def _file_embeds_text(path: Path) -> bool:
+    """Whether one Python file imports :data:`EMBEDDING_MODULES` (``False`` when it cannot be read)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return _source_embeds_text(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_embeds_text(path: str, inode: int, size: int, mtime_ns: int) -> bool:
+    """:func:`_file_embeds_text` of one version of a file (its inode, size and modification time).
+
+    Every job of a component asks about the same files (a task library of a dozen modules): each is
+    parsed once until it changes.
+    """
+    try:
+        source = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return _imports_embedding_module(source)
 
 
 def embedding_cache_group(config: ComponentConfig) -> str:

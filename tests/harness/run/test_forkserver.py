@@ -84,11 +84,26 @@ def report_of(result) -> dict:
     raise AssertionError(f"no report in the log ({result.reason}):\n{result.log.read_text(errors='replace')[-3000:]}")
 
 
-@pytest.fixture(autouse=True)
-def fresh_servers(monkeypatch):
-    """Each test starts its own servers (and ends them), whatever ran before in the worker."""
-    monkeypatch.delenv(forkserver.ENV_FORKSERVER, raising=False)
+@pytest.fixture(scope="module", autouse=True)
+def own_servers():
+    """The module's jobs start from servers of its own, whatever ran before in the worker; they end with it.
+
+    Its tests share them: a job forked after others holds nothing of them either.
+    """
     forkserver.close_all()
+    yield
+    forkserver.close_all()
+
+
+@pytest.fixture(autouse=True)
+def servers_on(monkeypatch):
+    """Jobs start through a fork server, whatever the environment of the test run says."""
+    monkeypatch.delenv(forkserver.ENV_FORKSERVER, raising=False)
+
+
+@pytest.fixture()
+def retiring():
+    """A test that retires its server: the tests after it get new ones."""
     yield
     forkserver.close_all()
 
@@ -128,23 +143,6 @@ def test_jobs_get_fresh_random_state_and_the_exit_a_fresh_interpreter_gives(proj
     assert "in middle" not in log and "in job" not in log  # the server's own frames are not shown
 
 
-def test_a_server_that_fails_leaves_the_job_to_a_fresh_interpreter(project_copy, tmp_path, monkeypatch, caplog):
-    """No job is lost to the server: it runs fresh, with one warning, and so do the jobs after it."""
-
-    def broken(self, **kwargs):
-        raise forkserver.ForkServerError("the fork server has ended (exit 1: on purpose)")
-
-    monkeypatch.setattr(forkserver.ForkServer, "start", broken)
-    config = add_probe(project_copy, "report['ppid'] = os.getppid()")
-    with caplog.at_level(logging.WARNING, logger="openpert.run.component"):
-        first = run(project_copy, config, tmp_path / "a")
-        second = run(project_copy, config, tmp_path / "b")
-    assert first.succeeded and second.succeeded, (first.reason, second.reason)
-    assert report_of(first)["ppid"] == report_of(second)["ppid"] == 1  # bubblewrap's own PID 1
-    assert [r.getMessage() for r in caplog.records if "fork server" in r.getMessage()] == [
-        "openpert: the fork server has ended (exit 1: on purpose); jobs start a fresh interpreter from now on"]
-
-
 def test_the_fork_server_can_be_turned_off_and_a_forked_job_imports_from_where_a_fresh_one_does(
         project_copy, tmp_path, monkeypatch):
     body = """
@@ -177,6 +175,23 @@ def test_a_job_sees_no_process_of_the_server(project_copy, tmp_path):
     seen = report_of(result)
     assert seen["processes"] == [1, 2]  # the anchor and the job
     assert seen["cmdlines"][0][1:3] == ["-I", "-S"]  # PID 1 is bubblewrap's anchor, not bubblewrap or the server
+
+
+def test_a_server_that_fails_leaves_the_job_to_a_fresh_interpreter(retiring, project_copy, tmp_path, monkeypatch, caplog):
+    """No job is lost to the server: it runs fresh, with one warning, and so do the jobs after it."""
+
+    def broken(self, **kwargs):
+        raise forkserver.ForkServerError("the fork server has ended (exit 1: on purpose)")
+
+    monkeypatch.setattr(forkserver.ForkServer, "start", broken)
+    config = add_probe(project_copy, "report['ppid'] = os.getppid()")
+    with caplog.at_level(logging.WARNING, logger="openpert.run.component"):
+        first = run(project_copy, config, tmp_path / "a")
+        second = run(project_copy, config, tmp_path / "b")
+    assert first.succeeded and second.succeeded, (first.reason, second.reason)
+    assert report_of(first)["ppid"] == report_of(second)["ppid"] == 1  # bubblewrap's own PID 1
+    assert [r.getMessage() for r in caplog.records if "fork server" in r.getMessage()] == [
+        "openpert: the fork server has ended (exit 1: on purpose); jobs start a fresh interpreter from now on"]
 
 
 def test_jobs_of_another_environment_get_a_server_of_their_own():
