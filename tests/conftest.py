@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
-import pickle
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -19,6 +15,7 @@ from openpert.config.task import Task
 from openpert.config.viash import ConfigError, read_config
 from openpert.config.viash_schema import ensure_schemas
 from openpert.run.component import run_component
+from openpert.testing.test_run_folder import once_per_test_run, workers_lock
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
 
@@ -39,7 +36,7 @@ if not os.environ.get("OPENPERT_VIASH_SCHEMAS"):
         os.environ["OPENPERT_VIASH_SCHEMAS"] = str(ensure_schemas(FIXTURE_PROJECT.parents[2]).parent)
     except ConfigError as err:
         sys.stderr.write(f"conftest: {err}\n")
-T = TypeVar("T")
+
 GOOD = ["group_mean", "shrunk_mean"]
 FAILING = ["fail_raise", "fail_timeout", "fail_memory", "fail_invalid", "reads_solution"]
 
@@ -82,51 +79,6 @@ def project_copy(tmp_path, tiny_project) -> Path:
     root = tmp_path / "project"
     shutil.copytree(tiny_project, root)
     return root
-
-
-def _test_run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The temporary folder of this test run, shared by its pytest-xdist workers (each has its own below it)."""
-    folder = tmp_path_factory.getbasetemp()
-    return folder.parent if os.environ.get("PYTEST_XDIST_WORKER") else folder
-
-
-@contextlib.contextmanager
-def workers_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
-    """Hold the lock ``name`` of this test run: one worker at a time, whatever the number of pytest-xdist workers."""
-    with open(_test_run_folder(tmp_path_factory) / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def once_per_test_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]) -> T:
-    """``make(folder)`` once per test run, however many pytest-xdist workers ask for it.
-
-    A session (or module) fixture runs once in each worker that needs it, and a whole benchmark
-    is too costly to run twice. The first worker to ask makes the value in a folder shared by the
-    workers of this run, under a lock, and pickles it beside the folder; the others wait for the
-    lock and unpickle it. Each worker gets its own copy of the value, but the folder is shared:
-    whoever changes what it holds must hold a :func:`workers_lock` (see ``resumable_run``).
-
-    Parameters
-    ----------
-    tmp_path_factory
-        pytest's factory of this worker's temporary folders.
-    name
-        The value's folder name, unique among the callers.
-    make
-        Makes the value, writing what it needs into the (empty) folder it is given.
-    """
-    shared = _test_run_folder(tmp_path_factory)
-    folder, stored = shared / name, shared / f"{name}.pickle"
-    with workers_lock(tmp_path_factory, name):
-        if stored.is_file():
-            return pickle.loads(stored.read_bytes())
-        # A worker that failed to make it left no pickle: start afresh, as that worker would have.
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
-        value = make(folder)
-        stored.write_bytes(pickle.dumps(value))
-        return value
 
 
 @pytest.fixture(scope="session")

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import once_per_test_run
 from preview_fixture import change_checkout
 
 from openpert.testing.preview import Preview, preview
+from openpert.testing.test_run_folder import once_per_test_run
 
 
 @dataclass(frozen=True)

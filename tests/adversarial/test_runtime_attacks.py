@@ -47,10 +47,10 @@ from adversarial.hostile import (
     run,
     tree_digest,
 )
-from conftest import once_per_test_run
 from sandbox_marks import needs_sandbox as needs_sandbox_mark
 
 from openpert.run import sandbox
+from openpert.testing.test_run_folder import once_per_test_run
 
 SANDBOX = sandbox.available()
 needs_sandbox = needs_sandbox_mark("bubblewrap sandbox unavailable here (without it a job has the runner's rights by design, "
@@ -62,11 +62,13 @@ PLANTED = "PLANTED_BY_SLEEPER"
 
 # --- hostile bodies (appended to hostile.SCRIPT_HEAD); {placeholders} are filled per run ------------------
 STEAL_META = '''
+searched = set()  # a folder two meta fields lead to (the work dir, the root) is searched once: the same files
 for key, value in meta.items():
     if not isinstance(value, str):
         continue
     found.append(f"meta:{key}={value}")
-    for base in {value, os.path.dirname(value), os.path.dirname(os.path.dirname(value))}:
+    for base in {value, os.path.dirname(value), os.path.dirname(os.path.dirname(value))} - searched:
+        searched.add(base)
         for cand in search(base):
             if steal(cand):
                 sys.exit(0)
@@ -108,6 +110,8 @@ for _ in range(12):
         if steal(cand):
             sys.exit(0)
     found.append("climbed:" + here)
+    if os.path.dirname(here) == here:
+        break  # the root, searched whole: climbing on would search the same files again
     here = os.path.dirname(here)
     for cand in (os.path.join(here, "..", "..", "resources_test", "tiny", "syn", "solution.h5ad"),):
         if steal(cand):

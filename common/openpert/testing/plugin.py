@@ -89,21 +89,39 @@ def _load_responder(config: ComponentConfig):
     return getattr(module, func)
 
 
-def run_component_test(config: ComponentConfig, work_dir: Path) -> RunResult:
-    """Run one component's test in ``work_dir``; raise :class:`ComponentTestError` when it fails."""
+def run_component_test(config: ComponentConfig, work_dir: Path, run_folders: pytest.TempPathFactory | None = None) -> RunResult:
+    """Run one component's test in ``work_dir``; raise :class:`ComponentTestError` when it fails.
+
+    ``run_folders``: the test run's temporary folders (pytest's ``tmp_path_factory``), where the test
+    of a component that makes builds (``info.builds``) runs once for the whole run and keeps its
+    outputs, for its own test and for the tests of the datasets cut from them (a build takes seconds
+    to minutes). ``None``: each test runs the build itself, in ``work_dir``.
+    """
+    if run_folders is not None and config.build_entries:
+        return _shared_build_test(config, run_folders)
     if config.info.get("test_llm"):
         from openpert.testing.llm_server import OpenAIStubServer
 
         with OpenAIStubServer(_load_responder(config)) as server:
             extra = {"llm_base_url": server.base_url, "llm_model": "stub-model", "llm_cache_dir": "none"}
             known = {a.name for a in config.arguments}
-            return _run_component_test(config, work_dir, {k: v for k, v in extra.items() if k in known})
-    return _run_component_test(config, work_dir, {})
+            return _run_component_test(config, work_dir, {k: v for k, v in extra.items() if k in known}, run_folders)
+    return _run_component_test(config, work_dir, {}, run_folders)
 
 
-def _built_inputs(config: ComponentConfig, work_dir: Path) -> dict[str, Path]:
+def _shared_build_test(build: ComponentConfig, run_folders: pytest.TempPathFactory) -> RunResult:
+    """The test of a build component, run once per test run (:func:`once_per_test_run`) by the first
+    test that needs it: the component's own, or that of a dataset cut from its build."""
+    from openpert.testing.test_run_folder import once_per_test_run
+
+    name = f"openpert-build-{build.task_dir.name if build.task_dir else 'project'}-{build.name}"
+    return once_per_test_run(run_folders, name, lambda folder: run_component_test(build, folder))
+
+
+def _built_inputs(config: ComponentConfig, work_dir: Path, run_folders: pytest.TempPathFactory | None) -> dict[str, Path]:
     """The inputs of a dataset component cut from builds: the outputs of the build of its first
-    ``info.datasets`` entry that names one, made by that build component's own test."""
+    ``info.datasets`` entry that names one, made by that build component's own test (in ``work_dir``,
+    or once per test run: see :func:`run_component_test`)."""
     from openpert.config.task import task_of
     from openpert.engines.plan import build_entries
 
@@ -112,11 +130,12 @@ def _built_inputs(config: ComponentConfig, work_dir: Path) -> dict[str, Path]:
     if build_id not in builds:
         raise ConfigError(f"{config.path}: info.datasets: build {build_id!r} is no info.builds id of the task")
     build = builds[build_id][0]
-    made = {build.argument(arg).format_id: Path(path) for arg, path in _run_component_test(build, work_dir, {}).outputs.items()}
+    made = {build.argument(arg).format_id: Path(path) for arg, path in run_component_test(build, work_dir, run_folders).outputs.items()}
     return {a.name: made[a.format_id] for a in config.file_inputs if a.format_id in made}
 
 
-def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dict) -> RunResult:
+def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dict,
+                        run_folders: pytest.TempPathFactory | None) -> RunResult:
     from openpert.config.formats import compared_attribute
     from openpert.config.lint import PLACEHOLDER, lint_config
     from openpert.config.task import task_of
@@ -133,7 +152,7 @@ def _run_component_test(config: ComponentConfig, work_dir: Path, extra_args: dic
 
     inputs, context = test_inputs(config)
     if config.type == "dataset" and any("build" in e for e in config.dataset_entries):
-        inputs = _built_inputs(config, work_dir / "build")
+        inputs = _built_inputs(config, work_dir / "build", run_folders)
     args: dict = {name: str(path) for name, path in {**shared_data_input(config, config.root), **inputs}.items()}
     outputs = {a.name: work_dir / "out" / (Path(str(a.example)).name if a.example else f"{a.name}.out") for a in config.file_outputs}
     args.update({k: str(v) for k, v in outputs.items()})
@@ -190,7 +209,7 @@ class ComponentItem(pytest.Item):
                         "(or OPENPERT_SHARED_DATA), or a store filled by `openpert data fetch`")
         # Removed when the test ends, passed or failed: a suite run would otherwise leave one per component.
         with tempfile.TemporaryDirectory(prefix=f"openpert-test-{config.name}-") as work:
-            run_component_test(config, Path(work))
+            run_component_test(config, Path(work), self.config._tmp_path_factory)  # the tmp_path_factory fixture's
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, (ComponentTestError, ConfigError)):
