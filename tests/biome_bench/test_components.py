@@ -12,7 +12,7 @@ import anndata as ad
 import numpy as np
 import pytest
 from biome_bench_lib.graded_text import delimited_text
-from biome_bench_lib.item_files import read_items
+from biome_bench_lib.item_files import read_items, write_items
 from biome_bench_lib.prompts import JUDGE_SYSTEM_PROMPT
 from biome_bench_lib.vocabulary import JUDGE_DIMENSIONS, RELATIONS, TASK_MECHANISM, TASK_RELATION
 from llm_test_responder import stub_responder
@@ -58,12 +58,6 @@ def must_run(kind: str, name: str, work: Path, **args) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def reference_prediction(tmp_path_factory) -> Path:
-    """The positive control's prediction of the test dataset, which the judge tests grade."""
-    return must_run("control_methods", "reference_answer", tmp_path_factory.mktemp("reference"), **FILES)["output"]
-
-
-@pytest.fixture(scope="module")
 def task_b_only(tmp_path_factory) -> dict[str, Path]:
     """The loader's dataset of the original Task B file alone (no knowledge graph): its outputs by name."""
     return must_run("datasets", "biome_bench_jsonl", tmp_path_factory.mktemp("task_b_only"), species="mmu", subtasks="mechanism",
@@ -77,14 +71,75 @@ def both_tasks(tmp_path_factory) -> dict[str, Path]:
                     task_b_jsonl=RAW / "task_b_subset.jsonl", kg_jsonl=RAW / "kg_mmu_subset.jsonl")
 
 
+@pytest.fixture(scope="module")
+def benchmark(tmp_path_factory, task_b_only) -> dict:
+    """One benchmark of state_rules and both controls, metric relation_accuracy, on the test dataset and on the
+    loader's Task-B-only dataset: its results and the folder its predictions and scores are published in.
+
+    The benchmark test checks its scores; the tests that need the positive control's prediction of the test
+    dataset, or the random control scored on the Task-B-only dataset, read what it published (the same
+    components on the same files as runs of their own, which would only repeat those jobs).
+    """
+    from openpert.config.task import Task
+    from openpert.engines.benchmark import run_benchmark
+
+    folder = tmp_path_factory.mktemp("benchmark")
+    datasets = folder / "datasets"
+    shutil.copytree(DATA, datasets / "mmu_subset")
+    for extra in ("prediction.h5ad", "score.h5ad"):
+        (datasets / "mmu_subset" / extra).unlink()
+    (datasets / "task_b_only").mkdir()
+    for name in ("train", "test", "solution"):
+        shutil.copy(task_b_only[f"output_{name}"], datasets / "task_b_only" / f"{name}.h5ad")
+    task = Task(TASK)
+    # One seed replicate of the random control, not those of its info.seeds (each a job and its metric's):
+    # the scale here needs a 0, not a mean of draws, and running replicates is the engine's, tested in
+    # tests/harness/engines/test_local_seeds.py. Only this Task object's copy of the config changes.
+    task.component("random_or_empty").info["seeds"] = 1
+    results = run_benchmark(task, folder / "results", input_dir=datasets, methods=["state_rules"],
+                            controls=["reference_answer", "random_or_empty"], metrics=["relation_accuracy"],
+                            jobs=2, progress=False)
+    return {"results": results, "outputs": folder / "results" / "outputs"}
+
+
+def published(benchmark: dict, dataset: str, method: str) -> Path:
+    """The folder of a method's prediction of a dataset in :func:`benchmark` (a control's replicate is ``<id>@seed0``)."""
+    found = [p for p in (benchmark["outputs"] / dataset).iterdir() if p.name == method or p.name.startswith(f"{method}@")]
+    assert len(found) == 1 and (found[0] / "prediction.h5ad").is_file(), (found, benchmark["results"]["failures"])
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def reference_prediction(benchmark) -> Path:
+    """The positive control's prediction of the test dataset, which the judge tests grade."""
+    return published(benchmark, "mmu_subset", "reference_answer") / "prediction.h5ad"
+
+
+@pytest.fixture(scope="module")
+def llm_files(tmp_path_factory) -> dict[str, Path]:
+    """Every fifth item of each task of the test dataset (its test and solution files), and its whole training split.
+
+    A language-model method sends one request per test item: these 26 items, of both tasks, put the same
+    questions to the method as the dataset's 124, at a fifth of the requests to the stub server.
+    """
+    folder = tmp_path_factory.mktemp("llm_files")
+    test, test_uns = read_items(FILES["input_test"])
+    keep = test.groupby("task", sort=False).nth(slice(0, None, 5)).index
+    solution, solution_uns = read_items(FILES["input_solution"])
+    assert set(test.loc[keep, "task"]) == {TASK_RELATION, TASK_MECHANISM}
+    write_items(test.loc[keep], folder / "test.h5ad", test_uns)
+    write_items(solution.loc[keep], folder / "solution.h5ad", solution_uns)
+    return {"input_train": FILES["input_train"], "input_test": folder / "test.h5ad", "input_solution": folder / "solution.h5ad"}
+
+
 def score_values(path: Path) -> dict[str, float]:
     uns = ad.read_h5ad(path).uns
     return dict(zip(uns["metric_ids"], (float(v) for v in uns["metric_values"])))
 
 
-def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_path):
-    test, _ = read_items(FILES["input_test"])
-    solution, _ = read_items(FILES["input_solution"])
+def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_path, llm_files):
+    test, _ = read_items(llm_files["input_test"])
+    solution, _ = read_items(llm_files["input_solution"])
 
     def responder(request):
         prompt = request["messages"][-1]["content"]
@@ -95,14 +150,16 @@ def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_
 
     with OpenAIStubServer(responder) as server:
         use_server(monkeypatch, server)
-        pred = must_run("methods", "llm_zero_shot", tmp_path, input_train=FILES["input_train"], input_test=FILES["input_test"])["output"]
+        pred = must_run("methods", "llm_zero_shot", tmp_path, input_train=llm_files["input_train"],
+                        input_test=llm_files["input_test"])["output"]
         assert sorted(r["messages"][-1]["content"] for r in server.requests) == sorted(test["prompt"])
         assert {r["temperature"] for r in server.requests} == {0.0}
     answers, _ = read_items(pred)
     mech = test.index[test["task"] == TASK_MECHANISM]
     assert (answers.loc[mech, "answer"] == "A activates B, which leads to apoptosis.").all()  # reasoning removed
 
-    scores = must_run("metrics", "relation_accuracy", tmp_path, input_solution=FILES["input_solution"], input_prediction=pred)["output"]
+    scores = must_run("metrics", "relation_accuracy", tmp_path, input_solution=llm_files["input_solution"],
+                      input_prediction=pred)["output"]
     rel = solution[solution["task"] == TASK_RELATION]
     binds = np.array([test.loc[i, "source"][0].upper() < "N" for i in rel.index])
     expected = np.where(binds, rel["relation"] == "binds", False)
@@ -116,15 +173,16 @@ def test_zero_shot_end_to_end_counts_unparseable_answers_wrong(monkeypatch, tmp_
     assert ad.read_h5ad(scores).obs["accuracy"].tolist() == expected.astype(float).tolist()
 
 
-def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path):
+def test_few_shot_examples_are_retrieved_training_items(monkeypatch, tmp_path, llm_files):
     train, _ = read_items(FILES["input_train"])
     answer_of = {p: (r if t == TASK_RELATION else m) for p, t, r, m in zip(train["prompt"], train["task"], train["relation"], train["mechanism"])}
     task_of = dict(zip(train["prompt"], train["task"]))
     with OpenAIStubServer(stub_responder) as server:
         use_server(monkeypatch, server)
-        must_run("methods", "llm_few_shot", tmp_path, input_train=FILES["input_train"], input_test=FILES["input_test"], n_examples=2)
+        must_run("methods", "llm_few_shot", tmp_path, input_train=llm_files["input_train"], input_test=llm_files["input_test"],
+                 n_examples=2)
         requests = list(server.requests)
-    test, _ = read_items(FILES["input_test"])
+    test, _ = read_items(llm_files["input_test"])
     query_task = dict(zip(test["prompt"], test["task"]))
     assert len(requests) == len(test)
     for request in requests:
@@ -227,8 +285,9 @@ TOO_LONG = ("This model's maximum context length is 4096 tokens. However, your r
             "reduce the length of the input messages.")
 
 
-def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(monkeypatch, tmp_path, reference_prediction):
-    test, _ = read_items(FILES["input_test"])
+def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(monkeypatch, tmp_path, reference_prediction,
+                                                                              llm_files):
+    test, _ = read_items(llm_files["input_test"])
     solution, _ = read_items(FILES["input_solution"])
     relation_item = test.index[test["task"] == TASK_RELATION][0]
     mech = solution[solution["task"] == TASK_MECHANISM]
@@ -244,8 +303,8 @@ def test_prompts_longer_than_the_context_window_are_abstentions_named_by_item(mo
     said = "prompt of 5000 tokens is longer than the model's context window of 4096 tokens; answered as an abstention"
     with OpenAIStubServer(refusing) as server:
         use_server(monkeypatch, server)
-        method, pred = run("methods", "llm_zero_shot", tmp_path, input_train=FILES["input_train"],
-                           input_test=FILES["input_test"])
+        method, pred = run("methods", "llm_zero_shot", tmp_path, input_train=llm_files["input_train"],
+                           input_test=llm_files["input_test"])
         judge, score = run("metrics", "mechanism_judge", tmp_path, input_solution=FILES["input_solution"],
                            input_prediction=reference_prediction)
     assert method.succeeded and judge.succeeded, (method.log.read_text() + judge.log.read_text())[-3000:]
@@ -284,7 +343,7 @@ def test_llm_components_stop_clearly_without_a_model(tmp_path, kind, name, input
     assert not any(p.exists() for p in outputs.values())
 
 
-def test_loader_on_original_files_and_metrics_without_task_a(tmp_path, task_b_only, both_tasks):
+def test_loader_on_original_files_and_metrics_without_task_a(tmp_path, task_b_only, both_tasks, benchmark):
     out = task_b_only
     test, uns = read_items(out["output_test"])
     train, train_uns = read_items(out["output_train"])
@@ -296,12 +355,13 @@ def test_loader_on_original_files_and_metrics_without_task_a(tmp_path, task_b_on
     train_ab, _ = read_items(both_tasks["output_train"])
     assert not set(both["pathway_id"]) & set(train_ab["pathway_id"])
 
-    files = {"input_train": out["output_train"], "input_test": out["output_test"], "input_solution": out["output_solution"]}
-    pred = must_run("control_methods", "random_or_empty", tmp_path, **files)["output"]
-    accuracy = score_values(must_run("metrics", "relation_accuracy", tmp_path, input_solution=files["input_solution"],
-                                     input_prediction=pred)["output"])
+    # The random control's prediction of this dataset and its relation_accuracy, as the benchmark ran them.
+    random_control = published(benchmark, "task_b_only", "random_or_empty")
+    pred = random_control / "prediction.h5ad"
+    accuracy = score_values(random_control / "relation_accuracy" / "score.h5ad")
+    assert set(accuracy) == {"accuracy", "macro_f1", "macro_f1_all"}
     assert all(np.isnan(v) for v in accuracy.values())  # not applicable: no Task A items
-    similarity = score_values(must_run("metrics", "embedding_similarity", tmp_path, input_solution=files["input_solution"],
+    similarity = score_values(must_run("metrics", "embedding_similarity", tmp_path, input_solution=out["output_solution"],
                                        input_prediction=pred)["output"])
     assert similarity == {"similarity": 0.0}  # empty explanations
 
@@ -372,25 +432,8 @@ def test_a_new_species_runs_end_to_end_from_configuration_alone(tmp_path):
 
 
 @pytest.mark.slow
-def test_benchmark_scores_both_tasks_between_controls(tmp_path, task_b_only):
-    from openpert.config.task import Task
-    from openpert.engines.benchmark import run_benchmark
-
-    datasets = tmp_path / "datasets"
-    shutil.copytree(DATA, datasets / "mmu_subset")
-    for extra in ("prediction.h5ad", "score.h5ad"):
-        (datasets / "mmu_subset" / extra).unlink()
-    (datasets / "task_b_only").mkdir()
-    for name in ("train", "test", "solution"):
-        shutil.copy(task_b_only[f"output_{name}"], datasets / "task_b_only" / f"{name}.h5ad")
-    task = Task(TASK)
-    # One seed replicate of the random control, not those of its info.seeds (each a job and its metric's):
-    # the scale here needs a 0, not a mean of draws, and running replicates is the engine's, tested in
-    # tests/harness/engines/test_local_seeds.py. Only this Task object's copy of the config changes.
-    task.component("random_or_empty").info["seeds"] = 1
-    results = run_benchmark(task, tmp_path / "results", input_dir=datasets, methods=["state_rules"],
-                            controls=["reference_answer", "random_or_empty"], metrics=["relation_accuracy"],
-                            jobs=2, progress=False)
+def test_benchmark_scores_both_tasks_between_controls(benchmark):
+    results = benchmark["results"]
     assert results["failures"] == []
     raw = {(s["dataset_id"], s["method_id"], s["metric_id"]): s for s in results["scores"]}
     assert raw[("mmu_subset", "reference_answer", "accuracy")]["raw"] == 1.0
