@@ -44,7 +44,8 @@ def items_with_paths(items: pd.DataFrame, graph: SignedGraph, basal: pd.DataFram
     Samples perturbations (:func:`sample_perturbations`) before the path search, which always runs
     on the whole graph, then items (:func:`sample_items`), then cuts the graph (:func:`scope_graph`).
     """
-    items = items[items["fold"].isin(["train", "valid", *folds])]
+    # Boolean masks as arrays: a Series mask would be aligned on the items' (string) index first.
+    items = items[items["fold"].isin(["train", "valid", *folds]).to_numpy()]
     if max_perturbations > 0:
         items = sample_perturbations(items, graph, max_perturbations, rng, perturbations_in_graph_only)
     items = items.join(reference_paths_for_items(items, graph, basal, thresholds))
@@ -68,7 +69,7 @@ def sample_perturbations(items: pd.DataFrame, graph: SignedGraph, max_perturbati
     for _, group in candidates.groupby("fold", sort=True):
         perts = np.sort(group["perturbation"].unique())
         keep.extend(rng.choice(perts, size=min(max_perturbations, len(perts)), replace=False))
-    return items[items["perturbation"].isin(keep)]
+    return items[items["perturbation"].isin(keep).to_numpy()]
 
 
 def sample_items(items: pd.DataFrame, max_items: int, rng: np.random.Generator) -> pd.DataFrame:

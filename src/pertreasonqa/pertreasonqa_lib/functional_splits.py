@@ -157,20 +157,23 @@ def fixed_point_unit(vectors: np.ndarray, scale: int = KMEANS_SCALE) -> np.ndarr
     scale
         Length of a unit vector on the grid (:data:`KMEANS_SCALE`).
     """
-    x = np.array(vectors, dtype=np.float64)  # a copy of its own: scaled in place below
-    if x.ndim != 2:
-        raise ValueError(f"vectors must be a matrix, got shape {x.shape}")
+    # Read in the input's own type (float32 functional vectors stay half the size): every value
+    # converts to float64 exactly, so each step below computes on the float64 values.
+    v = np.asarray(vectors)
+    if v.ndim != 2:
+        raise ValueError(f"vectors must be a matrix, got shape {v.shape}")
     # The non-zero entries of each row, row after row (row-major order); NaN and infinities are among them.
-    nonzero = x != 0
-    values = x[nonzero]
+    nonzero = v != 0
+    values = v[nonzero]
     if not np.isfinite(values).all():
         raise ValueError("vectors hold NaN or infinite values")
-    # Their squares summed exactly per row.
-    squares = (values ** 2).tolist()
+    # Their squares (of the float64 values) summed exactly per row.
+    squares = np.square(values, dtype=np.float64).tolist()
     ends = np.cumsum(np.count_nonzero(nonzero, axis=1)).tolist()
     norms = np.array([math.sqrt(math.fsum(squares[lo:hi])) for lo, hi in zip([0, *ends[:-1]], ends)])
     safe = np.where(norms > 0, norms, 1.0)
-    x /= safe[:, None]
+    # One new float64 matrix: the division converts the input as it reads it.
+    x = np.divide(v, safe[:, None], dtype=np.float64)
     x *= float(scale)
     return np.rint(x, out=x)
 
@@ -263,7 +266,8 @@ def spherical_kmeans(vectors: np.ndarray, n_clusters: int, seed: int = 0, max_it
         raise ValueError("spherical k-means: zero vectors have no direction")
     if n < n_clusters:
         raise ValueError(f"spherical k-means: {n} vectors for {n_clusters} clusters")
-    sq_norms = (x * x).sum(axis=1).astype(np.int64)  # exact: integers below 2**42
+    # Exact whatever the order: integers below 2**42. Summed row by row, with no n x d temporary.
+    sq_norms = np.einsum("ij,ij->i", x, x).astype(np.int64)
     rng = np.random.default_rng(seed)
     centres = x[_kmeans_pp(x, sq_norms, n_clusters, rng)]
     cosines = _cosines(x, centres)

@@ -29,9 +29,10 @@ _PATH_ARROW = re.compile(r"\s+--\(([+-]?1|0)\)-->\s+")
 # =================================================================================================
 def path_triplets(graph: SignedGraph, path: Sequence[int], with_databases: bool = False) -> list[list]:
     """``[[source, sign, target(, databases)], ...]`` of a path of edge indices."""
+    names = graph.nodes.to_numpy()  # the index's own array: an element of it costs less than one of the Index
     out = []
     for e in path:
-        row = [str(graph.nodes[graph.src[e]]), int(graph.sign[e]), str(graph.nodes[graph.dst[e]])]
+        row = [str(names[graph.src[e]]), int(graph.sign[e]), str(names[graph.dst[e]])]
         if with_databases:
             row.append(str(graph.databases[e]))
         out.append(row)
