@@ -2,9 +2,10 @@
 
 What stubs never do, a real server does: it counts tokens with the model's own tokenizer and
 refuses a prompt longer than its window, answers one choice whatever ``n``, serves its default
-model under any name it is asked for, and stops when its process does. Each test starts a server
+model under any name it is asked for, and stops when its process does. The module starts a server
 of its own with ``scripts/serve_llm.sh`` (its own port and state folder, a 2,048-token window,
-completions of a few tokens), so these run beside the benchmark's.
+completions of a few tokens), so these run beside the benchmark's; the last test stops it mid-run
+and starts it again on its port.
 
 They need the server installed (``bash scripts/serve_llm.sh install``); elsewhere they skip with
 that reason, and where ``$OPENPERT_REQUIRE_REAL_LLM`` is set (CI) they fail instead.
@@ -133,9 +134,10 @@ def test_a_prompt_asked_again_is_read_from_the_servers_prompt_cache_and_answered
     assert again == answer  # greedy decoding from the cached state answers the same
 
 
-def test_a_server_stopping_mid_run_fails_after_retries_and_a_rerun_asks_only_the_rest(tmp_path):
-    server = Server(tmp_path / "state")
-    server.start()
+def test_a_server_stopping_mid_run_fails_after_retries_and_a_rerun_asks_only_the_rest(server, tmp_path):
+    # The module's server: a start and a stop of a server of its own cost seconds, and what is
+    # tested is the stop and the start again, on the port the client was given. It runs last, and
+    # leaves the server running again for the module's teardown to stop.
     cache = tmp_path / "cache"
     prompts = [f"Name gene number {i}." for i in range(6)]
     client = _client(server, cache_dir=cache, max_retries=2, retry_base_delay=0.1, retry_max_delay=0.2)
@@ -161,11 +163,8 @@ def test_a_server_stopping_mid_run_fails_after_retries_and_a_rerun_asks_only_the
     assert f"{kept} of the {len(prompts)} answers" in str(caught.value)
     assert client.stats["retries"] >= 2  # it tried again before failing
 
-    server.start()
-    try:
-        again = _client(server, cache_dir=cache)
-        answers = again.generate(prompts, SHORT)
-    finally:
-        server.stop()
+    assert server.start() == client.base_url  # the address the first run was given
+    again = _client(server, cache_dir=cache)
+    answers = again.generate(prompts, SHORT)
     assert all(a[0] is not None for a in answers)
     assert again.stats["cache_hits"] == kept and again.stats["requests"] == len(prompts) - kept

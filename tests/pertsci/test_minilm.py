@@ -26,10 +26,11 @@ TEXTS = [
 ]
 
 
-def _random_texts(n: int, seed: int) -> list[str]:
+def _random_texts(n: int, seed: int, max_words: int = 60) -> list[str]:
+    """``n`` texts of 1 to ``max_words - 1`` words drawn from the hand-written texts."""
     words = " ".join(TEXTS[:1] + TEXTS[5:]).split()
     rng = np.random.default_rng(seed)
-    return [" ".join(rng.choice(words, int(rng.integers(1, 60)))) for _ in range(n)]
+    return [" ".join(rng.choice(words, int(rng.integers(1, max_words)))) for _ in range(n)]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,10 @@ def test_vectors_equal_the_reference_bit_for_bit(model, minilm_reference, thread
     Each text alone (batch size 1) needs the hand-written texts only, which span every length up to
     the limit; batches padded to their longest text add random texts, so that a batch pads texts of
     many lengths to widths other than 64 and 256 (the text truncated at 256 is left out of them: a
-    batch holding it is padded to 256, the case below). Padded to 256, the hand-written texts alone are a
+    batch holding it is padded to 256, the case below). Padded to their longest text, random texts
+    of under 30 words make batches of 25, 50, 62 and 41 positions, half the positions of texts of
+    under 60 words (batches of 123 and 126); padded to 64, texts of under 60 words make one batch of
+    the 14 texts that fit, where shorter ones would make two. Padded to 256, the hand-written texts alone are a
     batch of many lengths (2 to 256 word pieces, the truncated text unpadded among them): random texts
     would only add rows of the same kind. A change of the arithmetic changes the bits of nearly every
     vector: more texts would catch nothing more, while each forward pass costs its torch calls on two
@@ -67,7 +71,7 @@ def test_vectors_equal_the_reference_bit_for_bit(model, minilm_reference, thread
     """
     import torch
 
-    texts = TEXTS + _random_texts(0 if batch_size == 1 or length == 256 else 14, seed=2)
+    texts = TEXTS + _random_texts(0 if batch_size == 1 or length == 256 else 14, seed=2, max_words=60 if length else 30)
     if length is not None:
         longest = length
     elif batch_size == 1:
