@@ -30,10 +30,14 @@ def _fill_in(config: Path) -> None:
     config.write_text(text.replace("https://example.org/fill-in", "https://example.org/docs"))
 
 
-@pytest.fixture
-def project(tmp_path) -> Path:
-    """A copy of the repository's project files that a scaffold may write into."""
-    root = tmp_path / "project"
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the repository's project files that a scaffold may write into.
+
+    One for the module (a copy of the test resources costs most of a second): each test scaffolds its
+    method in a task of its own, and reads nothing of another task.
+    """
+    root = tmp_path_factory.mktemp("scaffold") / "project"
     root.mkdir()
     shutil.copy(ROOT / "_viash.yaml", root)
     shutil.copy(ROOT / "pyproject.toml", root)  # ruff's settings

@@ -187,19 +187,44 @@ def pytest_runtest_call(item):
 """
 
 
-@needs_sandbox()
-def test_only_the_project_plugin_runs_in_a_component_test(project_copy, tmp_path):
-    """Another package's pytest plugin is not loaded: it could change how the test runs (and costs seconds)."""
-    env = _small_env(tmp_path)
+@pytest.fixture(scope="module")
+def judged_session(tiny_project, tmp_path_factory) -> tuple[Path, ImageEnv, list]:
+    """One sandboxed session of group_mean, shrunk_mean with a failing test file of its own, and a folder with no
+    component, in an environment where another package registers a pytest plugin that fails every test it sees.
+
+    The tests below read its results: a session's start (pytest, the harness and the job) is most of its cost.
+
+    Returns
+    -------
+    The project, the environment and the session's results (in the folders' order).
+    """
+    where = tmp_path_factory.mktemp("judged_session")
+    project = where / "project"
+    shutil.copytree(tiny_project, project)
+    env = _small_env(where)
     packages = next(env.path.glob("lib/python*/site-packages"))
     (packages / "foreign_plugin.py").write_text(FOREIGN_PLUGIN)
     info = packages / "foreign_plugin-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: foreign-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[pytest11]\nforeign = foreign_plugin\n")
-    folder = project_copy / "src" / "tiny" / "methods" / "group_mean"
-    result = run_component_test(folder, env, project_copy, sandbox=True, timeout=600)
-    assert result.status == "passed" and "1 passed" in result.output, result.output[-3000:]
+    methods = project / "src" / "tiny" / "methods"
+    (methods / "shrunk_mean" / "test_own.py").write_text("def test_own():\n    assert 1 == 2, 'its own test'\n")
+    empty = project / "src" / "tiny" / "no_component"
+    empty.mkdir()
+    results = run_component_tests([methods / "group_mean", methods / "shrunk_mean", empty], env, project, sandbox=True,
+                                  timeout=600)
+    return project, env, results
+
+
+@needs_sandbox()
+def test_only_the_project_plugin_runs_in_a_component_test(judged_session):
+    """Another package's pytest plugin is not loaded: it could change how the test runs (and costs seconds)."""
+    _, _, results = judged_session
+    result = results[0]
+    assert result.folder.name == "group_mean", result
+    assert result.status == "passed" and result.output == "1 passed", result.output[-3000:]
+    assert not any("a plugin the component test did not ask for ran" in r.output for r in results), [r.output for r in results]
 
 
 def test_a_required_sandbox_that_cannot_run_is_an_error_of_the_component_test(project_copy, tmp_path, monkeypatch):
@@ -287,15 +312,11 @@ def test_tests_start_while_later_environments_build_and_results_keep_the_compone
 
 
 @needs_sandbox()
-def test_a_session_judges_each_component_by_its_own_tests_and_names_one_it_ran_none_of(project_copy, tmp_path):
+def test_a_session_judges_each_component_by_its_own_tests_and_names_one_it_ran_none_of(judged_session):
     """A failing test file beside one component fails that component only; a folder with no test is an error."""
-    env = _small_env(tmp_path)
-    methods = project_copy / "src" / "tiny" / "methods"
-    (methods / "shrunk_mean" / "test_own.py").write_text("def test_own():\n    assert 1 == 2, 'its own test'\n")
-    empty = project_copy / "src" / "tiny" / "no_component"
-    empty.mkdir()
-    results = run_component_tests([methods / "group_mean", methods / "shrunk_mean", empty], env, project_copy, sandbox=True,
-                                  timeout=600)
+    project, env, results = judged_session
+    methods = project / "src" / "tiny" / "methods"
+    empty = project / "src" / "tiny" / "no_component"
     assert [(r.folder.name, r.status) for r in results] == [("group_mean", "passed"), ("shrunk_mean", "failed"),
                                                             ("no_component", "error")], [r.output for r in results]
     assert results[0].output == "1 passed" and "its own test" not in results[0].output
