@@ -15,7 +15,7 @@ from openpert.config.task import Task
 from openpert.config.viash import ConfigError, read_config
 from openpert.config.viash_schema import ensure_schemas
 from openpert.run.component import run_component
-from openpert.testing.test_run_folder import once_per_test_run, workers_lock
+from openpert.testing.once_per_run import once_per_test_run, workers_lock
 
 FIXTURE_PROJECT = Path(__file__).parent / "fixtures" / "project"
 

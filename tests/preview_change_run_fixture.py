@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from preview_fixture import change_checkout
 
+from openpert.testing.once_per_run import once_per_test_run
 from openpert.testing.preview import Preview, preview
-from openpert.testing.test_run_folder import once_per_test_run
 
 
 @dataclass(frozen=True)

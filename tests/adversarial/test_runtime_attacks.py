@@ -50,7 +50,7 @@ from adversarial.hostile import (
 from sandbox_marks import needs_sandbox as needs_sandbox_mark
 
 from openpert.run import sandbox
-from openpert.testing.test_run_folder import once_per_test_run
+from openpert.testing.once_per_run import once_per_test_run
 
 SANDBOX = sandbox.available()
 needs_sandbox = needs_sandbox_mark("bubblewrap sandbox unavailable here (without it a job has the runner's rights by design, "

@@ -200,5 +200,5 @@ def plain_text(text: Any) -> str:
 
 @lru_cache(maxsize=4096)
 def _plain(text: str) -> str:
-    stripped = re.sub(r"<[^>]+>", " ", _parser().render(text))
+    stripped = re.sub(r"<[^>]+>", " ", _render_block(text))  # the rendering the page shows, made once
     return " ".join(html.unescape(stripped).split())

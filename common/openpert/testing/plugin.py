@@ -112,7 +112,7 @@ def run_component_test(config: ComponentConfig, work_dir: Path, run_folders: pyt
 def _shared_build_test(build: ComponentConfig, run_folders: pytest.TempPathFactory) -> RunResult:
     """The test of a build component, run once per test run (:func:`once_per_test_run`) by the first
     test that needs it: the component's own, or that of a dataset cut from its build."""
-    from openpert.testing.test_run_folder import once_per_test_run
+    from openpert.testing.once_per_run import once_per_test_run
 
     name = f"openpert-build-{build.task_dir.name if build.task_dir else 'project'}-{build.name}"
     return once_per_test_run(run_folders, name, lambda folder: run_component_test(build, folder))

@@ -281,25 +281,23 @@ def _selected(adata: ad.AnnData, obs_filter: Sequence[str] | None, path: str, *,
     return adata[select_cells(adata.obs, obs_filter, path=path)].copy()
 
 
-def _parsed(obs: pd.DataFrame, column: str, path: str, *, sep: str = "+") -> list:
-    """The targets of each cell's ``obs[column]``; one error naming the file and column for a bad value."""
+def _parsed(obs: pd.DataFrame, column: str, path: str | None = None, *, sep: str = "+", sort: bool = False) -> list:
+    """The targets of each cell's ``obs[column]`` (sorted with ``sort``), each distinct value parsed once.
+
+    A screen has thousands of cells per condition. A bad value is one error, naming the file (``path``)
+    and the column when given, and the first bad value in the cells' order.
+    """
     values = obs[column].astype(str)
-    # Each distinct value once, in the order the cells hold them (a screen has thousands of cells per
-    # condition): the value named by an error is still the first bad cell's.
     parsed = {}
     for value in pd.unique(values):
         try:
-            parsed[value] = parse_condition(value, sep=sep)
+            targets = parse_condition(value, sep=sep)
         except ValueError as err:
+            if path is None:
+                raise
             raise ValueError(f"{path}: obs[{column!r}]: {err}") from None
+        parsed[value] = tuple(sorted(targets)) if sort else targets
     return [parsed[value] for value in values]
-
-
-def _sorted_targets(conditions: pd.Series) -> list[tuple[str, ...]]:
-    """Sorted targets of each cell's GEARS condition string, each distinct string parsed once."""
-    conditions = conditions.astype(str)
-    parsed = {c: tuple(sorted(parse_condition(c))) for c in pd.unique(conditions)}
-    return [parsed[c] for c in conditions]
 
 
 def _gears(adata: ad.AnnData, *, path: str, obs_filter: Sequence[str] | None) -> ad.AnnData:
@@ -502,7 +500,7 @@ def pseudobulk(adata: ad.AnnData, *, condition_col: str = "condition", min_cells
     """
     if condition_col not in adata.obs.columns:
         raise ValueError(f"obs has no column {condition_col!r}; found {list(adata.obs.columns)}")
-    targets = _sorted_targets(adata.obs[condition_col])
+    targets = _parsed(adata.obs, condition_col, sort=True)
     keys = pd.Index([condition_key(t) for t in targets])
     codes, uniques = pd.factorize(keys, sort=True)
     # One sparse indicator product sums the cells of every group at once.
@@ -557,7 +555,7 @@ def half_pseudobulk(adata: ad.AnnData, profiles: ad.AnnData, *, seed: int = 0,
     means, n_cells
         ``profiles.n_obs`` x genes half means (float64) and the cells each one averages.
     """
-    keys = pd.Index([condition_key(t) for t in _sorted_targets(adata.obs[condition_col])])
+    keys = pd.Index([condition_key(t) for t in _parsed(adata.obs, condition_col, sort=True)])
     # Each perturbation's cells, grouped once (a stable sort keeps them in file order).
     group = pd.Index(profiles.obs_names).get_indexer(keys)
     order = np.argsort(group, kind="stable")

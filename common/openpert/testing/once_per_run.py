@@ -16,19 +16,16 @@ import pytest
 T = TypeVar("T")
 
 
-def test_run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The temporary folder of this test run, shared by its pytest-xdist workers (each has its own below it)."""
     folder = tmp_path_factory.getbasetemp()
     return folder.parent if os.environ.get("PYTEST_XDIST_WORKER") else folder
 
 
-test_run_folder.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
-
-
 @contextlib.contextmanager
 def workers_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
     """Hold the lock ``name`` of this test run: one worker at a time, whatever the number of pytest-xdist workers."""
-    with open(test_run_folder(tmp_path_factory) / f"{name}.lock", "w") as lock:
+    with open(run_folder(tmp_path_factory) / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -52,7 +49,7 @@ def once_per_test_run(tmp_path_factory: pytest.TempPathFactory, name: str, make:
     make
         Makes the value, writing what it needs into the (empty) folder it is given.
     """
-    shared = test_run_folder(tmp_path_factory)
+    shared = run_folder(tmp_path_factory)
     folder, stored = shared / name, shared / f"{name}.pickle"
     with workers_lock(tmp_path_factory, name):
         if stored.is_file():
