@@ -201,5 +201,6 @@ def test_the_cached_llm_server_wheel_is_keyed_on_every_file_its_build_reads():
     hashed = set(re.findall(r"'([^']+)'", re.search(r"hashFiles\(([^)]*)\)", keys[0]).group(1)))
     install = (ROOT / "scripts" / "serve_llm.sh").read_text()
     read = set(re.findall(r'\$repo/(requirements/[\w.-]+)', install))
-    assert read == {"requirements/llm-server-lock.txt", "requirements/llm-server-cmake-args.txt"}
+    assert read == {"requirements/llm-server-lock.txt", "requirements/llm-server-cmake-args.txt",
+                    "requirements/llm-server-without-common.cmake"}
     assert hashed == read
