@@ -126,10 +126,18 @@ def main() -> None:
         times: dict[str, list[float]] = {"bare": [], "harness": [], "sandboxed": [], "unlimited": []}
         cpu: dict[str, list[float]] = {"harness": [], "sandboxed": [], "unlimited": []}
 
+        # The bare script's resources (its task library), laid out as the harness lays them out.
+        bare_resources = tmp / "bare_resources"
+        for res in config.resources:
+            dest = bare_resources / (res.get("dest") or config.resource_path(res).name)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(config.resource_path(res), dest)
+
         def bare(i: int) -> None:
             script = tmp / f"bare_{i}.py"
             par = {"input_train": str(files["file_train"]), "input_test": str(files["file_test"]), "output": str(tmp / f"bare_{i}.h5ad")}
-            script.write_text(substitute_block(config.script.read_text(), par, {"name": "group_mean"}, path=config.script))
+            meta = {"name": "group_mean", "resources_dir": str(bare_resources)}
+            script.write_text(substitute_block(config.script.read_text(), par, meta, path=config.script))
             start = time.perf_counter()
             subprocess.run([sys.executable, str(script)], check=True, cwd=tmp)
             times["bare"].append(time.perf_counter() - start)
