@@ -127,6 +127,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 
+from openpert.config.formats import file_identity
 from openpert.config.layout_rules import python_files, source_imports
 from openpert.config.viash import ComponentConfig, ConfigError
 
@@ -530,15 +531,15 @@ def embeds_text(config: ComponentConfig) -> bool:
 def _file_embeds_text(path: Path) -> bool:
     """Whether one Python file imports :data:`EMBEDDING_MODULES` (``False`` when it cannot be read)."""
     try:
-        st = path.stat()
+        identity = file_identity(path)
     except OSError:
         return False
-    return _source_embeds_text(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    return _source_embeds_text(str(path), identity)
 
 
 @functools.lru_cache(maxsize=4096)
-def _source_embeds_text(path: str, inode: int, size: int, mtime_ns: int) -> bool:
-    """:func:`_file_embeds_text` of one version of a file (its inode, size and modification time).
+def _source_embeds_text(path: str, identity: tuple[int, int, int, int]) -> bool:
+    """:func:`_file_embeds_text` of one version of a file (its :func:`~openpert.config.formats.file_identity`).
 
     Every job of a component asks about the same files (a task library of a dozen modules): each is
     parsed once until it changes.

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pickle
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+
+from openpert.files import locked
 
 T = TypeVar("T")
 
@@ -22,12 +23,9 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder.parent if os.environ.get("PYTEST_XDIST_WORKER") else folder
 
 
-@contextlib.contextmanager
-def workers_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[None]:
+def workers_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> contextlib.AbstractContextManager[None]:
     """Hold the lock ``name`` of this test run: one worker at a time, whatever the number of pytest-xdist workers."""
-    with open(run_folder(tmp_path_factory) / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+    return locked(run_folder(tmp_path_factory) / f"{name}.lock")
 
 
 def once_per_test_run(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]) -> T:

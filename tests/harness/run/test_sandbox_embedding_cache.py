@@ -123,6 +123,16 @@ def test_an_import_in_a_declared_library_counts(project_copy):
     assert sandboxing.embeds_text(config)
 
 
+def test_an_edited_file_is_read_again(project_copy):
+    # Each file's answer is kept per version of the file: an edit that adds the import counts.
+    lib = project_copy / "src" / "tiny" / "tiny_lib" / "texts.py"
+    lib.write_text("import numpy\n")
+    config = read_config(component(project_copy, "method", extra="  - {type: file, path: /src/tiny/tiny_lib}\n"))
+    assert not sandboxing.embeds_text(config)
+    lib.write_text("from pertsci.text_metrics import cosine_similarity_texts\n")
+    assert sandboxing.embeds_text(config)
+
+
 def test_metrics_and_methods_get_separate_folders(project_copy, tmp_path):
     method = read_config(component(project_copy, "method", imports="from pertsci.embeddings import embed"))
     control = read_config(component(project_copy, "control_method", imports="from pertsci.embeddings import embed"))
