@@ -6,13 +6,16 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from importlib.util import cache_from_source
+from pathlib import Path
 
 import pytest
 from project_paths import ROOT
 
 from openpert.config.viash import read_config
 from openpert.images import ImageError
-from openpert.images.environments import STAMP, base_env, component_env, harness_source, prune_envs
+from openpert.images.environments import STAMP, base_env, bytecode_command, component_env, harness_source, prune_envs
 
 TINY = "engines:\n  - {type: docker, registry: registry.example, organization: demo-org, image: tiny, tag: 1.2.3}\n  - {type: native}\n"
 
@@ -35,6 +38,22 @@ def _installed(env) -> set[str]:
 
 def _imports(env, module: str) -> bool:
     return subprocess.run([str(env.python), "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def _compiled(module) -> bool:
+    return Path(cache_from_source(str(module))).is_file()
+
+
+def test_bytecode_is_compiled_but_for_test_suites_and_a_module_that_does_not_compile_is_left_as_source(tmp_path):
+    site = tmp_path / "env" / "lib" / "python3.11" / "site-packages"
+    modules = {name: site / name for name in ("pkg/mod.py", "pkg/tests/test_mod.py", "pkg/test/helper.py",
+                                              "pkg/testing/fixtures.py", "pkg/broken.py")}
+    for name, path in modules.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("def f(:\n" if name == "pkg/broken.py" else "X = 1\n")
+    done = subprocess.run(bytecode_command(sys.executable, tmp_path / "env"), capture_output=True, text=True)
+    assert done.returncode == 0 and not done.stdout and not done.stderr, done
+    assert {name for name, path in modules.items() if _compiled(path)} == {"pkg/mod.py", "pkg/testing/fixtures.py"}
 
 
 def test_an_interpreter_of_another_python_than_the_image_is_refused(demo_project, base_writer, tmp_path):
@@ -85,6 +104,8 @@ def test_a_base_environment_holds_exactly_its_pins_pytest_and_the_harness_is_cac
     stamp = json.loads((overlay.path / STAMP).read_text())
     assert stamp["shared_files"] > 100 and stamp["shared_bytes"] > 1_000_000
     assert _imports(overlay, "packaging.version")
+    # Installed without compiling, then compiled: the base's packages and the overlay's own have bytecode.
+    assert _compiled(module) and _compiled(site / "six.py")
 
     # An image FROM another is built as its Dockerfile builds it: a copy of the environment below, its own pins on top.
     base_writer(tiny_base, "child", "registry.example/demo-org/tiny:1.2.3", ["six==1.17.0"])
