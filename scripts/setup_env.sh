@@ -69,7 +69,7 @@ _openpert_setup() (
     # compiled again by every job.
     "$venv/bin/python" -c 'import subprocess, sys
 from openpert.images.environments import bytecode_command
-sys.exit(subprocess.run(bytecode_command(sys.executable, sys.prefix)).returncode)'
+sys.exit(subprocess.run(bytecode_command(sys.executable, sys.argv[1])).returncode)' "$venv"
     echo "$want" > "$stamp"
   fi
 )

@@ -79,7 +79,7 @@ def test_setup_takes_cpu_torch_from_the_cpu_index_when_it_answers(tmp_path, answ
     finally:
         server.shutdown()
     torch = [c for c in calls if "torch==2.13.0" in c]
-    assert torch == [f"install --quiet --index-url {index} torch==2.13.0"]
+    assert torch == [f"install --quiet --no-compile --index-url {index} torch==2.13.0"]
     # torch comes before the project, whose extras would otherwise pull PyPI's CUDA build
     assert calls.index(torch[0]) < next(i for i, c in enumerate(calls) if "-e" in c.split())
 
@@ -88,9 +88,9 @@ def test_setup_installs_the_project_under_the_lock(tmp_path):
     calls, said = _set_up_with_stub_python(tmp_path, "http://127.0.0.1:9")
     project = [c for c in calls if "-e" in c.split()]
     if _lock_python() == f"{sys.version_info[0]}.{sys.version_info[1]}":
-        assert project == [f"install --quiet -c {LOCK} -e {ROOT}[all]"]
+        assert project == [f"install --quiet --no-compile -c {LOCK} -e {ROOT}[all]"]
     else:
-        assert project == [f"install --quiet -e {ROOT}[all]"]
+        assert project == [f"install --quiet --no-compile -e {ROOT}[all]"]
         assert "installing within pyproject.toml's ranges" in said
 
 
@@ -101,7 +101,7 @@ def test_setup_falls_back_to_pips_indexes_when_the_cpu_index_is_unreachable(tmp_
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     calls, said = _set_up_with_stub_python(tmp_path, f"http://127.0.0.1:{port}")
-    assert [c for c in calls if "torch" in c] == ["install --quiet torch==2.13.0"]
+    assert [c for c in calls if "torch" in c] == ["install --quiet --no-compile torch==2.13.0"]
     assert f"http://127.0.0.1:{port} not reachable" in said
 
 
