@@ -47,10 +47,10 @@ smollm2_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 # them (Q8_0), written once by llama.cpp at install. llama.cpp reads prompts of F16 weights faster
 # than Q4_1 ones on a CPU: 156-186 prompt tokens a second against 88-101 for a 1,568-token prompt on
 # one core of a 2-core CI machine, 9.6-11.3 s against 16.3-18.7 s a request with its 32-token answer.
-# The embeddings, which the model also multiplies by to give each answer token's logits (they are
-# tied), are read at every answer token and at no prompt token but the last: kept at half the bytes
-# of F16, 32 answer tokens after a 1,700-token prompt took 0.61-0.66 s against 0.71-0.74 s, and the
-# prompt 6.9-7.0 s either way (three requests each, the same answers). The conversion gives the same
+# The embeddings are also the output layer (tied), which runs at every answer token and at no prompt
+# token but the last: at half the bytes of F16, 32 answer tokens after a 1,700-token prompt took
+# 0.61-0.66 s against 0.71-0.74 s, and the prompt 6.9-7.0 s either way (three requests each, one
+# thread, the same answer). The conversion gives the same
 # bytes each time (their sha256, checked as it is served).
 smollm2_served="$venv/SmolLM2-135M-Instruct.F16-Q8_0-embeddings.gguf"
 smollm2_served_sha256=233d07de4e1cb50b65026f416f83cd0d9584c18f8a081903753e7e2f67f27483
@@ -80,7 +80,8 @@ install() {
   write_served
 }
 
-# The wheel's GGUF, checked, stored as F16 but for its embeddings (see smollm2_served above) with llama.cpp's own conversion.
+# The wheel's GGUF, checked, stored as F16 but for its embeddings (see smollm2_served above), with
+# llama.cpp's own conversion.
 write_served() {
   local source
   source="$(smollm2_gguf)"
