@@ -46,7 +46,7 @@ import openpert.engines.local as local_engine  # noqa: E402
 from openpert.config.viash import read_config  # noqa: E402
 from openpert.engines.plan import Job, label_resources, limits_for  # noqa: E402
 from openpert.run import sandbox as sandboxing  # noqa: E402
-from openpert.run.component import run_component  # noqa: E402
+from openpert.run.component import copy_resources, run_component  # noqa: E402
 from openpert.run.process import Limits, execute  # noqa: E402
 from openpert.run.viash_block import substitute_block  # noqa: E402
 
@@ -128,10 +128,7 @@ def main() -> None:
 
         # The bare script's resources (its task library), laid out as the harness lays them out.
         bare_resources = tmp / "bare_resources"
-        for res in config.resources:
-            dest = bare_resources / (res.get("dest") or config.resource_path(res).name)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(config.resource_path(res), dest)
+        copy_resources(config, bare_resources)
 
         def bare(i: int) -> None:
             script = tmp / f"bare_{i}.py"

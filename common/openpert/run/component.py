@@ -387,6 +387,27 @@ def output_file_problem(path: Path) -> str:
     return ""
 
 
+def copy_resources(config: ComponentConfig, resources_dir: Path) -> None:
+    """Copy the component's resources into the new folder ``resources_dir``, each at its ``dest`` as Viash lays them out.
+
+    Raises
+    ------
+    ConfigError
+        When a declared resource does not exist.
+    """
+    resources_dir.mkdir()
+    for res in config.resources:
+        src = config.resource_path(res)
+        if not src.exists():
+            raise ConfigError(f"{config.path}: resource {res.get('path')!r} not found")
+        dest = resources_dir / (res.get("dest") or src.name)
+        if src.is_dir():
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest)
+
+
 def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir: str | Path,
                   limits: Limits | None = None, log: str | Path | None = None,
                   context: Mapping[str, str | Path] | None = None, allowed_input_formats: set[str] | None = None,
@@ -516,17 +537,10 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
         script_par[arg.name] = seen_as(work_dir / name)
 
     # Copy the component's resources; the script gets the real values in place of its VIASH block.
-    resources_dir.mkdir()
-    for res in config.resources:
-        src = config.resource_path(res)
-        if not src.exists():
-            return failed(EXIT_INVALID, f"{config.path}: resource {res.get('path')!r} not found")
-        dest = resources_dir / (res.get("dest") or src.name)
-        if src.is_dir():
-            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest)
+    try:
+        copy_resources(config, resources_dir)
+    except ConfigError as err:
+        return failed(EXIT_INVALID, str(err))
     script = resources_dir / config.script.name
     (resources_dir / ".config.vsh.yaml").write_text(config.public_yaml)
     memory_b = int(limits.memory_mb * 2**20) if limits.memory_mb else None

@@ -172,6 +172,19 @@ def test_a_hard_coded_output_name_fails_and_the_reason_names_par_output(project_
         assert not (work / "prediction.h5ad").exists()
 
 
+def test_resources_are_laid_out_at_their_dest_and_a_missing_one_fails_naming_it(project_copy, tmp_path):
+    config = read_config(_method(project_copy, "laid_out", "from tiny_lib import h5ad_files\nprint(h5ad_files.__name__)\n"))
+    result = run_component(config, method_args(project_copy, tmp_path / "out" / "prediction.h5ad"), work_dir=tmp_path / "w",
+                           sandbox=False)
+    assert "tiny_lib.h5ad_files" in result.log.read_text()  # at its dest, not beside the script
+    script = "    path: script.py\n"
+    config.path.write_text(config.path.read_text().replace(script, script + "  - {type: file, path: /src/tiny/tiny_lib/gone.py}\n"))
+    result = run_component(read_config(config.path), method_args(project_copy, tmp_path / "out2" / "prediction.h5ad"),
+                           work_dir=tmp_path / "w2", sandbox=False)
+    assert result.exit_code == EXIT_INVALID
+    assert result.reason == f"{config.path}: resource '/src/tiny/tiny_lib/gone.py' not found"
+
+
 def test_a_job_starts_in_an_empty_writable_folder_that_is_not_its_output_folder(project_copy, tmp_path):
     config = read_config(_method(project_copy, "where_am_i", (
         "import os, numpy as np\n"
