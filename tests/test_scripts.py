@@ -6,6 +6,7 @@ import hashlib
 import re
 import subprocess
 import sys
+from importlib.util import cache_from_source
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,13 @@ def test_setup_takes_cpu_torch_from_the_cpu_index_when_it_answers(tmp_path, answ
 
 
 def test_setup_installs_the_project_under_the_lock(tmp_path):
+    # A module installed without bytecode, and one of a package's test suite: setup compiles the first alone.
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "probe"
+    (site / "tests").mkdir(parents=True)
+    for module in (site / "mod.py", site / "tests" / "test_mod.py"):
+        module.write_text("X = 1\n")
     calls, said = _set_up_with_stub_python(tmp_path, "http://127.0.0.1:9")
+    assert [m.name for m in (site / "mod.py", site / "tests" / "test_mod.py") if Path(cache_from_source(str(m))).is_file()] == ["mod.py"]
     project = [c for c in calls if "-e" in c.split()]
     if _lock_python() == f"{sys.version_info[0]}.{sys.version_info[1]}":
         assert project == [f"install --quiet --no-compile -c {LOCK} -e {ROOT}[all]"]
