@@ -633,15 +633,20 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
         else:
             cmd = box.command([python, *launcher(report), seen_as(script)])
     else:
-        cmd = [sys.executable, *launcher(report), str(script)]
-        env = dict(os.environ)
-        env["TMPDIR"] = str(temp_dir)
-        env["VIASH_TEMP"] = str(temp_dir)
-        env["PYTHONUNBUFFERED"] = "1"
+        # The same threads as in the sandbox: the label's, never the host's.
+        shared = {**os.environ, "PYTHONUNBUFFERED": "1", **sandboxing.thread_environment(limits.cpus)}
+        env = {**shared, "TMPDIR": str(temp_dir), "VIASH_TEMP": str(temp_dir)}
         if embed_cache is not None:
             env[sandboxing.ENV_EMBED_CACHE] = str(embed_cache)
-        # The same threads as in the sandbox: the label's, never the host's.
-        env.update(sandboxing.thread_environment(limits.cpus))
+        # Forked beside an anchor from a server of this interpreter, with the harness's privileges as a
+        # fresh one would have (a component test in its image's environment runs hundreds of jobs).
+        server = forkserver.server_for(shared, FAST_EXIT_LAUNCHER)
+        if server is not None:
+            joined = forkserver.JobStart(server, argv=[str(script)], env=env, cwd=str(start_dir), tasks=tasks,
+                                         report_fd=report.write_fd, sandboxed=False)
+            cmd = joined.anchor_argv(sys.executable)
+        else:
+            cmd = [sys.executable, *launcher(report), str(script)]
     header = warning + "\n" if warning else ""
     # What the job writes counts toward its disk limit (its resources too: a few files, and
     # writable without a sandbox); its staged inputs do not (links of the dataset's files).
@@ -659,15 +664,19 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
                                                       sandboxed=box is not None, header=header, peak_report=report,
                                                       disk=disk, joined=joined)
         except forkserver.ForkServerError as err:
-            assert joined is not None and box is not None
+            assert joined is not None
             # No code of the job ran: it starts again in a fresh interpreter, and so do the
             # jobs after it.
             log_.warning("openpert: %s; jobs start a fresh interpreter from now on", err)
             forkserver.retire(joined.server)
             report = PeakReport()
-            cmd = box.command([python, *launcher(report), seen_as(script)])
+            if box is not None:
+                cmd = box.command([python, *launcher(report), seen_as(script)])
+            else:
+                cmd = [sys.executable, *launcher(report), str(script)]
             code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
-                                                      sandboxed=True, header=header, peak_report=report, disk=disk)
+                                                      sandboxed=box is not None, header=header, peak_report=report,
+                                                      disk=disk)
     finally:
         if proxy is not None:
             proxy.stop()

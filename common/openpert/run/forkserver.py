@@ -31,6 +31,14 @@ The job's process is not a descendant of bubblewrap on the host: :func:`openpert
 watches it (memory, processes, time) beside bubblewrap's tree, by the pid the server returns.
 Killing bubblewrap kills the anchor, and with the PID 1 of its namespace the kernel kills the job.
 
+A job without a sandbox
+-----------------------
+Where jobs run without a sandbox (a component test in its image's environment: its whole session
+is sandboxed, and a sandbox cannot be made inside another), the command is the anchor itself and
+the middle process joins nothing: the job is forked beside it with the harness's privileges, as a
+fresh interpreter would run, in a session of its own that :func:`openpert.run.process.execute`
+signals and kills beside the anchor.
+
 What differs from a fresh interpreter, and why it is accepted: the preloaded modules are in
 ``sys.modules`` already (their import-time state was computed in the same environment); the
 Python environment is bound at its own path in every sandbox (the modules were imported from
@@ -38,11 +46,11 @@ there); the hash seed of ``str`` is the server's (one per server, not one per jo
 random state of numpy is reseeded from the operating system's entropy in each job, as a fresh
 import would.
 
-Where it is used: sandboxed jobs of the harness's own interpreter (not a component test's image
-environment), on Linux with pidfd ``setns`` (5.8 and later), in a process that runs several jobs
-(``openpert run-component``, one job per process as Nextflow runs them, starts none). Elsewhere, or when the probe
-(:func:`server_for`) fails, jobs start a fresh interpreter as before; ``$OPENPERT_FORKSERVER=off``
-asks for that.
+Where it is used: on Linux with pidfd ``setns`` (5.8 and later), in a process that runs several
+jobs (``openpert run-component``, one job per process as Nextflow runs them, starts none), for
+sandboxed jobs of the harness's own interpreter and for jobs without a sandbox. Elsewhere, or when
+the probe (:func:`server_for`) fails, jobs start a fresh interpreter as before;
+``$OPENPERT_FORKSERVER=off`` asks for that.
 """
 
 from __future__ import annotations
@@ -65,6 +73,10 @@ log_ = logging.getLogger(__name__)
 #: Modules the server imports before its first fork: what nearly every job imports, and the
 #: slowest of it. (A module a job does not import still counts in its resident memory.)
 PRELOADED = ("numpy", "scipy.sparse", "pandas", "h5py", "anndata")
+#: Variables that change from one job to the next and that no preloaded module reads as it is imported
+#: (pytest names the test that runs in one): the environment a server is started with leaves them out,
+#: so that jobs outside a sandbox, which take the harness's environment, share a server.
+PER_JOB_VARIABLES = frozenset({"PYTEST_CURRENT_TEST"})
 #: The variable that turns the fork server off (``off``); anything else leaves it on where it works.
 ENV_FORKSERVER = "OPENPERT_FORKSERVER"
 #: The largest request (JSON) the server reads.
@@ -128,7 +140,7 @@ def drop_capabilities():
 
 
 def job(request, log, report):
-    """The job's process: in the sandbox already; becomes the job (never returns)."""
+    """The job's process: in its sandbox already, if it has one; becomes the job (never returns)."""
     try:
         os.setsid()
         null = os.open("/dev/null", os.O_RDONLY)
@@ -139,11 +151,13 @@ def job(request, log, report):
         os.closerange(4, 2**31 - 1)  # close_range(2): whatever the server held
         if request["fsize"] is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (request["fsize"], request["fsize"]))
-        drop_capabilities()
+        if request["join"]:
+            drop_capabilities()  # those of the sandbox's user namespace (outside one, the harness's own stay)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
-        os.environ["PWD"] = request["cwd"]  # as bubblewrap (--chdir) sets it for the command it runs
+        if request["join"]:
+            os.environ["PWD"] = request["cwd"]  # as bubblewrap (--chdir) sets it for the command it runs
         # Where a fresh interpreter puts PYTHONPATH (sandbox folders, which the server did not import
         # from); what the server's import system cached was seen from the host.
         sys.path[1:1] = [folder for folder in request["env"].get("PYTHONPATH", "").split(os.pathsep) if folder]
@@ -180,18 +194,20 @@ def job(request, log, report):
 
 
 def middle(request, fds, reply):
-    """Join the anchor's namespaces and root, fork the job, wait for it, tell the anchor (never returns)."""
+    """Join the anchor's namespaces and root (if it is in a sandbox), fork the job, wait for it, tell the
+    anchor (never returns)."""
     log, report, status = fds
     try:
         sock.close()
-        anchor = int(request["anchor"])
-        pidfd = os.pidfd_open(anchor)
-        root = os.open(f"/proc/{anchor}/root", os.O_PATH | os.O_DIRECTORY)
-        check(libc.setns(pidfd, NAMESPACES), "setns")
-        os.fchdir(root)
-        os.chroot(".")
-        os.close(root)
-        os.close(pidfd)
+        if request["join"]:
+            anchor = int(request["anchor"])
+            pidfd = os.pidfd_open(anchor)
+            root = os.open(f"/proc/{anchor}/root", os.O_PATH | os.O_DIRECTORY)
+            check(libc.setns(pidfd, NAMESPACES), "setns")
+            os.fchdir(root)
+            os.chroot(".")
+            os.close(root)
+            os.close(pidfd)
         child = os.fork()
         if child == 0:
             try:
@@ -297,13 +313,13 @@ class ForkServer:
         self._socket = ours
 
     def start(self, *, anchor: int, argv: list[str], env: Mapping[str, str], cwd: str, tasks: int | None,
-              fsize: int | None, log_fd: int, report_fd: int, status_fd: int) -> int:
+              fsize: int | None, log_fd: int, report_fd: int, status_fd: int, join: bool = True) -> int:
         """Fork a job into the sandbox whose PID 1 is ``anchor`` (a host pid); return the job's host pid.
 
         Parameters
         ----------
         anchor
-            The host pid of the sandbox's :data:`ANCHOR`.
+            The host pid of the sandbox's :data:`ANCHOR` (or of an anchor outside any sandbox: ``join``).
         argv
             The script (a sandbox path) and its arguments.
         env, cwd
@@ -314,13 +330,16 @@ class ForkServer:
             The job's ``RLIMIT_FSIZE`` in bytes (``None``: not set).
         log_fd, report_fd, status_fd
             The job's log (its stdout and stderr), its peak-memory pipe, and the anchor's status pipe.
+        join
+            Join the anchor's namespaces and root, and drop every capability; ``False``: the job has no
+            sandbox and runs as the harness's own process would (a fresh interpreter's privileges).
 
         Raises
         ------
         ForkServerError
             When the server has gone or the job could not join its sandbox.
         """
-        request = json.dumps({"anchor": anchor, "argv": argv, "env": dict(env), "cwd": cwd,
+        request = json.dumps({"anchor": anchor, "argv": argv, "env": dict(env), "cwd": cwd, "join": join,
                               "tasks": -1 if tasks is None else tasks, "fsize": fsize}).encode()
         if len(request) > _MAX_REQUEST:
             raise ForkServerError(f"the job's request is {len(request)} bytes, more than the server reads")
@@ -361,30 +380,34 @@ class ForkServer:
 class JobStart:
     """How :func:`openpert.run.process.execute` starts one job through a fork server.
 
-    The command it runs is bubblewrap with :data:`ANCHOR` (:meth:`anchor_argv`); bubblewrap writes
-    the anchor's host pid on :attr:`info_fd` (``--info-fd``) and passes the anchor :attr:`status_fd`.
+    In a sandbox (``sandboxed``), the command it runs is bubblewrap with :data:`ANCHOR`
+    (:meth:`anchor_argv`); bubblewrap writes the anchor's host pid on :attr:`info_fd`
+    (``--info-fd``) and passes the anchor :attr:`status_fd`. Without one, the command is the anchor
+    itself, and the job is forked beside it with the harness's privileges and namespaces, as a
+    fresh interpreter would run.
     """
 
     def __init__(self, server: ForkServer, *, argv: list[str], env: Mapping[str, str], cwd: str, tasks: int | None,
-                 report_fd: int):
+                 report_fd: int, sandboxed: bool = True):
         self.server = server
         self.argv, self.env, self.cwd, self.tasks, self.report_fd = argv, dict(env), cwd, tasks, report_fd
-        self._info_read, self.info_fd = os.pipe()
+        self.sandboxed = sandboxed
+        self._info_read, self.info_fd = os.pipe() if sandboxed else (-1, -1)
         self.status_fd, self._status_write = os.pipe()
         self._ready_read, self.ready_fd = os.pipe()
 
     @property
-    def pass_fds(self) -> tuple[int, int, int]:
-        """The descriptors bubblewrap inherits."""
-        return self.info_fd, self.status_fd, self.ready_fd
+    def pass_fds(self) -> tuple[int, ...]:
+        """The descriptors the command (bubblewrap, or the anchor without a sandbox) inherits."""
+        return (self.info_fd, self.status_fd, self.ready_fd) if self.sandboxed else (self.status_fd, self.ready_fd)
 
     def anchor_argv(self, python: str) -> list[str]:
-        """The anchor's command line in the sandbox (``python`` is the interpreter's sandbox path)."""
+        """The anchor's command line (``python`` is the interpreter's path where the anchor runs)."""
         return [python, "-I", "-S", "-c", ANCHOR, str(self.status_fd), str(self.ready_fd)]
 
-    def __call__(self, log_fd: int, file_size: int | None) -> int | None:
-        """Once bubblewrap runs: fork the job into its sandbox (its log ``log_fd``, its files capped at
-        ``file_size`` bytes); return the job's host pid.
+    def __call__(self, command_pid: int, log_fd: int, file_size: int | None) -> int | None:
+        """Once the command (``command_pid``) runs: fork the job into its sandbox, if it has one (its log
+        ``log_fd``, its files capped at ``file_size`` bytes); return the job's host pid.
 
         ``None`` when bubblewrap or the anchor ended before the sandbox was complete: their own
         error, in the job's log, is the job's (a fresh interpreter would not have started either).
@@ -392,19 +415,26 @@ class JobStart:
         try:
             for fd in self.pass_fds:
                 os.close(fd)
-            info = _read_all(self._info_read)
-            if not info or _read_all(self._ready_read) != b"ready":
+            if self.sandboxed:
+                info = _read_all(self._info_read)
+                if not info:
+                    return None
+            if _read_all(self._ready_read) != b"ready":
                 return None
-            try:
-                anchor = int(json.loads(info)["child-pid"])
-            except (ValueError, KeyError, TypeError) as err:
-                raise ForkServerError(f"bubblewrap did not say where its sandbox is ({info[:200]!r})") from err
+            if self.sandboxed:
+                try:
+                    anchor = int(json.loads(info)["child-pid"])
+                except (ValueError, KeyError, TypeError) as err:
+                    raise ForkServerError(f"bubblewrap did not say where its sandbox is ({info[:200]!r})") from err
+            else:
+                anchor = command_pid
             return self.server.start(anchor=anchor, argv=self.argv, env=self.env, cwd=self.cwd, tasks=self.tasks,
                                      fsize=file_size, log_fd=log_fd, report_fd=self.report_fd,
-                                     status_fd=self._status_write)
+                                     status_fd=self._status_write, join=self.sandboxed)
         finally:
             for fd in (self._info_read, self._status_write, self._ready_read):
-                os.close(fd)
+                if fd >= 0:
+                    os.close(fd)
 
 
 def _read_all(fd: int) -> bytes:
@@ -430,12 +460,14 @@ def server_for(env: Mapping[str, str], launcher: str) -> ForkServer | None:
     """The fork server started with ``env`` (started on first use), or ``None`` where there is none.
 
     ``env`` is the environment jobs share before each is given its own variables
-    (:func:`openpert.run.sandbox.job_environment` without a job's caches or model): their CPU
-    count's thread variables and the host's BLAS kernel settings, which the preloaded modules
-    read as they are imported. Jobs of another environment get a server of their own.
+    (:func:`openpert.run.sandbox.job_environment` without a job's caches or model, or the harness's
+    own outside a sandbox, less :data:`PER_JOB_VARIABLES`): their CPU count's thread variables and
+    the host's BLAS kernel settings, which the preloaded modules read as they are imported. Jobs of
+    another environment get a server of their own.
     """
     if not enabled():
         return None
+    env = {name: value for name, value in env.items() if name not in PER_JOB_VARIABLES}
     key = frozenset(env.items())
     with _servers_lock:
         if key not in _servers:

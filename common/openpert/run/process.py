@@ -305,9 +305,10 @@ class JoinedJob(Protocol):
     #: Descriptors the command inherits.
     pass_fds: tuple[int, ...]
 
-    def __call__(self, log_fd: int, file_size: int | None) -> int | None:
-        """Start the job, its output going to ``log_fd``, each file it writes capped at ``file_size`` bytes
-        (``RLIMIT_FSIZE``; ``None``: no cap); return its pid (``None``: the command has ended)."""
+    def __call__(self, command_pid: int, log_fd: int, file_size: int | None) -> int | None:
+        """Start the job in the command ``command_pid``, its output going to ``log_fd``, each file it writes
+        capped at ``file_size`` bytes (``RLIMIT_FSIZE``; ``None``: no cap); return its pid (``None``: the
+        command has ended)."""
 
 
 class PeakReport:
@@ -408,9 +409,10 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
         What counts toward ``limits.disk_mb`` (default: everything under ``cwd``, and the log).
     joined
         The job is not ``cmd`` but a process that ``joined`` starts inside it once it runs (a fork
-        server's job in the sandbox of a bubblewrap anchor, :mod:`openpert.run.forkserver`): it is
-        watched beside ``cmd``'s tree, and ``cmd`` ends when it does. ``peak_report`` is passed to
-        it rather than to ``cmd``. If it cannot start, ``cmd`` is killed and the error raised.
+        server's job in the sandbox of a bubblewrap anchor, or beside an anchor without a sandbox:
+        :mod:`openpert.run.forkserver`): it is watched beside ``cmd``'s tree, signalled with it, and
+        ``cmd`` ends when it does. ``peak_report`` is passed to it rather than to ``cmd``. If it
+        cannot start, ``cmd`` is killed and the error raised.
 
     Returns
     -------
@@ -442,7 +444,7 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
             job = None
             if joined is not None:
                 try:
-                    pid = joined(out.fileno(), file_size_limit(limits.disk_mb))
+                    pid = joined(proc.pid, out.fileno(), file_size_limit(limits.disk_mb))
                 except BaseException:
                     _kill_group(proc.pid, signal.SIGKILL)
                     proc.wait()
@@ -523,7 +525,7 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
                 elif forced is None and limits.time_s is not None and elapsed > limits.time_s:
                     reason = f"time limit exceeded ({limits.time_s:g} s)"
                     forced = EXIT_TIME
-                    if sandboxed:
+                    if sandboxed or job is not None:
                         _signal(procs[1:], signal.SIGTERM)
                     else:
                         _kill_group(proc.pid, signal.SIGTERM)
@@ -537,6 +539,9 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
         proc.returncode = os.waitstatus_to_exitcode(status)
     # Children that outlive the script would keep writing into a work dir we are about to publish.
     _kill_group(proc.pid, signal.SIGKILL)
+    if job is not None and not sandboxed:
+        # A joined job outside a sandbox leads a session of its own, which no namespace's end takes with it.
+        _kill_group(job.pid, signal.SIGKILL)
     _sweep(seen)
     _ACTIVE.discard(proc.pid)
     duration = time.perf_counter() - start

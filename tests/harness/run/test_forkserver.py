@@ -1,10 +1,13 @@
-"""Jobs forked from a fork server: in their sandbox, with nothing of the server, as a fresh interpreter would run."""
+"""Jobs forked from a fork server: in their sandbox (or none), with nothing of the server, as a fresh interpreter would run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import os
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +21,6 @@ from openpert.run import forkserver
 from openpert.run.component import run_component
 
 needs_bwrap = needs_sandbox()
-pytestmark = needs_bwrap
 
 #: The probe reports before it imports anything of its own.
 SCRIPT = """\
@@ -68,13 +70,13 @@ def add_probe(project: Path, body: str) -> Path:
     return folder / "config.vsh.yaml"
 
 
-def run(project: Path, config_path: Path, work: Path):
+def run(project: Path, config_path: Path, work: Path, sandbox: bool = True, **limits):
     config = read_config(config_path)
     data = project / "resources_test" / "tiny" / "syn"
     args = {"input_train": data / "train.h5ad", "input_test": data / "test.h5ad",
             "output": work.parent / f"{work.name}_out" / "prediction.h5ad"}
-    limits = limits_for(config.labels, label_resources(project), where=config.name)
-    return run_component(config, args, work_dir=work, limits=limits, sandbox=True)
+    labelled = limits_for(config.labels, label_resources(project), where=config.name)
+    return run_component(config, args, work_dir=work, limits=dataclasses.replace(labelled, **limits), sandbox=sandbox)
 
 
 def report_of(result) -> dict:
@@ -108,6 +110,7 @@ def retiring():
     forkserver.close_all()
 
 
+@needs_bwrap
 def test_a_forked_job_holds_no_capability_and_nothing_of_the_server(project_copy, tmp_path):
     """Joined to bubblewrap's namespaces with every capability dropped, its own descriptors only."""
     result = run(project_copy, add_probe(project_copy, HOLDINGS), tmp_path / "w")
@@ -127,6 +130,7 @@ def test_a_forked_job_holds_no_capability_and_nothing_of_the_server(project_copy
     assert seen["sys_path"][0] == "/job/.resources"
 
 
+@needs_bwrap
 def test_jobs_get_fresh_random_state_and_the_exit_a_fresh_interpreter_gives(project_copy, tmp_path):
     """Unseeded numpy draws differ between jobs; sys.exit's code and an exception's traceback are the script's."""
     draw = add_probe(project_copy, "import numpy as np\nreport['draw'] = np.random.rand()")
@@ -143,6 +147,7 @@ def test_jobs_get_fresh_random_state_and_the_exit_a_fresh_interpreter_gives(proj
     assert "in middle" not in log and "in job" not in log  # the server's own frames are not shown
 
 
+@needs_bwrap
 def test_the_fork_server_can_be_turned_off_and_a_forked_job_imports_from_where_a_fresh_one_does(
         project_copy, tmp_path, monkeypatch):
     body = """
@@ -164,6 +169,7 @@ def test_the_fork_server_can_be_turned_off_and_a_forked_job_imports_from_where_a
     assert seen_forked["environ"] == seen_fresh["environ"]  # the job's own, nothing of the server's
 
 
+@needs_bwrap
 def test_a_job_sees_no_process_of_the_server(project_copy, tmp_path):
     """The server and its middle process are outside the job's namespace: the job sees the anchor and itself."""
     body = """
@@ -177,6 +183,7 @@ def test_a_job_sees_no_process_of_the_server(project_copy, tmp_path):
     assert seen["cmdlines"][0][1:3] == ["-I", "-S"]  # PID 1 is bubblewrap's anchor, not bubblewrap or the server
 
 
+@needs_bwrap
 def test_a_server_that_fails_leaves_the_job_to_a_fresh_interpreter(retiring, project_copy, tmp_path, monkeypatch, caplog):
     """No job is lost to the server: it runs fresh, with one warning, and so do the jobs after it."""
 
@@ -205,3 +212,105 @@ def test_jobs_of_another_environment_get_a_server_of_their_own():
     servers = [forkserver.server_for(env, FAST_EXIT_LAUNCHER) for env in (one, two, haswell, dict(one))]
     assert None not in servers
     assert len({id(server) for server in servers[:3]}) == 3 and servers[3] is servers[0]
+
+
+#: What a job without a sandbox shows of where it runs, to compare with a fresh interpreter's.
+UNSANDBOXED = """
+import tempfile
+report['path'] = [folder for folder in sys.path if os.path.isdir(folder)]
+report['prefix'], report['executable'] = sys.prefix, sys.executable
+report['environ'] = dict(os.environ)
+report['tempdir'], report['cwd'] = tempfile.gettempdir(), os.getcwd()
+with open("/proc/self/status") as fh:
+    report["caps"] = {line.split(":")[0]: line.split()[1] for line in fh if line.startswith("Cap")}
+report["fds"] = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+report["session"] = os.getsid(0) == os.getpid()
+"""
+
+
+def test_a_job_without_a_sandbox_is_forked_and_runs_where_and_as_a_fresh_interpreter_would(
+        project_copy, tmp_path, monkeypatch):
+    """Its environment, import path, temporary folder, working folder and privileges are a fresh interpreter's."""
+    config = add_probe(project_copy, UNSANDBOXED)
+    forked = run(project_copy, config, tmp_path / "forked", sandbox=False)
+    monkeypatch.setenv(forkserver.ENV_FORKSERVER, "off")
+    fresh = run(project_copy, config, tmp_path / "fresh", sandbox=False)
+    assert forked.succeeded and fresh.succeeded, (forked.reason, fresh.reason)
+    seen_forked, seen_fresh = report_of(forked), report_of(fresh)
+    assert seen_forked["modules"] == ["anndata", "numpy", "pandas"] and seen_fresh["modules"] == []
+    for key in ("prefix", "executable", "caps", "session"):
+        assert seen_forked[key] == seen_fresh[key], key
+    # stdin, the log twice, the peak-memory pipe and the listing's own: nothing of the server's
+    assert len(seen_forked["fds"]) == len(seen_fresh["fds"]) == 5
+    assert seen_forked["session"]
+    assert seen_forked["path"][1:] == seen_fresh["path"][1:]
+    # Each job's own folders (its script's first on the import path), not the server's nor another job's.
+    for seen, work in ((seen_forked, tmp_path / "forked"), (seen_fresh, tmp_path / "fresh")):
+        assert all(Path(seen[key]).is_relative_to(work) for key in ("tempdir", "cwd")), seen
+        assert seen["path"][0] == str(work / ".resources")
+        assert seen["environ"]["TMPDIR"] == seen["tempdir"]
+    differing = {name for name in {*seen_forked["environ"], *seen_fresh["environ"]}
+                 if seen_forked["environ"].get(name) != seen_fresh["environ"].get(name)}
+    assert differing == {"TMPDIR", "VIASH_TEMP", forkserver.ENV_FORKSERVER}  # the last: set above for the fresh job
+
+
+def test_jobs_without_a_sandbox_share_a_server_whatever_test_runs_them(project_copy, tmp_path, monkeypatch):
+    """pytest names the running test in the harness's environment: that does not start a server per job."""
+    body = """
+    with open(f"/proc/{os.getppid()}/stat") as fh:
+        report['server'] = int(fh.read().rsplit(")", 1)[1].split()[1])  # the parent of the middle process
+    """
+    config = add_probe(project_copy, body)
+    servers = []
+    for test in ("first", "second"):
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", f"test.py::{test} (call)")
+        result = run(project_copy, config, tmp_path / test, sandbox=False)
+        assert result.succeeded, result.reason
+        assert report_of(result)["modules"] == ["anndata", "numpy", "pandas"]
+        servers.append(report_of(result)["server"])
+    assert servers[0] == servers[1] != os.getpid()
+
+
+def test_a_job_without_a_sandbox_is_stopped_at_its_time_limit_with_what_it_started(project_copy, tmp_path):
+    """SIGTERM reaches the job (its own session, not the anchor's), and nothing it started outlives it."""
+    body = """
+    import signal, subprocess, time
+    child = subprocess.Popen(["sleep", "600"])
+    open("child.pid", "w").write(str(child.pid))
+    signal.signal(signal.SIGTERM, lambda *_: (open("terminated", "w").close(), sys.exit(143)))
+    time.sleep(600)
+    """
+    result = run(project_copy, add_probe(project_copy, body), tmp_path / "w", sandbox=False, time_s=3)
+    assert result.exit_code == 143 and result.reason.startswith("time limit exceeded"), result.reason
+    found = {path.name: path for path in (tmp_path / "w").rglob("*") if path.name in ("child.pid", "terminated")}
+    assert "terminated" in found, "the job's SIGTERM handler did not run"
+    child = int(found["child.pid"].read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "a process the job started outlived it"
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_nothing_a_job_without_a_sandbox_starts_as_it_ends_outlives_it(project_copy, tmp_path):
+    """A process started just before the job exits (too late for any sample of its tree) is killed with its session."""
+    body = """
+    import subprocess
+    child = subprocess.Popen(["sleep", "600"])
+    open("child.pid", "w").write(str(child.pid))
+    os._exit(0)
+    """
+    run(project_copy, add_probe(project_copy, body), tmp_path / "w", sandbox=False)
+    child = int(next((tmp_path / "w").rglob("child.pid")).read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "a process the job started outlived it"
