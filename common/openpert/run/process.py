@@ -454,6 +454,8 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
                     job = psutil.Process(pid) if pid is not None else None
                 except psutil.NoSuchProcess:
                     job = None  # it has ended already; the command ends with it
+                if job is not None and not sandboxed:
+                    _ACTIVE.add(job.pid)  # its session is not the command's (see the end)
         finally:
             if peak_report is not None:
                 peak_report.close_writer()
@@ -542,6 +544,7 @@ def execute(cmd: list[str], *, cwd: Path, log: Path, limits: Limits, env: Mappin
     if job is not None and not sandboxed:
         # A joined job outside a sandbox leads a session of its own, which no namespace's end takes with it.
         _kill_group(job.pid, signal.SIGKILL)
+        _ACTIVE.discard(job.pid)
     _sweep(seen)
     _ACTIVE.discard(proc.pid)
     duration = time.perf_counter() - start

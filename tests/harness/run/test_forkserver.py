@@ -314,3 +314,31 @@ def test_nothing_a_job_without_a_sandbox_starts_as_it_ends_outlives_it(project_c
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child), "a process the job started outlived it"
+
+
+def test_an_interrupted_run_kills_a_job_without_a_sandbox_itself(project_copy, tmp_path):
+    """kill_active_jobs (a run stopped by Ctrl-C or an error) reaches the job's own session, not only its anchor's."""
+    import threading
+
+    from openpert.run import process
+
+    body = """
+    import time
+    open("job.pid", "w").write(str(os.getpid()))
+    time.sleep(600)
+    """
+    config = add_probe(project_copy, body)
+    results = []
+    runner = threading.Thread(target=lambda: results.append(run(project_copy, config, tmp_path / "w", sandbox=False)))
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not list((tmp_path / "w").rglob("job.pid")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        job = int(next((tmp_path / "w").rglob("job.pid")).read_text())
+        assert job in process._ACTIVE
+    finally:
+        process.kill_active_jobs()
+        runner.join(timeout=30)
+    assert results and results[0].exit_code == 137, results
+    assert not _alive(job)
