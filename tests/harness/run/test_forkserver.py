@@ -86,6 +86,23 @@ def report_of(result) -> dict:
     raise AssertionError(f"no report in the log ({result.reason}):\n{result.log.read_text(errors='replace')[-3000:]}")
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _ends(pid: int, within_s: float = 5.0) -> bool:
+    """Whether process ``pid`` has ended, or does within ``within_s`` seconds."""
+    deadline = time.monotonic() + within_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def own_servers():
     """The module's jobs start from servers of its own, whatever ran before in the worker; they end with it.
@@ -242,7 +259,7 @@ def test_a_job_without_a_sandbox_is_forked_and_runs_where_and_as_a_fresh_interpr
         assert seen_forked[key] == seen_fresh[key], key
     # stdin, the log twice, the peak-memory pipe and the listing's own: nothing of the server's
     assert len(seen_forked["fds"]) == len(seen_fresh["fds"]) == 5
-    assert seen_forked["session"]
+    assert seen_forked["session"]  # a session of its own, as Popen(start_new_session=True) gives a fresh one
     assert seen_forked["path"][1:] == seen_fresh["path"][1:]
     # Each job's own folders (its script's first on the import path), not the server's nor another job's.
     for seen, work in ((seen_forked, tmp_path / "forked"), (seen_fresh, tmp_path / "fresh")):
@@ -285,19 +302,7 @@ def test_a_job_without_a_sandbox_is_stopped_at_its_time_limit_with_what_it_start
     found = {path.name: path for path in (tmp_path / "w").rglob("*") if path.name in ("child.pid", "terminated")}
     assert "terminated" in found, "the job's SIGTERM handler did not run"
     child = int(found["child.pid"].read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child), "a process the job started outlived it"
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+    assert _ends(child), "a process the job started outlived it"
 
 
 def test_nothing_a_job_without_a_sandbox_starts_as_it_ends_outlives_it(project_copy, tmp_path):
@@ -310,10 +315,7 @@ def test_nothing_a_job_without_a_sandbox_starts_as_it_ends_outlives_it(project_c
     """
     run(project_copy, add_probe(project_copy, body), tmp_path / "w", sandbox=False)
     child = int(next((tmp_path / "w").rglob("child.pid")).read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(child), "a process the job started outlived it"
+    assert _ends(child), "a process the job started outlived it"
 
 
 def test_an_interrupted_run_kills_a_job_without_a_sandbox_itself(project_copy, tmp_path):
@@ -341,4 +343,4 @@ def test_an_interrupted_run_kills_a_job_without_a_sandbox_itself(project_copy, t
         process.kill_active_jobs()
         runner.join(timeout=30)
     assert results and results[0].exit_code == 137, results
-    assert not _alive(job)
+    assert _ends(job)
