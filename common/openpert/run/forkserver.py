@@ -272,6 +272,13 @@ while True:
         answer += chunk
     os.close(read_end)
     sock.send(answer or b"error the middle process ended without an answer")
+
+# The harness ended without closing this server (ForkServer.close kills it first), so nobody else removes
+# its folder, this process's working folder: the log of its errors, which nobody will read now.
+folder = os.getcwd()
+for name in os.listdir(folder):
+    os.unlink(os.path.join(folder, name))
+os.rmdir(folder)
 '''
 
 
@@ -368,12 +375,13 @@ class ForkServer:
         Closing its socket would end an idle server, but one still importing :data:`PRELOADED`
         (a server retired or closed before it served) would first spend its second of CPU on
         imports nobody uses. The server holds nothing a job needs: its middle processes and their
-        jobs are processes of their own, which its end does not stop.
+        jobs are processes of their own, which its end does not stop. (It is killed before its
+        socket closes: a server that sees its socket close removes its folder itself.)
         """
-        self._socket.close()
         if self._process.poll() is None:
             self._process.kill()
         self._process.wait()
+        self._socket.close()
         self._folder.cleanup()
 
 

@@ -344,3 +344,28 @@ def test_an_interrupted_run_kills_a_job_without_a_sandbox_itself(project_copy, t
         runner.join(timeout=30)
     assert results and results[0].exit_code == 137, results
     assert _ends(job)
+
+
+def test_a_server_whose_harness_is_killed_removes_its_folder(tmp_path):
+    """A harness killed mid-run (SIGKILL: no clean-up of its own) leaves no folder of its server behind."""
+    import signal
+    import subprocess
+    import sys
+
+    harness = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from openpert.run import forkserver\n"
+         "from openpert.run.component import FAST_EXIT_LAUNCHER\n"
+         "server = forkserver.ForkServer({'PATH': '/usr/bin:/bin'}, FAST_EXIT_LAUNCHER)\n"
+         "print(server._folder.name, flush=True)\n"
+         "time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        folder = Path(harness.stdout.readline().strip())
+        assert folder.is_dir()
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    deadline = time.monotonic() + 30  # the server may still be importing the scientific stack
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not folder.exists()
