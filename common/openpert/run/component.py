@@ -606,12 +606,6 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
     report = PeakReport()
     tasks = task_limit(limits, sandboxed=box is not None)
 
-    def launcher(report: PeakReport) -> list[str]:
-        # Bytecode is used only where it matches its source (hash-based .pyc files included), so what
-        # the job runs is what its cache key hashed (openpert.engines.cache_keys).
-        return ["--check-hash-based-pycs", "always", "-c", FAST_EXIT_LAUNCHER, str(report.write_fd),
-                str(tasks if tasks is not None else -1)]
-
     joined: forkserver.JobStart | None = None
     if box is not None:
         box.read_only.append(resources_dir)
@@ -623,30 +617,34 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
             box.env[ENV_RELAY] = f"{box.inside(proxy.socket_path)} {RELAY_PORT}"
         python = str(sandboxing.python_environment().executable)
         env = box.env  # bubblewrap's own environment too: the sandbox's PID 1 shows it
-        # The same job forked from a server that has imported the scientific stack already.
-        server = forkserver.server_for(sandboxing.job_environment(cpus=limits.cpus, llm=False, llm_cache=False),
-                                       FAST_EXIT_LAUNCHER)
-        if server is not None:
-            joined = forkserver.JobStart(server, argv=[seen_as(script)], env=box.env, cwd=str(box.chdir), tasks=tasks,
-                                         report_fd=report.write_fd)
-            cmd = box.command(joined.anchor_argv(python), info_fd=joined.info_fd)
-        else:
-            cmd = box.command([python, *launcher(report), seen_as(script)])
+        server_env = sandboxing.job_environment(cpus=limits.cpus, llm=False, llm_cache=False)
     else:
+        python = sys.executable
         # The same threads as in the sandbox: the label's, never the host's.
-        shared = {**os.environ, "PYTHONUNBUFFERED": "1", **sandboxing.thread_environment(limits.cpus)}
-        env = {**shared, "TMPDIR": str(temp_dir), "VIASH_TEMP": str(temp_dir)}
+        server_env = {**os.environ, "PYTHONUNBUFFERED": "1", **sandboxing.thread_environment(limits.cpus)}
+        env = {**server_env, "TMPDIR": str(temp_dir), "VIASH_TEMP": str(temp_dir)}
         if embed_cache is not None:
             env[sandboxing.ENV_EMBED_CACHE] = str(embed_cache)
-        # Forked beside an anchor from a server of this interpreter, with the harness's privileges as a
-        # fresh one would have (a component test in its image's environment runs hundreds of jobs).
-        server = forkserver.server_for(shared, FAST_EXIT_LAUNCHER)
-        if server is not None:
-            joined = forkserver.JobStart(server, argv=[str(script)], env=env, cwd=str(start_dir), tasks=tasks,
-                                         report_fd=report.write_fd, sandboxed=False)
-            cmd = joined.anchor_argv(sys.executable)
-        else:
-            cmd = [sys.executable, *launcher(report), str(script)]
+
+    def fresh_interpreter(report: PeakReport) -> list[str]:
+        # Bytecode is used only where it matches its source (hash-based .pyc files included), so what
+        # the job runs is what its cache key hashed (openpert.engines.cache_keys).
+        cmd = [python, "--check-hash-based-pycs", "always", "-c", FAST_EXIT_LAUNCHER, str(report.write_fd),
+               str(tasks if tasks is not None else -1), seen_as(script)]
+        return box.command(cmd) if box is not None else cmd
+
+    # The same job forked from a server that has imported the scientific stack already: into its
+    # sandbox, or (a component test in its image's environment runs hundreds of jobs without one)
+    # beside an anchor, with the harness's privileges as a fresh interpreter would have.
+    server = forkserver.server_for(server_env, FAST_EXIT_LAUNCHER)
+    if server is None:
+        cmd = fresh_interpreter(report)
+    else:
+        joined = forkserver.JobStart(server, argv=[seen_as(script)], env=env, cwd=seen_as(start_dir), tasks=tasks,
+                                     report_fd=report.write_fd, sandboxed=box is not None)
+        cmd = joined.anchor_argv(python)
+        if box is not None:
+            cmd = box.command(cmd, info_fd=joined.info_fd)
     header = warning + "\n" if warning else ""
     # What the job writes counts toward its disk limit (its resources too: a few files, and
     # writable without a sandbox); its staged inputs do not (links of the dataset's files).
@@ -670,13 +668,9 @@ def run_component(config: ComponentConfig, args: Mapping[str, Any], *, work_dir:
             log_.warning("openpert: %s; jobs start a fresh interpreter from now on", err)
             forkserver.retire(joined.server)
             report = PeakReport()
-            if box is not None:
-                cmd = box.command([python, *launcher(report), seen_as(script)])
-            else:
-                cmd = [sys.executable, *launcher(report), str(script)]
-            code, reason, duration, peak_mb = execute(cmd, cwd=start_dir, log=log, limits=limits, env=env,
-                                                      sandboxed=box is not None, header=header, peak_report=report,
-                                                      disk=disk)
+            code, reason, duration, peak_mb = execute(fresh_interpreter(report), cwd=start_dir, log=log, limits=limits,
+                                                      env=env, sandboxed=box is not None, header=header,
+                                                      peak_report=report, disk=disk)
     finally:
         if proxy is not None:
             proxy.stop()

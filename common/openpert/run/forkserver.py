@@ -320,7 +320,7 @@ class ForkServer:
         self._socket = ours
 
     def start(self, *, anchor: int, argv: list[str], env: Mapping[str, str], cwd: str, tasks: int | None,
-              fsize: int | None, log_fd: int, report_fd: int, status_fd: int, join: bool = True) -> int:
+              fsize: int | None, log_fd: int, report_fd: int, status_fd: int, join: bool) -> int:
         """Fork a job into the sandbox whose PID 1 is ``anchor`` (a host pid); return the job's host pid.
 
         Parameters
@@ -396,7 +396,7 @@ class JobStart:
     """
 
     def __init__(self, server: ForkServer, *, argv: list[str], env: Mapping[str, str], cwd: str, tasks: int | None,
-                 report_fd: int, sandboxed: bool = True):
+                 report_fd: int, sandboxed: bool):
         self.server = server
         self.argv, self.env, self.cwd, self.tasks, self.report_fd = argv, dict(env), cwd, tasks, report_fd
         self.sandboxed = sandboxed
@@ -423,19 +423,11 @@ class JobStart:
         try:
             for fd in self.pass_fds:
                 os.close(fd)
-            if self.sandboxed:
-                info = _read_all(self._info_read)
-                if not info:
-                    return None
-            if _read_all(self._ready_read) != b"ready":
+            # bubblewrap says where its sandbox is before the anchor says it is complete.
+            info = _read_all(self._info_read) if self.sandboxed else b""
+            if (self.sandboxed and not info) or _read_all(self._ready_read) != b"ready":
                 return None
-            if self.sandboxed:
-                try:
-                    anchor = int(json.loads(info)["child-pid"])
-                except (ValueError, KeyError, TypeError) as err:
-                    raise ForkServerError(f"bubblewrap did not say where its sandbox is ({info[:200]!r})") from err
-            else:
-                anchor = command_pid
+            anchor = _sandbox_anchor(info) if self.sandboxed else command_pid
             return self.server.start(anchor=anchor, argv=self.argv, env=self.env, cwd=self.cwd, tasks=self.tasks,
                                      fsize=file_size, log_fd=log_fd, report_fd=self.report_fd,
                                      status_fd=self._status_write, join=self.sandboxed)
@@ -443,6 +435,14 @@ class JobStart:
             for fd in (self._info_read, self._status_write, self._ready_read):
                 if fd >= 0:
                     os.close(fd)
+
+
+def _sandbox_anchor(info: bytes) -> int:
+    """The host pid of the sandbox's anchor, from what bubblewrap wrote on ``--info-fd``."""
+    try:
+        return int(json.loads(info)["child-pid"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ForkServerError(f"bubblewrap did not say where its sandbox is ({info[:200]!r})") from err
 
 
 def _read_all(fd: int) -> bytes:
